@@ -1,0 +1,181 @@
+"""The op table: loads ops.toml into validated, immutable entries.
+
+>>> table = load_table()
+>>> table.by_api["torch.Tensor.type_as"].category
+'difference'
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import tomllib
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Mapping
+
+CATEGORIES = (
+    "same-name",
+    "same-name-different-params",
+    "pure-rename",
+    "difference",
+    "composite",
+    "unsupported",
+)
+KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+_NO_DEFAULT = object()
+
+
+class TableError(ValueError):
+    """The op table is malformed; the message names the entry and the problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One torch parameter: name, kinds it accepts, default, and how it may be passed."""
+
+    name: str
+    kinds: tuple[str, ...]
+    default: Any = _NO_DEFAULT
+    keyword_only: bool = False
+    variadic: bool = False
+
+    @property
+    def required(self) -> bool:
+        return self.default is _NO_DEFAULT and not self.variadic
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kinds == ("Tensor",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One op of the table (see the header of ops.toml for the fields)."""
+
+    op: str
+    category: str
+    apis: tuple[str, ...]
+    params: tuple[Param, ...]
+    pypto: str = ""
+    dtypes: tuple[str, ...] = ()
+    compute: str | None = None
+    target: str | None = None
+    reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    reason: str | None = None
+    note: str | None = None
+
+    def param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
+
+    @property
+    def torch_function(self) -> str | None:
+        """The torch function spelling (for fallbacks), or None for method-only ops."""
+        return next((a for a in self.apis if not a.startswith("torch.Tensor.")), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """Entries by op name and by every torch API spelling they cover."""
+
+    entries: Mapping[str, Entry]
+    by_api: Mapping[str, Entry]
+    methods: frozenset[str]
+
+    def method(self, name: str) -> Entry | None:
+        return self.by_api.get(f"torch.Tensor.{name}")
+
+
+def parse_signature(op: str, text: str) -> tuple[Param, ...]:
+    """Parse a signature written as a Python parameter list, e.g. ``(input: Tensor, *, dim: int = 0)``."""
+    try:
+        args = ast.parse(f"def _{text}: pass").body[0].args  # type: ignore[attr-defined]
+    except SyntaxError as exc:
+        raise TableError(f"{op}: signature {text!r} is not a parameter list") from exc
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [_NO_DEFAULT] * (len(positional) - len(args.defaults)) + [
+        ast.literal_eval(d) for d in args.defaults
+    ]
+    params = [Param(a.arg, _kinds(op, a), d) for a, d in zip(positional, defaults)]
+    if args.vararg:
+        params.append(Param(args.vararg.arg, ("object",), variadic=True))
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        default = _NO_DEFAULT if d is None else ast.literal_eval(d)
+        params.append(Param(a.arg, _kinds(op, a), default, keyword_only=True))
+    return tuple(params)
+
+
+def _kinds(op: str, arg: ast.arg) -> tuple[str, ...]:
+    if arg.annotation is None:
+        return ("object",)
+    kinds = tuple(k.strip() for k in ast.unparse(arg.annotation).split("|"))
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise TableError(f"{op}: parameter {arg.arg!r} has unknown kind(s) {unknown}")
+    return kinds
+
+
+def _entry(op: str, raw: dict[str, Any]) -> Entry:
+    fields = {f.name for f in dataclasses.fields(Entry)} - {"op", "params"} | {"signature"}
+    extra = set(raw) - fields
+    if extra:
+        raise TableError(f"{op}: unknown field(s) {sorted(extra)}")
+    for required in ("category", "apis", "signature"):
+        if required not in raw:
+            raise TableError(f"{op}: missing field {required!r}")
+    raw = dict(raw)
+    params = parse_signature(op, raw.pop("signature"))
+    entry = Entry(
+        op=op,
+        params=params,
+        apis=tuple(raw.pop("apis")),
+        dtypes=tuple(raw.pop("dtypes", ())),
+        reject=MappingProxyType(dict(raw.pop("reject", {}))),
+        **raw,
+    )
+    _check(entry)
+    return entry
+
+
+def _check(entry: Entry) -> None:
+    op = entry.op
+    if entry.category not in CATEGORIES:
+        raise TableError(f"{op}: unknown category {entry.category!r}")
+    if entry.category == "unsupported" and not entry.reason:
+        raise TableError(f"{op}: an unsupported op needs a reason")
+    if entry.category != "unsupported" and not entry.pypto:
+        raise TableError(f"{op}: a mapped op names its pypto API")
+    if not entry.params or not entry.params[0].is_tensor:
+        raise TableError(f"{op}: the first parameter must be the input Tensor")
+    for api in entry.apis:
+        if not api.startswith("torch."):
+            raise TableError(f"{op}: API {api!r} is not a torch name")
+    names = {p.name for p in entry.params}
+    for arg in entry.reject:
+        if arg not in names:
+            raise TableError(f"{op}: reject names unknown parameter {arg!r}")
+    for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target])):
+        if dtype not in DTYPES:
+            raise TableError(f"{op}: unknown dtype {dtype!r}")
+
+
+def build_table(raw: Mapping[str, Any]) -> Table:
+    """Validate raw TOML data into a Table; API spellings must be unique across entries."""
+    entries = {op: _entry(op, body) for op, body in raw.items()}
+    by_api: dict[str, Entry] = {}
+    for entry in entries.values():
+        for api in entry.apis:
+            if api in by_api:
+                raise TableError(f"{api} is claimed by both {by_api[api].op} and {entry.op}")
+            by_api[api] = entry
+    methods = frozenset(a.rsplit(".", 1)[1] for a in by_api if a.startswith("torch.Tensor."))
+    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods)
+
+
+@functools.cache
+def load_table() -> Table:
+    """The built-in table (torch2pypto/mapping/ops.toml)."""
+    text = resources.files(__package__).joinpath("ops.toml").read_text(encoding="utf-8")
+    return build_table(tomllib.loads(text))

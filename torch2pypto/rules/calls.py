@@ -1,0 +1,78 @@
+"""Helpers every rule shares: rejected arguments, wrapper signatures and the rewritten call."""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from torch2pypto.mapping import Entry, Param
+from torch2pypto.rules.site import CallSite, Unsupported
+
+_EMPTY = cst.Module([])
+
+
+def source_of(node: cst.CSTNode) -> str:
+    """The source text of a node."""
+    return _EMPTY.code_for_node(node)
+
+
+def literal(node: cst.BaseExpression) -> object:
+    """The value of a literal expression, or ``Ellipsis`` when it is not a literal."""
+    try:
+        return ast.literal_eval(source_of(node).strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return Ellipsis
+
+
+def rejection(site: CallSite) -> Unsupported | None:
+    """The reason the call stays torch, if it passes a rejected argument other than its default."""
+    for name, reason in site.entry.reject.items():
+        given = site.args.get(name)
+        if given is not None and literal(given) != site.entry.param(name).default:
+            return Unsupported(reason)
+    return None
+
+
+def wrapper_params(entry: Entry) -> tuple[Param, ...]:
+    """The parameters a wrapper takes: the torch signature minus rejected arguments."""
+    return tuple(p for p in entry.params if p.name not in entry.reject)
+
+
+def signature(params: tuple[Param, ...]) -> str:
+    """Parameter list text for a wrapper, mirroring torch's defaults and keyword-only marker."""
+    parts: list[str] = []
+    for p in params:
+        if p.keyword_only and "*" not in parts:
+            parts.append("*")
+        parts.append(p.name if p.required else f"{p.name}={p.default!r}")
+    return ", ".join(parts)
+
+
+def call_args(params: tuple[Param, ...]) -> str:
+    """Argument text passing a wrapper's parameters on to torch under the same names."""
+    return ", ".join(p.name if p.required else f"{p.name}={p.name}" for p in params)
+
+
+def replacement(site: CallSite, wrapper: str) -> cst.Call:
+    """``wrapper(<required args>, <optional args as keywords>)`` for this call site.
+
+    Rejected arguments only get here at their default, so they are dropped.
+    """
+    args: list[cst.Arg] = []
+    for p in wrapper_params(site.entry):
+        value = site.args.get(p.name)
+        if value is None:
+            continue
+        args.append(cst.Arg(value) if p.required else cst.Arg(value, keyword=cst.Name(p.name), equal=_EQUAL))
+    return cst.Call(cst.Name(wrapper), args)
+
+
+_EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+
+
+def dtype_expr(site: CallSite, dtype: str) -> cst.BaseExpression | None:
+    """``torch.<dtype>`` spelt with the name that reaches torch at this site, if any."""
+    if site.torch_name is None:
+        return None
+    return cst.parse_expression(f"{site.torch_name}.{dtype}")

@@ -1,0 +1,44 @@
+"""What a rule receives (a bound call site) and what it returns."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Mapping
+
+import libcst as cst
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules.codegen import Definition
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSite:
+    """A torch call bound to its table entry.
+
+    ``args`` maps torch parameter names to the argument expressions the user passed (defaults
+    are absent). ``static_dtype(param)`` names the dtype that argument statically is
+    (``"float32"``), ``"?"`` for a dtype of unknown value (``x.dtype``), or None when it is not
+    known to be a dtype at all; ``torch_name`` is how the module reaches the torch package at this site
+    (None where no name does).
+    """
+
+    entry: Entry
+    args: Mapping[str, cst.BaseExpression]
+    static_dtype: Callable[[str], str | None]
+    torch_name: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Converted:
+    """The replacement call plus the kernels and wrappers it needs, in dependency order."""
+
+    call: cst.Call
+    definitions: tuple[Definition, ...]
+    pypto_api: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Unsupported:
+    """The call stays torch, for this reason."""
+
+    reason: str
