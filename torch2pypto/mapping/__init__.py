@@ -66,6 +66,7 @@ class Entry:
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     reason: str | None = None
     note: str | None = None
+    domain: str = "real"
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -156,6 +157,8 @@ def _check(entry: Entry) -> None:
     for arg in entry.reject:
         if arg not in names:
             raise TableError(f"{op}: reject names unknown parameter {arg!r}")
+    if entry.domain not in ("real", "positive"):
+        raise TableError(f"{op}: domain is real or positive, not {entry.domain!r}")
     for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target])):
         if dtype not in DTYPES:
             raise TableError(f"{op}: unknown dtype {dtype!r}")

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from torch2pypto.rules import reduction
-from torch2pypto.rules.calls import rejection, replacement
+from torch2pypto.rules.calls import rejection, replacement, wrapper_params
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 
@@ -17,7 +17,7 @@ def _mean(site: CallSite) -> Converted:
         reduction.kernel(entry, scale=True),
         reduction.wrapper(entry, "FP32 pypto.sum over the reduced dims, then a 1/count scale"),
     )
-    return Converted(replacement(site, f"pypto_{entry.op}"), definitions, "pypto.sum + pypto.mul")
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions, "pypto.sum + pypto.mul", wrapper_params(entry))
 
 
 RECIPES = {"mean": _mean}

@@ -16,4 +16,4 @@ WRAPPER = cast_wrapper(
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    return Converted(replacement(site, "pypto_type_as"), (CAST_KERNEL, WRAPPER), "pypto.cast")
+    return Converted(replacement(site, "pypto_type_as"), (CAST_KERNEL, WRAPPER), "pypto.cast", site.entry.params)

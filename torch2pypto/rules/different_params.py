@@ -7,7 +7,7 @@ result dtype, and the FP32 accumulation.
 from __future__ import annotations
 
 from torch2pypto.rules import reduction
-from torch2pypto.rules.calls import rejection, replacement
+from torch2pypto.rules.calls import rejection, replacement, wrapper_params
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 
@@ -21,4 +21,4 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         reduction.kernel(entry, scale=False),
         reduction.wrapper(entry, "pypto.sum over the reduced dims moved last, in FP32"),
     )
-    return Converted(replacement(site, f"pypto_{entry.op}"), definitions, f"pypto.{entry.pypto}")
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions, f"pypto.{entry.pypto}", wrapper_params(entry))

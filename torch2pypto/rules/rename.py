@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torch2pypto.mapping import parse_signature
+
 from torch2pypto.rules.calls import dtype_expr, rejection
 from torch2pypto.rules.casting import CAST_KERNEL, cast_wrapper
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
+PARAMS = parse_signature("pypto_cast", "(input: Tensor, dtype: DType)")
 WRAPPER = cast_wrapper(
     "pypto_cast",
     "input, dtype",
@@ -41,4 +44,4 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if dtype_name != "?" and dtype_name not in entry.dtypes:
         return Unsupported(f"cast to {dtype_name}: PyPTO kernels here handle {', '.join(entry.dtypes)}")
     call = cst.Call(cst.Name("pypto_cast"), [cst.Arg(site.args["input"]), cst.Arg(target)])
-    return Converted(call, (CAST_KERNEL, WRAPPER), "pypto.cast")
+    return Converted(call, (CAST_KERNEL, WRAPPER), "pypto.cast", PARAMS)

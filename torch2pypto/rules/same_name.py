@@ -20,7 +20,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         return rejected
     entry = site.entry
     wrapper = f"pypto_{entry.op}"
-    return Converted(replacement(site, wrapper), definitions(entry), f"pypto.{entry.pypto}")
+    return Converted(replacement(site, wrapper), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
 
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:

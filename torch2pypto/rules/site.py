@@ -7,7 +7,7 @@ from typing import Callable, Mapping
 
 import libcst as cst
 
-from torch2pypto.mapping import Entry
+from torch2pypto.mapping import Entry, Param
 from torch2pypto.rules.codegen import Definition
 
 
@@ -30,11 +30,12 @@ class CallSite:
 
 @dataclasses.dataclass(frozen=True)
 class Converted:
-    """The replacement call plus the kernels and wrappers it needs, in dependency order."""
+    """The replacement call, the wrapper's parameters, and the definitions it needs."""
 
     call: cst.Call
     definitions: tuple[Definition, ...]
     pypto_api: str
+    params: tuple[Param, ...]
 
 
 @dataclasses.dataclass(frozen=True)

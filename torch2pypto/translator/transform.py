@@ -13,7 +13,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from torch2pypto.mapping import Entry, Table
+from torch2pypto.mapping import Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.binding import BindError, bind
@@ -38,6 +38,15 @@ class Resolved:
     ambiguous: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    """A converted call site: its record, the wrapper call it became and the wrapper's parameters."""
+
+    record: Record
+    call: cst.Call
+    params: tuple[Param, ...]
+
+
 class TorchCallTransformer(cst.CSTTransformer):
     """Rewrites mapped torch calls outside ``skip_lines`` (the generated section)."""
 
@@ -51,6 +60,7 @@ class TorchCallTransformer(cst.CSTTransformer):
         self.skip_lines = skip_lines
         self.records: list[Record] = []
         self.definitions: list[Definition] = []
+        self.conversions: list[Conversion] = []
         self._inference: Inference | None = None
 
     @property
@@ -95,6 +105,7 @@ class TorchCallTransformer(cst.CSTTransformer):
             self._record(original, found, UNSUPPORTED, result.reason)
             return updated
         self._record(original, found, CONVERTED, pypto_api=result.pypto_api)
+        self.conversions.append(Conversion(self.records[-1], result.call, result.params))
         self.definitions.extend(result.definitions)
         return result.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 

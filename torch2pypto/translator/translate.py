@@ -10,7 +10,7 @@ from libcst.metadata import MetadataWrapper
 from torch2pypto.mapping import Table, load_table
 from torch2pypto.translator import emit
 from torch2pypto.translator.report import Record
-from torch2pypto.translator.transform import Options, TorchCallTransformer
+from torch2pypto.translator.transform import Conversion, Options, TorchCallTransformer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Translation:
     code: str
     encoding: str
     records: tuple[Record, ...]
+    conversions: tuple[Conversion, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -41,4 +42,5 @@ def translate_source(
     transformer = TorchCallTransformer(table or load_table(), path, options, emit.section_lines(original))
     rewritten = MetadataWrapper(module, unsafe_skip_copy=True).visit(transformer)
     code = emit.insert(rewritten, emit.ordered(transformer.definitions)) if transformer.definitions else rewritten.code
-    return Translation(path, original, code, module.encoding, tuple(transformer.records))
+    records, conversions = tuple(transformer.records), tuple(transformer.conversions)
+    return Translation(path, original, code, module.encoding, records, conversions)

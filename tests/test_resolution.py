@@ -1,0 +1,121 @@
+"""Name resolution: every spelling of a torch call is found; only tensor receivers are rewritten."""
+
+import pytest
+
+from helpers import statuses, translate
+
+C, U, A = "converted", "unsupported", "left-alone"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ny = torch.rsqrt(x)\n",
+        "import torch as T\ny = T.rsqrt(x)\n",
+        "from torch import rsqrt\ny = rsqrt(x)\n",
+        "from torch import rsqrt as r\ny = r(x)\n",
+        "import torch.nn.functional as F\ny = F.relu(x)\n",
+        "from torch.nn import functional as F\ny = F.relu(x)\n",
+        "import torch\ny = torch.nn.functional.relu(x)\n",
+    ],
+)
+def test_function_spellings(code):
+    assert [s for _, s in statuses(code)] == [C]
+    assert "pypto_" in translate(code).code
+
+
+def test_shadowed_torch_is_not_torch():
+    code = "import torch as T\ndef f(x, torch):\n    return torch.rsqrt(x)\n"
+    assert ("torch.rsqrt", "converted") not in statuses(code)  # at most an ambiguous method call
+    assert translate(code).code == code
+
+
+def test_local_named_like_a_torch_function_is_not_torch():
+    code = "from torch import exp\ndef f(x):\n    exp = lambda v: v\n    return exp(x)\n"
+    assert statuses(code) == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ndef f(x: torch.Tensor):\n    return x.float()\n",
+        "from torch import Tensor\ndef f(x: Tensor):\n    return x.float()\n",
+        "from typing import Optional\nimport torch\ndef f(x: Optional[torch.Tensor]):\n    return x.float()\n",
+        "import torch\ndef f(x: torch.Tensor | None):\n    return x.float()\n",
+        "import torch\ny = torch.ones(3).float()\n",
+        "import torch\ny = torch.ones(3)\nz = y.float()\n",
+        "import torch\ndef f(x: torch.Tensor):\n    y = x.view(-1) * 2\n    return y[0].float()\n",
+        "import torch\ndef f(x: torch.Tensor):\n    x = x.float()\n    return x.half()\n",
+    ],
+)
+def test_known_tensor_receivers(code):
+    methods = [s for api, s in statuses(code) if api.startswith("torch.Tensor.")]
+    assert methods and all(s == C for s in methods)
+
+
+MODULE = """\
+import torch
+from torch import nn
+
+class Norm(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.register_buffer("scale", torch.ones(n))
+        self.name = "norm"
+        self.layer = nn.Linear(n, n)
+
+    def _helper(self, h):
+        return h.float()
+
+    def forward(self, x, flag=False):
+        y = self._helper(x.exp()) + self.weight.float() + self.scale.abs()
+        return self.name.upper(), y.type_as(x)
+"""
+
+
+def test_module_parameters_buffers_forward_args_and_helpers():
+    found = statuses(MODULE)
+    assert ("torch.Tensor.type_as", C) in found
+    assert sorted(api for api, s in found if s == C) == [
+        "torch.Tensor.abs", "torch.Tensor.exp", "torch.Tensor.float", "torch.Tensor.float", "torch.Tensor.type_as",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def f(s: str):\n    return s.float()\n",
+        "def f(items: list):\n    return items.abs()\n",
+        "import numpy as np\ndef f():\n    a = np.ones(3)\n    return a.abs()\n",
+        "import numpy as np\ny = np.abs(x)\n",
+        "class Box:\n    pass\ndef f(b: Box):\n    return b.float()\n",
+        "def f():\n    s = 'x'\n    return s.float()\n",
+    ],
+)
+def test_non_tensor_receivers_are_never_touched(code):
+    assert statuses(code) == []
+    assert translate(code, assume_tensors=True).code == code
+
+
+def test_ambiguous_receivers_are_reported_and_left_alone():
+    code = "def f(x):\n    return x.float()\n"
+    assert statuses(code) == [("torch.Tensor.float", A)]
+    assert translate(code).code == code
+
+
+def test_assume_tensors_converts_ambiguous_receivers():
+    code = "import torch\ndef f(x):\n    return x.float()\n"
+    assert statuses(code, assume_tensors=True) == [("torch.Tensor.float", C)]
+    assert "pypto_cast(x, torch.float32)" in translate(code, assume_tensors=True).code
+
+
+def test_helper_called_with_non_tensor_keeps_its_parameter_ambiguous():
+    code = MODULE.replace("self._helper(x.exp())", "self._helper(x.exp()) + self._helper(1)")
+    found = statuses(code)
+    assert ("torch.Tensor.float", A) in found
+
+
+def test_torch_ops_outside_the_table_are_reported():
+    assert statuses("import torch\ny = torch.matmul(a, b)\n") == [("torch.matmul", U)]
+    assert statuses("import torch\nwith torch.no_grad():\n    pass\n") == []

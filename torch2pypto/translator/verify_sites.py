@@ -1,0 +1,113 @@
+"""``translate --verify``: run each converted call site's kernel in the CPU interpreter.
+
+One case per call site, kernel dtype and sample shape; the kernel's result is compared with the
+wrapper's torch path (the original op) by the isolated worker of :mod:`verify`.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from torch2pypto.mapping import load_table
+from torch2pypto.rules.calls import literal, source_of
+from torch2pypto.translator.binding import bind
+from torch2pypto.translator.inference import DTYPE_NAMES
+from torch2pypto.translator.transform import Conversion
+from torch2pypto.translator.translate import Translation
+from torch2pypto.translator.verify import Case, Outcome, verify
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# an odd row count; leading dims to fold; a width that is no power of two
+SHAPES = ((7, 64), (3, 5, 40))
+_SAMPLE = {"Number": 0.5, "Dims": -1, "bool": False}
+
+
+def cases(conversion: Conversion, seed: int = 0) -> list[Case]:
+    """Cases exercising one converted call on every kernel dtype and sample shape."""
+    record = conversion.record
+    entry = load_table().by_api[record.api]
+    bound = bind(conversion.params, tuple(conversion.call.args))
+    wrapper = source_of(conversion.call.func)
+    generator = torch.Generator().manual_seed(seed)
+    result = []
+    for dtype in DTYPES:
+        if dtype_name(dtype) not in entry.dtypes:
+            continue
+        other = DTYPES[(DTYPES.index(dtype) + 1) % len(DTYPES)]
+        for shape in SHAPES:
+            args, kwargs = [], {}
+            for param in conversion.params:
+                if param.name not in bound:
+                    continue
+                # type_as-style differences read a dtype off a second tensor: give it another one
+                tensor_dtype = other if args and entry.category == "difference" else dtype
+                value = _value(param.kinds, bound[param.name], shape, tensor_dtype, other, entry.domain, generator)
+                if param.required:
+                    args.append(value)
+                else:
+                    kwargs[param.name] = value
+            label = f"{record.location} {record.api} {dtype_name(dtype)} {list(shape)}"
+            result.append(Case(label, wrapper, tuple(args), kwargs))
+    return result
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _value(kinds, expr, shape, dtype, other, domain, generator):
+    value = literal(expr)
+    if "DType" in kinds:
+        name = source_of(expr).rsplit(".", 1)[-1]
+        return getattr(torch, DTYPE_NAMES[name]) if name in DTYPE_NAMES else other
+    if value is not Ellipsis:
+        return value
+    if "Tensor" in kinds:
+        sample = torch.randn(shape, generator=generator)
+        if domain == "positive":
+            sample = sample.abs() + 0.5
+        return sample.to(dtype)
+    return _SAMPLE.get(kinds[0], 0.5)
+
+
+def verify_translation(translation: Translation, console: Console, section: str) -> bool:
+    """Verify every converted call site; print max errors per site; True if all match."""
+    by_site: dict[str, list[Case]] = {c.record.location: cases(c) for c in translation.conversions}
+    if not by_site:
+        console.print("nothing to verify: no call site was converted")
+        return True
+    outcomes = verify(section, [case for site_cases in by_site.values() for case in site_cases])
+    results = collections.defaultdict(list)
+    for outcome in outcomes:
+        results[outcome.label.split(" ", 1)[0]].append(outcome)
+    table = Table(title="CPU interpreter vs torch", title_justify="left")
+    for column in ("call site", "torch API", "cases", "max abs", "max rel", "result"):
+        table.add_column(column, justify="right" if column.startswith(("max", "cases")) else "left")
+    ok = True
+    for conversion in translation.conversions:
+        site = conversion.record.location
+        site_ok = all(o.ok for o in results[site])
+        ok &= site_ok
+        table.add_row(
+            site,
+            conversion.record.api,
+            str(len(results[site])),
+            _worst(results[site], "max_abs"),
+            _worst(results[site], "max_rel"),
+            "[green]ok[/]" if site_ok else f"[red]MISMATCH[/] {_first_error(results[site])}",
+        )
+    console.print(table)
+    return ok
+
+
+def _worst(outcomes: list[Outcome], field: str) -> str:
+    values = [getattr(o, field) for o in outcomes if getattr(o, field) is not None]
+    return f"{max(values):.3g}" if values else "-"
+
+
+def _first_error(outcomes: list[Outcome]) -> str:
+    return next((o.error.splitlines()[0] for o in outcomes if o.error), "")
