@@ -129,7 +129,8 @@ def print_summary(console: Console, translation: Translation) -> None:
     left = sum(s.unsupported.values())
     console.print(
         f"[bold]{translation.path}[/]: {s.seen} torch call sites, [green]{s.converted} converted[/], "
-        f"[yellow]{left} left as torch[/], [magenta]{s.ambiguous} ambiguous[/]"
+        f"[yellow]{left} left as torch[/], [magenta]{s.ambiguous} ambiguous[/]",
+        soft_wrap=True,
     )
     for r in translation.records:
         if r.status != CONVERTED:

@@ -107,7 +107,7 @@ class TorchCallTransformer(cst.CSTTransformer):
         self._record(original, found, CONVERTED, pypto_api=result.pypto_api)
         self.conversions.append(Conversion(self.records[-1], result.call, result.params))
         self.definitions.extend(result.definitions)
-        return result.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return _keep_layout(result.call, updated)
 
     def _resolve(self, call: cst.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
@@ -140,6 +140,19 @@ class TorchCallTransformer(cst.CSTTransformer):
         pypto_api = pypto_api or (f"pypto.{entry.pypto}" if entry and entry.pypto else "")
         record = Record(self.path, start.line, start.column + 1, found.api, category, pypto_api, status, reason)
         self.records.append(record)
+
+
+def _keep_layout(new: cst.Call, old: cst.Call) -> cst.Call:
+    """Carry the old call's parentheses, line breaks and comments between arguments over to ``new``."""
+    args = list(new.args)
+    for i in range(min(len(args), len(old.args)) - 1):
+        args[i] = args[i].with_changes(comma=old.args[i].comma)
+    if args and old.args:
+        last = old.args[-1]
+        args[-1] = args[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    return new.with_changes(
+        args=args, lpar=old.lpar, rpar=old.rpar, whitespace_before_args=old.whitespace_before_args
+    )
 
 
 def _receiver(call: cst.Call) -> cst.BaseExpression:

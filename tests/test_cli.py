@@ -1,0 +1,60 @@
+"""The translate command: outputs, exit codes, one-line errors, nothing half-written."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torch2pypto.translator.cli import main
+
+SAMPLE = Path(__file__).parent.parent / "samples" / "qwen3_5_rmsnorm.py"
+
+
+def test_writes_the_translation(tmp_path, capsys):
+    out = tmp_path / "model_pypto.py"
+    assert main([str(SAMPLE), "-o", str(out)]) == 0
+    assert "def pypto_type_as(" in out.read_text()
+    err = capsys.readouterr().err
+    assert "7 torch call sites, 6 converted, 1 left as torch, 0 ambiguous" in err
+    assert "torch.zeros: stays torch: not in the mapping table" in err
+
+
+def test_diff_writes_nothing_and_prints_a_plain_diff_when_piped(tmp_path):
+    before = set(tmp_path.iterdir())
+    result = subprocess.run(
+        [sys.executable, "-m", "torch2pypto.translator.cli", str(SAMPLE), "--diff"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"--- a/{SAMPLE}\n+++ b/{SAMPLE}\n")
+    assert "+        return pypto_type_as(output, x)" in result.stdout
+    assert "\x1b[" not in result.stdout
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_diff_is_coloured_on_a_terminal(monkeypatch, capsys):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert main([str(SAMPLE), "--diff"]) == 0
+    assert "\x1b[32m+" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "make, args, message",
+    [
+        (lambda d: None, ["missing.py"], "missing.py: no such file"),
+        (lambda d: (d / "bad.py").write_text("def f(:\n"), ["bad.py"], "bad.py:1:"),
+        (lambda d: (d / "bin.py").write_bytes(b"x = '\xff\xfe'\n"), ["bin.py"], "bin.py: cannot decode"),
+        (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "m.py"], "would overwrite the input"),
+        (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "nope/out.py"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, capsys, make, args, message):
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("translate: error:") and message in err and "\n" not in err
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before

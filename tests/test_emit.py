@@ -1,0 +1,78 @@
+"""Output contract: valid Python, bytes kept outside rewritten calls, imports once, idempotent."""
+
+import difflib
+import re
+
+import libcst as cst
+import pytest
+
+from helpers import translate
+
+SOURCE = '''\
+#!/usr/bin/env python
+"""A module docstring."""
+from __future__ import division
+
+import torch  # the only import
+
+
+def f(x: torch.Tensor):
+    # a comment before
+    y = torch.exp(  # a comment inside
+        x
+    )
+    return   y.float()  # odd spacing stays
+'''
+
+
+def test_only_rewritten_calls_and_the_section_change():
+    out = translate(SOURCE).code
+    cst.parse_module(out)
+    removed = [l for l in difflib.ndiff(SOURCE.splitlines(), out.splitlines()) if l.startswith("- ")]
+    assert removed == ["-     y = torch.exp(  # a comment inside", "-     return   y.float()  # odd spacing stays"]
+    assert "    return   pypto_cast(y, torch.float32)  # odd spacing stays" in out
+    assert "# a comment inside" in out
+
+
+def test_section_sits_after_the_imports_and_imports_are_added_once():
+    out = translate(SOURCE).code
+    assert out.index("import torch  # the only import") < out.index("# ---- torch2pypto")
+    assert out.count("import torch\n") == 0 and out.count("import pypto") == 1
+    assert out.startswith("#!/usr/bin/env python\n")
+
+
+def test_second_run_changes_nothing():
+    once = translate(SOURCE).code
+    assert translate(once).code == once
+
+
+def test_a_new_call_extends_the_existing_section_and_keeps_hand_edits():
+    once = translate(SOURCE).code.replace("_TILE_BYTES = 32 * 1024", "_TILE_BYTES = 16 * 1024")
+    twice = translate(once + "\n\ndef g(x: torch.Tensor):\n    return torch.rsqrt(x)\n").code
+    assert "_TILE_BYTES = 16 * 1024" in twice
+    assert twice.count("def pypto_cast(") == 1 and twice.count("def pypto_rsqrt(") == 1
+    assert translate(twice).code == twice
+
+
+def test_crlf_line_endings_are_kept():
+    source = SOURCE.replace("\n", "\r\n")
+    out = translate(source).code
+    assert "\n" not in out.replace("\r\n", "")
+    assert translate(out).code == out
+
+
+def test_encoding_cookie_round_trips():
+    source = "# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\ny = torch.exp(torch.ones(2))\n"
+    t = translate(source.encode("latin-1"))
+    assert t.encoding in ("latin-1", "iso-8859-1")
+    assert "caf\xe9" in t.code and "pypto_exp" in t.code
+
+
+@pytest.mark.parametrize("source", ["", "x = 1\n", "import torch\n", "'''doc'''\n"])
+def test_modules_without_conversions_are_untouched(source):
+    assert translate(source).code == source
+
+
+def test_module_without_imports_gets_the_section_at_the_top():
+    out = translate("from torch import exp\ny = exp(z)\n").code
+    assert re.match(r"from torch import exp\n\n\n# ---- torch2pypto", out)
