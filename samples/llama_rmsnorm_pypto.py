@@ -154,19 +154,23 @@ def pypto_pow(input, exponent):
 
 
 def _reduction_rows(t, dim, keepdim):
-    """`t` as [rows, cols] with the reduced dims last, and the shape torch gives the result."""
+    """`t` as [rows, cols] with the reduced dims last, and the shape torch gives the result.
+
+    The cols are zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned tile rows.
+    """
     rank = max(t.dim(), 1)
     dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
     dims = sorted({d % rank for d in dims})
     kept = [d for d in range(t.dim()) if d not in dims]
     cols = math.prod(t.shape[d] for d in dims if d < t.dim())
     rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
+    rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())))
     shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
     return rows.contiguous(), shape
 
 
 @functools.cache
-def mean_kernel(dtype, out_dtype, cols):
+def mean_kernel(dtype, out_dtype, cols, count):
     """Mean of each row of [rows, cols] tiles, accumulated in FP32 (pypto.sum needs FP32)."""
     rows, tile_cols = _tile_shape(cols, buffers=4)
 
@@ -185,7 +189,7 @@ def mean_kernel(dtype, out_dtype, cols):
             if dtype != pypto.DT_FP32:
                 result = pypto.cast(result, pypto.DT_FP32)
             result = pypto.sum(result, dim=-1, keepdim=True)
-            result = pypto.mul(result, 1.0 / cols)
+            result = pypto.mul(result, 1.0 / count)
             if out_dtype != pypto.DT_FP32:
                 result = pypto.cast(result, out_dtype)
             pypto.assemble(result, [r, 0], out)
@@ -203,7 +207,8 @@ def pypto_mean(input, dim=None, keepdim=False, *, dtype=None):
         return torch.mean(input, dim=dim, keepdim=keepdim, dtype=dtype)
     x, shape = _reduction_rows(input, dim, keepdim)
     out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
-    _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1]), x, out)
+    kernel = mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], input.numel() // max(out.numel(), 1))
+    _launch(kernel, x, out)
     return out.reshape(shape)
 
 

@@ -15,7 +15,7 @@ def _mean(site: CallSite) -> Converted:
     definitions = (
         reduction.ROWS_HELPER,
         reduction.kernel(entry, scale=True),
-        reduction.wrapper(entry, "FP32 pypto.sum over the reduced dims, then a 1/count scale"),
+        reduction.wrapper(entry, "FP32 pypto.sum over the reduced dims, then a 1/count scale", scale=True),
     )
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions, "pypto.sum + pypto.mul", wrapper_params(entry))
 

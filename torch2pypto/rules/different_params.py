@@ -19,6 +19,6 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     definitions = (
         reduction.ROWS_HELPER,
         reduction.kernel(entry, scale=False),
-        reduction.wrapper(entry, "pypto.sum over the reduced dims moved last, in FP32"),
+        reduction.wrapper(entry, "pypto.sum over the reduced dims moved last, in FP32", scale=False),
     )
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions, f"pypto.{entry.pypto}", wrapper_params(entry))

@@ -15,13 +15,17 @@ ROWS_HELPER = Definition(
     "_reduction_rows",
     '''\
 def _reduction_rows(t, dim, keepdim):
-    """`t` as [rows, cols] with the reduced dims last, and the shape torch gives the result."""
+    """`t` as [rows, cols] with the reduced dims last, and the shape torch gives the result.
+
+    The cols are zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned tile rows.
+    """
     rank = max(t.dim(), 1)
     dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
     dims = sorted({d % rank for d in dims})
     kept = [d for d in range(t.dim()) if d not in dims]
     cols = math.prod(t.shape[d] for d in dims if d < t.dim())
     rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
+    rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())))
     shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
     return rows.contiguous(), shape
 ''',
@@ -30,13 +34,16 @@ def _reduction_rows(t, dim, keepdim):
 
 
 def kernel(entry: Entry, scale: bool) -> Definition:
-    """``<op>_kernel(dtype, out_dtype, cols)``: FP32 sum of each row, optionally times 1/cols."""
+    """``<op>_kernel(dtype, out_dtype, cols[, count])``: FP32 row sums, for a mean times 1/count.
+
+    ``cols`` includes the zero padding; ``count`` is how many of them are real.
+    """
     body = (
         "result = x_tile\n"
         "if dtype != pypto.DT_FP32:\n"
         "    result = pypto.cast(result, pypto.DT_FP32)\n"
         "result = pypto.sum(result, dim=-1, keepdim=True)\n"
-        + ("result = pypto.mul(result, 1.0 / cols)\n" if scale else "")
+        + ("result = pypto.mul(result, 1.0 / count)\n" if scale else "")
         + "if out_dtype != pypto.DT_FP32:\n"
         "    result = pypto.cast(result, out_dtype)\n"
     )
@@ -44,7 +51,7 @@ def kernel(entry: Entry, scale: bool) -> Definition:
     return codegen.row_kernel(
         f"{entry.op}_kernel",
         f"{what} of each row of [rows, cols] tiles, accumulated in FP32 (pypto.sum needs FP32).",
-        "dtype, out_dtype, cols",
+        "dtype, out_dtype, cols, count" if scale else "dtype, out_dtype, cols",
         {"x": "dtype"},
         "out_dtype",
         body,
@@ -53,10 +60,11 @@ def kernel(entry: Entry, scale: bool) -> Definition:
     )
 
 
-def wrapper(entry: Entry, how: str) -> Definition:
+def wrapper(entry: Entry, how: str, scale: bool) -> Definition:
     """``pypto_<op>(input, dim=None, keepdim=False, *, dtype=None)`` around the kernel."""
     params = wrapper_params(entry)
     fallback = f"{entry.torch_function}({call_args(params)})"
+    count = ", input.numel() // max(out.numel(), 1)" if scale else ""
     source = f'''\
 def pypto_{entry.op}({signature(params)}):
     """{entry.torch_function} on a PyPTO kernel.
@@ -68,7 +76,8 @@ def pypto_{entry.op}({signature(params)}):
         return {fallback}
     x, shape = _reduction_rows(input, dim, keepdim)
     out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
-    _launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1]), x, out)
+    kernel = {entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1]{count})
+    _launch(kernel, x, out)
     return out.reshape(shape)
 '''
     requires = ("_on_kernel_path", "_reduction_rows", "_launch", f"{entry.op}_kernel")
