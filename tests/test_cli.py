@@ -58,3 +58,11 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
     err = capsys.readouterr().err.strip()
     assert err.startswith("translate: error:") and message in err and "\n" not in err
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.interpreter
+def test_verify_runs_every_converted_call_site_in_the_interpreter(tmp_path, capsys):
+    assert main([str(SAMPLE), "--verify", "-o", str(tmp_path / "out.py")]) == 0
+    out = capsys.readouterr().out
+    assert "CPU interpreter vs torch" in out
+    assert out.count(" ok ") == 6 and "MISMATCH" not in out

@@ -26,8 +26,11 @@ SHAPES = ((7, 64), (3, 5, 40))
 _SAMPLE = {"Number": 0.5, "Dims": -1, "bool": False}
 
 
-def cases(conversion: Conversion, seed: int = 0) -> list[Case]:
-    """Cases exercising one converted call on every kernel dtype and sample shape."""
+def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
+    """Cases exercising one converted call on every kernel dtype and sample shape.
+
+    Each case's label starts with ``key`` (unique per call site), then says what it runs.
+    """
     record = conversion.record
     entry = load_table().by_api[record.api]
     bound = bind(conversion.params, tuple(conversion.call.args))
@@ -50,7 +53,7 @@ def cases(conversion: Conversion, seed: int = 0) -> list[Case]:
                     args.append(value)
                 else:
                     kwargs[param.name] = value
-            label = f"{record.location} {record.api} {dtype_name(dtype)} {list(shape)}"
+            label = f"{key} {record.location} {record.api} {dtype_name(dtype)} {list(shape)}"
             result.append(Case(label, wrapper, tuple(args), kwargs))
     return result
 
@@ -76,7 +79,7 @@ def _value(kinds, expr, shape, dtype, other, domain, generator):
 
 def verify_translation(translation: Translation, console: Console, section: str) -> bool:
     """Verify every converted call site; print max errors per site; True if all match."""
-    by_site: dict[str, list[Case]] = {c.record.location: cases(c) for c in translation.conversions}
+    by_site = {str(i): cases(c, str(i)) for i, c in enumerate(translation.conversions)}
     if not by_site:
         console.print("nothing to verify: no call site was converted")
         return True
@@ -84,16 +87,16 @@ def verify_translation(translation: Translation, console: Console, section: str)
     results = collections.defaultdict(list)
     for outcome in outcomes:
         results[outcome.label.split(" ", 1)[0]].append(outcome)
-    table = Table(title="CPU interpreter vs torch", title_justify="left")
-    for column in ("call site", "torch API", "cases", "max abs", "max rel", "result"):
+    table = Table(title=f"{translation.path}: CPU interpreter vs torch", title_justify="left")
+    for column in ("line:col", "torch API", "cases", "max abs", "max rel", "result"):
         table.add_column(column, justify="right" if column.startswith(("max", "cases")) else "left")
     ok = True
-    for conversion in translation.conversions:
-        site = conversion.record.location
+    for i, conversion in enumerate(translation.conversions):
+        site = str(i)
         site_ok = all(o.ok for o in results[site])
         ok &= site_ok
         table.add_row(
-            site,
+            f"{conversion.record.line}:{conversion.record.column}",
             conversion.record.api,
             str(len(results[site])),
             _worst(results[site], "max_abs"),

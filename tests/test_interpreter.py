@@ -1,0 +1,200 @@
+"""The CPU interpreter path: results really come from PyPTO's interpreter, and verify() isolates kernels."""
+
+import functools
+import os
+import sys
+import textwrap
+import types
+
+import pypto
+import pytest
+import torch
+
+from torch2pypto.translator import interpreter
+from torch2pypto.translator.interpreter import interpreted, run_kernel
+from torch2pypto.translator.verify import Case, verify
+
+pytestmark = pytest.mark.interpreter
+
+
+@functools.cache
+def exp_kernel(cols, rows=8):
+    @pypto.frontend.jit()
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, cols], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, cols], pypto.DT_FP32)):
+        n = x.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="row_block", unroll_list=[1]):
+            r0 = i * rows
+            xv = pypto.view(x, [rows, cols], [r0, 0], valid_shape=[(n - r0).min(rows), cols])
+            pypto.set_vec_tile_shapes(rows, cols)
+            pypto.assemble(pypto.exp(xv), [r0, 0], out)
+    return kernel
+
+
+@functools.cache
+def shifted_exp_kernel(rows, cols):
+    """Wrong on purpose: writes exp of row i into row i+1."""
+    @pypto.frontend.jit()
+    def kernel(x: pypto.Tensor([rows, cols], pypto.DT_FP32), out: pypto.Tensor([rows, cols], pypto.DT_FP32)):
+        for i in pypto.loop(rows, name="row", unroll_list=[1]):
+            pypto.set_vec_tile_shapes(1, cols)
+            pypto.assemble(pypto.exp(pypto.view(x, [1, cols], [i, 0])), [(i + 1) % rows, 0], out)
+    return kernel
+
+
+@pytest.mark.parametrize("rows", [7, 13])
+def test_run_kernel_writes_the_interpreter_result_into_out(rows):
+    x = torch.randn(rows, 128)
+    x_before = x.clone()
+    out = torch.full((rows, 128), 123.0)
+    run_kernel(exp_kernel(128), x, out)
+    torch.testing.assert_close(out, torch.exp(x))
+    assert torch.equal(x, x_before)
+
+
+def test_a_wrong_kernel_gives_a_wrong_result():
+    x = torch.randn(8, 128)
+    out = torch.zeros(8, 128)
+    run_kernel(shifted_exp_kernel(8, 128), x, out)
+    assert not torch.allclose(out, torch.exp(x))
+    torch.testing.assert_close(out, torch.exp(x).roll(1, 0))
+
+
+def test_run_kernel_cleans_up_after_itself():
+    work = interpreter.setup()
+    run_kernel(exp_kernel(128), torch.randn(8, 128), torch.empty(8, 128))
+    assert os.environ["TILE_FWK_OUTPUT_DIR"] == str(work / "output")
+    assert not (work / "output").exists() and not (work / "verify").exists()
+
+
+def test_interpreted_sets_and_restores_the_launcher(monkeypatch):
+    sentinel = object()
+    fake = types.ModuleType("fake_translated")
+    fake.PYPTO_LAUNCHER = None
+    other = types.ModuleType("other_translated")
+    other.PYPTO_LAUNCHER = sentinel
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setitem(sys.modules, other.__name__, other)
+    with interpreted(fake):
+        assert fake.PYPTO_LAUNCHER is run_kernel and other.PYPTO_LAUNCHER is sentinel
+        with interpreted():
+            assert fake.PYPTO_LAUNCHER is run_kernel and other.PYPTO_LAUNCHER is run_kernel
+        assert fake.PYPTO_LAUNCHER is run_kernel and other.PYPTO_LAUNCHER is sentinel
+    assert fake.PYPTO_LAUNCHER is None and other.PYPTO_LAUNCHER is sentinel
+    with pytest.raises(KeyError), interpreted(fake):
+        raise KeyError
+    assert fake.PYPTO_LAUNCHER is None
+
+
+MODULE = textwrap.dedent('''
+    import functools
+    import os
+
+    import pypto
+    import torch
+
+    DTYPES = {torch.float32: pypto.DT_FP32, torch.bfloat16: pypto.DT_BF16}
+    PYPTO_LAUNCHER = None
+
+
+    def launch(kernel, *tensors):
+        (PYPTO_LAUNCHER or (lambda k, *a: k(*a)))(kernel, *tensors)
+
+
+    @functools.cache
+    def rsqrt_kernel(dtype, cols, rows=8):
+        @pypto.frontend.jit()
+        def kernel(x: pypto.Tensor([pypto.DYNAMIC, cols], dtype), out: pypto.Tensor([pypto.DYNAMIC, cols], dtype)):
+            n = x.shape[0]
+            for i in pypto.loop((n + rows - 1) // rows, name="row_block", unroll_list=[1]):
+                r0 = i * rows
+                xv = pypto.view(x, [rows, cols], [r0, 0], valid_shape=[(n - r0).min(rows), cols])
+                pypto.set_vec_tile_shapes(rows, cols)
+                pypto.assemble(pypto.rsqrt(xv), [r0, 0], out)
+        return kernel
+
+
+    @functools.cache
+    def cast_kernel(src, dst, rows, cols):
+        @pypto.frontend.jit()
+        def kernel(x: pypto.Tensor([rows, cols], src), out: pypto.Tensor([rows, cols], dst)):
+            pypto.set_vec_tile_shapes(rows, cols)
+            out[:] = pypto.cast(x, dst)
+        return kernel
+
+
+    @functools.cache
+    def oversized_exp_kernel(rows, cols):
+        @pypto.frontend.jit()
+        def kernel(x: pypto.Tensor([rows, cols], pypto.DT_FP32), out: pypto.Tensor([rows, cols], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(64, 4096)  # 1 MB of fp32: over the 192 KB unified buffer
+            out[:] = pypto.exp(x)
+        return kernel
+
+
+    @functools.cache
+    def sqrt_kernel(rows, cols):
+        @pypto.frontend.jit()
+        def kernel(x: pypto.Tensor([rows, cols], pypto.DT_FP32), out: pypto.Tensor([rows, cols], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(rows, cols)
+            out[:] = pypto.sqrt(x)
+        return kernel
+
+
+    def pypto_rsqrt(input):
+        if PYPTO_LAUNCHER is None and input.device.type != "npu":
+            return torch.rsqrt(input)
+        x = input.reshape(-1, input.shape[-1]).contiguous()
+        out = torch.empty(x.shape, dtype=input.dtype, device=input.device)
+        launch(rsqrt_kernel(DTYPES[input.dtype], x.shape[1]), x, out)
+        return out.reshape(input.shape)
+
+
+    def pypto_to(input, dtype):
+        if PYPTO_LAUNCHER is None and input.device.type != "npu":
+            return input.to(dtype)
+        out = torch.empty(input.shape, dtype=dtype, device=input.device)
+        launch(cast_kernel(DTYPES[input.dtype], DTYPES[dtype], *input.shape), input, out)
+        return out
+
+
+    def pypto_exp(input):
+        if PYPTO_LAUNCHER is None and input.device.type != "npu":
+            return torch.exp(input)
+        out = torch.empty_like(input)
+        launch(oversized_exp_kernel(*input.shape), input, out)
+        return out
+
+
+    def pypto_rsqrt_wrong(input):
+        if PYPTO_LAUNCHER is None and input.device.type != "npu":
+            return torch.rsqrt(input)
+        out = torch.empty_like(input)
+        launch(sqrt_kernel(*input.shape), input, out)
+        return out
+
+
+    def pypto_crash(input):
+        if PYPTO_LAUNCHER is None:
+            return input
+        os.abort()
+''')
+
+
+def test_verify_isolates_failing_kernels():
+    x = torch.rand(13, 64) + 0.5
+    outcomes = verify(MODULE, [
+        Case("too big", "pypto_exp", (torch.randn(64, 4096),), {}),
+        Case("rsqrt", "pypto_rsqrt", (x,), {}),
+        Case("wrong", "pypto_rsqrt_wrong", (torch.rand(8, 64) + 0.5,), {}),
+        Case("crash", "pypto_crash", (x,), {}),
+        Case("to bf16", "pypto_to", (torch.randn(8, 64),), {"dtype": torch.bfloat16}),
+    ])
+    too_big, rsqrt, wrong, crash, to_bf16 = outcomes
+    assert [o.label for o in outcomes] == ["too big", "rsqrt", "wrong", "crash", "to bf16"]
+    assert not too_big.ok and too_big.error.startswith("kernel oversized_exp_kernel.kernel failed: Alloc tensor")
+    assert "exceeds MEM_UB size" in too_big.error.splitlines()[0]
+    assert rsqrt.ok and rsqrt.error is None and rsqrt.max_abs < 1e-5
+    assert not wrong.ok and wrong.max_abs > 0.1 and "not close" in wrong.error
+    assert not crash.ok and "SIGABRT" in crash.error
+    assert to_bf16.ok and to_bf16.max_abs == 0

@@ -1,0 +1,298 @@
+"""Run ``@pypto.frontend.jit`` kernels numerically on a CPU through PyPTO's pass-verify interpreter.
+
+PyPTO 0.2.0 in SIM mode with pass verification on runs a kernel's tensor graph in its C++
+interpreter (the math is torch ops behind its "calculator" library) and copies the interpreter's
+buffers back into the torch arguments. Three things make that usable: a calculator built once
+and cached (PyPTO would rebuild it with cmake in every process), a patch that hands the real
+argument data to the interpreter, and a per-process work dir for everything PyPTO writes.
+Recipe, measurements and caveats: reference/cpu-interpreter.md. Relies on pypto==0.2.0 internals.
+"""
+
+import atexit
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+# Lowered passes the interpreter reruns and compares with the tensor graph: [] = none, None =
+# PyPTO's six defaults. Our result comes from the tensor graph either way; the defaults made a
+# 128-iteration loop kernel 6x slower (5.2 s instead of 0.9 s).
+PASS_FILTER: list[str] | None = []
+
+_CALCULATOR = "lib/libtile_fwk_calculator.so"
+_SHIM_DIR = "python3-shim"
+_KERNEL_LOG = "kernel.log"
+_ERROR_PREFIX = re.compile(r"^(\[[^\]]*\]:?)+\s*")  # "[file.cpp:12][PASS]:[Scope]:" before a message
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FRAME = re.compile(r"\[0x[0-9a-f]+\]")  # a C++ backtrace line: "libfoo.so(symbol+0x12) [0x7f...]"
+
+_work: Path | None = None
+_plog_root: Path | None = None
+_poisoned: str | None = None
+_libc = ctypes.CDLL(None)
+
+
+class KernelError(RuntimeError):
+    """A kernel failed to compile or run in the interpreter."""
+
+
+def setup() -> Path:
+    """Prepare this process for run_kernel (idempotent); returns its work dir."""
+    global _work
+    if _work is None:
+        work = Path(tempfile.mkdtemp(prefix="torch2pypto-"))
+        atexit.register(shutil.rmtree, work, True)
+        _redirect_outputs(work)
+        _install_python3_shim(work / _SHIM_DIR)
+        _load_calculator()
+        _patch_verify_data()
+        _work = work
+    return _work
+
+
+def _redirect_outputs(work: Path) -> None:
+    """Point PyPTO's output, run-data and log dirs into `work` (else ./output, ~/.pypto, ~/ascend).
+
+    PyPTO reads the log dir when it is imported, the others when it uses them: if pypto is
+    already imported its log stays where it is, and that is where to look for error lines.
+    """
+    global _plog_root
+    if "pypto" in sys.modules:
+        _plog_root = Path(os.environ.get("ASCEND_PROCESS_LOG_PATH") or Path.home() / "ascend" / "log")
+    else:
+        _plog_root = work / "log"
+    os.environ["TILE_FWK_OUTPUT_DIR"] = str(work / "output")
+    os.environ["PYPTO_HOME"] = str(work / "home")
+    os.environ["ASCEND_PROCESS_LOG_PATH"] = str(work / "log")
+
+
+def _install_python3_shim(shim_dir: Path) -> None:
+    """Put a `python3` first on PATH that skips the swim-lane scripts the cost model runs.
+
+    They only draw and print (two need matplotlib) and take about half of each kernel's time.
+    """
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and Path(d).name != _SHIM_DIR]
+    real = shutil.which("python3", path=os.pathsep.join(path)) or sys.executable
+    shim_dir.mkdir()
+    shim = shim_dir / "python3"
+    shim.write_text(f'#!/bin/sh\ncase "$1" in */pypto/lib/scripts/*.py) exit 0;; esac\nexec "{real}" "$@"\n')
+    shim.chmod(0o755)
+    os.environ["PATH"] = os.pathsep.join([str(shim_dir), *path])
+
+
+def _load_calculator() -> None:
+    """dlopen the cached calculator before PyPTO looks it up, and stop PyPTO building its own."""
+    from pypto import pypto_impl
+    from pypto._utils import BuildOnlineManager
+
+    ctypes.CDLL(str(_calculator_so()), mode=ctypes.RTLD_GLOBAL)
+    BuildOnlineManager().calculator_loaded = True
+    if not pypto_impl.IsVerifyEnabled():
+        raise RuntimeError("PyPTO does not see the calculator (did a kernel run with verification before setup()?)")
+
+
+def _calculator_so() -> Path:
+    """The calculator for this pypto, torch, ABI and calculator source: built once, shared by processes."""
+    from pypto._utils import BuildOnlineManager
+
+    src = Path(BuildOnlineManager().pkg_lib_dir, "calculator")
+    root = Path(os.environ.get("TORCH2PYPTO_CALC_CACHE") or Path.home() / ".cache" / "torch2pypto" / "calculator")
+    key = _calculator_key(src)
+    so = root / key / _CALCULATOR
+    if not so.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not so.exists():
+                _build_calculator(src, root / key)
+    return so
+
+
+def _calculator_key(src: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(src).as_posix().encode())
+        digest.update(path.read_bytes())
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    key = f"pypto{metadata.version('pypto')}-torch{torch.__version__}-abi{abi}-{digest.hexdigest()[:12]}"
+    return key.replace("+", "_")
+
+
+def _build_calculator(src: Path, dest: Path) -> None:
+    """Build with PyPTO's own cmake recipe in a temp dir beside `dest`, then rename it into place."""
+    from pypto._utils import BuildOnlineManager
+
+    print("torch2pypto: building PyPTO's calculator, once (about a minute)...", file=sys.stderr)
+    mgr = BuildOnlineManager()
+    tc = mgr._TorchContext()
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f"{dest.name}.tmp"))
+    try:
+        ctx = mgr._CMakeContext.CompileContext(src_dir=src, tmp_dir=tmp)
+        ctx.cfg_cmd_ext = (f"-DPY3_MOD_TORCH_VERSION={tc.torch_version} -DPY3_MOD_TORCH_ROOT_PATH={tc.torch_root_dir}"
+                           f" -DPY3_MOD_TORCH_C_GLIBCXX_USE_CXX11_ABI={tc.torch_c_use_cxx11_abi}")
+        ctx.build_job_num = os.cpu_count() or 2
+        os.replace(mgr._CMakeContext().compile(ctx), dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _patch_verify_data() -> None:
+    """Hand the interpreter the arguments' data (0.2.0 hands it fresh, uninitialised copies)."""
+    import pypto
+    from pypto import pypto_impl
+    from pypto.frontend.parser import entry
+    from pypto.runtime import _pto_to_tensor_data, _pto_verify_datas
+
+    original = entry.JitCallableWrapper._setup_verify_data
+
+    def setup_verify_data(pto_tensors) -> None:
+        if not pypto.get_verify_options().get("enable_pass_verify"):
+            return
+        if any(t.device is not None and getattr(t.device, "type", "cpu") != "cpu" for t in pto_tensors):
+            return original(pto_tensors)
+        pypto_impl.SetVerifyData(_pto_to_tensor_data(pto_tensors), [], _pto_verify_datas.get_data())
+
+    entry.JitCallableWrapper._setup_verify_data = staticmethod(setup_verify_data)
+
+
+def run_kernel(kernel, *args) -> None:
+    """Run `kernel` on `args` (CPU tensors, inputs then outputs) and write its results into them.
+
+    As with an NPU launch, every tensor argument ends up holding what the kernel left in it.
+    Raises KernelError if the kernel fails; PyPTO cannot run further kernels in this process then.
+    """
+    global _poisoned
+    work = setup()
+    name = _kernel_name(kernel)
+    if _poisoned:
+        raise KernelError(f"kernel {name} not run: process poisoned by an earlier kernel failure ({_poisoned})")
+    staged = [a.detach().clone(memory_format=torch.contiguous_format) if isinstance(a, torch.Tensor) else a
+              for a in args]
+    mark = _plog_mark()
+    try:
+        with _interpreter_options(kernel, work), _captured_fds(work / _KERNEL_LOG):
+            kernel(*staged)
+    except BaseException as exc:
+        _poisoned = f"kernel {name}"
+        if not isinstance(exc, Exception):
+            raise
+        raise KernelError(_failure_message(name, exc, _plog_errors(mark), work / _KERNEL_LOG)) from exc
+    finally:
+        _clean(work)
+    with torch.no_grad():
+        for arg, result in zip(args, staged):
+            if isinstance(arg, torch.Tensor):
+                arg.copy_(result)
+
+
+def _kernel_name(kernel) -> str:
+    func = getattr(kernel, "_original_func", kernel)
+    return getattr(func, "__qualname__", repr(func)).replace(".<locals>.", ".")
+
+
+@contextlib.contextmanager
+def _interpreter_options(kernel, work: Path):
+    """Switch `kernel` to SIM mode with pass verification for one call."""
+    import pypto
+    from pypto.runtime import _pto_verify_datas
+
+    saved = kernel._runtime_options, kernel._verify_options
+    verify = {"enable_pass_verify": True, "pass_verify_save_tensor": False,
+              "pass_verify_save_tensor_dir": str(work / "verify")}
+    if PASS_FILTER is not None:
+        verify["pass_verify_pass_filter"] = PASS_FILTER or ["no_verify"]
+    kernel._runtime_options = dict(saved[0] or {}, run_mode=pypto.RunMode.SIM.value)
+    kernel._verify_options = verify
+    _pto_verify_datas.reset()  # no goldens: we read the result back instead of PyPTO comparing it
+    try:
+        yield
+    finally:
+        kernel._runtime_options, kernel._verify_options = saved
+
+
+@contextlib.contextmanager
+def _captured_fds(log: Path):
+    """Send fds 1 and 2 (C++ prints, the cost model's subprocesses) to `log` for the duration."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _libc.fflush(None)  # C stdio buffers, including the interpreter's still-open log files
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def _clean(work: Path) -> None:
+    """Remove the run's compile artefacts and verify dumps (hundreds of KB per kernel)."""
+    for sub in ("output", "verify"):
+        shutil.rmtree(work / sub, ignore_errors=True)
+
+
+def _failure_message(name: str, exc: Exception, errors: list[str], log: Path) -> str:
+    """The reason on one line (PyPTO's first logged error if any), then the lines behind it."""
+    summary = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    reason = f"{_ERROR_PREFIX.sub('', errors[0]).strip()} ({summary})" if errors else summary
+    return "\n".join([f"kernel {name} failed: {reason}", *("  " + line for line in errors or _tail(log))])
+
+
+def _plog_files() -> list[Path]:
+    """This process's PyPTO host logs: the only place the real reason of a compile failure is written."""
+    return sorted(_plog_root.glob(f"debug/plog/pypto-log-{os.getpid()}_*.log"))
+
+
+def _plog_mark() -> dict[Path, int]:
+    return {path: path.stat().st_size for path in _plog_files()}
+
+
+def _plog_errors(mark: dict[Path, int], limit: int = 20) -> list[str]:
+    """[ERROR] lines logged since `mark`, without their thread and time prefix."""
+    lines: list[str] = []
+    for path in _plog_files():
+        with open(path, "rb") as f:
+            f.seek(mark.get(path, 0))
+            text = f.read().decode(errors="replace")
+        lines += [line.split(" ", 3)[-1] for line in text.splitlines() if line.startswith("[ERROR]")]
+    return lines[-limit:]
+
+
+def _tail(log: Path, limit: int = 20) -> list[str]:
+    """The last lines the kernel printed, without colours and C++ backtrace frames."""
+    text = _ANSI.sub("", log.read_text(errors="replace")) if log.exists() else ""
+    return [line for line in text.splitlines() if line.strip() and not _FRAME.search(line)][-limit:]
+
+
+@contextlib.contextmanager
+def interpreted(*modules):
+    """Inside the block, translated modules launch their kernels through run_kernel.
+
+    Sets ``PYPTO_LAUNCHER`` on `modules`, or on every loaded module that defines it; restores
+    the previous values on exit.
+    """
+    setup()
+    targets = modules or [m for m in list(sys.modules.values()) if "PYPTO_LAUNCHER" in getattr(m, "__dict__", {})]
+    saved = [(module, module.PYPTO_LAUNCHER) for module in targets]
+    try:
+        for module in targets:
+            module.PYPTO_LAUNCHER = run_kernel
+        yield
+    finally:
+        for module, launcher in reversed(saved):
+            module.PYPTO_LAUNCHER = launcher

@@ -1,0 +1,135 @@
+"""Check generated wrappers against their torch fallback in PyPTO's CPU interpreter, in isolation.
+
+A kernel failure poisons the PyPTO process and some kernels crash it outright, so the cases run
+in a worker subprocess (verify_worker) that is replaced whenever that happens; the other cases
+are unaffected. Cases and outcomes cross the process boundary as a torch.save file and JSON lines.
+"""
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from torch2pypto.translator.interpreter import _KERNEL_LOG
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Case:
+    """Call `wrapper` (a name in the module) with `args` and `kwargs`; `label` names it in reports."""
+
+    label: str
+    wrapper: str
+    args: tuple
+    kwargs: dict
+
+
+@dataclass
+class Outcome:
+    """How a case went: interpreter vs torch error (None if not comparable), the reason if not ok."""
+
+    label: str
+    ok: bool
+    max_abs: float | None
+    max_rel: float | None
+    seconds: float
+    error: str | None
+
+
+def verify(module_source: str, cases: list[Case], timeout: float = 300) -> list[Outcome]:
+    """Run each case through the interpreter and compare with the wrapper's torch fallback.
+
+    `module_source` defines the wrappers and ``PYPTO_LAUNCHER``. `timeout` is per case, in
+    seconds (the first case of a worker also pays its start-up, about 2 s).
+    """
+    with tempfile.TemporaryDirectory(prefix="torch2pypto-verify-") as name:
+        tmp = Path(name)
+        (tmp / "translated.py").write_text(module_source)
+        torch.save(list(cases), tmp / "cases.pt")
+        outcomes: list[Outcome] = []
+        while len(outcomes) < len(cases):
+            outcomes += _run_worker(tmp, cases, len(outcomes), timeout)
+        return outcomes
+
+
+def _run_worker(tmp: Path, cases: list[Case], start: int, timeout: float) -> list[Outcome]:
+    """Outcomes of cases[start:] from one worker, until it finishes, stops or dies.
+
+    A worker stops after a kernel failure (its process is poisoned); if it dies or hangs
+    instead, the case it was on gets a failed Outcome saying so.
+    """
+    home = tmp / f"worker{start}"
+    home.mkdir()
+    outcomes: list[Outcome] = []
+    with open(home / "stderr.log", "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torch2pypto.translator.verify_worker",
+             str(tmp / "translated.py"), str(tmp / "cases.pt"), str(start)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, cwd=home, env=_worker_env(home))
+    lines = _lines(proc.stdout)
+    began = time.monotonic()
+    reason = None
+    while start + len(outcomes) < len(cases):
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            proc.kill()
+            reason = f"timed out after {timeout:g} s"
+            break
+        if line is None:
+            break
+        outcomes.append(Outcome(**json.loads(line)))
+        began = time.monotonic()
+    code = proc.wait()
+    if start + len(outcomes) < len(cases) and (reason or code != 0 or not outcomes):
+        label = cases[start + len(outcomes)].label
+        outcomes.append(Outcome(label, False, None, None, time.monotonic() - began, reason or _death(code, home)))
+    return outcomes
+
+
+def _worker_env(home: Path) -> dict[str, str]:
+    """Make the package importable and keep whatever a dying worker leaves behind inside `home`."""
+    env = dict(os.environ, TMPDIR=str(home))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _lines(stream) -> "queue.Queue[str | None]":
+    """The stream's lines, read by a thread so that waiting for one can time out; None at EOF."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        with stream:
+            for line in stream:
+                lines.put(line.decode())
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _death(code: int, home: Path) -> str:
+    """Why a worker ended without reporting: its exit status and the last lines it printed."""
+    cause = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+    # run_kernel sends a kernel's output to a log in its work dir, which the worker made in `home`
+    logs = [home / "stderr.log", *home.glob(f"torch2pypto-*/{_KERNEL_LOG}")]
+    text = "\n".join(log.read_text(errors="replace") for log in logs)
+    tail = [line for line in text.splitlines() if line.strip()][-10:]
+    return "\n".join([f"verify worker {cause}", *("  " + line for line in tail)])
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

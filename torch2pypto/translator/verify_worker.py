@@ -1,0 +1,112 @@
+"""Worker process of verify(): ``python -m torch2pypto.translator.verify_worker MODULE CASES START``.
+
+Runs cases[START:] of the torch.save'd CASES against the wrappers in MODULE and prints one JSON
+Outcome per line on stdout. Stops after a kernel failure, since that poisons the process.
+"""
+
+import functools
+import importlib.util
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+
+import torch
+from torch.utils._pytree import tree_leaves, tree_map
+
+from torch2pypto.translator import interpreter
+from torch2pypto.translator.verify import Case, Outcome
+
+
+def main(module_path: str, cases_path: str, start: int) -> None:
+    report = _claim_stdout()
+    cases: list[Case] = torch.load(cases_path, weights_only=False)[start:]  # does not import pypto
+    try:
+        interpreter.setup()
+        module = _import(module_path)
+    except Exception as exc:
+        for case in cases:
+            report(Outcome(case.label, False, None, None, 0.0, f"worker setup failed: {_one_line(exc)}"))
+        return
+    for case in cases:
+        report(run_case(module, case))
+        if interpreter._poisoned:
+            return
+
+
+def _claim_stdout():
+    """Keep the real stdout for reports; everything else printed to fd 1 goes to stderr."""
+    channel = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    def report(outcome: Outcome) -> None:
+        channel.write(json.dumps(asdict(outcome)) + "\n")
+        channel.flush()
+
+    return report
+
+
+def _import(path: str):
+    """Import the module from its file (the jit parser needs the kernels' source file)."""
+    spec = importlib.util.spec_from_file_location("torch2pypto_verified", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_case(module, case: Case) -> Outcome:
+    """Compare the wrapper under the interpreter with its torch fallback on the same inputs."""
+    began = time.monotonic()
+
+    def elapsed() -> float:
+        return time.monotonic() - began
+
+    try:
+        wrapper = functools.reduce(getattr, case.wrapper.split("."), module)
+        module.PYPTO_LAUNCHER = None
+        ref = wrapper(*_fresh(case.args), **_fresh(case.kwargs))
+    except Exception as exc:
+        return Outcome(case.label, False, None, None, elapsed(), f"torch reference failed: {_one_line(exc)}")
+    try:
+        with interpreter.interpreted(module):
+            got = wrapper(*_fresh(case.args), **_fresh(case.kwargs))
+    except Exception as exc:
+        error = str(exc) if isinstance(exc, interpreter.KernelError) else _one_line(exc)
+        return Outcome(case.label, False, None, None, elapsed(), error)
+    max_abs, max_rel = _max_errors(got, ref)
+    try:
+        torch.testing.assert_close(got, ref)
+    except AssertionError as exc:
+        return Outcome(case.label, False, max_abs, max_rel, elapsed(), _one_line(exc))
+    return Outcome(case.label, True, max_abs, max_rel, elapsed(), None)
+
+
+def _fresh(tree):
+    """A copy of the arguments, so that a wrapper that writes into its inputs cannot affect the other run."""
+    return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, tree)
+
+
+def _max_errors(got, ref) -> tuple[float | None, float | None]:
+    """Largest absolute and relative difference over the result tensors (None if shapes differ)."""
+    pairs = [(g, r) for g, r in zip(tree_leaves(got), tree_leaves(ref))
+             if isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor)]
+    if not pairs or any(g.shape != r.shape for g, r in pairs):
+        return None, None
+    got = torch.cat([g.detach().double().flatten() for g, _ in pairs])
+    ref = torch.cat([r.detach().double().flatten() for _, r in pairs])
+    if not ref.numel():
+        return 0.0, 0.0
+    diff = (got - ref).abs()
+    rel = torch.where(diff == 0, 0.0, diff / ref.abs())
+    return diff.max().item(), rel.max().item()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}"
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
