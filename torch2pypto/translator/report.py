@@ -35,10 +35,6 @@ class Summary:
     unsupported: dict[str, int]
     ambiguous: int
 
-    @property
-    def rate(self) -> float:
-        return self.converted / self.seen if self.seen else 1.0
-
 
 def summarize(records: list[Record]) -> Summary:
     reasons = collections.Counter(r.reason for r in records if r.status == UNSUPPORTED)
