@@ -46,6 +46,7 @@ def test_local_named_like_a_torch_function_is_not_torch():
         "import torch\ny = torch.ones(3)\nz = y.float()\n",
         "import torch\ndef f(x: torch.Tensor):\n    y = x.view(-1) * 2\n    return y[0].float()\n",
         "import torch\ndef f(x: torch.Tensor):\n    x = x.float()\n    return x.half()\n",
+        "import torch\ndef f(x: torch.Tensor):\n    return x.type(torch.float16).float()\n",
     ],
 )
 def test_known_tensor_receivers(code):

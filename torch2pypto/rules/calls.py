@@ -73,6 +73,5 @@ _EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
 
 def dtype_expr(site: CallSite, dtype: str) -> cst.BaseExpression | None:
     """``torch.<dtype>`` spelt with the name that reaches torch at this site, if any."""
-    if site.torch_name is None:
-        return None
-    return cst.parse_expression(f"{site.torch_name}.{dtype}")
+    torch_name = site.torch_name()
+    return None if torch_name is None else cst.parse_expression(f"{torch_name}.{dtype}")

@@ -18,14 +18,14 @@ class CallSite:
     ``args`` maps torch parameter names to the argument expressions the user passed (defaults
     are absent). ``static_dtype(param)`` names the dtype that argument statically is
     (``"float32"``), ``"?"`` for a dtype of unknown value (``x.dtype``), or None when it is not
-    known to be a dtype at all; ``torch_name`` is how the module reaches the torch package at this site
-    (None where no name does).
+    known to be a dtype at all; ``torch_name()`` is how the module reaches the torch package at
+    this site (None where no name does).
     """
 
     entry: Entry
     args: Mapping[str, cst.BaseExpression]
     static_dtype: Callable[[str], str | None]
-    torch_name: str | None
+    torch_name: Callable[[], str | None]
 
 
 @dataclasses.dataclass(frozen=True)

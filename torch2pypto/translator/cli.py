@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verify:
         from torch2pypto.translator.verify_sites import verify_translation  # imports torch
 
-        return 0 if verify_translation(translation, out, section_module(translation)) else 1
+        return 0 if verify_translation(translation, out, emit.standalone(translation.code)) else 1
     return 0
 
 
@@ -136,14 +136,6 @@ def print_summary(console: Console, translation: Translation) -> None:
         if r.status != CONVERTED:
             tag = "ambiguous" if r.status == AMBIGUOUS else "stays torch"
             console.print(f"  {r.location} {r.api}: {tag}: {r.reason}", markup=False, soft_wrap=True)
-
-
-def section_module(translation: Translation) -> str:
-    """The generated section as a module of its own (for --verify)."""
-    lines = emit.section_lines(translation.code)
-    code = translation.code.splitlines(keepends=True)
-    body = "".join(code[lines.start - 1 : lines.stop - 1])
-    return "import functools\nimport math\n\nimport pypto\nimport torch\n\n" + body
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ tuning of existing kernels survives), so translating the output again changes no
 from __future__ import annotations
 
 import re
+import sys
 from typing import Iterable
 
 import libcst as cst
@@ -16,7 +17,6 @@ from torch2pypto.rules.codegen import IMPORTS, PRELUDE, Definition
 BEGIN = "# ---- torch2pypto: PyPTO kernels and host wrappers for the torch calls in this file ----"
 END = "# ---- end of torch2pypto kernels ----"
 _DEFINED = re.compile(r"^(?:def\s+(\w+)|(\w+)\s*=)", re.MULTILINE)
-_STDLIB = {"functools", "math"}
 
 
 def section_lines(code: str) -> range:
@@ -28,6 +28,19 @@ def section_lines(code: str) -> range:
         return range(0)
     end = lines.index(END, begin) if END in lines[begin:] else len(lines) - 1
     return range(begin + 1, end + 2)
+
+
+def standalone(code: str) -> str:
+    """The generated section of translated ``code`` as a module of its own.
+
+    The section imports what it needs except what the file already imported at the top level
+    (``import torch``); those imports come first.
+    """
+    lines = section_lines(code)
+    section = "".join(code.splitlines(keepends=True)[lines.start - 1 : lines.stop - 1])
+    module = cst.parse_module(code)
+    needed = _module_imports(module) & (set(IMPORTS) | sys.stdlib_module_names)
+    return "".join(f"import {m}\n" for m in sorted(needed)) + section
 
 
 def ordered(definitions: Iterable[Definition]) -> list[Definition]:
@@ -91,9 +104,9 @@ def _defined_names(code: str, lines: range) -> set[str]:
 def _imports_needed(module: cst.Module, new: list[Definition], existing: set[str]) -> str:
     wanted = set(IMPORTS).union(*(d.imports for d in new)) if new else set()
     have = existing | _module_imports(module)
-    missing = sorted(wanted - have, key=lambda m: (m not in _STDLIB, m))
-    stdlib = [f"import {m}" for m in missing if m in _STDLIB]
-    other = [f"import {m}" for m in missing if m not in _STDLIB]
+    missing = sorted(wanted - have, key=lambda m: (m not in sys.stdlib_module_names, m))
+    stdlib = [f"import {m}" for m in missing if m in sys.stdlib_module_names]
+    other = [f"import {m}" for m in missing if m not in sys.stdlib_module_names]
     return "\n".join(stdlib + ([""] if stdlib and other else []) + other)
 
 

@@ -48,8 +48,8 @@ _NOT_TENSOR_METHODS = {
     "size", "dim", "ndimension", "item", "tolist", "numel", "nelement", "numpy", "stride",
     "element_size", "is_contiguous", "is_floating_point", "data_ptr", "get_device",
     "untyped_storage", "storage", "chunk", "split", "unbind", "tensor_split", "sort", "topk",
-    "max", "min", "median", "mode", "kthvalue", "backward", "register_hook", "tolist", "__len__",
-    "equal", "allclose", "is_complex", "type", "aminmax", "unique_consecutive", "cpu_tolist",
+    "max", "min", "median", "mode", "kthvalue", "backward", "register_hook", "__len__",
+    "equal", "allclose", "is_complex", "aminmax", "unique_consecutive",
 }  # fmt: skip
 _TENSOR_ATTRIBUTES = {"T", "mT", "H", "mH", "data", "grad", "real", "imag"}
 _NOT_TENSOR_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout"}
@@ -97,6 +97,7 @@ class Inference:
         self._tensor_methods = tensor_methods
         self._kinds: dict[cst.CSTNode, str] = {}
         self._pending: set[tuple[int, str]] = set()
+        self._classes: dict[cst.ClassDef, _ClassIndex] = {}
 
     # --- tensors -------------------------------------------------------------------------
 
@@ -133,7 +134,7 @@ class Inference:
 
     def _call_kind(self, call: cst.Call) -> str:
         func = call.func
-        if isinstance(func, cst.Attribute) and not _is_dotted(func):
+        if isinstance(func, cst.Attribute) and not is_dotted(func):
             return self._method_kind(func)
         names = self._import_names(func)
         if names:
@@ -155,8 +156,9 @@ class Inference:
         ) if cls else None
         if method is None:
             return self._method_kind(func)
-        values = _collect(method, lambda n: n.value if isinstance(n, cst.Return) and n.value else None)
-        return combine(self.kind(v) for v in values) if values else UNKNOWN
+        returns = _Returns()
+        method.visit(returns)
+        return combine(self.kind(v) for v in returns.values) if returns.values else UNKNOWN
 
     def _method_kind(self, func: cst.Attribute) -> str:
         method = func.attr.value
@@ -185,7 +187,7 @@ class Inference:
         if cls is None:
             return UNKNOWN
         name = attr.attr.value
-        kinds = [self.kind(v) for v in _self_assignments(cls, name)]
+        kinds = [self.kind(v) for v in self._index(cls).assigned.get(name, ())]
         return combine(kinds) if kinds else UNKNOWN
 
     def _name_kind(self, name: cst.Name) -> str:
@@ -245,7 +247,7 @@ class Inference:
             return UNKNOWN
         index = _param_index(function, param) - 1
         kinds = []
-        for call in _self_calls(cls, function.name.value):
+        for call in self._index(cls).calls.get(function.name.value, ()):
             arg = _argument_at(call, index, param.name.value)
             kinds.append(UNKNOWN if arg is None else self.kind(arg))
         return combine(kinds) if kinds else UNKNOWN
@@ -319,6 +321,13 @@ class Inference:
             if n.source in (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN)
         }
 
+    def _index(self, cls: cst.ClassDef) -> _ClassIndex:
+        if cls not in self._classes:
+            index = _ClassIndex()
+            cls.visit(index)
+            self._classes[cls] = index
+        return self._classes[cls]
+
     def _enclosing(self, node: cst.CSTNode | None, kind: type) -> cst.CSTNode | None:
         while node is not None:
             node = self._parent(node)
@@ -378,7 +387,8 @@ def _annotation_kind(annotation: cst.BaseExpression, import_names) -> str:
     return NOT_TENSOR if names or isinstance(annotation, (cst.Name, cst.Attribute)) else UNKNOWN
 
 
-def _is_dotted(node: cst.BaseExpression) -> bool:
+def is_dotted(node: cst.BaseExpression) -> bool:
+    """A plain dotted name (``a``, ``a.b.c``), with no call or subscript in it."""
     while isinstance(node, cst.Attribute):
         node = node.value
     return isinstance(node, cst.Name)
@@ -419,51 +429,45 @@ def _argument_at(call: cst.Call, index: int, name: str) -> cst.BaseExpression | 
     return positional[index].value if 0 <= index < len(positional) else None
 
 
-class _Collector(cst.CSTVisitor):
-    def __init__(self, match: Callable[[cst.CSTNode], object]) -> None:
-        self.found: list = []
-        self._match = match
+class _Returns(cst.CSTVisitor):
+    """The values a function returns."""
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        hit = self._match(node)
-        if hit is not None:
-            self.found.append(hit)
-        return True
+    def __init__(self) -> None:
+        self.values: list[cst.BaseExpression] = []
 
-
-def _collect(root: cst.CSTNode, match: Callable[[cst.CSTNode], object]) -> list:
-    collector = _Collector(match)
-    root.visit(collector)
-    return collector.found
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.values.append(node.value)
 
 
-def _self_assignments(cls: cst.ClassDef, name: str) -> list[cst.BaseExpression]:
-    def match(node: cst.CSTNode):
-        if isinstance(node, cst.Assign) and any(_is_self_attr(t.target, name) for t in node.targets):
-            return node.value
-        if isinstance(node, cst.AnnAssign) and _is_self_attr(node.target, name) and node.value:
-            return node.value
-        if (
-            isinstance(node, cst.Call)
-            and _is_self_attr(node.func, "register_buffer")
-            and len(node.args) >= 2
-            and isinstance(node.args[0].value, cst.SimpleString)
-            and node.args[0].value.evaluated_value == name
-        ):
-            return node.args[1].value
-        return None
+class _ClassIndex(cst.CSTVisitor):
+    """What one class does with ``self``: values stored per attribute, calls per method."""
 
-    return _collect(cls, match)
+    def __init__(self) -> None:
+        self.assigned: dict[str, list[cst.BaseExpression]] = {}
+        self.calls: dict[str, list[cst.Call]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._store(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._store(node.target, node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_self_attr(node.func):
+            return
+        method = node.func.attr.value
+        self.calls.setdefault(method, []).append(node)
+        first = node.args[0].value if len(node.args) >= 2 else None
+        if method == "register_buffer" and isinstance(first, cst.SimpleString):
+            self.assigned.setdefault(first.evaluated_value, []).append(node.args[1].value)
+
+    def _store(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if _is_self_attr(target):
+            self.assigned.setdefault(target.attr.value, []).append(value)
 
 
-def _self_calls(cls: cst.ClassDef, method: str) -> list[cst.Call]:
-    return _collect(cls, lambda n: n if isinstance(n, cst.Call) and _is_self_attr(n.func, method) else None)
-
-
-def _is_self_attr(node: cst.CSTNode, name: str) -> bool:
-    return (
-        isinstance(node, cst.Attribute)
-        and node.attr.value == name
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    )
+def _is_self_attr(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"

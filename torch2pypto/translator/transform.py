@@ -17,7 +17,7 @@ from torch2pypto.mapping import Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.binding import BindError, bind
-from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_tensor_function
+from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 
 
@@ -99,7 +99,7 @@ class TorchCallTransformer(cst.CSTTransformer):
             self._record(original, found, UNSUPPORTED, str(exc))
             return updated
         static_dtype = lambda param: self.inference.static_dtype(before[param])  # noqa: E731
-        site = CallSite(entry, args, static_dtype, self.inference.torch_name(original))
+        site = CallSite(entry, args, static_dtype, lambda: self.inference.torch_name(original))
         result = RULES[entry.category](site)
         if not isinstance(result, Converted):
             self._record(original, found, UNSUPPORTED, result.reason)
@@ -112,7 +112,7 @@ class TorchCallTransformer(cst.CSTTransformer):
     def _resolve(self, call: cst.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
         func = call.func
-        if _is_dotted(func):
+        if is_dotted(func):
             for name in self.get_metadata(QualifiedNameProvider, func, set()):
                 if name.source is not QualifiedNameSource.IMPORT or not name.name.startswith("torch."):
                     continue
@@ -160,14 +160,8 @@ def _receiver(call: cst.Call) -> cst.BaseExpression:
     return call.func.value
 
 
-def _is_dotted(node: cst.BaseExpression) -> bool:
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return isinstance(node, cst.Name)
-
-
 def _is_import(transformer: TorchCallTransformer, node: cst.BaseExpression) -> bool:
     """A receiver that is a module (``np.abs(...)``, ``math.exp``) is no tensor method call."""
-    return _is_dotted(node) and any(
+    return is_dotted(node) and any(
         n.source is QualifiedNameSource.IMPORT for n in transformer.get_metadata(QualifiedNameProvider, node, set())
     )
