@@ -1,0 +1,134 @@
+"""The JSON report: valid against its schema, the same counts as the terminal summary, written atomically."""
+
+import copy
+import json
+import os
+
+import jsonschema
+import pytest
+
+from torch2pypto.rules import RULES
+from torch2pypto.translator.json_report import SCHEMA_VERSION, report_data, schema, write_report
+from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.summary import CHANGED, FAILED, UNCHANGED, FileOutcome, summarize_run
+
+
+def site(api, status, reason="", category="same-name", line=1):
+    return Record(
+        path="pkg/m.py", line=line, column=9, end_line=line + 1, end_column=4, api=api, category=category,
+        pypto_api="pypto.exp" if status == CONVERTED else "", status=status, reason=reason,
+    )  # fmt: skip
+
+
+FILES = [
+    FileOutcome(
+        "pkg/m.py",
+        CHANGED,
+        records=(
+            site("torch.exp", CONVERTED, line=3),
+            site("torch.zeros", UNSUPPORTED, "not in the mapping table", "unmapped", line=4),
+            site("torch.Tensor.exp", AMBIGUOUS, "receiver not known to be a tensor", line=5),
+        ),
+    ),
+    FileOutcome("pkg/empty.py", UNCHANGED),
+    FileOutcome("pkg/bad.py", FAILED, "1:7: syntax error"),
+]
+
+
+@pytest.fixture
+def data():
+    return report_data(FILES, summarize_run(FILES))
+
+
+def test_report_validates_against_its_schema(data):
+    jsonschema.Draft202012Validator.check_schema(schema())
+    jsonschema.validate(data, schema(), cls=jsonschema.Draft202012Validator)
+    assert data["schema_version"] == SCHEMA_VERSION == schema()["properties"]["schema_version"]["const"]
+    assert data["tool"]["name"] == "torch2pypto" and data["tool"]["version"]
+
+
+def test_counts_are_the_terminal_summarys(data):
+    s = summarize_run(FILES)
+    assert data["summary"] == {
+        "files_seen": s.files_seen,
+        "files_changed": s.files_changed,
+        "files_failed": s.files_failed,
+        "sites_seen": s.sites_seen,
+        "converted": s.converted,
+        "left_as_torch": s.left_as_torch_total,
+        "left_as_torch_by_reason": [{"reason": r, "count": n} for r, n in s.left_as_torch.items()],
+        "ambiguous": s.ambiguous,
+        "rate": s.rate,
+    }
+    assert [(o["api"], o["count"], o["left_as_torch"]) for o in data["ops"]] == [
+        (op.api, op.count, op.left_as_torch) for op in s.ops
+    ]
+    statuses = [r["status"] for r in data["records"]]
+    assert statuses.count("converted") == s.converted
+    assert statuses.count("left-as-torch") == s.left_as_torch_total
+    assert statuses.count("ambiguous") == s.ambiguous
+
+
+def test_one_record_per_call_site_and_one_entry_per_file(data):
+    assert data["records"][1] == {
+        "path": "pkg/m.py",
+        "line": 4,
+        "column": 9,
+        "end_line": 5,
+        "end_column": 4,
+        "api": "torch.zeros",
+        "category": "unmapped",
+        "pypto_api": None,
+        "status": "left-as-torch",
+        "reason": "not in the mapping table",
+    }
+    assert data["records"][0]["pypto_api"] == "pypto.exp" and data["records"][0]["reason"] is None
+    assert data["files"] == [
+        {"path": "pkg/m.py", "status": "changed", "reason": None},
+        {"path": "pkg/empty.py", "status": "unchanged", "reason": None},
+        {"path": "pkg/bad.py", "status": "failed", "reason": "1:7: syntax error"},
+    ]
+
+
+@pytest.mark.parametrize("field", ["path", "line", "end_column", "api", "status", "reason"])
+def test_a_record_without_a_required_field_is_invalid(data, field):
+    broken = copy.deepcopy(data)
+    del broken["records"][0][field]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema(), cls=jsonschema.Draft202012Validator)
+
+
+@pytest.mark.parametrize(
+    "path, value",
+    [(("records", 0, "status"), "unsupported"), (("summary", "rate"), 101), (("schema_version",), 2), (("extra",), 1)],
+)
+def test_wrong_values_are_invalid(data, path, value):
+    broken = copy.deepcopy(data)
+    target = broken
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema(), cls=jsonschema.Draft202012Validator)
+
+
+def test_schema_knows_every_mapping_category():
+    assert set(schema()["$defs"]["category"]["enum"]) == set(RULES) | {"unmapped"}
+
+
+def test_write_report_writes_the_data_atomically(tmp_path, data):
+    path = tmp_path / "report.json"
+    path.write_text("old")
+    write_report(path, FILES, summarize_run(FILES))
+    assert json.loads(path.read_text(encoding="utf-8")) == data
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_write_report_is_deterministic(tmp_path):
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    write_report(one, FILES, summarize_run(FILES))
+    write_report(two, list(FILES), summarize_run(list(FILES)))
+    assert one.read_bytes() == two.read_bytes()
