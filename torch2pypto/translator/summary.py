@@ -143,7 +143,8 @@ def print_run_summary(console: Console, summary: RunSummary, *, top: int | None 
     if not s.ops:
         return
     shown = s.ops if top is None else s.ops[:top]
-    table = Table(title="Torch ops, in porting order: left as torch, ambiguous, converted", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    console.print("Torch ops in porting order: left as torch, then ambiguous, then converted")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("sites", justify="right", no_wrap=True)
     table.add_column("torch API", overflow="fold")
     table.add_column("category", no_wrap=True)
