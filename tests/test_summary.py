@@ -103,8 +103,14 @@ def test_op_status_names_the_outcome_or_lists_the_mix():
     assert OpRow("torch.exp", "same-name", 4, 1, 2, 1).status == "2 left as torch\n1 ambiguous\n1 converted"
 
 
+def test_rate_is_exact_where_it_can_be():
+    records = (site("torch.exp", CONVERTED),) * 29 + (site("torch.exp", AMBIGUOUS),) * 21
+    assert summarize_run([FileOutcome("m.py", CHANGED, records=records)]).rate == 58.0  # --fail-under 58 passes
+
+
 def test_rate_is_rounded_down():
     assert format_rate(99.96) == "99.9%"
+    assert format_rate(29 / 50 * 100) == "58.0%"  # 57.99999999999999
     assert format_rate(100.0) == "100.0%"
     assert format_rate(5 / 12 * 100) == "41.6%"
 
