@@ -130,6 +130,7 @@ def test_relative_inputs_are_taken_from_the_working_folder(tmp_path, monkeypatch
         ("select = 'to'", "select", "expected an array of strings"),
         ("select = ['to', 1]", "select", "expected an array of strings"),
         ("output = 'out'", "output", "not a setting"),
+        ("verify = true", "verify", "not a setting"),
         ("paths = ['src']", "paths", "not a setting"),
         ("help = true", "help", "not a setting"),
     ],
@@ -172,7 +173,7 @@ def test_the_real_command_line_takes_every_contract_key(tmp_path):
     assert len(config) == len(keys)
     assert config["report"] == tmp_path / "reports" / "torch2pypto.json"
     assert config["jobs"] == 4 and config["fail_under"] == 80.0 and config["assume_tensors"] is True
-    for bad in ("output = 'x'", "verbose = true"):
+    for bad in ("output = 'x'", "verify = true", "verbose = true"):
         project(tmp_path, f"[tool.torch2pypto]\n{bad}\n")
         with pytest.raises(ConfigError):
             load_config(real, [src])

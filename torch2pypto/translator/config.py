@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 SECTION = "tool.torch2pypto"
-# Options that name this run's output rather than the project's settings.
-_NOT_SETTINGS = frozenset({"output"})
+# Flags about one run rather than the project: where this run writes, a one-file --verify.
+_NOT_SETTINGS = frozenset({"output", "verify"})
 
 
 class ConfigError(Exception):
