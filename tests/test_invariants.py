@@ -1,0 +1,104 @@
+"""The invariant checker: silent on real translations, loud on each kind of planted violation."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from torch2pypto import translate_source
+from torch2pypto.translator.invariants import violations
+from torch2pypto.translator.report import CONVERTED
+from torch2pypto.translator.translate import Translation
+
+SAMPLES = sorted((Path(__file__).parent.parent / "samples").glob("*.py"))
+KERNELS = "._pypto_kernels"
+
+
+LLAMA = (SAMPLES[0].parent / "llama_rmsnorm.py").read_text().replace("dtype\n", "dtype  # kept as is\n", 1)
+
+
+def llama() -> Translation:
+    return translate_source(LLAMA, "llama.py")
+
+
+@pytest.mark.parametrize("kernels_module", [None, KERNELS])
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_real_translations_have_no_violations(path, kernels_module):
+    data = path.read_bytes()
+    translation = translate_source(data, path.name, kernels_module=kernels_module)
+    assert violations(translation, kernels_module=kernels_module, source=data) == []
+
+
+def test_a_multiline_kernels_import_counts_as_added():
+    source = "import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.exp(x)\n"
+    real = translate_source(source, kernels_module=KERNELS)
+    (record,) = real.records
+    code = (
+        "import torch\nfrom ._pypto_kernels import (\n    pypto_exp,\n)\n\n\n"
+        "def f(x: torch.Tensor):\n    return pypto_exp(x)\n"
+    )
+    fake = Translation(real.path, source, code, "utf-8", (record,))
+    assert violations(fake, kernels_module=KERNELS) == []
+
+
+def retouch(old: str, new: str):
+    """Replace the last ``old`` in the output (after the generated section)."""
+    return lambda t: dataclasses.replace(t, code=new.join(t.code.rsplit(old, 1)))
+
+
+OUTSIDE, AROUND = "changed outside any converted call", "text around a converted call changed"
+TAMPERED = {
+    "docstring outside any call": (retouch('"""RMSNorm as', '"""RMS norm as'), OUTSIDE),
+    "comment outside any call": (retouch("# kept as is", "# kept"), OUTSIDE),
+    "statement inserted": (retouch("super().__init__()\n", "super().__init__()\n        pass\n"), "inserted outside"),
+    "broken line": (retouch("keepdim=True)\n", "keepdim=True\n"), "not valid Python"),
+    "text before a call": (retouch("variance = pypto_mean", "varianc = pypto_mean"), AROUND),
+    "line ending after a call": (retouch("keepdim=True)\n", "keepdim=True)\r\n"), AROUND),
+    "non-idempotent": (retouch("cast(hidden_states, input", "cast(torch.exp(hidden_states), input"), "not idempotent"),
+    "undefined wrapper": (retouch("pypto_rsqrt(variance", "pypto_sqrt(variance"), "no definition or import"),
+    "dropped record": (lambda t: dataclasses.replace(t, records=t.records[:-1]), OUTSIDE),
+    "records out of order": (lambda t: dataclasses.replace(t, records=t.records[::-1]), "not in source order"),
+    "other path": (lambda t: dataclasses.replace(t, path="other.py"), "other paths"),
+    "unknown status": (
+        lambda t: dataclasses.replace(t, records=(status(t.records[0], "maybe"), *t.records[1:])),
+        "unknown statuses",
+    ),
+    "converted but unchanged": (
+        lambda t: dataclasses.replace(t, records=(status(t.records[0], CONVERTED), *t.records[1:])),
+        "converted call is unchanged",
+    ),
+}
+
+
+def status(record, value):
+    return dataclasses.replace(record, status=value)
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERED))
+def test_planted_violations_are_caught(name):
+    tamper, message = TAMPERED[name]
+    translation = llama()
+    tampered = tamper(translation)
+    assert tampered != translation, "the tamper did not apply"
+    found = violations(tampered)
+    assert any(message in problem for problem in found), found
+
+
+def test_a_changed_existing_section_is_caught():
+    once = llama().code
+    twice = translate_source(once + "\ndef g(x: torch.Tensor):\n    return torch.exp(x)\n", "llama.py")
+    assert violations(twice) == []
+    tampered = dataclasses.replace(twice, code=twice.code.replace("_UB_BYTES = 192", "_UB_BYTES = 96"))
+    assert any("existing generated section" in p for p in violations(tampered))
+
+
+def test_a_translation_that_lost_input_bytes_is_caught():
+    translation = llama()
+    assert any("not the input text" in p for p in violations(translation, source=LLAMA + "# trailing\n"))
+
+
+def test_an_unencodable_output_is_caught():
+    source = "# -*- coding: latin-1 -*-\nimport torch\ny = torch.exp(torch.ones(2))\n"
+    translation = translate_source(source.encode("latin-1"))
+    tampered = dataclasses.replace(translation, code=translation.code.replace("# ---- end", "# \u2014 end"))
+    assert any("cannot be written in its encoding" in p for p in violations(tampered))
