@@ -1,46 +1,61 @@
-"""Bind a call's arguments to a torch signature, as Python would."""
+"""Bind a call's arguments to a torch signature, as Python would.
+
+Works on libcst and ast calls alike: :func:`cst_args` and :func:`ast_args` turn either into
+``(keyword, starred, value)`` triples.
+"""
 
 from __future__ import annotations
+
+import ast
+from typing import Sequence, TypeVar
 
 import libcst as cst
 
 from torch2pypto.mapping import Param
+
+T = TypeVar("T")
+Arg = tuple[str | None, bool, T]  # keyword (None: positional), starred (*a / **k), value
 
 
 class BindError(ValueError):
     """The arguments do not fit the signature; the message says how."""
 
 
-def bind(
-    params: tuple[Param, ...], args: tuple[cst.Arg, ...], receiver: cst.BaseExpression | None = None
-) -> dict[str, cst.BaseExpression]:
+def cst_args(call: cst.Call) -> list[Arg]:
+    return [(a.keyword.value if a.keyword else None, bool(a.star), a.value) for a in call.args]
+
+
+def ast_args(call: ast.Call) -> list[Arg]:
+    positional = [(None, type(a) is ast.Starred, a) for a in call.args]
+    return positional + [(k.arg, k.arg is None, k.value) for k in call.keywords]
+
+
+def bind(params: tuple[Param, ...], args: Sequence[Arg], receiver: T | None = None) -> dict[str, T]:
     """Map parameter names to argument expressions; a method's receiver binds the first one."""
-    if any(a.star for a in args):
+    if any(star for _, star, _ in args):
         raise BindError("*args/**kwargs cannot be bound statically")
-    bound: dict[str, cst.BaseExpression] = {}
+    bound: dict[str, T] = {}
     positional = [p for p in params if not p.keyword_only]
     if receiver is not None:
         bound[positional[0].name] = receiver
         positional = positional[1:]
-    values = [a.value for a in args if a.keyword is None]
+    values = [value for keyword, _, value in args if keyword is None]
     for value in values:
         if not positional:
             raise BindError(f"too many positional arguments ({len(values)})")
-        param = positional[0]
+        param = positional.pop(0)
         if param.variadic:
             raise BindError(f"variadic *{param.name} is not mapped")
         bound[param.name] = value
-        positional.pop(0)
     names = {p.name for p in params if not p.variadic}
-    for a in args:
-        if a.keyword is None:
+    for keyword, _, value in args:
+        if keyword is None:
             continue
-        name = a.keyword.value
-        if name not in names:
-            raise BindError(f"unexpected keyword argument {name!r}")
-        if name in bound:
-            raise BindError(f"argument {name!r} given twice")
-        bound[name] = a.value
+        if keyword not in names:
+            raise BindError(f"unexpected keyword argument {keyword!r}")
+        if keyword in bound:
+            raise BindError(f"argument {keyword!r} given twice")
+        bound[keyword] = value
     missing = [p.name for p in params if p.required and p.name not in bound]
     if missing:
         raise BindError(f"missing argument {missing[0]!r}")

@@ -10,20 +10,24 @@ called with tensors).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import ast
+from typing import Iterable
 
-import libcst as cst
-from libcst.metadata import (
-    Assignment,
-    ClassScope,
-    ImportAssignment,
-    QualifiedName,
-    QualifiedNameSource,
-    Scope,
+from torch2pypto.translator.scopes import (
+    ANNOTATED,
+    ASSIGN,
+    AUGMENTED,
+    DEFINITION,
+    IMPORT,
+    NAMED,
+    PARAMETER,
+    Binding,
+    ModuleIndex,
 )
 
 TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
 _CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
+_MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
 
 # torch.<dtype> spellings and the dtype they name
 DTYPE_NAMES = {
@@ -36,6 +40,7 @@ DTYPE_NAMES = {
 }  # fmt: skip
 _TENSOR_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special")
 _TENSOR_CLASSES = {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.Tensor"}
+_MODULE_CLASSES = {"torch.nn.Module", "torch.nn.modules.module.Module"}
 _NOT_TENSOR_FUNCTIONS = {
     "is_tensor", "is_floating_point", "is_complex", "numel", "device", "dtype", "finfo", "iinfo",
     "get_default_dtype", "set_default_dtype", "manual_seed", "no_grad", "enable_grad",
@@ -51,12 +56,15 @@ _NOT_TENSOR_METHODS = {
     "max", "min", "median", "mode", "kthvalue", "backward", "register_hook", "__len__",
     "equal", "allclose", "is_complex", "aminmax", "unique_consecutive",
 }  # fmt: skip
+_NOT_TENSOR_BUILTINS = {
+    "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "range", "print",
+    "isinstance", "hasattr", "type", "sorted", "repr", "id", "hash", "round", "enumerate", "zip",
+}  # fmt: skip
 _TENSOR_ATTRIBUTES = {"T", "mT", "H", "mH", "data", "grad", "real", "imag"}
 _NOT_TENSOR_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout"}
 _LITERALS = (
-    cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
-    cst.FormattedString, cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp,
-    cst.DictComp, cst.GeneratorExp, cst.Lambda, cst.Comparison,
+    ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp,
+    ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.Compare,
 )  # fmt: skip
 
 
@@ -78,267 +86,265 @@ def _through(receiver: str) -> str:
 
 
 class Inference:
-    """Static facts over one module, from libcst metadata.
+    """Static facts over one module, answered from its :class:`ModuleIndex`; memoised per node."""
 
-    ``qualified_names``, ``scope`` and ``parent`` are the resolved QualifiedNameProvider,
-    ScopeProvider and ParentNodeProvider lookups; answers are memoised per node.
-    """
-
-    def __init__(
-        self,
-        qualified_names: Callable[[cst.CSTNode], set[QualifiedName]],
-        scope: Callable[[cst.CSTNode], Scope | None],
-        parent: Callable[[cst.CSTNode], cst.CSTNode | None],
-        tensor_methods: frozenset[str],
-    ) -> None:
-        self._qualified_names = qualified_names
-        self._scope = scope
-        self._parent = parent
+    def __init__(self, index: ModuleIndex, tensor_methods: frozenset[str]) -> None:
+        self._index = index
         self._tensor_methods = tensor_methods
-        self._kinds: dict[cst.CSTNode, str] = {}
-        self._pending: set[tuple[int, str]] = set()
-        self._classes: dict[cst.ClassDef, _ClassIndex] = {}
+        self._kinds: dict[ast.AST, str] = {}
+        self._pending: set[int] = set()
+        self._depth = 0
+        self._classes: dict[ast.ClassDef, _ClassIndex] = {}
+        self._module_classes: dict[ast.ClassDef, bool] = {}
 
     # --- tensors -------------------------------------------------------------------------
 
-    def kind(self, expr: cst.BaseExpression) -> str:
+    def kind(self, expr: ast.expr) -> str:
         """TENSOR, NOT_TENSOR or UNKNOWN for an expression."""
         known = self._kinds.get(expr)
         if known is None:
-            known = self._infer(expr)
+            if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: give up, do not overflow
+                return UNKNOWN
+            self._depth += 1
+            try:
+                known = self._infer(expr)
+            finally:
+                self._depth -= 1
             if known != _CYCLE:  # a cyclic answer depends on the caller's pending name
                 self._kinds[expr] = known
         return known if known != _CYCLE or self._pending else UNKNOWN
 
-    def _infer(self, expr: cst.BaseExpression) -> str:
+    def _infer(self, expr: ast.expr) -> str:
+        kind = type(expr)
+        if kind is ast.Name:
+            return self._name_kind(expr)
+        if kind is ast.Call:
+            return self._call_kind(expr)
+        if kind is ast.Attribute:
+            return self._attribute_kind(expr)
         if isinstance(expr, _LITERALS):
             return NOT_TENSOR
-        if isinstance(expr, cst.Name):
-            return self._name_kind(expr)
-        if isinstance(expr, cst.Call):
-            return self._call_kind(expr)
-        if isinstance(expr, cst.Attribute):
-            return self._attribute_kind(expr)
-        if isinstance(expr, cst.BinaryOperation):
+        if kind is ast.BinOp:
             sides = (self.kind(expr.left), self.kind(expr.right))
             return TENSOR if TENSOR in sides else combine(sides)
-        if isinstance(expr, cst.UnaryOperation):
-            return NOT_TENSOR if isinstance(expr.operator, cst.Not) else self.kind(expr.expression)
-        if isinstance(expr, cst.Subscript):
+        if kind is ast.UnaryOp:
+            return NOT_TENSOR if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
+        if kind is ast.Subscript:
             return _through(self.kind(expr.value))
-        if isinstance(expr, cst.IfExp):
+        if kind is ast.IfExp:
             return combine((self.kind(expr.body), self.kind(expr.orelse)))
-        if isinstance(expr, cst.NamedExpr):
+        if kind is ast.NamedExpr:
             return self.kind(expr.value)
         return UNKNOWN
 
-    def _call_kind(self, call: cst.Call) -> str:
+    def _call_kind(self, call: ast.Call) -> str:
         func = call.func
-        if isinstance(func, cst.Attribute) and not is_dotted(func):
+        if type(func) is ast.Attribute and not is_dotted(func):
             return self._method_kind(func)
-        names = self._import_names(func)
+        names = self._index.import_names(func)
         if names:
             return combine(_function_kind(n) for n in names)
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if type(func) is ast.Attribute and _is_self(func.value):
             return self._self_method_return_kind(func)
-        if isinstance(func, cst.Attribute):
+        if type(func) is ast.Attribute:
             return self._method_kind(func)
-        if isinstance(func, cst.Name) and func.value in _BUILTINS:
-            return NOT_TENSOR
         return UNKNOWN
 
-    def _self_method_return_kind(self, func: cst.Attribute) -> str:
+    def _self_method_return_kind(self, func: ast.Attribute) -> str:
         """``self.helper(...)``: what the class's ``helper`` returns, if it is defined there."""
-        cls = self._enclosing(func, cst.ClassDef)
+        cls = self._enclosing_class(func.value)
         method = next(
-            (s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value),
-            None,
+            (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == func.attr), None
         ) if cls else None
         if method is None:
             return self._method_kind(func)
-        returns = _Returns()
-        method.visit(returns)
-        return combine(self.kind(v) for v in returns.values) if returns.values else UNKNOWN
+        values = [n.value for n in ast.walk(method) if isinstance(n, ast.Return) and n.value is not None]
+        return combine(self.kind(v) for v in values) if values else UNKNOWN
 
-    def _method_kind(self, func: cst.Attribute) -> str:
-        method = func.attr.value
+    def _method_kind(self, func: ast.Attribute) -> str:
+        method = func.attr
         if method in _NOT_TENSOR_METHODS:
             return NOT_TENSOR if self.kind(func.value) == TENSOR else UNKNOWN
         if method in self._tensor_methods or method in _TENSOR_LIKE_METHODS:
             return _through(self.kind(func.value))
         return UNKNOWN
 
-    def _attribute_kind(self, attr: cst.Attribute) -> str:
-        names = self._import_names(attr)
-        if names:
+    def _attribute_kind(self, attr: ast.Attribute) -> str:
+        if self._index.import_names(attr):
             return NOT_TENSOR  # a module attribute: torch.float32, math.pi, np.newaxis
-        name = attr.attr.value
+        name = attr.attr
         if name in _NOT_TENSOR_ATTRIBUTES:
             return NOT_TENSOR
         if name in _TENSOR_ATTRIBUTES:
             return _through(self.kind(attr.value))
-        if isinstance(attr.value, cst.Name) and attr.value.value == "self":
+        if _is_self(attr.value):
             return self._self_attribute_kind(attr)
         return UNKNOWN
 
-    def _self_attribute_kind(self, attr: cst.Attribute) -> str:
+    def _self_attribute_kind(self, attr: ast.Attribute) -> str:
         """``self.x``: what every ``self.x = ...`` / ``register_buffer("x", ...)`` in the class holds."""
-        cls = self._enclosing(attr, cst.ClassDef)
-        if cls is None:
-            return UNKNOWN
-        name = attr.attr.value
-        kinds = [self.kind(v) for v in self._index(cls).assigned.get(name, ())]
-        return combine(kinds) if kinds else UNKNOWN
+        cls = self._enclosing_class(attr.value)
+        values = self._class_index(cls).assigned.get(attr.attr) if cls else None
+        return self._combine_pending(values, self.kind) if values else UNKNOWN
 
-    def _name_kind(self, name: cst.Name) -> str:
-        scope = self._scope(name)
-        if scope is None:
-            return UNKNOWN
-        assignments = [a for a in scope[name.value] if isinstance(a, Assignment)]
-        if not assignments:
-            return UNKNOWN
-        key = (id(scope), name.value)
+    def _name_kind(self, name: ast.Name) -> str:
+        bindings = self._index.bindings(name)
+        return self._combine_pending(bindings, self._binding_kind) if bindings else UNKNOWN
+
+    def _combine_pending(self, evidence: list, kind_of) -> str:
+        """Combine the kinds of ``evidence`` (one list per name or ``self`` attribute).
+
+        A list read again while it is being inferred (``x = x.float()``) gives no evidence;
+        a chain deeper than the interpreter's stack allows gives none either.
+        """
+        key = id(evidence)
         if key in self._pending:
             return _CYCLE
+        if len(self._pending) > _MAX_DEPTH:
+            return UNKNOWN
         self._pending.add(key)
         try:
-            kind = combine([self._assignment_kind(a) for a in assignments])
+            kind = combine([kind_of(e) for e in evidence])
         finally:
             self._pending.discard(key)
         return UNKNOWN if kind == _CYCLE else kind
 
-    def _assignment_kind(self, assignment: Assignment) -> str:
-        node = assignment.node
-        if isinstance(assignment, ImportAssignment) or isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+    def _binding_kind(self, binding: Binding) -> str:
+        how = binding.kind
+        if how in (IMPORT, DEFINITION):
             return NOT_TENSOR
-        if isinstance(node, cst.Param):
-            return self._param_kind(node)
-        parent = self._parent(node)
-        if isinstance(parent, cst.AssignTarget):
-            statement = self._parent(parent)
-            return self.kind(statement.value) if isinstance(statement, cst.Assign) else UNKNOWN
-        if isinstance(parent, cst.AnnAssign) and parent.target is node:
-            declared = _annotation_kind(parent.annotation.annotation, self._import_names)
-            if declared != UNKNOWN or parent.value is None:
+        if how == PARAMETER:
+            return self._param_kind(binding)
+        if how in (ASSIGN, NAMED):
+            return self.kind(binding.value)
+        if how == ANNOTATED:
+            declared = self._annotation_kind(binding.annotation)
+            if declared != UNKNOWN or binding.value is None:
                 return declared
-            return self.kind(parent.value)
-        if isinstance(parent, cst.NamedExpr):
-            return self.kind(parent.value)
-        if isinstance(parent, cst.AugAssign):
-            return _through(self.kind(parent.value))
+            return self.kind(binding.value)
+        if how == AUGMENTED:
+            return _through(self.kind(binding.value))
         return UNKNOWN
 
-    def _param_kind(self, param: cst.Param) -> str:
+    def _param_kind(self, param: Binding) -> str:
         if param.annotation is not None:
-            return _annotation_kind(param.annotation.annotation, self._import_names)
-        if param.default is not None and not _is_none(param.default):
-            return self.kind(param.default)
-        function = self._enclosing(param, cst.FunctionDef)
-        cls = self._enclosing(function, cst.ClassDef) if function else None
-        if function is None or cls is None or _param_index(function, param) == 0:
+            return self._annotation_kind(param.annotation)
+        if param.value is not None and not _is_none(param.value):
+            return self.kind(param.value)
+        function = param.function
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or param.index <= 0:
             return UNKNOWN
-        if function.name.value == "forward" and self._is_module_class(cls):
+        cls = self._class_of_function(function)
+        if cls is None or not self._is_module_class(cls):
+            return UNKNOWN
+        if function.name == "forward":
             return TENSOR
         return self._internal_param_kind(cls, function, param)
 
-    def _internal_param_kind(self, cls: cst.ClassDef, function: cst.FunctionDef, param: cst.Param) -> str:
+    def _internal_param_kind(self, cls: ast.ClassDef, function: ast.FunctionDef, param: Binding) -> str:
         """A method parameter is a tensor if every ``self.<method>(...)`` call in the class passes one."""
-        if not self._is_module_class(cls):
-            return UNKNOWN
-        index = _param_index(function, param) - 1
         kinds = []
-        for call in self._index(cls).calls.get(function.name.value, ()):
-            arg = _argument_at(call, index, param.name.value)
+        for call in self._class_index(cls).calls.get(function.name, ()):
+            arg = _argument_at(call, param.index - 1, param.node.arg)
             kinds.append(UNKNOWN if arg is None else self.kind(arg))
         return combine(kinds) if kinds else UNKNOWN
 
-    def _is_module_class(self, cls: cst.ClassDef) -> bool:
-        return any(
-            n.name in ("torch.nn.Module", "torch.nn.modules.module.Module")
-            for base in cls.bases
-            for n in self._import_names(base.value)
-        )
+    def _is_module_class(self, cls: ast.ClassDef) -> bool:
+        """Derives from ``nn.Module``, directly or through classes of this module."""
+        known = self._module_classes.get(cls)
+        if known is None:
+            self._module_classes[cls] = False  # a cyclic hierarchy is not a module
+            known = any(self._is_module_base(base) for base in cls.bases)
+            self._module_classes[cls] = known
+        return known
+
+    def _is_module_base(self, base: ast.expr) -> bool:
+        if self._index.import_names(base) & _MODULE_CLASSES:
+            return True
+        if type(base) is not ast.Name:
+            return False
+        bindings = self._index.bindings(base)
+        return len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef) and self._is_module_class(bindings[0].node)
+
+    def _annotation_kind(self, annotation: ast.expr) -> str:
+        """Tensor for ``Tensor``/``torch.Tensor``/``Optional[Tensor]``/``Tensor | None``; else not."""
+        kind = type(annotation)
+        if kind is ast.Constant:
+            return NOT_TENSOR if annotation.value is None else UNKNOWN
+        if kind is ast.BinOp:  # X | None
+            parts = (annotation.left, annotation.right)
+            return combine({self._annotation_kind(p) for p in parts if not _is_none(p)})
+        if kind is ast.Subscript:
+            if self._index.import_names(annotation.value) & {"typing.Optional", "typing.Union"}:
+                inner = annotation.slice
+                elements = inner.elts if type(inner) is ast.Tuple else [inner]
+                return combine(self._annotation_kind(e) for e in elements if not _is_none(e))
+            return NOT_TENSOR
+        names = self._index.import_names(annotation)
+        if names & _TENSOR_CLASSES:
+            return TENSOR
+        return NOT_TENSOR if names or kind in (ast.Name, ast.Attribute) else UNKNOWN
 
     # --- dtypes and names ----------------------------------------------------------------
 
-    def static_dtype(self, expr: cst.BaseExpression) -> str | None:
+    def static_dtype(self, expr: ast.expr) -> str | None:
         """The dtype an expression statically is, ``"?"`` for an unknown dtype, else None."""
-        if isinstance(expr, cst.Attribute):
-            for n in self._import_names(expr):
-                prefix, _, last = n.name.rpartition(".")
-                if prefix == "torch" and last in DTYPE_NAMES:
-                    return DTYPE_NAMES[last]
-            return "?" if expr.attr.value == "dtype" else None
-        if isinstance(expr, cst.Call) and any(
-            n.name == "torch.get_default_dtype" for n in self._import_names(expr.func)
-        ):
+        kind = type(expr)
+        if kind is ast.Attribute:
+            dtype = _torch_dtype(self._index.import_names(expr))
+            if dtype:
+                return dtype
+            return "?" if expr.attr == "dtype" else None
+        if kind is ast.Call and "torch.get_default_dtype" in self._index.import_names(expr.func):
             return "?"
-        if isinstance(expr, cst.Name):
+        if kind is ast.Name:
             return self._name_dtype(expr)
         return None
 
-    def _name_dtype(self, name: cst.Name) -> str | None:
-        for n in self._import_names(name):
-            prefix, _, last = n.name.rpartition(".")
-            if prefix == "torch" and last in DTYPE_NAMES:
-                return DTYPE_NAMES[last]
-        scope = self._scope(name)
-        if scope is None:
+    def _name_dtype(self, name: ast.Name) -> str | None:
+        dtype = _torch_dtype(self._index.import_names(name))
+        if dtype:
+            return dtype
+        bindings = self._index.bindings(name)
+        if not bindings or any(b.kind != ASSIGN for b in bindings):
             return None
-        values = []
-        for a in scope[name.value]:
-            parent = self._parent(a.node) if isinstance(a, Assignment) else None
-            statement = self._parent(parent) if isinstance(parent, cst.AssignTarget) else None
-            if not isinstance(statement, cst.Assign):
-                return None
-            values.append(self.static_dtype(statement.value))
+        values = [self.static_dtype(b.value) for b in bindings if b.value is not name]
         if not values or None in values:
             return None
         return values[0] if len(set(values)) == 1 else "?"
 
-    def torch_name(self, node: cst.CSTNode) -> str | None:
+    def torch_name(self, node: ast.AST) -> str | None:
         """A name that reaches the torch package at ``node`` (``torch`` if free there)."""
-        scope = self._scope(node)
+        scope = self._index.scope_of.get(node)
         if scope is None:
             return None
-        candidates = ["torch"] + sorted(
-            a.name for a in _module_scope(scope).assignments if _imports_torch(a) and a.name != "torch"
-        )
-        for candidate in candidates:
-            assignments = scope[candidate]
-            if not assignments and candidate == "torch":
-                return candidate  # the generated section imports torch at module level
-            if assignments and all(_imports_torch(a) for a in assignments):
+        module = self._index.module.bindings
+        aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
+        for candidate in ["torch", *aliases]:
+            bindings = self._index.lookup(scope, candidate)
+            if not bindings and candidate == "torch":
+                return candidate  # the generated code imports torch at module level
+            if bindings and all(_imports_torch(b) for b in bindings):
                 return candidate
         return None
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _import_names(self, node: cst.CSTNode) -> set[QualifiedName]:
-        return {
-            n
-            for n in self._qualified_names(node)
-            if n.source in (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN)
-        }
-
-    def _index(self, cls: cst.ClassDef) -> _ClassIndex:
+    def _class_index(self, cls: ast.ClassDef) -> _ClassIndex:
         if cls not in self._classes:
-            index = _ClassIndex()
-            cls.visit(index)
-            self._classes[cls] = index
+            self._classes[cls] = _ClassIndex(cls)
         return self._classes[cls]
 
-    def _enclosing(self, node: cst.CSTNode | None, kind: type) -> cst.CSTNode | None:
-        while node is not None:
-            node = self._parent(node)
-            if isinstance(node, kind):
-                return node
-        return None
+    def _enclosing_class(self, name: ast.expr) -> ast.ClassDef | None:
+        scope = self._index.scope_of.get(name)
+        return scope.enclosing(ast.ClassDef) if scope else None
+
+    def _class_of_function(self, function: ast.AST) -> ast.ClassDef | None:
+        """The class whose body defines ``function`` directly."""
+        scope = self._index.scope_of.get(function)
+        return scope.node if scope is not None and scope.is_class else None
 
 
-_BUILTINS = {"len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "range", "print",
-             "isinstance", "getattr", "hasattr", "type", "sorted", "min", "max", "sum", "abs",
-             "round", "enumerate", "zip", "repr", "id", "hash"}  # fmt: skip
 # tensor methods outside the table whose result is a tensor (so chains like x.view(...).float() resolve)
 _TENSOR_LIKE_METHODS = {
     "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous", "clone",
@@ -363,111 +369,71 @@ def is_tensor_function(name: str) -> bool:
     )
 
 
-def _function_kind(name: QualifiedName) -> str:
-    return TENSOR if name.name in _TENSOR_CLASSES or is_tensor_function(name.name) else NOT_TENSOR
-
-
-def _annotation_kind(annotation: cst.BaseExpression, import_names) -> str:
-    """Tensor for ``Tensor``/``torch.Tensor``/``Optional[Tensor]``/``Tensor | None``; else not."""
-    if isinstance(annotation, cst.SimpleString):
-        return UNKNOWN
-    if isinstance(annotation, cst.BinaryOperation):  # X | None
-        parts = [annotation.left, annotation.right]
-        kinds = {_annotation_kind(p, import_names) for p in parts if not _is_none(p)}
-        return combine(kinds)
-    if isinstance(annotation, cst.Subscript):
-        base = {n.name for n in import_names(annotation.value)}
-        if base & {"typing.Optional", "typing.Union"}:
-            elements = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
-            return combine(_annotation_kind(e, import_names) for e in elements if not _is_none(e))
-        return NOT_TENSOR
-    names = {n.name for n in import_names(annotation)}
-    if names & _TENSOR_CLASSES:
-        return TENSOR
-    return NOT_TENSOR if names or isinstance(annotation, (cst.Name, cst.Attribute)) else UNKNOWN
-
-
-def is_dotted(node: cst.BaseExpression) -> bool:
+def is_dotted(node: ast.expr) -> bool:
     """A plain dotted name (``a``, ``a.b.c``), with no call or subscript in it."""
-    while isinstance(node, cst.Attribute):
+    while type(node) is ast.Attribute:
         node = node.value
-    return isinstance(node, cst.Name)
+    return type(node) is ast.Name
 
 
-def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+def _function_kind(name: str) -> str:
+    if name.startswith("builtins."):
+        return NOT_TENSOR if name[9:] in _NOT_TENSOR_BUILTINS else UNKNOWN
+    return TENSOR if name in _TENSOR_CLASSES or is_tensor_function(name) else NOT_TENSOR
 
 
-def _imports_torch(assignment) -> bool:
-    if not isinstance(assignment, ImportAssignment):
-        return False
-    node = assignment.node
-    if isinstance(node, cst.Import):
-        for alias in node.names:
-            local = alias.evaluated_alias or alias.evaluated_name
-            if alias.evaluated_name == "torch" and local == assignment.name:
-                return True
-    return False
+def _torch_dtype(names: set[str]) -> str | None:
+    for name in names:
+        prefix, _, last = name.rpartition(".")
+        if prefix == "torch" and last in DTYPE_NAMES:
+            return DTYPE_NAMES[last]
+    return None
 
 
-def _module_scope(scope: Scope) -> Scope:
-    while scope.parent is not scope:
-        scope = scope.parent
-    return scope
+def _is_none(node: ast.expr) -> bool:
+    return type(node) is ast.Constant and node.value is None
 
 
-def _param_index(function: cst.FunctionDef, param: cst.Param) -> int:
-    params = [*function.params.posonly_params, *function.params.params]
-    return next((i for i, p in enumerate(params) if p is param), -1)
+def _is_self(node: ast.expr) -> bool:
+    return type(node) is ast.Name and node.id == "self"
 
 
-def _argument_at(call: cst.Call, index: int, name: str) -> cst.BaseExpression | None:
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value == name:
-            return a.value
-    return positional[index].value if 0 <= index < len(positional) else None
+def _imports_torch(binding: Binding) -> bool:
+    return binding.kind == IMPORT and binding.qualified == "torch"
 
 
-class _Returns(cst.CSTVisitor):
-    """The values a function returns."""
-
-    def __init__(self) -> None:
-        self.values: list[cst.BaseExpression] = []
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if node.value is not None:
-            self.values.append(node.value)
+def _argument_at(call: ast.Call, index: int, name: str) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    positional = [a for a in call.args if type(a) is not ast.Starred]
+    return positional[index] if 0 <= index < len(positional) else None
 
 
-class _ClassIndex(cst.CSTVisitor):
+class _ClassIndex:
     """What one class does with ``self``: values stored per attribute, calls per method."""
 
-    def __init__(self) -> None:
-        self.assigned: dict[str, list[cst.BaseExpression]] = {}
-        self.calls: dict[str, list[cst.Call]] = {}
+    def __init__(self, cls: ast.ClassDef) -> None:
+        self.assigned: dict[str, list[ast.expr]] = {}
+        self.calls: dict[str, list[ast.Call]] = {}
+        for node in ast.walk(cls):
+            kind = type(node)
+            if kind is ast.Assign:
+                for target in node.targets:
+                    self._store(target, node.value)
+            elif kind is ast.AnnAssign and node.value is not None:
+                self._store(node.target, node.value)
+            elif kind is ast.Call and type(node.func) is ast.Attribute and _is_self(node.func.value):
+                self._call(node)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._store(target.target, node.value)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._store(node.target, node.value)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if not _is_self_attr(node.func):
-            return
-        method = node.func.attr.value
+    def _call(self, node: ast.Call) -> None:
+        method = node.func.attr
         self.calls.setdefault(method, []).append(node)
-        first = node.args[0].value if len(node.args) >= 2 else None
-        if method == "register_buffer" and isinstance(first, cst.SimpleString):
-            self.assigned.setdefault(first.evaluated_value, []).append(node.args[1].value)
+        args = node.args
+        if method == "register_buffer" and len(args) >= 2 and type(args[0]) is ast.Constant:
+            if isinstance(args[0].value, str):
+                self.assigned.setdefault(args[0].value, []).append(args[1])
 
-    def _store(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if _is_self_attr(target):
-            self.assigned.setdefault(target.attr.value, []).append(value)
-
-
-def _is_self_attr(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    def _store(self, target: ast.expr, value: ast.expr) -> None:
+        if type(target) is ast.Attribute and _is_self(target.value):
+            self.assigned.setdefault(target.attr, []).append(value)

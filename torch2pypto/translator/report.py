@@ -10,11 +10,16 @@ CONVERTED, UNSUPPORTED, AMBIGUOUS = "converted", "unsupported", "left-alone"
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """A torch call site and what became of it (line and column are 1-based)."""
+    """A torch call site and what became of it.
+
+    Lines and columns are 1-based; ``end_line``/``end_column`` point just past the call.
+    """
 
     path: str
     line: int
     column: int
+    end_line: int
+    end_column: int
     api: str
     category: str
     pypto_api: str

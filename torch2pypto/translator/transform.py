@@ -1,31 +1,56 @@
-"""The libcst pass: find torch calls, bind them, let their rule rewrite them, record each site."""
+"""Find the torch calls of a module, decide each one, and rewrite the ones a rule converts.
+
+Deciding runs on the module's ``ast`` (:mod:`scopes`, :mod:`inference`): each call is resolved
+to a torch API only when its shape makes it a candidate. Rewriting runs on libcst, but only on
+the source text of the calls being converted: each outermost such call is parsed on its own,
+its rule builds the replacement (comments and line breaks between arguments kept), and the new
+text is spliced over the old span. Every other byte of the module is never touched.
+"""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+from typing import Callable
 
 import libcst as cst
-from libcst.metadata import (
-    ParentNodeProvider,
-    PositionProvider,
-    QualifiedNameProvider,
-    QualifiedNameSource,
-    ScopeProvider,
-)
+from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torch2pypto.mapping import Entry, Param, Table
+from torch2pypto.mapping import CATEGORIES, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.translator.binding import BindError, bind
+from torch2pypto.translator.binding import BindError, ast_args, bind, cst_args
 from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.scopes import ModuleIndex
+
+UNMAPPED = "unmapped"  # the category of torch functions outside the table
+Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """What the user chose: treat ambiguous receivers as tensors."""
+    """What the user chose: treat ambiguous receivers as tensors; which ops take part.
+
+    ``select``/``ignore`` hold op names (``to``), torch APIs (``torch.Tensor.to``) or categories
+    (``pure-rename``, ``unmapped``). As in ruff, call sites not selected are not part of the run.
+    """
 
     assume_tensors: bool = False
+    select: frozenset[str] = frozenset()
+    ignore: frozenset[str] = frozenset()
+
+    def validate(self, table: Table) -> None:
+        """Raise ValueError naming the first term that is no op, torch API or category."""
+        known = {*table.entries, *table.by_api, *CATEGORIES, UNMAPPED}
+        for option, terms in (("select", self.select), ("ignore", self.ignore)):
+            for term in sorted(terms):
+                if term not in known and not term.startswith("torch."):
+                    raise ValueError(f"--{option}: {term!r} is no op, torch API or category of the mapping table")
+
+    def selects(self, api: str, entry: Entry | None) -> bool:
+        terms = {api, entry.op, entry.category} if entry else {api, UNMAPPED}
+        return (not self.select or not terms.isdisjoint(self.select)) and terms.isdisjoint(self.ignore)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,85 +72,43 @@ class Conversion:
     params: tuple[Param, ...]
 
 
-class TorchCallTransformer(cst.CSTTransformer):
-    """Rewrites mapped torch calls outside ``skip_lines`` (the generated section)."""
+@dataclasses.dataclass
+class Attempt:
+    """A call bound to its entry, waiting for its rule: everything the rewrite needs."""
 
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, ScopeProvider, ParentNodeProvider, PositionProvider)
+    span: Span
+    resolved: Resolved
+    static_dtype: Callable[[str], str | None]
+    torch_name: Callable[[], str | None]
+    status: str = UNSUPPORTED
+    reason: str = ""
+    pypto_api: str = ""
 
-    def __init__(self, table: Table, path: str, options: Options, skip_lines: range) -> None:
-        super().__init__()
+
+class Sites:
+    """The torch call sites of one module, decided on its ast."""
+
+    def __init__(self, table: Table, options: Options, index: ModuleIndex) -> None:
         self.table = table
-        self.path = path
         self.options = options
-        self.skip_lines = skip_lines
-        self.records: list[Record] = []
-        self.definitions: list[Definition] = []
-        self.conversions: list[Conversion] = []
-        self._inference: Inference | None = None
+        self.index = index
+        self.inference = Inference(index, table.methods)
 
-    @property
-    def inference(self) -> Inference:
-        if self._inference is None:
-            self._inference = Inference(
-                lambda n: self.get_metadata(QualifiedNameProvider, n, set()),
-                lambda n: self.get_metadata(ScopeProvider, n, None),
-                lambda n: self.get_metadata(ParentNodeProvider, n, None),
-                self.table.methods,
-            )
-        return self._inference
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.BaseStatement) and self.skip_lines:
-            line = self.get_metadata(PositionProvider, node).start.line
-            if line in self.skip_lines:
-                return False
-        return super().on_visit(node)
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        found = self._resolve(original)
-        if found is None:
-            return updated
-        if found.entry is None:
-            self._record(original, found, UNSUPPORTED, "not in the mapping table")
-            return updated
-        if found.ambiguous:
-            self._record(original, found, AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)")
-            return updated
-        entry = found.entry
-        try:
-            args = bind(entry.params, tuple(updated.args), _receiver(updated) if found.method else None)
-            before = bind(entry.params, tuple(original.args), _receiver(original) if found.method else None)
-        except BindError as exc:
-            self._record(original, found, UNSUPPORTED, str(exc))
-            return updated
-        static_dtype = lambda param: self.inference.static_dtype(before[param])  # noqa: E731
-        site = CallSite(entry, args, static_dtype, lambda: self.inference.torch_name(original))
-        result = RULES[entry.category](site)
-        if not isinstance(result, Converted):
-            self._record(original, found, UNSUPPORTED, result.reason)
-            return updated
-        self._record(original, found, CONVERTED, pypto_api=result.pypto_api)
-        self.conversions.append(Conversion(self.records[-1], result.call, result.params))
-        self.definitions.extend(result.definitions)
-        return _keep_layout(result.call, updated)
-
-    def _resolve(self, call: cst.Call) -> Resolved | None:
+    def resolve(self, call: ast.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
         func = call.func
         if is_dotted(func):
-            for name in self.get_metadata(QualifiedNameProvider, func, set()):
-                if name.source is not QualifiedNameSource.IMPORT or not name.name.startswith("torch."):
+            for name in sorted(self.index.import_names(func)):
+                if not name.startswith("torch."):
                     continue
-                entry = self.table.by_api.get(name.name)
-                if entry is not None or is_tensor_function(name.name):
-                    return Resolved(name.name, entry)
-                return None
-        if not isinstance(func, cst.Attribute):
+                entry = self.table.by_api.get(name)
+                return Resolved(name, entry) if entry is not None or is_tensor_function(name) else None
+        if type(func) is not ast.Attribute:
             return None
-        entry = self.table.method(func.attr.value)
-        if entry is None or _is_import(self, func.value):
+        entry = self.table.method(func.attr)
+        if entry is None or (is_dotted(func.value) and self.index.import_names(func.value)):
             return None
-        api = f"torch.Tensor.{func.attr.value}"
+        api = f"torch.Tensor.{func.attr}"
         kind = self.inference.kind(func.value)
         if kind == TENSOR or (kind != NOT_TENSOR and self.options.assume_tensors):
             return Resolved(api, entry, method=True)
@@ -133,16 +116,76 @@ class TorchCallTransformer(cst.CSTTransformer):
             return None
         return Resolved(api, entry, method=True, ambiguous=True)
 
-    def _record(self, node: cst.Call, found: Resolved, status: str, reason: str = "", pypto_api: str = "") -> None:
-        start = self.get_metadata(PositionProvider, node).start
+    def attempt(self, call: ast.Call, found: Resolved, span: Span) -> Attempt:
+        """Bind the call; the attempt carries the reason when it cannot go to its rule."""
         entry = found.entry
-        category = entry.category if entry else "unmapped"
-        pypto_api = pypto_api or (f"pypto.{entry.pypto}" if entry and entry.pypto else "")
-        record = Record(self.path, start.line, start.column + 1, found.api, category, pypto_api, status, reason)
-        self.records.append(record)
+        attempt = Attempt(span, found, lambda _: None, lambda: None)
+        if entry is None:
+            attempt.reason = "not in the mapping table"
+            return attempt
+        if found.ambiguous:
+            attempt.status, attempt.reason = AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)"
+            return attempt
+        try:
+            bound = bind(entry.params, ast_args(call), call.func.value if found.method else None)
+        except BindError as exc:
+            attempt.reason = str(exc)
+            return attempt
+        inference = self.inference
+        attempt.static_dtype = lambda param: inference.static_dtype(bound[param])
+        attempt.torch_name = lambda: inference.torch_name(call)
+        attempt.status = ""  # pending: the rule decides
+        return attempt
 
 
-def _keep_layout(new: cst.Call, old: cst.Call) -> cst.Call:
+class SegmentRewriter(cst.CSTTransformer):
+    """Applies the rules to the pending attempts inside one parsed call segment."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, attempts: dict[Span, Attempt], line: int, column: int) -> None:
+        super().__init__()
+        self.attempts = attempts
+        self.line, self.column = line, column  # where the segment starts in the module
+        self.definitions: list[Definition] = []
+        self.converted: list[tuple[Attempt, cst.Call, tuple[Param, ...]]] = []
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        attempt = self.attempts.get(self._span(original))
+        if attempt is None or attempt.status:
+            return updated
+        found, entry = attempt.resolved, attempt.resolved.entry
+        receiver = updated.func.value if found.method else None
+        site = CallSite(entry, bind(entry.params, cst_args(updated), receiver), attempt.static_dtype, attempt.torch_name)
+        result = RULES[entry.category](site)
+        if not isinstance(result, Converted):
+            attempt.status, attempt.reason = UNSUPPORTED, result.reason
+            return updated
+        attempt.status, attempt.pypto_api = CONVERTED, result.pypto_api
+        self.converted.append((attempt, result.call, result.params))
+        self.definitions.extend(result.definitions)
+        return keep_layout(result.call, updated)
+
+    def _span(self, node: cst.CSTNode) -> Span:
+        where = self.get_metadata(PositionProvider, node)
+        start, end = where.start, where.end
+
+        def shift(line: int, column: int) -> tuple[int, int]:  # the segment is parsed as "(" + text + ")"
+            return (self.line, self.column + column - 1) if line == 1 else (self.line + line - 1, column)
+
+        return (*shift(start.line, start.column), *shift(end.line, end.column))
+
+
+def rewrite_segment(text: str, line: int, column: int, attempts: dict[Span, Attempt]) -> tuple[str, SegmentRewriter]:
+    """The segment's new text (a call starting at ``line``/``column``) with its attempts applied."""
+    module = cst.parse_module(f"({text})\n")
+    rewriter = SegmentRewriter(attempts, line, column)
+    new = MetadataWrapper(module, unsafe_skip_copy=True).visit(rewriter)
+    expression = new.body[0].body[0].value
+    return new.code_for_node(expression.with_changes(lpar=(), rpar=())), rewriter
+
+
+def keep_layout(new: cst.Call, old: cst.Call) -> cst.Call:
     """Carry the old call's parentheses, line breaks and comments between arguments over to ``new``."""
     args = list(new.args)
     for i in range(min(len(args), len(old.args)) - 1):
@@ -152,16 +195,4 @@ def _keep_layout(new: cst.Call, old: cst.Call) -> cst.Call:
         args[-1] = args[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     return new.with_changes(
         args=args, lpar=old.lpar, rpar=old.rpar, whitespace_before_args=old.whitespace_before_args
-    )
-
-
-def _receiver(call: cst.Call) -> cst.BaseExpression:
-    assert isinstance(call.func, cst.Attribute)
-    return call.func.value
-
-
-def _is_import(transformer: TorchCallTransformer, node: cst.BaseExpression) -> bool:
-    """A receiver that is a module (``np.abs(...)``, ``math.exp``) is no tensor method call."""
-    return is_dotted(node) and any(
-        n.source is QualifiedNameSource.IMPORT for n in transformer.get_metadata(QualifiedNameProvider, node, set())
     )

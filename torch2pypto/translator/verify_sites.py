@@ -14,7 +14,7 @@ from rich.table import Table
 
 from torch2pypto.mapping import load_table
 from torch2pypto.rules.calls import literal, source_of
-from torch2pypto.translator.binding import bind
+from torch2pypto.translator.binding import bind, cst_args
 from torch2pypto.translator.inference import DTYPE_NAMES
 from torch2pypto.translator.transform import Conversion
 from torch2pypto.translator.translate import Translation
@@ -33,7 +33,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     """
     record = conversion.record
     entry = load_table().by_api[record.api]
-    bound = bind(conversion.params, tuple(conversion.call.args))
+    bound = bind(conversion.params, cst_args(conversion.call))
     wrapper = source_of(conversion.call.func)
     generator = torch.Generator().manual_seed(seed)
     result = []
