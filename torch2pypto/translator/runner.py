@@ -1,0 +1,220 @@
+"""Translate many files, in this process or in worker processes, with the same results either way.
+
+Each worker reads its file, translates it and sends back a small ``Result``: the new bytes
+and/or the diff only if asked for and only if the file changed, the call-site records and the
+kernel definitions. The caller gets results in job order, whatever order workers finish in.
+Workers never import pypto.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import difflib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import libcst as cst
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.translator.report import Record
+from torch2pypto.translator.transform import Options
+from torch2pypto.translator.translate import Translation, translate_source
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A file to translate: where to read it, the path reports and diffs show, the kernels import."""
+
+    source: Path
+    path: str
+    kernels_module: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What every job of a run does: translate with ``options``, return the code and/or a diff."""
+
+    options: Options
+    code: bool = False
+    diff: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """A translated file, or why it could not be translated (``error``, at ``location`` if known)."""
+
+    path: str
+    changed: bool = False
+    encoding: str = "utf-8"
+    code: bytes | None = None
+    diff: str = ""
+    records: tuple[Record, ...] = ()
+    definitions: tuple[Definition, ...] = ()
+    error: str = ""
+    location: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error)
+
+
+def run(jobs: Sequence[Job], work: Work, workers: int, progress: Console | None = None) -> list[Result]:
+    """Results of ``jobs`` in job order; ``workers`` > 1 translates in that many processes.
+
+    ``progress``: the console on which a progress bar appears if the run takes long enough.
+    """
+    sizes = [_size(job.source) for job in jobs]
+    with _ProgressBar(progress, sizes) as bar:
+        if workers <= 1 or len(jobs) <= 1:
+            results = []
+            for i, job in enumerate(jobs):
+                results.append(translate_job(job, work))
+                bar.advance(i)
+            return results
+        return _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar)
+
+
+def _run_in_pool(jobs: Sequence[Job], work: Work, workers: int, sizes: list[int], bar: _ProgressBar) -> list[Result]:
+    results: list[Result | None] = [None] * len(jobs)
+    biggest_first = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # no straggler at the end
+    with concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work,)) as pool:
+        pending = {pool.submit(_translate_in_worker, jobs[i]): i for i in biggest_first}
+        while pending:
+            done, _ = concurrent.futures.wait(pending, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                i = pending.pop(future)
+                try:
+                    results[i] = future.result()
+                except Exception as exc:  # the worker died (killed, out of memory) or the result did not pickle
+                    reason = _one_line(str(exc) or type(exc).__name__)
+                    results[i] = Result(jobs[i].path, error=f"worker failed: {reason}")
+                bar.advance(i)
+            bar.refresh()
+    return results  # type: ignore[return-value]
+
+
+_work: Work | None = None  # set once in each worker process
+
+
+def _set_work(work: Work) -> None:
+    global _work
+    _work = work
+
+
+def _translate_in_worker(job: Job) -> Result:
+    assert _work is not None
+    return translate_job(job, _work)
+
+
+def translate_job(job: Job, work: Work) -> Result:
+    """Translate one file; any failure becomes a failed ``Result`` with a one-line reason."""
+    try:
+        translation = translate(job, work.options)
+    except Exception as exc:  # a translator bug must not stop the other files either
+        return failure(job.path, exc)
+    return result_of(translation, work)
+
+
+def translate(job: Job, options: Options) -> Translation:
+    """The whole translation of one file (raises what ``translate_source`` and reading raise)."""
+    return translate_source(job.source.read_bytes(), job.path, options, kernels_module=job.kernels_module)
+
+
+def failure(path: str, exc: Exception) -> Result:
+    """The failed result for ``exc`` raised by ``translate``."""
+    if isinstance(exc, cst.ParserSyntaxError):
+        location = f"{exc.raw_line}:{exc.raw_column + 1}"
+        return Result(path, error=f"syntax error: {_one_line(exc.message)}", location=location)
+    if isinstance(exc, SyntaxError):
+        location = f"{exc.lineno}:{exc.offset or 1}" if exc.lineno else ""
+        return Result(path, error=f"syntax error: {_one_line(exc.msg)}", location=location)
+    if isinstance(exc, (UnicodeDecodeError, LookupError)):
+        return Result(path, error=f"cannot decode: {_one_line(str(exc))}")
+    if isinstance(exc, OSError):
+        return Result(path, error=f"cannot read: {exc.strerror or exc}")
+    return Result(path, error=f"internal error: {type(exc).__name__}: {_one_line(str(exc))}")
+
+
+def result_of(translation: Translation, work: Work) -> Result:
+    """The small, picklable part of a translation that ``work`` needs."""
+    t = translation
+    changed = t.changed
+    return Result(
+        t.path,
+        changed,
+        t.encoding,
+        t.code.encode(t.encoding) if changed and work.code else None,
+        unified_diff(t.source, t.code, t.path) if changed and work.diff else "",
+        t.records,
+        t.definitions,
+    )
+
+
+def unified_diff(before: str | None, after: str, path: str) -> str:
+    """A unified diff ``git apply`` accepts (``before`` None: a new file).
+
+    Lines end at ``\\n`` only, as git splits them; a last line without one is marked.
+    """
+    lines = difflib.unified_diff(
+        _lines(before or ""), _lines(after), "/dev/null" if before is None else f"a/{path}", f"b/{path}"
+    )
+    return "".join(line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines)
+
+
+def _lines(text: str) -> list[str]:
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class _ProgressBar:
+    """A transient rich progress bar, shown only on a terminal and only once a run has taken a while.
+
+    It measures bytes, so the time left holds although the biggest files go first.
+    """
+
+    DELAY = 1.0  # seconds; shorter runs finish before a bar would help
+
+    def __init__(self, console: Console | None, sizes: list[int]) -> None:
+        self.console, self.sizes = console, sizes
+        self.files = self.done = 0
+        self.start = time.monotonic()
+        self.progress: Progress | None = None
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def advance(self, job: int) -> None:
+        self.files += 1
+        self.done += self.sizes[job]
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self.progress is None:
+            if not (self.console and self.console.is_terminal and time.monotonic() - self.start >= self.DELAY):
+                return
+            self.progress = Progress(
+                TextColumn("translating"), BarColumn(), TextColumn("{task.fields[files]}/" + str(len(self.sizes))),
+                TextColumn("files"), TimeRemainingColumn(), console=self.console, transient=True,
+            )  # fmt: skip
+            self.task = self.progress.add_task("", total=sum(self.sizes) or 1, files=0)
+            self.progress.start()
+        self.progress.update(self.task, completed=self.done, files=self.files)
