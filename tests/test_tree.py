@@ -1,0 +1,384 @@
+"""Whole-tree runs: mirrored output, shared kernels module, parallel determinism, diffs, gates."""
+
+import difflib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torch2pypto.translator.cli import main
+from torch2pypto.translator.files import gather
+
+MODEL = '''\
+"""RMSNorm as LLaMA writes it."""
+
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
+        return self.weight * hidden_states.to(input_dtype)
+'''
+
+# No newline at the end: the diff must say so for `git apply`.
+LAYERS = '''\
+import torch
+
+
+def scale(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x * torch.rsqrt(y.abs() + 1)).type_as(y)'''
+
+NORM = '''\
+import torch
+
+
+def normalise(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    x = x.to(torch.float32)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def zeros_like_rows(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(x.shape[0])
+'''
+
+TREE = {
+    ".gitignore": "scratch_*.py\n*.log\n",
+    "README.md": "# pkg\n",
+    "__init__.py": "from .model import RMSNorm\n",
+    "model.py": MODEL,
+    "layers.py": LAYERS,
+    "weights.json": '{"eps": 1e-6}\n',
+    "run.log": "ignored\n",
+    "scratch_notes.py": "import torch\nx = torch.rsqrt(torch.ones(1))\n",
+    "experiments/try_it.py": "import torch\ny = torch.rsqrt(torch.ones(2))\n",
+    "sub/__init__.py": "",
+    "sub/norm.py": NORM,
+    "sub/tables/.keep": "",
+    ".venv/lib/site.py": "import torch\n",
+}
+EXCLUDE = ["--exclude", "experiments/"]
+
+
+def make_tree(root: Path, tree: dict[str, str] = TREE) -> Path:
+    for name, text in tree.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".git/" not in p.as_posix() + "/"}
+
+
+def translate(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "torch2pypto.translator.cli", *args],
+        capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def pkg(tmp_path):
+    return make_tree(tmp_path / "src" / "pkg")
+
+
+@pytest.fixture
+def mirrored(pkg, tmp_path):
+    out = tmp_path / "out" / "pkg"
+    assert main([str(pkg), "-o", str(out), "-j1", *EXCLUDE]) == 0
+    return out
+
+
+def test_gathering_skips_ignored_excluded_hidden_and_generated(pkg):
+    (pkg / "_pypto_kernels.py").write_text("# generated\n")
+    (pkg / "venv").mkdir()
+    (pkg / "venv" / "pyvenv.cfg").write_text("")
+    (pkg / "env2").mkdir()
+    (pkg / "env2" / "pyvenv.cfg").write_text("")
+    (pkg / "sub" / ".gitignore").write_text("tables/\n")
+    tree = gather(pkg, ["experiments/", "*.json"])
+    assert [p.as_posix() for p in tree.sources] == ["__init__.py", "layers.py", "model.py", "sub/__init__.py", "sub/norm.py"]
+    assert [p.as_posix() for p in tree.others] == [".gitignore", "README.md", "sub/.gitignore"]
+
+
+def test_gitignore_files_above_the_folder_count_inside_a_git_work_tree(tmp_path):
+    make_tree(tmp_path, {".git/HEAD": "", ".gitignore": "generated/\n!keep.log\n", "src/pkg/a.py": "", "src/pkg/generated/b.py": ""})
+    assert [p.as_posix() for p in gather(tmp_path / "src" / "pkg").sources] == ["a.py"]
+
+
+def test_kernels_import_is_relative_in_a_package_and_absolute_in_a_plain_folder(mirrored, tmp_path):
+    assert "from ._pypto_kernels import " in (mirrored / "model.py").read_text()
+    assert "from .._pypto_kernels import " in (mirrored / "sub" / "norm.py").read_text()
+    assert "_pypto_kernels" not in (mirrored / "__init__.py").read_text()  # nothing to convert, no import
+    scripts = make_tree(tmp_path / "scripts", {"norm.py": NORM})
+    assert main([str(scripts), "--in-place"]) == 0
+    assert "\nfrom _pypto_kernels import " in (scripts / "norm.py").read_text()
+
+
+def test_mirror_copies_every_other_file_and_skips_ignored_ones(pkg, mirrored):
+    written = snapshot(mirrored)
+    assert written["README.md"] == (pkg / "README.md").read_bytes()
+    assert written["weights.json"] == (pkg / "weights.json").read_bytes()
+    assert written[".gitignore"] == (pkg / ".gitignore").read_bytes()
+    assert "sub/tables/.keep" in written
+    assert not {"run.log", "scratch_notes.py", "experiments/try_it.py", ".venv/lib/site.py"} & set(written)
+    assert set(written) == {p.as_posix() for p in gather(pkg, ["experiments/"]).others} | {
+        p.as_posix() for p in gather(pkg).sources if not p.as_posix().startswith("experiments")
+    } | {"_pypto_kernels.py"}
+
+
+def test_kernels_module_defines_each_name_once(mirrored):
+    kernels = (mirrored / "_pypto_kernels.py").read_text()
+    names = re.findall(r"^(?:def (\w+)|(\w+) = )", kernels, re.M)
+    names = [a or b for a, b in names]
+    assert len(names) == len(set(names))
+    for path in (mirrored / "model.py", mirrored / "layers.py", mirrored / "sub" / "norm.py"):
+        imported = re.search(r"^from \.+_pypto_kernels import (.+)$", path.read_text(), re.M).group(1)
+        assert {n.strip() for n in imported.strip("()").split(",")} <= set(names)
+        assert "def pypto_" not in path.read_text()
+
+
+def test_output_is_byte_identical_whatever_the_number_of_workers(pkg, mirrored, tmp_path):
+    out2 = tmp_path / "out2" / "pkg"
+    assert main([str(pkg), "-o", str(out2), "-j2", *EXCLUDE]) == 0
+    assert snapshot(out2) == snapshot(mirrored)
+
+
+def test_translated_package_imports_and_computes_what_the_original_did(pkg, mirrored):
+    script = textwrap.dedent(
+        """
+        import importlib, sys, torch
+
+        def run(root):
+            for name in [m for m in sys.modules if m == "pkg" or m.startswith("pkg.")]:
+                del sys.modules[name]
+            sys.path.insert(0, root)
+            try:
+                pkg = importlib.import_module("pkg")
+                layers = importlib.import_module("pkg.layers")
+                norm = importlib.import_module("pkg.sub.norm")
+            finally:
+                sys.path.remove(root)
+            x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0)).to(torch.float16)
+            y = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+            return pkg.RMSNorm(8)(x), layers.scale(x, y), norm.normalise(x), pkg.__file__
+
+        before, after = run(sys.argv[1]), run(sys.argv[2])
+        assert before[-1] != after[-1], "imported the same package twice"
+        for a, b in zip(before[:-1], after[:-1]):
+            assert a.dtype == b.dtype and torch.equal(a, b), (a, b)
+        print("same")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(pkg.parent), str(mirrored.parent)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "same"
+
+
+def test_a_second_run_over_the_output_changes_nothing(mirrored, tmp_path, capsys):
+    again = tmp_path / "again"
+    assert main([str(mirrored), "-o", str(again), "-j2"]) == 0
+    assert snapshot(again) == snapshot(mirrored)
+    before = snapshot(mirrored)
+    assert main([str(mirrored), "--in-place"]) == 0
+    assert snapshot(mirrored) == before
+    assert main([str(mirrored), "--check"]) == 0
+
+
+def test_new_definitions_extend_the_existing_kernels_module(mirrored):
+    kernels = mirrored / "_pypto_kernels.py"
+    before = kernels.read_text()
+    (mirrored / "extra.py").write_text("import torch\n\n\ndef f(x: torch.Tensor):\n    return x.exp()\n")
+    assert main([str(mirrored), "--in-place"]) == 0
+    after = kernels.read_text()
+    assert "def pypto_exp(" in after and "def pypto_exp(" not in before
+    edits = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_opcodes()
+    assert {tag for tag, *_ in edits} == {"equal", "insert"}  # extended, nothing replaced
+    assert "from ._pypto_kernels import " in (mirrored / "extra.py").read_text()
+
+
+def test_in_place_writes_what_the_mirror_writes(pkg, mirrored, tmp_path):
+    copy = tmp_path / "copy" / "pkg"
+    shutil.copytree(pkg, copy)
+    assert main([str(copy), "--in-place", "-j2", *EXCLUDE]) == 0
+    written = snapshot(copy)
+    for name, data in snapshot(mirrored).items():
+        assert written[name] == data, name
+    assert written["scratch_notes.py"] == (pkg / "scratch_notes.py").read_bytes()  # ignored: untouched
+
+
+def test_files_given_one_by_one_keep_their_kernels_inline(pkg, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(pkg, copy)
+    assert main([str(copy / "model.py"), str(copy / "sub" / "norm.py"), "--in-place"]) == 0
+    assert "def pypto_rsqrt" in (copy / "model.py").read_text()
+    assert "_pypto_kernels" not in (copy / "model.py").read_text()
+    assert not (copy / "_pypto_kernels.py").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_piped_diff_applies_with_git_apply_and_reproduces_the_written_output(pkg, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(pkg, repo / "pkg")
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("add", "-A")
+    expected = tmp_path / "expected"
+    shutil.copytree(repo, expected)
+    assert main([str(expected / "pkg"), "--in-place", *EXCLUDE]) == 0
+    written = snapshot(expected)
+
+    result = translate("pkg", "--diff", *EXCLUDE, cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b[" not in result.stdout
+    assert "+++ b/pkg/_pypto_kernels.py" in result.stdout and "--- /dev/null" in result.stdout
+    assert "\\ No newline at end of file" in result.stdout
+    before = snapshot(repo)
+    patch = tmp_path / "translate.patch"
+    patch.write_text(result.stdout)
+    assert snapshot(repo) == before  # --diff wrote nothing
+    git("apply", str(patch))
+    assert snapshot(repo) == written
+
+
+def test_diff_is_coloured_on_a_terminal_and_plain_with_no_color(pkg, monkeypatch, capsys):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert main([str(pkg), "--diff", "-j1"]) == 0
+    coloured = capsys.readouterr()
+    assert "\x1b[32m+" in coloured.out
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main([str(pkg), "--diff", "-j1"]) == 0
+    plain = capsys.readouterr()
+    assert "\x1b[" not in plain.out + plain.err
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured.out) == plain.out
+
+
+def test_summary_fits_an_80_column_terminal(pkg, tmp_path):
+    make_tree(pkg, {"broken.py": "import torch\ndef f(:\n"})
+    result = translate(str(pkg), "--check", "-j2", *EXCLUDE, env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("Conversion rate") for line in lines) and "torch.zeros" in result.stderr
+    summary = [line for line in lines if not line.startswith("would change ")]  # one path per line
+    assert max(map(len, summary)) <= 80, "\n".join(summary)
+
+
+@pytest.mark.parametrize(
+    "setup, args, code, message",
+    [
+        (None, ["--check"], 1, "--check: 4 file(s) would change"),  # 3 sources + the kernels module
+        ("translated", ["--check"], 0, None),
+        (None, ["--strict", "--analyze"], 1, "--strict: 2 call site(s) left as torch"),
+        (None, ["--strict", "--analyze", "--ignore", "unmapped"], 0, None),
+        (None, ["--fail-under", "100", "--analyze"], 1, "--fail-under: conversion rate"),
+        (None, ["--fail-under", "80", "--analyze"], 0, None),
+        ("broken", ["--analyze"], 1, "1 file(s) could not be translated"),
+    ],
+)
+def test_gates_and_failures_set_the_exit_code(pkg, tmp_path, capsys, setup, args, code, message):
+    if setup == "translated":
+        assert main([str(pkg), "--in-place", *EXCLUDE]) == 0
+    if setup == "broken":
+        make_tree(pkg, {"broken.py": "import torch\ndef f(:\n"})
+    capsys.readouterr()
+    before = snapshot(pkg)
+    assert main([str(pkg), *args, *EXCLUDE]) == code
+    err = capsys.readouterr().err
+    if message:
+        assert f"translate: {message}" in err
+    assert snapshot(pkg) == before
+
+
+def test_a_broken_file_is_reported_and_the_others_still_written(pkg, tmp_path, capsys):
+    make_tree(pkg, {"broken.py": "import torch\ndef f(:\n", "latin.py": "# -*- coding: ascii -*-\nx = 'é'\n"})
+    out = tmp_path / "out"
+    assert main([str(pkg), "-o", str(out), "-j2", *EXCLUDE]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"broken\.py: 2:\d+: syntax error", err)
+    assert "latin.py: cannot decode" in err
+    assert "translate: 2 file(s) could not be translated" in err
+    assert "pypto_rsqrt" in (out / "model.py").read_text()
+    assert (out / "broken.py").read_bytes() == (pkg / "broken.py").read_bytes()  # copied as it was
+
+
+def test_select_and_ignore_choose_the_call_sites(pkg, tmp_path):
+    report = tmp_path / "report.json"
+    assert main([str(pkg), "--analyze", "--select", "type_as,torch.Tensor.to", "--report", str(report), *EXCLUDE]) == 0
+    apis = {r["api"] for r in json.loads(report.read_text())["records"]}
+    assert apis == {"torch.Tensor.type_as", "torch.Tensor.to"}
+    assert main([str(pkg), "--analyze", "--ignore", "to", "--ignore", "composite", "--report", str(report), *EXCLUDE]) == 0
+    apis = {r["api"] for r in json.loads(report.read_text())["records"]}
+    assert "torch.Tensor.to" not in apis and "torch.rsqrt" in apis
+
+
+def test_analyze_writes_the_report_and_no_code(pkg, tmp_path, capsys):
+    report = tmp_path / "report.json"
+    before = snapshot(pkg)
+    assert main([str(pkg), "--analyze", "--report", str(report), *EXCLUDE]) == 0
+    assert snapshot(pkg) == before and capsys.readouterr().out == ""
+    data = json.loads(report.read_text())
+    assert data["summary"]["files_seen"] == 5 and data["summary"]["sites_seen"] == len(data["records"])
+
+
+def test_settings_come_from_pyproject_and_flags_win(pkg, tmp_path, capsys):
+    (tmp_path / "src" / "pyproject.toml").write_text('[tool.torch2pypto]\nexclude = ["experiments/", "sub/"]\nstrict = true\n')
+    assert main([str(pkg), "--analyze"]) == 1  # strict: model.py's torch.ones... is not in sub/, torch.zeros is
+    capsys.readouterr()
+    report = tmp_path / "r.json"
+    assert main([str(pkg), "--analyze", "--exclude", "experiments/", "--report", str(report)]) == 1
+    assert any(f["path"].endswith("norm.py") for f in json.loads(report.read_text())["files"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{pkg}", "-o", "{pkg}/out"], "must not be inside the input folder"),
+        (["{pkg}", "-o", "{pkg}"], "must not be inside the input folder"),
+        (["{pkg}", "{pkg}/model.py", "-o", "{tmp}/out"], None),  # the file is part of the folder: one input
+        (["{pkg}/model.py", "{pkg}/layers.py", "-o", "{tmp}/out"], "-o takes one input"),
+        (["{pkg}"], "need -o OUTDIR, --in-place, --diff, --check or --analyze"),
+        (["{pkg}", "--in-place", "-o", "{tmp}/out"], "exclude each other"),
+        (["{pkg}", "--check", "--in-place"], "--check writes nothing"),
+        (["{pkg}", "--select", "type_as,no_such_op", "-o", "{tmp}/out"], "no_such_op"),
+        (["{pkg}", "--report", "{tmp}/nope/r.json", "--analyze"], "does not exist"),
+        (["{pkg}/model.py", "{pkg}/layers.py", "--verify"], "--verify takes one file"),
+    ],
+)
+def test_bad_usage_is_one_line_exit_2_and_writes_nothing(pkg, tmp_path, capsys, args, message):
+    (tmp_path / "src" / "pyproject.toml").write_text("[tool.torch2pypto]\nassume-tensors = false\n")
+    args = [a.format(pkg=pkg, tmp=tmp_path) for a in args]
+    before = snapshot(tmp_path)
+    status = main(args)
+    if message is None:
+        assert status == 0
+        return
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("translate: error:") and message in err and "\n" not in err
+    assert snapshot(tmp_path) == before
+
+
+def test_unknown_config_key_is_exit_2(pkg, tmp_path, capsys):
+    (tmp_path / "src" / "pyproject.toml").write_text("[tool.torch2pypto]\nexlude = []\n")
+    assert main([str(pkg), "--check"]) == 2
+    assert "exlude" in capsys.readouterr().err
