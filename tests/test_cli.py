@@ -20,6 +20,29 @@ def test_writes_the_translation(tmp_path, capsys):
     assert "torch.zeros: stays torch: not in the mapping table" in err
 
 
+def test_prints_the_translation_to_stdout_without_o(capsysbinary):
+    assert main([str(SAMPLE)]) == 0
+    out = capsysbinary.readouterr().out
+    assert out == (SAMPLE.parent / "qwen3_5_rmsnorm_pypto.py").read_bytes()
+
+
+def test_output_into_a_folder_keeps_the_file_name(tmp_path):
+    assert main([str(SAMPLE), "-o", str(tmp_path)]) == 0
+    assert "def pypto_type_as(" in (tmp_path / SAMPLE.name).read_text()
+
+
+def test_files_given_one_by_one_check_then_in_place_as_pre_commit_runs_them(tmp_path, capsys):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_bytes(SAMPLE.read_bytes())
+    b.write_text("x = 1\n")
+    assert main(["--check", str(a), str(b)]) == 1
+    assert f"would change {a}" in capsys.readouterr().err
+    assert main(["--in-place", str(a), str(b)]) == 0
+    assert a.read_bytes() == (SAMPLE.parent / "qwen3_5_rmsnorm_pypto.py").read_bytes()  # kernels inline
+    assert b.read_text() == "x = 1\n"
+    assert main(["--check", str(a), str(b)]) == 0
+
+
 def test_diff_writes_nothing_and_prints_a_plain_diff_when_piped(tmp_path):
     before = set(tmp_path.iterdir())
     result = subprocess.run(

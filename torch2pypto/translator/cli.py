@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     kernels = _kernels_modules(plan, results)
     try:
         _output(args, plan, jobs, results, kernels, out)
+    except BrokenPipeError:  # `translate ... --diff | head`: stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as exc:
         err.print(f"translate: error: cannot write {exc.filename}: {exc.strerror}", markup=False, soft_wrap=True)
         return 1
