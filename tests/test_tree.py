@@ -224,6 +224,7 @@ def test_in_place_writes_what_the_mirror_writes(pkg, mirrored, tmp_path):
     for name, data in snapshot(mirrored).items():
         assert written[name] == data, name
     assert written["scratch_notes.py"] == (pkg / "scratch_notes.py").read_bytes()  # ignored: untouched
+    assert not [name for name in written if name.endswith(".tmp")]  # every staged file renamed
 
 
 def test_files_given_one_by_one_keep_their_kernels_inline(pkg, tmp_path):

@@ -12,7 +12,6 @@ import dataclasses
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,10 +52,14 @@ class Plan:
     def single_file(self) -> bool:
         return len(self.files) == 1 and not self.trees
 
-    def jobs(self) -> list[Job]:
-        jobs = [Job(f, str(f)) for f in self.files]
+    def jobs(self, output: Path | None = None, in_place: bool = False) -> list[Job]:
+        """One job per source file, its translation staged for ``output`` (``-o``) or in place."""
+        jobs = [Job(f, str(f), target=f if in_place else output and _file_output(output, f)) for f in self.files]
         for tree in self.trees:
-            jobs += [Job(tree.root / rel, str(tree.root / rel), tree.kernels_import(rel)) for rel in tree.sources]
+            for rel in tree.sources:
+                source = tree.root / rel
+                target = source if in_place else output and output / rel
+                jobs.append(Job(source, str(source), tree.kernels_import(rel), target))
         return jobs
 
 
@@ -66,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         args = _arguments(argv)
         plan = _plan(args)
         options = _options(args)
-        work = Work(options, code=not (args.diff or args.check or args.analyze), diff=args.diff)
-        jobs = plan.jobs()
+        work = Work(options, code=_to_stdout(args, plan), diff=args.diff)
+        jobs = plan.jobs(args.output, args.in_place)
         if plan.single_file:
             translation = _translate_one(jobs[0], options)
-            results = [runner.result_of(translation, work)]
+            results = [runner.result_of(translation, work, jobs[0].target)]
         else:
             results = runner.run(jobs, work, args.jobs or os.cpu_count() or 1, progress=err)
     except (InputError, ConfigError) as exc:
@@ -85,12 +88,19 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         err.print(f"translate: error: cannot write {exc.filename}: {exc.strerror}", markup=False, soft_wrap=True)
         return 1
+    finally:
+        runner.discard(results)
     status = _finish(args, plan, results, kernels, err)
     if args.verify:
         from torch2pypto.translator.verify_sites import verify_translation  # imports torch
 
         status = max(status, 0 if verify_translation(translation, out, emit.standalone(translation.code)) else 1)
     return status
+
+
+def _to_stdout(args: argparse.Namespace, plan: Plan) -> bool:
+    """``translate FILE``: the translation goes to stdout."""
+    return plan.single_file and not (args.output is not None or args.in_place or args.diff or args.check or args.analyze)
 
 
 def _console(stderr: bool = False) -> Console:
@@ -264,60 +274,40 @@ def _kernels_modules(plan: Plan, results: list[Result]) -> list[Kernels]:
 def _output(
     args: argparse.Namespace, plan: Plan, jobs: list[Job], results: list[Result], kernels: list[Kernels], out: Console
 ) -> None:
-    """Write, print or diff what the run produced."""
+    """Print or diff what the run produced, or write it: kernels modules, then the staged translations.
+
+    ``-o`` makes the output a copy that runs as the input did: every file not translated is copied.
+    """
     if args.diff:
         _print_diffs(out, results, kernels)
-    elif args.output is not None and plan.trees:
-        _mirror(plan.trees[0], args.output, results, kernels[0])
-    elif args.output is not None:
-        _write_atomically(_file_output(args.output, plan.files[0]), results[0].code or plan.files[0].read_bytes())
+    elif _to_stdout(args, plan):
+        _write_stdout(results[0].code or plan.files[0].read_bytes())
     elif args.in_place:
-        for module in kernels:  # first: the files written next import from them
+        for module in kernels:  # first: the files renamed next import from them
             if module.changed:
                 _write_atomically(module.path, module.after.encode("utf-8"))
-        for r, job in zip(results, jobs):
-            if r.code is not None:
-                _write_atomically(job.source, r.code)
-    elif plan.single_file and not (args.check or args.analyze):
-        _write_stdout(results[0].code or plan.files[0].read_bytes())
+        _rename_staged(jobs, results)
+    elif args.output is not None:
+        for module in kernels:
+            if module.after is not None:
+                _write_atomically(args.output / files.KERNELS_FILE, module.after.encode("utf-8"))
+        _rename_staged(jobs, results)
+        copies = [(job.source, job.target) for r, job in zip(results, jobs) if not r.staged]
+        copies += [(tree.root / rel, args.output / rel) for tree in plan.trees for rel in tree.others]
+        for source, target in copies:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
 
 
-def _mirror(tree: files.Tree, outdir: Path, results: list[Result], kernels: Kernels) -> None:
-    """OUTDIR as a copy of the tree that runs as the project did: translations, other files copied."""
-    translated = {Path(r.path): r.code for r in results}
-    for rel in (*tree.sources, *tree.others):
-        target = outdir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        code = translated.get(tree.root / rel)
-        if code is not None:
-            _write_atomically(target, code)
-        else:
-            shutil.copy2(tree.root / rel, target)
-    if kernels.after is not None:
-        outdir.mkdir(parents=True, exist_ok=True)
-        _write_atomically(outdir / files.KERNELS_FILE, kernels.after.encode("utf-8"))
+def _rename_staged(jobs: list[Job], results: list[Result]) -> None:
+    for r, job in zip(results, jobs):
+        if r.staged:
+            os.replace(r.staged, job.target)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
     """Write via a temporary file in the same folder, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if path.exists():
-            shutil.copymode(path, tmp)  # keep the mode (an executable script stays executable)
-        else:
-            os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    os.replace(runner.stage(path, data), path)
 
 
 def _write_stdout(data: bytes) -> None:

@@ -1,9 +1,11 @@
 """Translate many files, in this process or in worker processes, with the same results either way.
 
-Each worker reads its file, translates it and sends back a small ``Result``: the new bytes
-and/or the diff only if asked for and only if the file changed, the call-site records and the
-kernel definitions. The caller gets results in job order, whatever order workers finish in.
-Workers never import pypto.
+Each worker reads its file, translates it and sends back a small ``Result``: the call-site
+records, the kernel definitions and, only if the file changed, what was asked for: the new
+bytes, a diff, or the name of a temporary file holding the new bytes next to the job's target
+(``stage``), which the caller renames over the target once the whole run has succeeded. So
+the caller's memory does not grow with the code translated. The caller gets results in job
+order, whatever order workers finish in. Workers never import pypto.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import difflib
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,11 +32,15 @@ from torch2pypto.translator.translate import Translation, translate_source
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """A file to translate: where to read it, the path reports and diffs show, the kernels import."""
+    """A file to translate: where to read it, the path reports and diffs show, the kernels import.
+
+    ``target``: where the translation will go; if set, a changed file is staged next to it.
+    """
 
     source: Path
     path: str
     kernels_module: str | None = None
+    target: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,13 +54,17 @@ class Work:
 
 @dataclasses.dataclass(frozen=True)
 class Result:
-    """A translated file, or why it could not be translated (``error``, at ``location`` if known)."""
+    """A translated file, or why it could not be translated (``error``, at ``location`` if known).
+
+    ``staged``: the temporary file holding the translation, to be renamed over the job's target.
+    """
 
     path: str
     changed: bool = False
     encoding: str = "utf-8"
     code: bytes | None = None
     diff: str = ""
+    staged: str = ""
     records: tuple[Record, ...] = ()
     definitions: tuple[Definition, ...] = ()
     error: str = ""
@@ -68,18 +81,24 @@ def run(jobs: Sequence[Job], work: Work, workers: int, progress: Console | None 
     ``progress``: the console on which a progress bar appears if the run takes long enough.
     """
     sizes = [_size(job.source) for job in jobs]
-    with _ProgressBar(progress, sizes) as bar:
-        if workers <= 1 or len(jobs) <= 1:
-            results = []
-            for i, job in enumerate(jobs):
-                results.append(translate_job(job, work))
-                bar.advance(i)
-            return results
-        return _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar)
-
-
-def _run_in_pool(jobs: Sequence[Job], work: Work, workers: int, sizes: list[int], bar: _ProgressBar) -> list[Result]:
     results: list[Result | None] = [None] * len(jobs)
+    try:
+        with _ProgressBar(progress, sizes) as bar:
+            if workers <= 1 or len(jobs) <= 1:
+                for i, job in enumerate(jobs):
+                    results[i] = translate_job(job, work)
+                    bar.advance(i)
+            else:
+                _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar, results)
+    except BaseException:
+        discard([r for r in results if r is not None])
+        raise
+    return results  # type: ignore[return-value]
+
+
+def _run_in_pool(
+    jobs: Sequence[Job], work: Work, workers: int, sizes: list[int], bar: _ProgressBar, results: list[Result | None]
+) -> None:
     biggest_first = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # no straggler at the end
     with concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work,)) as pool:
         pending = {pool.submit(_translate_in_worker, jobs[i]): i for i in biggest_first}
@@ -94,7 +113,6 @@ def _run_in_pool(jobs: Sequence[Job], work: Work, workers: int, sizes: list[int]
                     results[i] = Result(jobs[i].path, error=f"worker failed: {reason}")
                 bar.advance(i)
             bar.refresh()
-    return results  # type: ignore[return-value]
 
 
 _work: Work | None = None  # set once in each worker process
@@ -116,7 +134,10 @@ def translate_job(job: Job, work: Work) -> Result:
         translation = translate(job, work.options)
     except Exception as exc:  # a translator bug must not stop the other files either
         return failure(job.path, exc)
-    return result_of(translation, work)
+    try:
+        return result_of(translation, work, job.target)
+    except OSError as exc:
+        return Result(job.path, error=f"cannot write next to {job.target}: {exc.strerror or exc}")
 
 
 def translate(job: Job, options: Options) -> Translation:
@@ -139,19 +160,54 @@ def failure(path: str, exc: Exception) -> Result:
     return Result(path, error=f"internal error: {type(exc).__name__}: {_one_line(str(exc))}")
 
 
-def result_of(translation: Translation, work: Work) -> Result:
-    """The small, picklable part of a translation that ``work`` needs."""
+def result_of(translation: Translation, work: Work, target: Path | None = None) -> Result:
+    """The small, picklable part of a translation that ``work`` needs (staged for ``target``)."""
     t = translation
     changed = t.changed
+    data = t.code.encode(t.encoding) if changed and (work.code or target is not None) else None
     return Result(
         t.path,
         changed,
         t.encoding,
-        t.code.encode(t.encoding) if changed and work.code else None,
+        data if target is None else None,
         unified_diff(t.source, t.code, t.path) if changed and work.diff else "",
+        stage(target, data) if target is not None and data is not None else "",
         t.records,
         t.definitions,
     )
+
+
+def stage(target: Path, data: bytes) -> str:
+    """A temporary file next to ``target`` holding ``data``, with the mode ``target`` has or would get.
+
+    ``os.replace(staged, target)`` then swaps it in atomically: a reader never sees half a file.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if target.exists():
+            shutil.copymode(target, tmp)  # an executable script stays executable
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is not what a new file gets
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def discard(results: Sequence[Result]) -> None:
+    """Remove the staged files of ``results`` that were not renamed over their targets."""
+    for r in results:
+        if r.staged and os.path.exists(r.staged):
+            os.unlink(r.staged)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def unified_diff(before: str | None, after: str, path: str) -> str:
