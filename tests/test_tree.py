@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from torch2pypto.translator import runner
 from torch2pypto.translator.cli import main
 from torch2pypto.translator.files import gather
 
@@ -225,6 +226,25 @@ def test_in_place_writes_what_the_mirror_writes(pkg, mirrored, tmp_path):
         assert written[name] == data, name
     assert written["scratch_notes.py"] == (pkg / "scratch_notes.py").read_bytes()  # ignored: untouched
     assert not [name for name in written if name.endswith(".tmp")]  # every staged file renamed
+
+
+def test_an_interrupted_run_leaves_no_staged_file(pkg, tmp_path, monkeypatch):
+    copy = tmp_path / "copy"
+    shutil.copytree(pkg, copy)
+    before = snapshot(copy)
+    translate_job = runner.translate_job
+    done = []
+
+    def interrupted(job, work):
+        if any(r.staged for r in done):
+            raise KeyboardInterrupt
+        done.append(translate_job(job, work))
+        return done[-1]
+
+    monkeypatch.setattr(runner, "translate_job", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main([str(copy), "--in-place", "-j1"])
+    assert done[-1].staged and snapshot(copy) == before
 
 
 def test_files_given_one_by_one_keep_their_kernels_inline(pkg, tmp_path):

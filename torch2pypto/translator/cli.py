@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ConfigError) as exc:
         err.print(f"translate: error: {exc}", markup=False, soft_wrap=True)
         return 2
+    except OSError as exc:  # an unreadable folder, a file that cannot be staged
+        err.print(f"translate: error: {exc.filename}: {exc.strerror}", markup=False, soft_wrap=True)
+        return 2
     kernels = _kernels_modules(plan, results)
     try:
         _output(args, plan, jobs, results, kernels, out)
