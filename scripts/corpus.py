@@ -416,10 +416,10 @@ def failing_files(problems: list[Problem]) -> dict[str, set[str]]:
     return found
 
 
-def print_results(files: int, lines: int, run: CliRun, problems: list[Problem], jobs: int, show: int = 10) -> None:
-    print(f"\ntranslate -j{jobs}: {run.seconds:.1f} s, exit {run.returncode}")
+def print_results(files: int, lines: int, run: CliRun, problems: list[Problem], show: int = 10) -> None:
+    """The results block (files failing each check, then the problems themselves) and the conversion report."""
     failing = failing_files(problems)
-    print(f"  {'files':42} {files:>9,}\n  {'lines':42} {lines:>9,}")
+    print(f"\n  {'files':42} {files:>9,}\n  {'lines':42} {lines:>9,}")
     for check, label in CHECKS.items():
         print(f"  {label:42} {len(failing[check]):>9,}")
     for check, label in CHECKS.items():
@@ -490,9 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="torch2pypto-corpus-") as scratch:
         out = Path(scratch) / "out"
         run = translate_tree(root, out, args.jobs)
-        print(f"translated in {run.seconds:.1f} s (exit {run.returncode}); checking every output file...", flush=True)
+        print(f"translate -j{args.jobs}: {run.seconds:.1f} s, exit {run.returncode}; checking...", flush=True)
         problems = check_run(root, out, run, args.jobs)
-    print_results(len(files), lines, run, problems, args.jobs)
+    print_results(len(files), lines, run, problems)
     if args.report:
         args.report.write_text(json.dumps(results_data(len(files), lines, run, problems), indent=2) + "\n")
     return 1 if problems or (len(files), lines) != EXPECTED else 0

@@ -1,0 +1,140 @@
+"""Benchmark: ``translate`` against libcst's own parse + code generation, on the same corpus files.
+
+    .venv/bin/python scripts/bench.py [--cache DIR] [--files N] [--repeat N]
+
+Times, in one run on the transformers modeling files (fetched as by corpus.py):
+(a) ``libcst.parse_module(src).code`` of every file, in this process and in a 2-process pool;
+(b) the ``translate`` CLI over the files as one tree at -j1 and -j2 (wall time of the subprocess,
+output to a temporary folder), and ``translate_source`` per file in this process (per core).
+Prints lines/s, the time ratios b/a with the targets, and the peak RSS of ``translate -j2`` over
+1/4, 1/2 and all of the files. Each time is the best of ``--repeat`` runs. Figures only: nothing
+is asserted. Run it on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import libcst as cst
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus  # noqa: E402 - the harness next to this script: fetch, file list, CLI command
+
+from torch2pypto.translator.translate import translate_source  # noqa: E402
+
+PACONVERT = 7_500  # lines/s per core: PaConvert (ast-based, formatting off) on this corpus
+TARGET_RATIO = 1.3  # translate within 1.3x the time of libcst parse + code generation
+TARGET_SECONDS = 60  # the whole corpus at -j2
+
+
+def roundtrip(source: bytes) -> None:
+    cst.parse_module(source).code
+
+
+def timed(action, repeat: int) -> float:
+    """The best wall time of ``repeat`` calls of ``action``."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run_cli(tree: Path, jobs: int, repeat: int) -> tuple[float, int, int]:
+    """Best wall seconds, exit code and peak RSS in bytes (the CLI or its largest worker) of ``translate``."""
+    best, peak, code = float("inf"), 0, 0
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-out-") as out:
+            command = [*corpus.translate_command(), str(tree), "-o", out, "-j", str(jobs)]
+            start = time.perf_counter()
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(process.pid, 0)  # this child's usage, its reaped workers included
+            best = min(best, time.perf_counter() - start)
+        process.returncode = code = os.waitstatus_to_exitcode(status)
+        peak = max(peak, usage.ru_maxrss * 1024)  # ru_maxrss is in KiB on Linux
+    return best, code, peak
+
+
+def make_tree(root: Path, files: list[Path], dest: Path) -> Path:
+    """A folder holding ``files`` (paths under ``root``) at their relative paths."""
+    for f in files:
+        target = dest / f.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, target)
+    return dest
+
+
+def translate_each(sources: list[bytes], rels: list[Path], tree: Path) -> int:
+    """``translate_source`` of every file, called as the CLI calls it; returns how many raised."""
+    failed = 0
+    for source, rel in zip(sources, rels):
+        try:
+            translate_source(source, str(tree / rel), kernels_module=corpus.kernels_import(tree, rel))
+        except Exception:  # noqa: BLE001 - counted; corpus.py says which files and why
+            failed += 1
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, default=corpus.default_cache(), help="where the wheel is kept")
+    parser.add_argument("--files", type=int, help="bench only the first N files (in path order)")
+    parser.add_argument("--repeat", type=int, default=1, help="time each step N times, keep the best")
+    args = parser.parse_args(argv)
+
+    root = corpus.fetch(args.cache)
+    files = corpus.corpus_files(root)[: args.files]
+    rels = [f.relative_to(root) for f in files]
+    sources = [f.read_bytes() for f in files]
+    lines = [corpus.count_lines(s) for s in sources]
+    total = sum(lines)
+    print(f"bench: {len(files)} {corpus.REQUIREMENT} modeling files, {total:,} lines", flush=True)
+
+    rows: list[tuple[str, float, str]] = []  # what, seconds, note
+    rows.append(("(a) libcst parse + code, 1 process", timed(lambda: [roundtrip(s) for s in sources], args.repeat), ""))
+    with multiprocessing.Pool(2) as pool:
+        pool.map(roundtrip, [b"x = 1\n"] * 2)  # workers up before the clock starts
+        seconds = timed(lambda: pool.map(roundtrip, sources, chunksize=4), args.repeat)
+        rows.append(("(a) libcst parse + code, 2 processes", seconds, ""))
+    rss: list[tuple[str, int, int, int]] = []  # share of the files, files, lines, peak RSS
+    with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-") as tmp:
+        tree = make_tree(root, files, Path(tmp) / "tree")
+        failed = []
+        seconds = timed(lambda: failed.append(translate_each(sources, rels, tree)), args.repeat)
+        note = f"{failed[0]} files raised" if failed[0] else ""
+        rows.append(("(b) translate_source in-process, 1 core", seconds, note))
+        for jobs in (1, 2):
+            seconds, code, peak = run_cli(tree, jobs, args.repeat)
+            rows.append((f"(b) translate CLI -j{jobs}", seconds, f"exit {code}" if code else ""))
+        for share, count in (("1/4", len(files) // 4), ("1/2", len(files) // 2)):
+            part = make_tree(root, files[:count], Path(tmp) / f"tree-{count}")
+            rss.append((share, count, sum(lines[:count]), run_cli(part, 2, 1)[2]))
+        rss.append(("all", len(files), total, peak))
+
+    print(f"\n{'':42} {'seconds':>9} {'lines/s':>9}")
+    for label, seconds, note in rows:
+        print(f"{label:42} {seconds:9.2f} {total / seconds:9,.0f}" + (f"   ({note})" if note else ""))
+    took = {label: seconds for label, seconds, _ in rows}
+    a1, a2 = took["(a) libcst parse + code, 1 process"], took["(a) libcst parse + code, 2 processes"]
+    b1, b2 = took["(b) translate CLI -j1"], took["(b) translate CLI -j2"]
+    per_core = total / took["(b) translate_source in-process, 1 core"]
+    print(f"\nratio b/a (time): -j1 {b1 / a1:.2f}x, -j2 {b2 / a2:.2f}x   (target: within {TARGET_RATIO}x)")
+    print(f"per core: translate_source {per_core:,.0f} lines/s, PaConvert {PACONVERT:,}   (target: at least PaConvert)")
+    print(f"translate -j2, {total:,} lines: {b2:.1f} s   (target: the whole corpus under {TARGET_SECONDS} s)")
+    print("peak RSS of translate -j2 (the CLI or its largest worker):")
+    for share, count, part_lines, peak in rss:
+        print(f"  {share:>3} of the files ({count} files, {part_lines:,} lines): {peak / 2**20:6,.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
