@@ -307,13 +307,13 @@ def test_summary_fits_an_80_column_terminal(pkg, tmp_path):
 @pytest.mark.parametrize(
     "setup, args, code, message",
     [
-        (None, ["--check"], 1, "--check: 4 file(s) would change"),  # 3 sources + the kernels module
+        (None, ["--check"], 1, "--check: 4 files would change"),  # 3 sources + the kernels module
         ("translated", ["--check"], 0, None),
-        (None, ["--strict", "--analyze"], 1, "--strict: 2 call site(s) left as torch"),
+        (None, ["--strict", "--analyze"], 1, "--strict: 2 call sites left as torch"),
         (None, ["--strict", "--analyze", "--ignore", "unmapped"], 0, None),
         (None, ["--fail-under", "100", "--analyze"], 1, "--fail-under: conversion rate"),
         (None, ["--fail-under", "80", "--analyze"], 0, None),
-        ("broken", ["--analyze"], 1, "1 file(s) could not be translated"),
+        ("broken", ["--analyze"], 1, "1 file could not be translated"),
     ],
 )
 def test_gates_and_failures_set_the_exit_code(pkg, tmp_path, capsys, setup, args, code, message):
@@ -337,7 +337,7 @@ def test_a_broken_file_is_reported_and_the_others_still_written(pkg, tmp_path, c
     err = capsys.readouterr().err
     assert re.search(r"broken\.py: 2:\d+: syntax error", err)
     assert "latin.py: cannot decode" in err
-    assert "translate: 2 file(s) could not be translated" in err
+    assert "translate: 2 files could not be translated" in err
     assert "pypto_rsqrt" in (out / "model.py").read_text()
     assert (out / "broken.py").read_bytes() == (pkg / "broken.py").read_bytes()  # copied as it was
 

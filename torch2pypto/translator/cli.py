@@ -369,17 +369,21 @@ def _finish(args: argparse.Namespace, plan: Plan, results: list[Result], kernels
         write_report(args.report, outcomes, summary)
     failed = []
     if summary.files_failed:
-        failed.append(f"{summary.files_failed} file(s) could not be translated")
+        failed.append(f"{_count(summary.files_failed, 'file')} could not be translated")
     if args.check and would:
-        failed.append(f"--check: {len(would)} file(s) would change")
+        failed.append(f"--check: {_count(len(would), 'file')} would change")
     left = summary.left_as_torch_total + summary.ambiguous
     if args.strict and left:
-        failed.append(f"--strict: {left} call site(s) left as torch or ambiguous")
+        failed.append(f"--strict: {_count(left, 'call site')} left as torch or ambiguous")
     if args.fail_under is not None and summary.rate < args.fail_under:
         failed.append(f"--fail-under: conversion rate {format_rate(summary.rate)} is below {args.fail_under:g}%")
     for message in failed:
         err.print(f"translate: {message}", markup=False, soft_wrap=True)
     return 1 if failed else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def print_summary(console: Console, translation: Translation | Result) -> None:
