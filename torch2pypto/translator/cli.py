@@ -2,7 +2,7 @@
 
 Exit codes follow black, ruff and libcst: 0 fine; 1 a gate failed (``--check``, ``--strict``,
 ``--fail-under``, ``--verify``) or a file of a multi-file run could not be translated; 2 bad
-usage, input or config (one line on stderr, nothing written).
+usage, input or config (one line on stderr, nothing written); 130 interrupted before writing.
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # an unreadable folder, a file that cannot be staged
         err.print(f"translate: error: {exc.filename}: {exc.strerror}", markup=False, soft_wrap=True)
         return 2
+    except KeyboardInterrupt:
+        err.print("translate: interrupted; nothing written", markup=False)
+        return 130
     kernels = _kernels_modules(plan, results)
     try:
         _output(args, plan, jobs, results, kernels, out)

@@ -100,7 +100,8 @@ def _run_in_pool(
     jobs: Sequence[Job], work: Work, workers: int, sizes: list[int], bar: _ProgressBar, results: list[Result | None]
 ) -> None:
     biggest_first = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # no straggler at the end
-    with concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work,)) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work,))
+    try:
         pending = {pool.submit(_translate_in_worker, jobs[i]): i for i in biggest_first}
         while pending:
             done, _ = concurrent.futures.wait(pending, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
@@ -113,6 +114,8 @@ def _run_in_pool(
                     results[i] = Result(jobs[i].path, error=f"worker failed: {reason}")
                 bar.advance(i)
             bar.refresh()
+    finally:
+        pool.shutdown(cancel_futures=True)  # on Ctrl-C, do not run the jobs still queued
 
 
 _work: Work | None = None  # set once in each worker process
