@@ -50,6 +50,8 @@ OUTSIDE, AROUND = "changed outside any converted call", "text around a converted
 TAMPERED = {
     "docstring outside any call": (retouch('"""RMSNorm as', '"""RMS norm as'), OUTSIDE),
     "comment outside any call": (retouch("# kept as is", "# kept"), OUTSIDE),
+    "blank line inserted": (retouch("super().__init__()\n", "super().__init__()\n\n"), "blank lines changed"),
+    "blank line removed": (retouch("\n\n    def extra_repr", "\n    def extra_repr"), "blank lines changed"),
     "statement inserted": (retouch("super().__init__()\n", "super().__init__()\n        pass\n"), "inserted outside"),
     "broken line": (retouch("keepdim=True)\n", "keepdim=True\n"), "not valid Python"),
     "text before a call": (retouch("variance = pypto_mean", "varianc = pypto_mean"), AROUND),
@@ -82,6 +84,22 @@ def test_planted_violations_are_caught(name):
     assert tampered != translation, "the tamper did not apply"
     found = violations(tampered)
     assert any(message in problem for problem in found), found
+
+
+HEADS = {
+    "shebang": ("#!/usr/bin/env python\n", "shebang"),
+    "cookie": ("# -*- coding: utf-8 -*-\n", "encoding declaration"),
+    "docstring": ('"""Doc."""\n', "docstring"),
+}
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_nothing_may_go_above_the_module_head(head):
+    text, message = HEADS[head]
+    translation = translate_source(text + "import torch\ny = torch.exp(torch.ones(2))\n")
+    assert violations(translation) == []
+    above = dataclasses.replace(translation, code="import math\n" + translation.code)
+    assert any(message in p for p in violations(above))
 
 
 def test_a_changed_existing_section_is_caught():

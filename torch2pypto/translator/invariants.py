@@ -7,6 +7,7 @@ the spans of converted calls, in the generated kernels section and in the import
 
 from __future__ import annotations
 
+import bisect
 import collections
 import difflib
 import io
@@ -20,6 +21,8 @@ from torch2pypto.translator.translate import Translation, translate_source
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # Python's line breaks (not \f or \u2028)
 _ADDED_IMPORT = re.compile(r"import (?:torch|functools|math|pypto)[ \t]*(?:\r\n|\r|\n)?\Z")
+_COOKIE = re.compile(r"[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")  # PEP 263
+_DOCSTRING = re.compile(r"[ \t\f]*[rRuU]?[\"']")
 _WRAPPER = re.compile(r"\bpypto_\w+")
 _DEFINED = re.compile(r"(?:def (pypto_\w+)\(|(pypto_\w+)\s*=)")
 
@@ -74,7 +77,7 @@ def _compile_problems(t: Translation) -> list[str]:
         try:
             compile(t.source.removeprefix("\ufeff"), t.path, "exec", dont_inherit=True)
         except (SyntaxError, ValueError):
-            return []  # libcst accepted what CPython rejects; the output cannot do better
+            return []  # the input does not compile either ('return' outside a function...)
         return [f"output is not valid Python: {exc!r}"]
     return []
 
@@ -89,7 +92,7 @@ def _idempotence_problems(t: Translation, options: Options, kernels_module: str 
     try:
         again = translate_source(data, t.path, options, kernels_module=kernels_module).code
     except Exception as exc:  # noqa: BLE001 - any crash on our own output is the finding
-        return [*problems, f"translating the output again raised {exc!r}"]
+        return [*problems, f"translating the output again raised {type(exc).__name__}: {str(exc)[:200]}"]
     if again != t.code:
         problems.append(f"not idempotent: translating the output again changes {_first_difference(t.code, again)}")
     return problems
@@ -109,39 +112,41 @@ def _first_difference(old: str, new: str) -> str:
 
 
 def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
-    """Diff source and output lines, the generated section and added imports set aside."""
+    """Diff source and output lines, the generated section and added imports set aside.
+
+    The diff runs on the non-blank lines; blank lines are then compared between each pair of
+    matched lines (more of them are allowed only where something was inserted).
+    """
     problems: list[str] = []
     src, out = _lines(t.source), _lines(t.code)
     src_kept, _, src_extra = _set_aside(src, kernels_module, problems)
     out_kept, cuts, out_extra = _set_aside(out, kernels_module, problems)
-    problems += _kept_generated_lines(src_extra, out_extra)
-    a = [src[i] for i in src_kept]
-    b = [out[j] for j in out_kept]
-    near_cut = _blank_runs_touching(b, cuts)
-
+    problems += _kept_generated_lines(src_extra, out_extra) + _head_problems(src, out)
+    a_lines = [i for i in src_kept if not _is_blank(src[i])]
+    b_lines = [j for j in out_kept if not _is_blank(out[j])]
     spans = [(r.line - 1, r.end_line - 1, r.column - 1, r.end_column - 1) for r in t.records if r.status == CONVERTED]
     covered, prefix_end, suffix_start = _span_bounds(src, spans)
 
+    anchors = [(-1, -1)]  # matched (source, output) line pairs
     changed = bytearray(len(src) + 1)
-    new_names = set()
-    for tag, i1, i2, j1, j2 in _opcodes(a, b):
+    new_names: set[str] = set()
+    for tag, i1, i2, j1, j2 in _opcodes([src[i] for i in a_lines], [out[j] for j in b_lines]):
+        lines, new = a_lines[i1:i2], [out[j] for j in b_lines[j1:j2]]
         if tag == "equal":
-            continue
-        lines = [src_kept[i] for i in range(i1, i2)]
-        replacement = [b[j] for j in range(j1, j2) if not near_cut[j]]
-        outside = [i + 1 for i in lines if not covered[i]]
-        if outside:
+            anchors += zip(lines, b_lines[j1:j2])
+        elif not lines:
+            inserted = [j + 1 for j in b_lines[j1:j2]]
+            problems.append(f"output lines {inserted} inserted outside the generated section and imports")
+        elif not all(covered[i] for i in lines):
+            outside = [i + 1 for i in lines if not covered[i]]
             problems.append(f"source lines {outside} changed outside any converted call")
-            continue
-        for i in lines:
-            changed[i] = 1
-        if not lines:
-            if replacement:
-                inserted = [out_kept[j] + 1 for j in range(j1, j2) if not near_cut[j]]
-                problems.append(f"output lines {inserted} inserted outside the generated section and imports")
-            continue
-        problems += _around_calls(src, lines, replacement, prefix_end, suffix_start)
-        new_names |= _wrappers(replacement) - _wrappers(src[i] for i in lines)
+        else:
+            problems += _replaced(src, lines, new, prefix_end, suffix_start)
+            new_names |= _wrappers(new) - _wrappers(src[i] for i in lines)
+            for i in lines:
+                changed[i] = 1
+    anchors.append((len(src), len(out)))
+    problems += _blank_problems(src, out, set(src_kept), set(out_kept), anchors, cuts)
 
     for line, end_line, column, _ in spans:
         if not any(changed[line : end_line + 1]):
@@ -169,29 +174,48 @@ def _span_bounds(src: list[str], spans: list[tuple[int, int, int, int]]):
     return covered, prefix_end, suffix_start
 
 
-def _around_calls(src: list[str], lines: list[int], replacement: list[str], prefix_end: dict, suffix_start: dict):
-    """Text before and after the converted calls on replaced lines is unchanged.
+def _replaced(src: list[str], lines: list[int], new: list[str], prefix_end: dict, suffix_start: dict) -> list[str]:
+    """Problems with the source ``lines`` (all in converted calls) becoming the ``new`` lines.
 
-    Line by line when the rewrite kept the number of lines, else on the first and last line.
+    The text before a call's start and after its end stays: line by line when the rewrite kept
+    the number of lines, else on the first and last line.
     """
-    prefix = lambda i: src[i][: prefix_end.get(i, 0)]  # noqa: E731
-    suffix = lambda i: src[i][suffix_start.get(i, len(src[i])) :]  # noqa: E731
-    if len(lines) == len(replacement):
-        checks = [(i, new, prefix(i), suffix(i)) for i, new in zip(lines, replacement)]
-    elif not replacement:
-        checks = [(lines[0], "", prefix(lines[0]), suffix(lines[-1]))]
+    head = lambda i: src[i][: prefix_end.get(i, 0)]  # noqa: E731
+    tail = lambda i: src[i][suffix_start.get(i, len(src[i])) :]  # noqa: E731
+    if len(lines) == len(new):
+        checks = [(i, n, head(i), tail(i)) for i, n in zip(lines, new)]
     else:
-        checks = [(lines[0], replacement[0], prefix(lines[0]), ""), (lines[-1], replacement[-1], "", suffix(lines[-1]))]
+        first, last = lines[0], lines[-1]
+        checks = [(first, (new or [""])[0], head(first), ""), (last, (new or [""])[-1], "", tail(last))]
     return [
-        f"source line {i + 1}: text around a converted call changed: {src[i]!r} -> {new!r}"
-        for i, new, before, after in checks
-        if not (new.startswith(before) and new.endswith(after) and len(new) >= len(before) + len(after))
-        or (after and _ending(new) != _ending(after))
+        f"source line {i + 1}: text around a converted call changed: {src[i]!r} -> {n!r}"
+        for i, n, before, after in checks
+        if not _keeps(n, before, after)
     ]
+
+
+def _keeps(line: str, head: str, tail: str) -> bool:
+    """``line`` starts with ``head`` and ends with ``tail`` (line ending and all), without overlap."""
+    fits = line.startswith(head) and line.endswith(tail) and len(line) >= len(head) + len(tail)
+    return fits and (not tail or _ending(line) == _ending(tail))
 
 
 def _ending(line: str) -> str:
     return line[len(line.rstrip("\r\n")) :]
+
+
+def _blank_problems(src, out, src_kept: set[int], out_kept: set[int], anchors, cuts: list[int]) -> list[str]:
+    """Between matched lines, the same blank lines; more only around an insertion (a cut)."""
+    problems = []
+    for (i, j), (i2, j2) in zip(anchors, anchors[1:]):
+        if i2 - i == j2 - j == 1:
+            continue
+        old = [src[k] for k in range(i + 1, i2) if k in src_kept and _is_blank(src[k])]
+        new = [out[k] for k in range(j + 1, j2) if k in out_kept and _is_blank(out[k])]
+        inserted = bisect.bisect_right(cuts, j) < bisect.bisect_left(cuts, j2)
+        if old != new and not (inserted and _is_subsequence(old, new)):
+            problems.append(f"blank lines changed between source lines {i + 1} and {i2 + 1}")
+    return problems
 
 
 def _wrappers(lines) -> set[str]:
@@ -203,11 +227,11 @@ def _lines(text: str) -> list[str]:
 
 
 def _set_aside(lines: list[str], kernels_module: str | None, problems: list[str]):
-    """Indices of ordinary lines, the cut points where others were set aside, and those others.
+    """Indices of the ordinary lines, cut points, and the other lines by kind.
 
-    Set aside: the generated section, ``from <kernels_module> import ...`` statements and the
-    plain ``import torch``-style lines the translator may add (by kind: "section", "kernels",
-    "import").
+    Set aside: the generated section ("section"), ``from <kernels_module> import ...``
+    statements ("kernels"), plain ``import torch``-style lines the translator may add
+    ("import"); the cut points are the line numbers (0-based) where each of those began.
     """
     kept: list[int] = []
     cuts: list[int] = []
@@ -235,10 +259,27 @@ def _set_aside(lines: list[str], kernels_module: str | None, problems: list[str]
             i += 1
             continue
         extra[kind] += lines[i:stop]
-        if not cuts or cuts[-1] != len(kept):
-            cuts.append(len(kept))
+        cuts.append(i)
         i = stop
     return kept, cuts, extra
+
+
+def _head_problems(src: list[str], out: list[str]) -> list[str]:
+    """Nothing goes above a shebang or an encoding cookie, or before the module docstring."""
+    problems = []
+    if src[:1] and src[0].startswith("#!") and out[:1] != src[:1]:
+        problems.append("the shebang line is no longer the first line")
+    for i, line in enumerate(src[:2]):
+        if _COOKIE.match(line) and out[i : i + 1] != [line]:
+            problems.append(f"the encoding declaration moved from line {i + 1}")
+    first = _first_statement(src)
+    if first is not None and _DOCSTRING.match(first) and _first_statement(out) != first:
+        problems.append("the module docstring is no longer the first statement")
+    return problems
+
+
+def _first_statement(lines: list[str]) -> str | None:
+    return next((line for line in lines if line.strip() and not line.lstrip().startswith("#")), None)
 
 
 def _kept_generated_lines(src: dict[str, list[str]], out: dict[str, list[str]]) -> list[str]:
@@ -253,22 +294,13 @@ def _kept_generated_lines(src: dict[str, list[str]], out: dict[str, list[str]]) 
     return problems
 
 
+def _is_blank(line: str) -> bool:
+    return not line.strip()
+
+
 def _is_subsequence(small: list[str], big: list[str]) -> bool:
     rest = iter(big)
     return all(line in rest for line in small)
-
-
-def _blank_runs_touching(lines: list[str], cuts: list[int]) -> list[bool]:
-    """Per line: blank and in a run of blank lines next to a cut point (spacing of an insertion)."""
-    near = [False] * len(lines)
-    for cut in cuts:
-        j = cut - 1
-        while j >= 0 and not lines[j].strip():
-            near[j], j = True, j - 1
-        j = cut
-        while j < len(lines) and not lines[j].strip():
-            near[j], j = True, j + 1
-    return near
 
 
 def _opcodes(a: list[str], b: list[str]):
