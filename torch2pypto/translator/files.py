@@ -10,6 +10,7 @@ on the command line are always taken, as black and ruff do.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -33,7 +34,7 @@ class Tree:
     sources: tuple[Path, ...]
     others: tuple[Path, ...]
 
-    @property
+    @functools.cached_property
     def is_package(self) -> bool:
         return (self.root / "__init__.py").is_file()
 
