@@ -98,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         runner.discard(results)
     status = _finish(args, plan, results, kernels, err)
     if args.verify:
-        from torch2pypto.translator.verify_sites import verify_translation  # imports torch
-
+        try:
+            from torch2pypto.translator.verify_sites import verify_translation  # imports torch
+        except ImportError as exc:
+            err.print(f"translate: error: --verify needs torch and pypto: pip install 'torch2pypto[verify]' ({exc})", markup=False, soft_wrap=True)
+            return 2
         status = max(status, 0 if verify_translation(translation, out, emit.standalone(translation.code)) else 1)
     return status
 
