@@ -94,6 +94,7 @@ class Inference:
         self._kinds: dict[ast.AST, str] = {}
         self._pending: set[int] = set()
         self._depth = 0
+        self._torch_read: bool | None = None
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}
         self._module_classes: dict[ast.ClassDef, bool] = {}
 
@@ -322,11 +323,17 @@ class Inference:
         aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
         for candidate in ["torch", *aliases]:
             bindings = self._index.lookup(scope, candidate)
-            if not bindings and candidate == "torch":
-                return candidate  # the generated code imports torch at module level
             if bindings and all(_imports_torch(b) for b in bindings):
                 return candidate
-        return None
+        if self._index.lookup(scope, "torch") or self._reads_torch():
+            return None
+        return "torch"  # free everywhere: the generated code's `import torch` gives it meaning
+
+    def _reads_torch(self) -> bool:
+        """Whether the module reads a name ``torch`` (importing torch would change what it means)."""
+        if self._torch_read is None:
+            self._torch_read = any(type(n) is ast.Name and n.id == "torch" for n in self._index.scope_of)
+        return self._torch_read
 
     # --- helpers -------------------------------------------------------------------------
 

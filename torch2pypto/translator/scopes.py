@@ -64,12 +64,13 @@ class Binding:
 class ModuleIndex:
     """Every scope of a module, the scope each name and call is evaluated in, and all calls."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, skip_lines: range = range(0)) -> None:
+        """Index ``tree``; top-level statements on ``skip_lines`` (generated code) are not seen."""
         self.module = Scope(tree, None)
         self.scope_of: dict[ast.AST, Scope] = {}
         self.calls: list[ast.Call] = []
         self.fstrings: list[ast.JoinedStr] = []
-        self._walk(tree)
+        self._walk([s for s in tree.body if s.lineno not in skip_lines])
 
     # --- queries -------------------------------------------------------------------------
 
@@ -117,8 +118,8 @@ class ModuleIndex:
 
     # --- the walk ------------------------------------------------------------------------
 
-    def _walk(self, tree: ast.Module) -> None:
-        stack: list[tuple[ast.AST, Scope]] = [(s, self.module) for s in tree.body]
+    def _walk(self, statements: list[ast.stmt]) -> None:
+        stack: list[tuple[ast.AST, Scope]] = [(s, self.module) for s in statements]
         push = stack.append
         scope_of = self.scope_of
         handlers = self._handlers()

@@ -65,9 +65,9 @@ def translate_source(
         raise SyntaxError("nested too deeply for Python's parser") from None
     if not _candidates(table).search(text):  # no torch name and no mapped method name
         return Translation(path, text, text, encoding, ())
-    index = ModuleIndex(tree)
+    index = ModuleIndex(tree, emit.section_lines(text))  # the generated section is not user code
     lines = _Lines(text)
-    attempts = _decide(Sites(table, options, index), lines, emit.section_lines(text))
+    attempts = _decide(Sites(table, options, index), lines)
     edits, conversions, definitions = _rewrite(text, lines, attempts)
     records = {id(a): _record(path, a) for a in attempts}
     code = _splice(text, edits)
@@ -106,13 +106,11 @@ def decode(source: str | bytes) -> tuple[str, str]:
     return source.decode(encoding), encoding
 
 
-def _decide(sites: Sites, lines: _Lines, skip: range) -> list[Attempt]:
+def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
     """One attempt per torch call site the run is about, in source order."""
     in_fstrings = {id(n) for s in sites.index.fstrings for n in ast.walk(s) if type(n) is ast.Call}
     attempts = []
     for call in sites.index.calls:
-        if call.lineno in skip:
-            continue
         found = sites.resolve(call)
         if found is None or not sites.options.selects(found.api, found.entry):
             continue
