@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import shutil
 import subprocess
 import sys
@@ -39,14 +38,31 @@ def roundtrip(source: bytes) -> None:
     cst.parse_module(source).code
 
 
-def timed(action, repeat: int) -> float:
-    """The best wall time of ``repeat`` calls of ``action``."""
+def timed(action, repeat: int):
+    """The best wall time of ``repeat`` calls of ``action``, and what the last call returned."""
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        action()
+        result = action()
         best = min(best, time.perf_counter() - start)
-    return best
+    return best, result
+
+
+# Runs argv[1:] with its output discarded; prints its wall seconds, peak RSS (KiB, its reaped
+# workers included) and exit code. A child takes its parent's RSS high-water mark along into exec,
+# so the CLI is started from this small process rather than from the benchmark, which holds the corpus.
+_LAUNCHER = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
 
 
 def run_cli(tree: Path, jobs: int, repeat: int) -> tuple[float, int, int]:
@@ -55,13 +71,10 @@ def run_cli(tree: Path, jobs: int, repeat: int) -> tuple[float, int, int]:
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-out-") as out:
             command = [*corpus.translate_command(), str(tree), "-o", out, "-j", str(jobs)]
-            start = time.perf_counter()
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            _, status, usage = os.wait4(process.pid, 0)  # this child's usage, its reaped workers included
-            best = min(best, time.perf_counter() - start)
-        process.returncode = code = os.waitstatus_to_exitcode(status)
-        peak = max(peak, usage.ru_maxrss * 1024)  # ru_maxrss is in KiB on Linux
-    return best, code, peak
+            launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
+            seconds, kib, code = subprocess.run([*launcher, *command], capture_output=True, text=True).stdout.split()
+        best, peak = min(best, float(seconds)), max(peak, int(kib) * 1024)
+    return best, int(code), peak
 
 
 def make_tree(root: Path, files: list[Path], dest: Path) -> Path:
@@ -100,25 +113,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench: {len(files)} {corpus.REQUIREMENT} modeling files, {total:,} lines", flush=True)
 
     rows: list[tuple[str, float, str]] = []  # what, seconds, note
-    rows.append(("(a) libcst parse + code, 1 process", timed(lambda: [roundtrip(s) for s in sources], args.repeat), ""))
+    seconds, _ = timed(lambda: [roundtrip(s) for s in sources], args.repeat)
+    rows.append(("(a) libcst parse + code, 1 process", seconds, ""))
     with multiprocessing.Pool(2) as pool:
         pool.map(roundtrip, [b"x = 1\n"] * 2)  # workers up before the clock starts
-        seconds = timed(lambda: pool.map(roundtrip, sources, chunksize=4), args.repeat)
+        seconds, _ = timed(lambda: pool.map(roundtrip, sources, chunksize=4), args.repeat)
         rows.append(("(a) libcst parse + code, 2 processes", seconds, ""))
     rss: list[tuple[str, int, int, int]] = []  # share of the files, files, lines, peak RSS
     with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-") as tmp:
         tree = make_tree(root, files, Path(tmp) / "tree")
-        failed = []
-        seconds = timed(lambda: failed.append(translate_each(sources, rels, tree)), args.repeat)
-        note = f"{failed[0]} files raised" if failed[0] else ""
-        rows.append(("(b) translate_source in-process, 1 core", seconds, note))
+        seconds, failed = timed(lambda: translate_each(sources, rels, tree), args.repeat)
+        rows.append(("(b) translate_source in-process, 1 core", seconds, f"{failed} files raised" if failed else ""))
         for jobs in (1, 2):
             seconds, code, peak = run_cli(tree, jobs, args.repeat)
             rows.append((f"(b) translate CLI -j{jobs}", seconds, f"exit {code}" if code else ""))
         for share, count in (("1/4", len(files) // 4), ("1/2", len(files) // 2)):
             part = make_tree(root, files[:count], Path(tmp) / f"tree-{count}")
             rss.append((share, count, sum(lines[:count]), run_cli(part, 2, 1)[2]))
-        rss.append(("all", len(files), total, peak))
+        rss.append(("all", len(files), total, peak))  # the -j2 run over all of them
 
     print(f"\n{'':42} {'seconds':>9} {'lines/s':>9}")
     for label, seconds, note in rows:
