@@ -29,6 +29,33 @@ def test_real_translations_have_no_violations(path, kernels_module):
     assert violations(translation, kernels_module=kernels_module, source=data) == []
 
 
+ALIGNMENT = {
+    "repeated lines": (
+        "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n"
+        "        y = x \\\n            .to(torch.float32)\n        return y\n\n    def g(self, v):\n"
+        "        y = x \\\n            .to(torch.float32)\n        return y\n"
+    ),
+    "unchanged lines inside a call": (
+        "import torch\ndef f(x: torch.Tensor):\n    y = torch.nn.functional.relu(input=torch.pow(x,\n"
+        "          2,\n          ),\n          inplace=False,\n          )\n"
+    ),
+    "two calls on a line": "import torch\ndef f(x: torch.Tensor):\n    return x.float() + (x).half()  # ok\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIGNMENT))
+def test_diff_alignment_finds_no_false_violations(name):
+    translation = translate_source(ALIGNMENT[name])
+    assert translation.changed
+    assert violations(translation) == []
+
+
+def test_text_between_two_calls_on_a_line_is_checked():
+    translation = translate_source(ALIGNMENT["two calls on a line"])
+    tampered = dataclasses.replace(translation, code=translation.code.replace("float32) + pypto", "float32) - pypto"))
+    assert any(OUTSIDE in p for p in violations(tampered))
+
+
 def test_a_multiline_kernels_import_counts_as_added():
     source = "import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.exp(x)\n"
     real = translate_source(source, kernels_module=KERNELS)
@@ -46,16 +73,17 @@ def retouch(old: str, new: str):
     return lambda t: dataclasses.replace(t, code=new.join(t.code.rsplit(old, 1)))
 
 
-OUTSIDE, AROUND = "changed outside any converted call", "text around a converted call changed"
+OUTSIDE = "text outside converted calls changed"
 TAMPERED = {
     "docstring outside any call": (retouch('"""RMSNorm as', '"""RMS norm as'), OUTSIDE),
     "comment outside any call": (retouch("# kept as is", "# kept"), OUTSIDE),
-    "blank line inserted": (retouch("super().__init__()\n", "super().__init__()\n\n"), "blank lines changed"),
-    "blank line removed": (retouch("\n\n    def extra_repr", "\n    def extra_repr"), "blank lines changed"),
+    "blank line inserted": (retouch("super().__init__()\n", "super().__init__()\n\n"), "inserted outside"),
+    "blank line removed": (retouch("\n\n    def extra_repr", "\n    def extra_repr"), OUTSIDE),
+    "blank line between calls": (retouch("float32)\n", "float32)\n\n"), OUTSIDE),
     "statement inserted": (retouch("super().__init__()\n", "super().__init__()\n        pass\n"), "inserted outside"),
     "broken line": (retouch("keepdim=True)\n", "keepdim=True\n"), "not valid Python"),
-    "text before a call": (retouch("variance = pypto_mean", "varianc = pypto_mean"), AROUND),
-    "line ending after a call": (retouch("keepdim=True)\n", "keepdim=True)\r\n"), AROUND),
+    "text before a call": (retouch("variance = pypto_mean", "varianc = pypto_mean"), OUTSIDE),
+    "line ending after a call": (retouch("keepdim=True)\n", "keepdim=True)\r\n"), OUTSIDE),
     "non-idempotent": (retouch("cast(hidden_states, input", "cast(torch.exp(hidden_states), input"), "not idempotent"),
     "undefined wrapper": (retouch("pypto_rsqrt(variance", "pypto_sqrt(variance"), "no definition or import"),
     "dropped record": (lambda t: dataclasses.replace(t, records=t.records[:-1]), OUTSIDE),

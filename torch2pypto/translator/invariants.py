@@ -112,10 +112,11 @@ def _first_difference(old: str, new: str) -> str:
 
 
 def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
-    """Diff source and output lines, the generated section and added imports set aside.
+    """Diff source and output, the generated section and added imports set aside.
 
-    The diff runs on the non-blank lines; blank lines are then compared between each pair of
-    matched lines (more of them are allowed only where something was inserted).
+    The diff matches non-blank lines; between two matched lines, the source text outside
+    converted calls must reappear in the output in order, character for character (blank
+    lines included, except next to an insertion, where spacing may change).
     """
     problems: list[str] = []
     src, out = _lines(t.source), _lines(t.code)
@@ -124,31 +125,37 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
     problems += _kept_generated_lines(src_extra, out_extra) + _head_problems(src, out)
     a_lines = [i for i in src_kept if not _is_blank(src[i])]
     b_lines = [j for j in out_kept if not _is_blank(out[j])]
-    spans = [(r.line - 1, r.end_line - 1, r.column - 1, r.end_column - 1) for r in t.records if r.status == CONVERTED]
-    covered, prefix_end, suffix_start = _span_bounds(src, spans)
+    pairs = _matched([src[i] for i in a_lines], [out[j] for j in b_lines])
+    anchors = [(-1, -1), *((a_lines[i], b_lines[j]) for i, j in pairs), (len(src), len(out))]
+    src_keep, out_keep = _mask(len(src), src_kept), _mask(len(out), out_kept)
+    converted = [
+        (r.line - 1, r.column - 1, r.end_line - 1, r.end_column - 1) for r in t.records if r.status == CONVERTED
+    ]
+    calls = _outermost(converted)
+    call_ends = [c[2] for c in calls]
 
-    anchors = [(-1, -1)]  # matched (source, output) line pairs
     changed = bytearray(len(src) + 1)
     new_names: set[str] = set()
-    for tag, i1, i2, j1, j2 in _opcodes([src[i] for i in a_lines], [out[j] for j in b_lines]):
-        lines, new = a_lines[i1:i2], [out[j] for j in b_lines[j1:j2]]
-        if tag == "equal":
-            anchors += zip(lines, b_lines[j1:j2])
-        elif not lines:
-            inserted = [j + 1 for j in b_lines[j1:j2]]
-            problems.append(f"output lines {inserted} inserted outside the generated section and imports")
-        elif not all(covered[i] for i in lines):
-            outside = [i + 1 for i in lines if not covered[i]]
-            problems.append(f"source lines {outside} changed outside any converted call")
-        else:
-            problems += _replaced(src, lines, new, prefix_end, suffix_start)
-            new_names |= _wrappers(new) - _wrappers(src[i] for i in lines)
-            for i in lines:
-                changed[i] = 1
-    anchors.append((len(src), len(out)))
-    problems += _blank_problems(src, out, set(src_kept), set(out_kept), anchors, cuts)
+    for (i, j), (i2, j2) in zip(anchors, anchors[1:]):
+        if i2 - i == 1 and j2 - j == 1:
+            continue
+        old = [k for k in range(i + 1, i2) if src_keep[k]]
+        new = [k for k in range(j + 1, j2) if out_keep[k]]
+        if bisect.bisect_right(cuts, j) < bisect.bisect_left(cuts, j2):  # spacing around an insertion
+            old = [k for k in old if not _is_blank(src[k])]
+            new = [k for k in new if not _is_blank(out[k])]
+        old_text, new_text = [src[k] for k in old], [out[k] for k in new]
+        if old_text == new_text:
+            continue
+        if not old:
+            problems.append(f"output lines {[k + 1 for k in new]} inserted outside the generated section and imports")
+            continue
+        problems += _outside_calls(src, old, "".join(new_text), calls[bisect.bisect_left(call_ends, old[0]) :])
+        new_names |= _wrappers(new_text) - _wrappers(old_text)
+        for k in old:
+            changed[k] = 1
 
-    for line, end_line, column, _ in spans:
+    for line, column, end_line, _ in converted:
         if not any(changed[line : end_line + 1]):
             problems.append(f"{t.path}:{line + 1}:{column + 1}: converted call is unchanged in the output")
     defined = _defined_wrappers(out_extra, kernels_module)
@@ -157,65 +164,85 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
     return problems
 
 
-def _span_bounds(src: list[str], spans: list[tuple[int, int, int, int]]):
-    """Per source line (0-based): inside a converted call? where its untouched head ends and tail starts."""
-    covered = bytearray(len(src) + 1)
-    prefix_end: dict[int, int] = {}
-    suffix_start: dict[int, int] = {}
-    for line, end_line, column, end_column in spans:
-        covered[line : end_line + 1] = b"\1" * (end_line + 1 - line)
-        prefix_end[line] = min(prefix_end.get(line, column), column)
-        suffix_start[end_line] = max(suffix_start.get(end_line, end_column), end_column)
-    for line, end_line, _, _ in spans:  # a line inside a longer call keeps no head or tail
-        for inner in range(line + 1, end_line + 1):
-            prefix_end[inner] = 0
-        for inner in range(line, end_line):
-            suffix_start[inner] = len(src[inner])
-    return covered, prefix_end, suffix_start
-
-
-def _replaced(src: list[str], lines: list[int], new: list[str], prefix_end: dict, suffix_start: dict) -> list[str]:
-    """Problems with the source ``lines`` (all in converted calls) becoming the ``new`` lines.
-
-    The text before a call's start and after its end stays: line by line when the rewrite kept
-    the number of lines, else on the first and last line.
-    """
-    head = lambda i: src[i][: prefix_end.get(i, 0)]  # noqa: E731
-    tail = lambda i: src[i][suffix_start.get(i, len(src[i])) :]  # noqa: E731
-    if len(lines) == len(new):
-        checks = [(i, n, head(i), tail(i)) for i, n in zip(lines, new)]
-    else:
-        first, last = lines[0], lines[-1]
-        checks = [(first, (new or [""])[0], head(first), ""), (last, (new or [""])[-1], "", tail(last))]
-    return [
-        f"source line {i + 1}: text around a converted call changed: {src[i]!r} -> {n!r}"
-        for i, n, before, after in checks
-        if not _keeps(n, before, after)
-    ]
-
-
-def _keeps(line: str, head: str, tail: str) -> bool:
-    """``line`` starts with ``head`` and ends with ``tail`` (line ending and all), without overlap."""
-    fits = line.startswith(head) and line.endswith(tail) and len(line) >= len(head) + len(tail)
-    return fits and (not tail or _ending(line) == _ending(tail))
-
-
-def _ending(line: str) -> str:
-    return line[len(line.rstrip("\r\n")) :]
-
-
-def _blank_problems(src, out, src_kept: set[int], out_kept: set[int], anchors, cuts: list[int]) -> list[str]:
-    """Between matched lines, the same blank lines; more only around an insertion (a cut)."""
-    problems = []
-    for (i, j), (i2, j2) in zip(anchors, anchors[1:]):
-        if i2 - i == j2 - j == 1:
+def _outermost(spans: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """The spans not inside another one, in order (0-based line, column, end line, end column)."""
+    result: list[tuple[int, int, int, int]] = []
+    for span in sorted(spans):
+        if result and span[:2] < result[-1][2:]:
+            if span[2:] > result[-1][2:]:
+                result[-1] = (*result[-1][:2], *span[2:])
             continue
-        old = [src[k] for k in range(i + 1, i2) if k in src_kept and _is_blank(src[k])]
-        new = [out[k] for k in range(j + 1, j2) if k in out_kept and _is_blank(out[k])]
-        inserted = bisect.bisect_right(cuts, j) < bisect.bisect_left(cuts, j2)
-        if old != new and not (inserted and _is_subsequence(old, new)):
-            problems.append(f"blank lines changed between source lines {i + 1} and {i2 + 1}")
-    return problems
+        result.append(span)
+    return result
+
+
+def _outside_calls(src: list[str], old: list[int], new: str, calls: list[tuple[int, int, int, int]]) -> list[str]:
+    """Problems with the source lines ``old`` becoming the text ``new``.
+
+    Outside the converted ``calls`` (those from the first that ends on ``old[0]`` or later),
+    the text must reappear in order; each call becomes a call (a name or parenthesis up to a
+    closing parenthesis) where it starts or ends among these lines.
+    """
+    starts, text = {}, []
+    offset = 0
+    for k in old:
+        starts[k] = offset
+        text.append(src[k])
+        offset += len(src[k])
+    whole = "".join(text)
+    pieces, ends, done = [], [], 0  # the untouched text around calls; each call's (starts, ends) here
+    for line, column, end_line, end_column in calls:
+        if line > old[-1]:
+            break
+        start = starts[line] + column if line in starts else 0
+        end = starts[end_line] + end_column if end_line in starts else len(whole)
+        pieces.append(whole[done:start])
+        ends.append((line in starts, end_line in starts))
+        done = end
+    pieces.append(whole[done:])
+    if _fits(new, pieces, ends):
+        return []
+    where = f"{old[0] + 1}" if len(old) == 1 else f"{old[0] + 1}-{old[-1] + 1}"
+    return [f"source lines {where}: text outside converted calls changed: {whole[:80]!r} -> {new[:80]!r}"]
+
+
+def _fits(text: str, pieces: list[str], calls: list[tuple[bool, bool]]) -> bool:
+    """``text`` is ``pieces[0] call pieces[1] ... call pieces[-1]`` for some texts of the calls.
+
+    ``calls[k]`` says whether call k starts and ends here: then it starts like a call (a name
+    or parenthesis) and ends with a closing parenthesis. Leftmost placement of pieces decides.
+    """
+    if not text.startswith(pieces[0]):
+        return False
+    at = len(pieces[0])
+    for k, ((starts, ends), piece) in enumerate(zip(calls, pieces[1:]), 1):
+        if starts and not _starts_call(text, at):
+            return False
+        least = at + 1 if starts or ends else at
+        if k == len(calls):  # the last piece closes the text
+            found = len(text) - len(piece)
+            return found >= least and text.endswith(piece) and not (ends and text[found - 1] != ")")
+        starts_next = calls[k][0]
+        found = text.find(piece, least)
+        while found >= 0 and (
+            (ends and text[found - 1] != ")") or (starts_next and not _starts_call(text, found + len(piece)))
+        ):
+            found = text.find(piece, found + 1)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return at == len(text)
+
+
+def _starts_call(text: str, at: int) -> bool:
+    return at < len(text) and (text[at] == "(" or text[at].isidentifier())
+
+
+def _mask(size: int, indices: list[int]) -> bytearray:
+    mask = bytearray(size)
+    for i in indices:
+        mask[i] = 1
+    return mask
 
 
 def _wrappers(lines) -> set[str]:
@@ -246,12 +273,12 @@ def _set_aside(lines: list[str], kernels_module: str | None, problems: list[str]
                 problems.append(f"line {i + 1}: generated section has no end marker")
                 end = n - 1
             kind, stop = "section", end + 1
+            if head:  # the kernels import may have joined the section's imports
+                for j in range(i, stop):
+                    if lines[j].startswith(head):
+                        extra["kernels"] += lines[j : _import_end(lines, j)]
         elif head and line.startswith(head):
-            stop = i + 1
-            if "(" in line and ")" not in line:
-                while stop < n and ")" not in lines[stop - 1]:
-                    stop += 1
-            kind = "kernels"
+            kind, stop = "kernels", _import_end(lines, i)
         elif _ADDED_IMPORT.match(line):
             kind, stop = "import", i + 1
         else:
@@ -262,6 +289,15 @@ def _set_aside(lines: list[str], kernels_module: str | None, problems: list[str]
         cuts.append(i)
         i = stop
     return kept, cuts, extra
+
+
+def _import_end(lines: list[str], i: int) -> int:
+    """Index after the import statement starting on line ``i`` (parenthesized: over several lines)."""
+    stop = i + 1
+    if "(" in lines[i] and ")" not in lines[i]:
+        while stop < len(lines) and ")" not in lines[stop - 1]:
+            stop += 1
+    return stop
 
 
 def _head_problems(src: list[str], out: list[str]) -> list[str]:
@@ -303,21 +339,52 @@ def _is_subsequence(small: list[str], big: list[str]) -> bool:
     return all(line in rest for line in small)
 
 
-def _opcodes(a: list[str], b: list[str]):
-    """SequenceMatcher opcodes, with the common head and tail matched up front (the usual case)."""
-    head = 0
-    while head < len(a) and head < len(b) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    if head:
-        yield "equal", 0, head, 0, head
-    middle = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False)
-    for tag, i1, i2, j1, j2 in middle.get_opcodes():
-        yield tag, i1 + head, i2 + head, j1 + head, j2 + head
-    if tail:
-        yield "equal", len(a) - tail, len(a), len(b) - tail, len(b)
+def _matched(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    """Indices of equal lines of ``a`` and ``b`` a diff keeps, in order (patience diff).
+
+    Lines that occur once on each side anchor the alignment, so repeated lines (``)``,
+    ``return x``) cannot pull it off; stretches without such anchors go to SequenceMatcher.
+    """
+    pairs: list[tuple[int, int]] = []
+    stack = [(0, len(a), 0, len(b))]
+    while stack:
+        alo, ahi, blo, bhi = stack.pop()
+        while alo < ahi and blo < bhi and a[alo] == b[blo]:
+            pairs.append((alo, blo))
+            alo, blo = alo + 1, blo + 1
+        while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+            ahi, bhi = ahi - 1, bhi - 1
+            pairs.append((ahi, bhi))
+        if alo == ahi or blo == bhi:
+            continue
+        anchors = _unique_anchors(a, b, alo, ahi, blo, bhi)
+        if not anchors:
+            matcher = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
+            pairs += [(alo + i + k, blo + j + k) for i, j, n in matcher.get_matching_blocks() for k in range(n)]
+            continue
+        pairs += anchors
+        for (i, j), (i2, j2) in zip([(alo - 1, blo - 1), *anchors], [*anchors, (ahi, bhi)]):
+            stack.append((i + 1, i2, j + 1, j2))
+    return sorted(pairs)
+
+
+def _unique_anchors(a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int]]:
+    """The longest increasing run of lines that occur exactly once in a[alo:ahi] and in b[blo:bhi]."""
+    count_a, count_b = collections.Counter(a[alo:ahi]), collections.Counter(b[blo:bhi])
+    in_b = {b[j]: j for j in range(blo, bhi) if count_b[b[j]] == 1}
+    candidates = [(i, in_b[a[i]]) for i in range(alo, ahi) if count_a[a[i]] == 1 and a[i] in in_b]
+    tails: list[int] = []  # patience sorting: tails[k] = smallest j ending a run of length k + 1
+    ends: list[int] = []  # candidate index ending that run
+    previous = [-1] * len(candidates)
+    for index, (_, j) in enumerate(candidates):
+        k = bisect.bisect_left(tails, j)
+        previous[index] = ends[k - 1] if k else -1
+        tails[k:k + 1], ends[k:k + 1] = [j], [index]
+    run, index = [], ends[-1] if ends else -1
+    while index >= 0:
+        run.append(candidates[index])
+        index = previous[index]
+    return run[::-1]
 
 
 def _defined_wrappers(extra: dict[str, list[str]], kernels_module: str | None) -> set[str]:
