@@ -440,8 +440,9 @@ def print_conversion_report(records: list[dict], unmapped_rows: int = 25) -> Non
     print(f"\nconversion report: {len(records):,} torch call sites of {len(ops)} APIs, most frequent first")
     print(f"  {'sites':>6} {'conv':>6} {'ambig':>6} {'torch':>6}  api (category)")
     hidden = [op for op in ops if op.category == "unmapped"][unmapped_rows:]
+    hidden_apis = {op.api for op in hidden}
     for op in ops:
-        if op in hidden:
+        if op.api in hidden_apis:
             continue
         counts = f"{op.sites:6,} {op.converted:6,} {op.ambiguous:6,} {op.left_as_torch.total():6,}"
         print(f"  {counts}  {op.api} ({op.category})")
