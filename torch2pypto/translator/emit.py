@@ -86,9 +86,7 @@ def insert(code: str, tree: ast.Module, definitions: list[Definition], begin: st
     head = f"{begin}{newline}{imports}{newline}{newline}{newline}" if imports else f"{begin}{newline}"
     section = f"{head}{body}{newline * 3}{END}{newline}"
     at = _after_imports(code, tree)
-    prefix = code[:at]
-    if prefix and not prefix.endswith(("\n", "\r")):
-        prefix += newline
+    prefix, newline = _open_line(code[:at], newline)
     separator = newline * 2 if prefix.strip() else ""
     return prefix + separator + section + code[at:]
 
@@ -117,9 +115,7 @@ def import_kernels(code: str, tree: ast.Module, target: str, names: list[str], t
             text = _from_import(target, sorted({*have, *names}), newline).rstrip("\r\n")
             return code[:start] + text + code[end:]
     at = _after_imports(code, tree)
-    prefix = code[:at]
-    if prefix and not prefix.endswith(("\n", "\r")):
-        prefix += newline
+    prefix, newline = _open_line(code[:at], newline)
     added = (f"import torch{newline}" if torch else "") + _from_import(target, names, newline)
     if not prefix.strip():
         added += newline
@@ -207,6 +203,14 @@ def _header_lines(code: str, starts: list[int], tree: ast.Module) -> int:
         elif i < 2 and (line.startswith("#!") or _CODING.match(line)):
             header = max(header, i + 1)
     return header
+
+
+def _open_line(prefix: str, newline: str) -> tuple[str, str]:
+    """``prefix`` ending in a line break, and the newline to continue with: after a lone CR,
+    a CR (a LF would join it into one CRLF line break)."""
+    if prefix and not prefix.endswith(("\n", "\r")):
+        prefix += newline
+    return prefix, "\r" if prefix.endswith("\r") else newline
 
 
 def _newline(code: str) -> str:

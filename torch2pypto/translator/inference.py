@@ -95,6 +95,7 @@ class Inference:
         self._pending: set[int] = set()
         self._depth = 0
         self._torch_read: bool | None = None
+        self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}
         self._module_classes: dict[ast.ClassDef, bool] = {}
 
@@ -327,7 +328,8 @@ class Inference:
                 return candidate
         if self._index.lookup(scope, "torch") or self._reads_torch():
             return None
-        return "torch"  # free everywhere: the generated code's `import torch` gives it meaning
+        self.spelt_free_torch = True  # free everywhere: an added `import torch` gives it meaning
+        return "torch"
 
     def _reads_torch(self) -> bool:
         """Whether the module reads a name ``torch`` (importing torch would change what it means)."""

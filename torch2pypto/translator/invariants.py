@@ -10,14 +10,12 @@ from __future__ import annotations
 import bisect
 import collections
 import difflib
-import io
 import re
-import tokenize
 
 from torch2pypto.translator import emit
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED
 from torch2pypto.translator.transform import Options
-from torch2pypto.translator.translate import Translation, translate_source
+from torch2pypto.translator.translate import Translation, decode, translate_source
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # Python's line breaks (not \f or \u2028)
 _ADDED_IMPORT = re.compile(r"import (?:torch|functools|math|pypto)[ \t]*(?:\r\n|\r|\n)?\Z")
@@ -101,8 +99,7 @@ def _idempotence_problems(t: Translation, options: Options, kernels_module: str 
 def _decoded(source: str | bytes) -> str:
     if isinstance(source, str):
         return source.removeprefix("\ufeff")
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
-    return source.decode(encoding)
+    return decode(source)[0]
 
 
 def _first_difference(old: str, new: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import io
 import re
 import tokenize
 
@@ -18,6 +17,7 @@ from torch2pypto.translator.scopes import ModuleIndex
 from torch2pypto.translator.transform import Attempt, Conversion, Options, Sites, Span, rewrite_segment
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,8 @@ def translate_source(
         return Translation(path, text, text, encoding, ())
     index = ModuleIndex(tree, emit.section_lines(text))  # the generated section is not user code
     lines = _Lines(text)
-    attempts = _decide(Sites(table, options, index), lines)
+    sites = Sites(table, options, index)
+    attempts = _decide(sites, lines)
     edits, conversions, definitions = _rewrite(text, lines, attempts)
     records = {id(a): _record(path, a) for a in attempts}
     code = _splice(text, edits)
@@ -76,8 +77,7 @@ def translate_source(
         code = emit.insert(code, tree, definitions) if definitions else code
     elif conversions:
         wrappers = sorted({call.func.value for _, call, _ in conversions})
-        needs_torch = any("torch." in new for _, _, new in edits) and not emit.imports_torch(tree)
-        code = emit.import_kernels(code, tree, kernels_module, wrappers, needs_torch)
+        code = emit.import_kernels(code, tree, kernels_module, wrappers, sites.inference.spelt_free_torch)
     return Translation(
         path,
         text,
@@ -99,8 +99,9 @@ def decode(source: str | bytes) -> tuple[str, str]:
     """Source text and its encoding (PEP 263 cookie or BOM; UTF-8 by default)."""
     if isinstance(source, str):
         return source, "utf-8"
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    first_lines = iter([m.group() for _, m in zip(range(2), _LINE_BYTES.finditer(source))])
+    try:  # lines as Python splits them (a lone CR ends one), not as BytesIO.readline does
+        encoding, _ = tokenize.detect_encoding(lambda: next(first_lines, b""))
     except SyntaxError as exc:
         raise LookupError(str(exc)) from None
     return source.decode(encoding), encoding
