@@ -238,8 +238,6 @@ def modules(draw, kernels_module: str | None = None) -> str | bytes:
     if draw(st.booleans()):
         header.append("from __future__ import annotations")
     imports = draw(st.lists(st.sampled_from(IMPORTS), unique=True, max_size=5))
-    if kernels_module and "import torch" not in imports:  # see KNOWN_FAILURES
-        imports.insert(draw(st.integers(0, len(imports))), "import torch")
     unit = draw(st.sampled_from(["    ", "  ", "\t"]))
     gaps = st.lists(st.sampled_from(["", "\x0c", "   "]), max_size=2)
     chunks = [draw(gaps) + render(item, unit) for item in draw(st.lists(ITEMS, min_size=1, max_size=3))]
@@ -248,9 +246,8 @@ def modules(draw, kernels_module: str | None = None) -> str | bytes:
     lines = header + imports + sum(chunks, [])
     spaces = draw(st.lists(st.sampled_from(["", "", " ", "\t "]), min_size=len(lines), max_size=len(lines)))
     lines = [line if line.endswith("\\") else line + space for line, space in zip(lines, spaces)]
-    # lone "\r" only throughout, and not with latin-1: see KNOWN_FAILURES
-    newline = draw(st.sampled_from(["\n", "\r\n", "mixed", *(["\r"] if encoding != "latin-1" else [])]))
-    ends = draw(st.lists(st.sampled_from(["\n", "\r\n"]), min_size=len(lines), max_size=len(lines)))
+    newline = draw(st.sampled_from(["\n", "\r\n", "\r", "mixed"]))
+    ends = draw(st.lists(st.sampled_from(["\n", "\r\n", "\r"]), min_size=len(lines), max_size=len(lines)))
     ends = ends if newline == "mixed" else [newline] * len(lines)
     if draw(st.booleans()):
         ends[-1] = ""  # no final newline
@@ -342,15 +339,24 @@ def test_a_generated_module_converts_its_calls():
         assert check(source, Options(), kernels_module) >= 5
 
 
-# Engine bugs the generators found, in minimal form (fixed by d42fe81).
+# Engine bugs the generators found, in minimal form (fixed in d42fe81 and f151478).
 FOUND = {
     # A converted call needs torch, so `import torch` was added; translating again, the
     # unresolved `torch.exp` then resolved and converted: not idempotent (both kernel modes).
     "adding import torch changes what torch.exp means": "import torch as T\ny = torch.exp(T.ones(2).float())\n",
+    # Kernels module mode added `import torch` when a rewritten call's text mentioned "torch."
+    # (here an untouched argument), with the same effect.
+    "import torch added for an argument's text": "import torch as T\ny = T.exp(torch.exp(x))\n",
     # No leading imports: the section (or the kernels import) went above line 1...
     "shebang moved": "#!/usr/bin/env python\nx = 1\nimport torch\ny = torch.exp(x)\n",
     # ... and above a PEP 263 declaration: the written bytes no longer decoded.
     "encoding declaration moved": b"# -*- coding: latin-1 -*-\nx = '\xe9'\nimport torch\ny = torch.exp(x)\n",
+    # The import block ended in a lone CR and the file's first newline was LF: the section's
+    # separator turned that CR into a CRLF (a changed line ending, one blank line less).
+    "a lone CR before the section joined its newline": "import torch\nimport asyncio\ry = torch.exp(x)\n",
+    # CR-only line endings and a latin-1 declaration: tokenize.detect_encoding read the whole
+    # file as its first line and failed to decode it as UTF-8 (LookupError); CPython compiles it.
+    "CR-only latin-1 file": b"# -*- coding: latin-1 -*-\rimport torch\ry = torch.exp(x)  # \xe9\r",
 }
 
 
@@ -358,30 +364,3 @@ FOUND = {
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_found_by_the_generators(name, kernels_module):
     assert check(FOUND[name], Options(), kernels_module) == 1
-
-
-# Open engine bugs the generators found, in minimal form: (source, options, kernels module).
-KNOWN_FAILURES = {
-    # Kernels module mode adds `import torch` when a rewritten call's text mentions "torch." (here
-    # an untouched argument); the unresolved `torch` then resolves: `torch.exp` converts on the
-    # next run (not idempotent) and the module's meaning changed. Generated modules for this mode
-    # import torch, which steers clear of it.
-    "import torch added for an argument's text": (
-        "import torch as T\ny = T.exp(torch.exp(x))\n", Options(), "._pypto_kernels"
-    ),
-    # The import block ends in a lone "\r" and the file's first newline is "\n": the section's
-    # "\n\n" separator turns that "\r" into "\r\n" (a changed line ending, one blank line less).
-    "a lone CR before the section joins its newline": (
-        "import torch\nimport asyncio\ry = torch.exp(x)\n", Options(), None
-    ),
-    # CR-only line endings and a latin-1 declaration: tokenize.detect_encoding reads the whole
-    # file as its first line and fails to decode it as UTF-8 (LookupError); CPython compiles it.
-    "CR-only latin-1 file": (b"# -*- coding: latin-1 -*-\rimport torch\ry = torch.exp(x)  # \xe9\r", Options(), None),
-}
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=n)) for n in KNOWN_FAILURES]
-)
-def test_known_failure(name):
-    check(*KNOWN_FAILURES[name])

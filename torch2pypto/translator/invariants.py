@@ -120,16 +120,18 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
     src_kept, _, src_extra = _set_aside(src, kernels_module, problems)
     out_kept, cuts, out_extra = _set_aside(out, kernels_module, problems)
     problems += _kept_generated_lines(src_extra, out_extra) + _head_problems(src, out)
-    a_lines = [i for i in src_kept if not _is_blank(src[i])]
-    b_lines = [j for j in out_kept if not _is_blank(out[j])]
-    pairs = _matched([src[i] for i in a_lines], [out[j] for j in b_lines])
-    anchors = [(-1, -1), *((a_lines[i], b_lines[j]) for i, j in pairs), (len(src), len(out))]
-    src_keep, out_keep = _mask(len(src), src_kept), _mask(len(out), out_kept)
     converted = [
         (r.line - 1, r.column - 1, r.end_line - 1, r.end_column - 1) for r in t.records if r.status == CONVERTED
     ]
     calls = _outermost(converted)
     call_ends = [c[2] for c in calls]
+    in_call = _mask(len(src), [i for line, _, end_line, _ in calls for i in range(line, end_line + 1)])
+    a_lines = [i for i in src_kept if not _is_blank(src[i])]
+    b_lines = [j for j in out_kept if not _is_blank(out[j])]
+    # lines with converted calls never anchor: their text may reappear anywhere in the new calls
+    pairs = _matched([None if in_call[i] else src[i] for i in a_lines], [out[j] for j in b_lines])
+    anchors = [(-1, -1), *((a_lines[i], b_lines[j]) for i, j in pairs), (len(src), len(out))]
+    src_keep, out_keep = _mask(len(src), src_kept), _mask(len(out), out_kept)
 
     changed = bytearray(len(src) + 1)
     new_names: set[str] = set()
@@ -336,7 +338,7 @@ def _is_subsequence(small: list[str], big: list[str]) -> bool:
     return all(line in rest for line in small)
 
 
-def _matched(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+def _matched(a: list[str | None], b: list[str]) -> list[tuple[int, int]]:
     """Indices of equal lines of ``a`` and ``b`` a diff keeps, in order (patience diff).
 
     Lines that occur once on each side anchor the alignment, so repeated lines (``)``,
@@ -365,7 +367,7 @@ def _matched(a: list[str], b: list[str]) -> list[tuple[int, int]]:
     return sorted(pairs)
 
 
-def _unique_anchors(a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int]]:
+def _unique_anchors(a: list[str | None], b: list[str], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int]]:
     """The longest increasing run of lines that occur exactly once in a[alo:ahi] and in b[blo:bhi]."""
     count_a, count_b = collections.Counter(a[alo:ahi]), collections.Counter(b[blo:bhi])
     in_b = {b[j]: j for j in range(blo, bhi) if count_b[b[j]] == 1}
