@@ -40,7 +40,9 @@ ALIGNMENT = {
         "          2,\n          ),\n          inplace=False,\n          )\n"
     ),
     "two calls on a line": "import torch\ndef f(x: torch.Tensor):\n    return x.float() + (x).half()  # ok\n",
-    "a call's first line, unchanged, inside the new call": "import torch\ny = f(\n    torch.maximum(  # c\n).type_as(\n    x,\n),\n)\n",
+    "a call's first line, unchanged, inside the new call": (
+        "import torch\ny = f(\n    torch.maximum(  # c\n).type_as(\n    x,\n),\n)\n"
+    ),
 }
 
 
