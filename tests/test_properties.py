@@ -45,13 +45,17 @@ FUNCTIONS = [
     ("F.relu", ["{}"]), ("torch.nn.functional.relu", ["input={}", "inplace=False"]), ("torch.tanh", ["{}"]),
     ("torch.mean", ["{}", "-1", "keepdim=True"]), ("torch.sum", ["{}", "dim=(0, 1)"]), ("torch.pow", ["{}", "2"]),
     ("torch.add", ["{}", "x", "alpha=2"]), ("torch.matmul", ["{}", "h"]), ("torch.exp", ["*{}"]),
-    ("torch.maximum", ["other={}", "input=x"]), ("max", ["{} for v in xs"]),
+    ("torch.maximum", ["other={}", "input=x"]), ("max", ["{} for v in xs"]), ("torch.sqrt", ["{}"]),
+    ("torch.negative", ["{}"]), ("torch.div", ["{}", "x", "rounding_mode=None"]), ("torch.sub", ["{}", "1.5"]),
+    ("torch.permute", ["{}", "(1, 0)"]), ("torch.argmax", ["{}", "dim=-1"]), ("F.tanh", ["{}"]), ("torch.erf", ["{}"]),
 ]  # fmt: skip
 METHODS = [
     ("float", []), ("half", []), ("pow", ["2"]), ("mean", ["-1", "keepdim=True"]), ("to", ["torch.float32"]),
     ("to", ["T.bfloat16"]), ("to", ["dtype=torch.float16"]), ("type_as", ["x"]), ("type", ["torch.bfloat16"]),
     ("sum", ["-1"]), ("rsqrt", []), ("abs", []), ("view", ["-1"]), ("argmax", ["-1"]), ("double", []),
-    ("exp", ["3"]), ("to", ["device"]), ("to", ["x.dtype"]),
+    ("exp", ["3"]), ("to", ["device"]), ("to", ["x.dtype"]), ("bfloat16", []), ("sqrt", []), ("neg", []),
+    ("reciprocal", []), ("log", []), ("sin", []), ("cos", []), ("permute", ["1", "0"]), ("add", ["x"]),
+    ("sub", ["1.5"]), ("mul", ["x"]), ("div", ["x", "rounding_mode=None"]), ("minimum", ["h"]), ("to", ["x"]),
 ]  # fmt: skip
 WRAPPERS = ["({} + {})", "(-{} * 2)", "{}[..., :2]", "({} if n else {})", "(lambda v: {})(x)", "[*{}][0]", "{}.T"]
 COMMENTS = [
@@ -143,7 +147,8 @@ SIMPLE = st.one_of(
     st.builds("café = {}".format, EXPR),
     st.builds("s = 'naïve ☃ {{}}'; λ = {}".format, INLINE),
     st.builds("h = (y := {}) + y".format, EXPR),
-    st.sampled_from(["pass", "torch = None", '"""torch.rsqrt(x) in a docstring."""', "xs = [*xs, x]"]),
+    st.builds("y = g(key={}, other=x[..., {}])".format, EXPR, INLINE),
+    st.sampled_from(["pass", "torch = None", '"""torch.rsqrt(x) in a docstring."""', "xs = [*xs, x]", "del y"]),
 ).map(lambda text: [(0, text)])
 DECORATORS = [
     "@torch.no_grad()", "@functools.lru_cache(maxsize=None)", "@torch.compile(\n    fullgraph=True,  # c\n)", "@r",
@@ -183,6 +188,7 @@ PARAMETERS = [
     "x: Tensor, h: Tensor | None = None, /, *xs, n=1, **kw",
     "x, torch, xs=(), n=1",  # a parameter shadows the module
     "x, h, xs, n",
+    "x: torch.Tensor, h=torch.ones(2).float(), *, n: 'torch.Tensor' = torch.exp(torch.ones(1)), xs=()",
 ]
 
 
@@ -210,10 +216,13 @@ ITEMS = st.one_of(
     st.builds(lambda e: [(0, f"CONSTANT = {e}")], EXPR),
     st.just(block("if __name__ == '__main__':", [(0, "print(torch.exp(torch.ones(2)).float())")])),
     st.just(block("try:", [(0, "import torch_npu")], ("except ImportError:", [(0, "torch_npu = None")]))),
+    st.just(block("def local_import(x):", [(0, "import torch"), (0, "return torch.exp(x).float()")])),
+    st.just([(0, "def one_line(x: torch.Tensor): return x.float().exp()")]),
 )  # fmt: skip
 IMPORTS = [
     "import torch", "import torch as T", "from torch import rsqrt as r", "import torch.nn.functional as F",
     "from torch import nn", "from torch import Tensor", "import functools", "import asyncio", "from torch import rsqrt",
+    "import torch, math", "from torch import (\n    exp,  # c\n    rsqrt as r,\n)", "from torch import *",
 ]  # fmt: skip
 
 
@@ -246,7 +255,7 @@ def modules(draw, kernels_module: str | None = None) -> str | bytes:
     chunks = [draw(gaps) + render(item, unit) for item in draw(st.lists(ITEMS, min_size=1, max_size=3))]
     if draw(st.booleans()):  # an import after other statements
         chunks.insert(1, ["import torch.nn.functional as F"])
-    lines = header + imports + sum(chunks, [])
+    lines = header + "\n".join(imports).split("\n") + sum(chunks, [])
     spaces = draw(st.lists(st.sampled_from(["", "", " ", "\t "]), min_size=len(lines), max_size=len(lines)))
     lines = [line if line.endswith("\\") else line + space for line, space in zip(lines, spaces)]
     newline = draw(st.sampled_from(["\n", "\r\n", "\r", "mixed"]))
@@ -310,12 +319,12 @@ def run_property(sources, max_examples: int) -> list[int]:
 
 
 def test_generated_modules_keep_the_invariants():
-    counts = run_property(modules, max_examples=150)
+    counts = run_property(modules, max_examples=250)
     assert sum(c > 0 for c in counts) >= len(counts) // 4, "the generator rarely makes calls that convert"
 
 
 def test_generated_snippets_keep_the_invariants():
-    counts = run_property(snippets, max_examples=200)
+    counts = run_property(snippets, max_examples=300)
     assert sum(c > 0 for c in counts) >= len(counts) // 4, "the generator rarely makes calls that convert"
 
 
@@ -327,7 +336,7 @@ def edited_translations(draw, kernels_module: str | None = None) -> str:
 
 
 def test_translated_then_edited_modules_keep_the_invariants():
-    run_property(edited_translations, max_examples=60)
+    run_property(edited_translations, max_examples=100)
 
 
 def test_a_generated_module_converts_its_calls():
@@ -369,13 +378,19 @@ def test_found_by_the_generators(name, kernels_module):
     assert check(FOUND[name], Options(), kernels_module) == 1
 
 
-# Open engine bugs, in minimal form: (source, kernels module).
+# Open engine bugs, in minimal form: (source, options, kernels module).
 KNOWN_FAILURES = {
+    # Around a self-referencing assignment the receiver's kind depends on what else is in the
+    # file: the first run leaves line 2's call out (no record) and converts line 3's; with line 3
+    # rewritten, the second run converts line 2's. Not idempotent (both kernel modes).
+    "inference order around n = (n * 2).sin()": (
+        "def f(n=1):\n    n = (n * 2).sin()\n    y = (n * 2).sin()\n", Options(assume_tensors=True), None
+    ),
     # The section's marker lines inside a string literal are taken for an existing section:
     # the kernels are inserted into the string (invalid output). A lone BEGIN line in a string
     # before any code also hides every call after it (no records at all).
     "section markers in a string": (
-        f'import torch\ny = torch.exp(x)\nDOC = """\n{emit.BEGIN}\n{emit.END}\n"""\n', None
+        f'import torch\ny = torch.exp(x)\nDOC = """\n{emit.BEGIN}\n{emit.END}\n"""\n', Options(), None
     ),
 }
 
@@ -384,5 +399,4 @@ KNOWN_FAILURES = {
     "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=n)) for n in KNOWN_FAILURES]
 )
 def test_known_failure(name):
-    source, kernels_module = KNOWN_FAILURES[name]
-    check(source, Options(), kernels_module)
+    check(*KNOWN_FAILURES[name])
