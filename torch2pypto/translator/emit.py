@@ -25,16 +25,29 @@ _LINE_LIMIT = 88  # black's
 _CODING = re.compile(r"^#.*?coding[:=]")
 
 
-def section_lines(code: str) -> range:
-    """1-based line numbers of an existing generated section (empty range if none)."""
+def section_lines(code: str, tree: ast.Module | None = None) -> range:
+    """1-based line numbers of an existing generated section (empty range if none).
+
+    With the module's ``tree``, a marker line inside a statement (a string literal) is no marker.
+    """
     if "# ---- torch2pypto: " not in code:
         return range(0)
     lines = code.splitlines()
-    begin = next((i for i, line in enumerate(lines) if line in (BEGIN, SHARED_BEGIN)), None)
+    inside = _statement_lines(tree) if tree is not None else range(0)
+    begin = next((i for i, line in enumerate(lines) if line in (BEGIN, SHARED_BEGIN) and i + 1 not in inside), None)
     if begin is None:
         return range(0)
-    end = lines.index(END, begin) if END in lines[begin:] else len(lines) - 1
+    end = next((i for i in range(begin, len(lines)) if lines[i] == END and i + 1 not in inside), len(lines) - 1)
     return range(begin + 1, end + 2)
+
+
+def _statement_lines(tree: ast.Module) -> set[int]:
+    return {
+        n
+        for statement in tree.body
+        if statement.end_lineno > statement.lineno
+        for n in range(statement.lineno, statement.end_lineno + 1)
+    }
 
 
 def standalone(code: str) -> str:
@@ -68,27 +81,42 @@ def ordered(definitions: Iterable[Definition]) -> list[Definition]:
     return prelude + [d for d in result.values() if d not in prelude]
 
 
-def insert(code: str, tree: ast.Module, definitions: list[Definition], begin: str = BEGIN) -> str:
-    """``code`` with ``definitions`` in its generated section (created if missing).
+Edit = tuple[int, int, str]  # replace code[start:end] with the text
 
-    ``tree`` is the ast of ``code`` up to its import block (rewrites after it do not matter).
-    """
+
+def insert(code: str, tree: ast.Module, definitions: list[Definition], begin: str = BEGIN) -> str:
+    """``code`` with ``definitions`` in its generated section (created if missing)."""
+    return splice(code, section_edits(code, tree, definitions, begin))
+
+
+def section_edits(code: str, tree: ast.Module, definitions: list[Definition], begin: str = BEGIN) -> list[Edit]:
+    """The edits that put ``definitions`` into ``code``'s generated section (created if missing)."""
     newline = _newline(code)
-    lines = section_lines(code)
+    lines = section_lines(code, tree)
     existing = _defined_names(code, lines)
     new = [d for d in definitions if d.name not in existing]
     if not new:
-        return code
+        return []
     imports = _imports_needed(tree, new, existing).replace("\n", newline)
     body = (newline * 3).join(d.source.rstrip("\n").replace("\n", newline) for d in new)
     if lines:
         return _extend(code, lines, imports, body, newline)
-    head = f"{begin}{newline}{imports}{newline}{newline}{newline}" if imports else f"{begin}{newline}"
-    section = f"{head}{body}{newline * 3}{END}{newline}"
     at = _after_imports(code, tree)
     prefix, newline = _open_line(code[:at], newline)
+    head = f"{begin}{newline}{imports}{newline}{newline}{newline}" if imports else f"{begin}{newline}"
+    section = f"{head}{body}{newline * 3}{END}{newline}"
     separator = newline * 2 if prefix.strip() else ""
-    return prefix + separator + section + code[at:]
+    return [(at, at, prefix[at:] + separator + section)]
+
+
+def splice(code: str, edits: list[Edit]) -> str:
+    """``code`` with non-overlapping ``edits`` applied."""
+    parts, done = [], 0
+    for start, end, text in sorted(edits, key=lambda e: e[:2]):
+        parts += [code[done:start], text]
+        done = end
+    parts.append(code[done:])
+    return "".join(parts)
 
 
 def kernels_module_source(existing: str | None, definitions: Iterable[Definition]) -> str:
@@ -97,8 +125,8 @@ def kernels_module_source(existing: str | None, definitions: Iterable[Definition
     return insert(code, ast.parse(code), ordered(definitions), SHARED_BEGIN)
 
 
-def import_kernels(code: str, tree: ast.Module, target: str, names: list[str], torch: bool = False) -> str:
-    """``code`` importing ``names`` from the kernels module ``target`` (and ``torch`` if asked).
+def import_kernels(code: str, tree: ast.Module, target: str, names: list[str], torch: bool = False) -> list[Edit]:
+    """The edits that import ``names`` from the kernels module ``target`` (and ``torch`` if asked).
 
     An existing ``from <target> import ...`` is extended; otherwise the import goes at the end
     of the module's import block.
@@ -108,18 +136,17 @@ def import_kernels(code: str, tree: ast.Module, target: str, names: list[str], t
         if isinstance(statement, ast.ImportFrom) and "." * statement.level + (statement.module or "") == target:
             have = [a.name for a in statement.names]
             if set(names) <= set(have):
-                return code
+                return []
             starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
             start = starts[statement.lineno - 1] + statement.col_offset
             end = starts[statement.end_lineno - 1] + statement.end_col_offset
-            text = _from_import(target, sorted({*have, *names}), newline).rstrip("\r\n")
-            return code[:start] + text + code[end:]
+            return [(start, end, _from_import(target, sorted({*have, *names}), newline).rstrip("\r\n"))]
     at = _after_imports(code, tree)
     prefix, newline = _open_line(code[:at], newline)
     added = (f"import torch{newline}" if torch else "") + _from_import(target, names, newline)
     if not prefix.strip():
         added += newline
-    return prefix + added + code[at:]
+    return [(at, at, prefix[at:] + added)]
 
 
 def imports_torch(tree: ast.Module) -> bool:
@@ -135,16 +162,17 @@ def _from_import(target: str, names: list[str], newline: str) -> str:
     return f"from {target} import ({newline}{inner}){newline}"
 
 
-def _extend(code: str, lines: range, imports: str, body: str, newline: str) -> str:
-    parts = code.splitlines(keepends=True)
-    begin, end = lines.start - 1, lines.stop - 2
-    if parts[end].rstrip("\r\n") == END:
-        parts.insert(end, f"{body}{newline * 3}")
-    else:
-        parts.append(f"{newline}{newline}{body}{newline * 3}{END}{newline}")
+def _extend(code: str, lines: range, imports: str, body: str, newline: str) -> list[Edit]:
+    starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
+    begin, end = lines.start - 1, lines.stop - 2  # 0-based lines of the markers
+    edits = []
     if imports:
-        parts.insert(begin + 1, imports + newline)
-    return "".join(parts)
+        edits.append((starts[begin + 1], starts[begin + 1], imports + newline))
+    if code.splitlines()[end] == END:
+        edits.append((starts[end], starts[end], f"{body}{newline * 3}"))
+    else:  # the end marker was deleted: close the section at the end of the file
+        edits.append((len(code), len(code), f"{newline}{newline}{body}{newline * 3}{END}{newline}"))
+    return edits
 
 
 def _defined_names(code: str, lines: range) -> set[str]:

@@ -94,6 +94,7 @@ class Inference:
         self._kinds: dict[ast.AST, str] = {}
         self._pending: set[int] = set()
         self._depth = 0
+        self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
         self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}
@@ -108,11 +109,12 @@ class Inference:
             if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: give up, do not overflow
                 return UNKNOWN
             self._depth += 1
+            cycles = self._cycles
             try:
                 known = self._infer(expr)
             finally:
                 self._depth -= 1
-            if known != _CYCLE:  # a cyclic answer depends on the caller's pending name
+            if self._cycles == cycles:  # an answer that met a cycle depends on what is pending
                 self._kinds[expr] = known
         return known if known != _CYCLE or self._pending else UNKNOWN
 
@@ -201,6 +203,7 @@ class Inference:
         """
         key = id(evidence)
         if key in self._pending:
+            self._cycles += 1
             return _CYCLE
         if len(self._pending) > _MAX_DEPTH:
             return UNKNOWN

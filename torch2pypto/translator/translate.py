@@ -65,19 +65,19 @@ def translate_source(
         raise SyntaxError("nested too deeply for Python's parser") from None
     if not _candidates(table).search(text):  # no torch name and no mapped method name
         return Translation(path, text, text, encoding, ())
-    index = ModuleIndex(tree, emit.section_lines(text))  # the generated section is not user code
+    index = ModuleIndex(tree, emit.section_lines(text, tree))  # the generated section is not user code
     lines = _Lines(text)
     sites = Sites(table, options, index)
     attempts = _decide(sites, lines)
     edits, conversions, definitions = _rewrite(text, lines, attempts)
     records = {id(a): _record(path, a) for a in attempts}
-    code = _splice(text, edits)
     definitions = emit.ordered(definitions)
     if kernels_module is None:
-        code = emit.insert(code, tree, definitions) if definitions else code
+        edits += emit.section_edits(text, tree, definitions) if definitions else []
     elif conversions:
         wrappers = sorted({call.func.value for _, call, _ in conversions})
-        code = emit.import_kernels(code, tree, kernels_module, wrappers, sites.inference.spelt_free_torch)
+        edits += emit.import_kernels(text, tree, kernels_module, wrappers, sites.inference.spelt_free_torch)
+    code = emit.splice(text, edits)  # every edit is in the input's coordinates
     return Translation(
         path,
         text,
@@ -151,15 +151,6 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt]):
         conversions.extend(rewriter.converted)
         definitions.extend(rewriter.definitions)
     return edits, conversions, definitions
-
-
-def _splice(text: str, edits: list[tuple[int, int, str]]) -> str:
-    parts, done = [], 0
-    for start, end, new in edits:
-        parts += [text[done:start], new]
-        done = end
-    parts.append(text[done:])
-    return "".join(parts)
 
 
 def _record(path: str, attempt: Attempt) -> Record:
