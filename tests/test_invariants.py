@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from torch2pypto import translate_source
+from torch2pypto.translator import emit
 from torch2pypto.translator.invariants import violations
 from torch2pypto.translator.report import CONVERTED
 from torch2pypto.translator.translate import Translation
@@ -51,6 +52,22 @@ def test_diff_alignment_finds_no_false_violations(name):
     translation = translate_source(ALIGNMENT[name])
     assert translation.changed
     assert violations(translation) == []
+
+
+MARKERS_IN_STRINGS = [
+    f'import torch\ny = torch.exp(x)\nDOC = """\n{emit.BEGIN}\n{emit.END}\n"""\n',
+    f'import torch\ny = torch.exp(x)\nDOC = """\n{emit.BEGIN}\n"""\n',
+    f'import torch\nDOC = """\n{emit.BEGIN}\n"""\ny = torch.exp(x)\n',
+]
+
+
+@pytest.mark.parametrize("kernels_module", [None, KERNELS])
+@pytest.mark.parametrize("source", MARKERS_IN_STRINGS)
+def test_section_markers_in_strings_are_text(source, kernels_module):
+    once = translate_source(source, kernels_module=kernels_module)
+    assert violations(once, kernels_module=kernels_module) == []
+    twice = translate_source(once.code + "z = torch.rsqrt(y)\n", kernels_module=kernels_module)
+    assert violations(twice, kernels_module=kernels_module) == []
 
 
 def test_text_between_two_calls_on_a_line_is_checked():

@@ -7,6 +7,7 @@ the spans of converted calls, in the generated kernels section and in the import
 
 from __future__ import annotations
 
+import ast
 import bisect
 import collections
 import difflib
@@ -117,8 +118,11 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
     """
     problems: list[str] = []
     src, out = _lines(t.source), _lines(t.code)
-    src_kept, _, src_extra = _set_aside(src, kernels_module, problems)
-    out_kept, cuts, out_extra = _set_aside(out, kernels_module, problems)
+    strings = [set(), set()]  # lines inside multi-line statements, where a marker is text
+    if not (_plain_markers(t.source) and _plain_markers(t.code)):
+        strings = [_statement_lines(t.source), _statement_lines(t.code)]
+    src_kept, _, src_extra = _set_aside(src, kernels_module, strings[0], problems)
+    out_kept, cuts, out_extra = _set_aside(out, kernels_module, strings[1], problems)
     problems += _kept_generated_lines(src_extra, out_extra) + _head_problems(src, out)
     converted = [
         (r.line - 1, r.column - 1, r.end_line - 1, r.end_column - 1) for r in t.records if r.status == CONVERTED
@@ -252,12 +256,12 @@ def _lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
-def _set_aside(lines: list[str], kernels_module: str | None, problems: list[str]):
+def _set_aside(lines: list[str], kernels_module: str | None, strings: set[int], problems: list[str]):
     """Indices of the ordinary lines, cut points, and the other lines by kind.
 
-    Set aside: the generated section ("section"), ``from <kernels_module> import ...``
-    statements ("kernels"), plain ``import torch``-style lines the translator may add
-    ("import"); the cut points are the line numbers (0-based) where each of those began.
+    Set aside: the generated section ("section"; its markers outside the ``strings`` lines),
+    ``from <kernels_module> import ...`` statements ("kernels"), plain ``import torch``-style
+    lines the translator may add ("import"); cut points are the 0-based lines where each began.
     """
     kept: list[int] = []
     cuts: list[int] = []
@@ -266,8 +270,8 @@ def _set_aside(lines: list[str], kernels_module: str | None, problems: list[str]
     i, n = 0, len(lines)
     while i < n:
         line = lines[i]
-        if line.rstrip("\r\n") == emit.BEGIN:
-            end = next((j for j in range(i + 1, n) if lines[j].rstrip("\r\n") == emit.END), None)
+        if line.rstrip("\r\n") == emit.BEGIN and i not in strings:
+            end = next((j for j in range(i + 1, n) if lines[j].rstrip("\r\n") == emit.END and j not in strings), None)
             if end is None:
                 problems.append(f"line {i + 1}: generated section has no end marker")
                 end = n - 1
@@ -288,6 +292,21 @@ def _set_aside(lines: list[str], kernels_module: str | None, problems: list[str]
         cuts.append(i)
         i = stop
     return kept, cuts, extra
+
+
+def _plain_markers(text: str) -> bool:
+    """At most one section, its markers in order: no need to tell them from text in strings."""
+    count = text.count(emit.BEGIN)
+    return count == text.count(emit.END) and (count == 0 or count == 1 and text.find(emit.BEGIN) < text.find(emit.END))
+
+
+def _statement_lines(text: str) -> set[int]:
+    """0-based lines of the multi-line top-level statements (where the engine ignores markers)."""
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        return set()
+    return {n - 1 for s in body if s.end_lineno > s.lineno for n in range(s.lineno, s.end_lineno + 1)}
 
 
 def _import_end(lines: list[str], i: int) -> int:
