@@ -119,7 +119,7 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
     problems: list[str] = []
     src, out = _lines(t.source), _lines(t.code)
     strings = [set(), set()]  # lines inside multi-line statements, where a marker is text
-    if not (_plain_markers(t.source) and _plain_markers(t.code)):
+    if not (_plain_markers(t.source, src) and _plain_markers(t.code, out)):
         strings = [_statement_lines(t.source), _statement_lines(t.code)]
     src_kept, _, src_extra = _set_aside(src, kernels_module, strings[0], problems)
     out_kept, cuts, out_extra = _set_aside(out, kernels_module, strings[1], problems)
@@ -294,10 +294,12 @@ def _set_aside(lines: list[str], kernels_module: str | None, strings: set[int], 
     return kept, cuts, extra
 
 
-def _plain_markers(text: str) -> bool:
-    """At most one section, its markers in order: no need to tell them from text in strings."""
-    count = text.count(emit.BEGIN)
-    return count == text.count(emit.END) and (count == 0 or count == 1 and text.find(emit.BEGIN) < text.find(emit.END))
+def _plain_markers(text: str, lines: list[str]) -> bool:
+    """No marker, or one marker line of each in order: no need to tell them from text in strings."""
+    if emit.BEGIN not in text and emit.END not in text:
+        return True
+    marks = [line.rstrip("\r\n") for line in lines if emit.BEGIN in line or emit.END in line]
+    return marks == [emit.BEGIN, emit.END]
 
 
 def _statement_lines(text: str) -> set[int]:
