@@ -351,7 +351,7 @@ def test_a_generated_module_converts_its_calls():
         assert check(source, Options(), kernels_module) >= 5
 
 
-# Engine bugs the generators found, in minimal form (fixed in d42fe81, f151478 and 1c6b247).
+# Engine bugs the generators found, in minimal form (all fixed; each must keep the invariants).
 FOUND = {
     # A converted call needs torch, so `import torch` was added; translating again, the
     # unresolved `torch.exp` then resolved and converted: not idempotent (both kernel modes).
@@ -376,6 +376,15 @@ FOUND = {
     # asked first: the first run left line 2's call out and converted line 3's; the second run,
     # with line 3 rewritten, converted line 2's (with assume_tensors; not idempotent).
     "inference order around n = (n * 2).sin()": "def f(n=1):\n    n = (n * 2).sin()\n    y = (n * 2).sin()\n",
+    # emit found the section's lines with str.splitlines, which also breaks at a form feed (and
+    # \x0b, \x1c-\x1e, \x85, \u2028, \u2029), unlike Python: a marker in a string below two
+    # form feed lines crashed translation (IndexError)...
+    "form feeds above a marker in a string": f'import torch\n\x0c\n\x0c\ny = torch.exp(x)\nNOTE = """\n{emit.BEGIN}\n"""\n',
+    # ... and a form feed above an existing section put a new call's kernels outside it.
+    "form feed above the section": translate_source("\x0c\nimport torch\ny = torch.exp(x)\n").code + "z = torch.rsqrt(y)\n",
+    # A str source's encoding was reported as UTF-8 whatever its PEP 263 line said, so writing
+    # code.encode(encoding) under "coding: latin-1" garbled it.
+    "str source declaring latin-1": "# -*- coding: latin-1 -*-\nimport torch\ns = 'café'\ny = torch.exp(x)\n",
 }
 
 
@@ -383,33 +392,3 @@ FOUND = {
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_found_by_the_generators(name, kernels_module):
     assert check(FOUND[name], Options(assume_tensors=True), kernels_module) > 0
-
-
-# Open engine bugs, in minimal form: (source, options, kernels module). The generators steer
-# clear of them: no marker text in strings, form feeds only after the imports of edited modules.
-KNOWN_FAILURES = {
-    # emit finds the section's lines with str.splitlines, which also breaks lines at a form feed
-    # (and \x0b, \x1c-\x1e, \x85, \u2028, \u2029), unlike Python. With two form feed lines
-    # above a string holding the BEGIN marker, the string's marker line is taken for a section
-    # and translating crashes (IndexError).
-    "form feeds above a marker in a string": (
-        f'import torch\n\x0c\n\x0c\ny = torch.exp(x)\nNOTE = """\n{emit.BEGIN}\n"""\n', Options(), None
-    ),
-    # ... and with a form feed line above an existing section, a new call's kernels land outside
-    # the section (the module no longer translates to itself).
-    "form feed above the section": (
-        translate_source("\x0c\nimport torch\ny = torch.exp(x)\n").code + "z = torch.rsqrt(y)\n", Options(), None
-    ),
-    # A str source's encoding is reported as UTF-8 whatever its PEP 263 line says, so writing
-    # code.encode(encoding) under "coding: latin-1" garbles it (read back: 'cafÃ©').
-    "str source declaring latin-1": (
-        "# -*- coding: latin-1 -*-\nimport torch\ns = 'café'\ny = torch.exp(x)\n", Options(), None
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=n)) for n in KNOWN_FAILURES]
-)
-def test_known_failure(name):
-    check(*KNOWN_FAILURES[name])

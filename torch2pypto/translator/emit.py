@@ -32,7 +32,7 @@ def section_lines(code: str, tree: ast.Module | None = None) -> range:
     """
     if "# ---- torch2pypto: " not in code:
         return range(0)
-    lines = code.splitlines()
+    lines = _lines(code)
     inside = _statement_lines(tree) if tree is not None else range(0)
     begin = next((i for i, line in enumerate(lines) if line in (BEGIN, SHARED_BEGIN) and i + 1 not in inside), None)
     if begin is None:
@@ -57,7 +57,7 @@ def standalone(code: str) -> str:
     (``import torch``); those imports come first.
     """
     lines = section_lines(code)
-    section = "".join(code.splitlines(keepends=True)[lines.start - 1 : lines.stop - 1])
+    section = "".join(_lines(code, keepends=True)[lines.start - 1 : lines.stop - 1])
     needed = _module_imports(ast.parse(code)) & (set(IMPORTS) | sys.stdlib_module_names)
     return "".join(f"import {m}\n" for m in sorted(needed)) + section
 
@@ -168,7 +168,7 @@ def _extend(code: str, lines: range, imports: str, body: str, newline: str) -> l
     edits = []
     if imports:
         edits.append((starts[begin + 1], starts[begin + 1], imports + newline))
-    if code.splitlines()[end] == END:
+    if _lines(code)[end] == END:
         edits.append((starts[end], starts[end], f"{body}{newline * 3}"))
     else:  # the end marker was deleted: close the section at the end of the file
         edits.append((len(code), len(code), f"{newline}{newline}{body}{newline * 3}{END}{newline}"))
@@ -178,7 +178,7 @@ def _extend(code: str, lines: range, imports: str, body: str, newline: str) -> l
 def _defined_names(code: str, lines: range) -> set[str]:
     if not lines:
         return set()
-    text = "\n".join(code.splitlines()[lines.start - 1 : lines.stop - 1])
+    text = "\n".join(_lines(code)[lines.start - 1 : lines.stop - 1])
     return {a or b for a, b in _DEFINED.findall(text)} | set(re.findall(r"^import (\w+)$", text, re.M))
 
 
@@ -239,6 +239,12 @@ def _open_line(prefix: str, newline: str) -> tuple[str, str]:
     if prefix and not prefix.endswith(("\n", "\r")):
         prefix += newline
     return prefix, "\r" if prefix.endswith("\r") else newline
+
+
+def _lines(code: str, keepends: bool = False) -> list[str]:
+    """Lines as Python counts them (str.splitlines also breaks at form feeds and other controls)."""
+    lines = _NEWLINE.split(code) if not keepends else re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", code)
+    return lines[:-1] if not keepends and lines and lines[-1] == "" else lines
 
 
 def _newline(code: str) -> str:
