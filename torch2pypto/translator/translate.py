@@ -17,7 +17,6 @@ from torch2pypto.translator.scopes import ModuleIndex
 from torch2pypto.translator.transform import Attempt, Conversion, Options, Sites, Span, rewrite_segment
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
-_NEWLINE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -97,19 +96,27 @@ def _candidates(table: Table) -> re.Pattern[str]:
 
 
 def decode(source: str | bytes) -> tuple[str, str]:
-    """Source text and its encoding (PEP 263 cookie or BOM; UTF-8 by default)."""
-    if isinstance(source, str):  # text already: keep the encoding it declares for writing back
-        first_lines = iter([m.group().encode("utf-8") for _, m in zip(range(2), _NEWLINE_LINE.finditer(source))])
+    """Source text and its encoding (BOM or PEP 263 line; UTF-8 by default).
+
+    Text keeps the encoding it declares, for writing it back.
+    """
+    if isinstance(source, str):
         try:
-            return source, tokenize.detect_encoding(lambda: next(first_lines, b""))[0].removesuffix("-sig")
+            return source, _declared(source.encode("utf-8", "surrogatepass")).removesuffix("-sig")
         except (SyntaxError, UnicodeDecodeError):
             return source, "utf-8"
-    first_lines = iter([m.group() for _, m in zip(range(2), _LINE_BYTES.finditer(source))])
-    try:  # lines as Python splits them (a lone CR ends one), not as BytesIO.readline does
-        encoding, _ = tokenize.detect_encoding(lambda: next(first_lines, b""))
+    try:
+        encoding = _declared(source)
     except SyntaxError as exc:
         raise LookupError(str(exc)) from None
     return source.decode(encoding), encoding
+
+
+def _declared(source: bytes) -> str:
+    """The encoding Python reads ``source`` in, from its first two lines as Python splits them
+    (a lone CR ends a line; BytesIO.readline would not split there)."""
+    lines = iter([m.group() for _, m in zip(range(2), _LINE_BYTES.finditer(source))])
+    return tokenize.detect_encoding(lambda: next(lines, b""))[0]
 
 
 def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
