@@ -22,13 +22,14 @@ from torch2pypto.mapping import load_table
 from torch2pypto.translator import emit, files, runner
 from torch2pypto.translator.config import ConfigError, apply_config, load_config
 from torch2pypto.translator.json_report import write_report
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, summarize
+from torch2pypto.translator.report import AMBIGUOUS, CONVERTED
 from torch2pypto.translator.runner import Job, Result, Work
 from torch2pypto.translator.summary import (
     CHANGED,
     FAILED,
     UNCHANGED,
     FileOutcome,
+    RunSummary,
     format_rate,
     print_run_summary,
     summarize_run,
@@ -367,9 +368,9 @@ def _finish(args: argparse.Namespace, plan: Plan, results: list[Result], kernels
     if args.check:
         for path in would:
             err.print(f"would change {path}", markup=False, soft_wrap=True)
-    if plan.single_file:
-        print_summary(err, results[0])
     summary = summarize_run(outcomes)
+    if plan.single_file:
+        print_summary(err, results[0], summary)
     print_run_summary(err, summary)
     if args.report is not None:
         write_report(args.report, outcomes, summary)
@@ -392,13 +393,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def print_summary(console: Console, translation: Translation | Result) -> None:
-    """One file's call sites: seen, converted, left as torch (each with its reason), ambiguous."""
-    s = summarize(list(translation.records))
-    left = sum(s.unsupported.values())
+def print_summary(console: Console, translation: Translation | Result, s: RunSummary) -> None:
+    """One file's call sites (``s``: its run summary): counts, then each site left as torch and why."""
     console.print(
-        f"[bold]{translation.path}[/]: {s.seen} torch call sites, [green]{s.converted} converted[/], "
-        f"[yellow]{left} left as torch[/], [magenta]{s.ambiguous} ambiguous[/]",
+        f"[bold]{translation.path}[/]: {s.sites_seen} torch call sites, [green]{s.converted} converted[/], "
+        f"[yellow]{s.left_as_torch_total} left as torch[/], [magenta]{s.ambiguous} ambiguous[/]",
         soft_wrap=True,
     )
     for r in translation.records:

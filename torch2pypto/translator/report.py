@@ -1,8 +1,7 @@
-"""One record per call site, and the summary counts the CLI prints."""
+"""One record per call site: where it is, what it was, what became of it."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 
 CONVERTED, UNSUPPORTED, AMBIGUOUS = "converted", "unsupported", "left-alone"
@@ -29,23 +28,3 @@ class Record:
     @property
     def location(self) -> str:
         return f"{self.path}:{self.line}:{self.column}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Summary:
-    """Counts over records: call sites seen, converted, left as torch by reason, ambiguous."""
-
-    seen: int
-    converted: int
-    unsupported: dict[str, int]
-    ambiguous: int
-
-
-def summarize(records: list[Record]) -> Summary:
-    reasons = collections.Counter(r.reason for r in records if r.status == UNSUPPORTED)
-    return Summary(
-        seen=len(records),
-        converted=sum(r.status == CONVERTED for r in records),
-        unsupported=dict(reasons.most_common()),
-        ambiguous=sum(r.status == AMBIGUOUS for r in records),
-    )
