@@ -137,7 +137,7 @@ def import_kernels(code: str, tree: ast.Module, target: str, names: list[str], t
             have = [a.name for a in statement.names]
             if set(names) <= set(have):
                 return []
-            starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
+            starts = line_starts(code)
             start = starts[statement.lineno - 1] + statement.col_offset
             end = starts[statement.end_lineno - 1] + statement.end_col_offset
             return [(start, end, _from_import(target, sorted({*have, *names}), newline).rstrip("\r\n"))]
@@ -163,7 +163,7 @@ def _from_import(target: str, names: list[str], newline: str) -> str:
 
 
 def _extend(code: str, lines: range, imports: str, body: str, newline: str) -> list[Edit]:
-    starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
+    starts = line_starts(code)
     begin, end = lines.start - 1, lines.stop - 2  # 0-based lines of the markers
     edits = []
     if imports:
@@ -210,7 +210,7 @@ def _after_imports(code: str, tree: ast.Module) -> int:
         if not (docstring or isinstance(statement, (ast.Import, ast.ImportFrom))):
             break
         last = statement.end_lineno
-    starts = [0, *(m.end() for m in _NEWLINE.finditer(code))]
+    starts = line_starts(code)
     if not last:
         last = _header_lines(code, starts, tree)
     return starts[last] if last < len(starts) else len(code)
@@ -231,6 +231,11 @@ def _header_lines(code: str, starts: list[int], tree: ast.Module) -> int:
         elif i < 2 and (line.startswith("#!") or _CODING.match(line)):
             header = max(header, i + 1)
     return header
+
+
+def line_starts(code: str) -> list[int]:
+    """Offset of each line's first character; lines end at LF, CRLF or a lone CR, as in Python."""
+    return [0, *(m.end() for m in _NEWLINE.finditer(code))]
 
 
 def _open_line(prefix: str, newline: str) -> tuple[str, str]:

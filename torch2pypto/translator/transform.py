@@ -74,15 +74,16 @@ class Conversion:
 
 @dataclasses.dataclass
 class Attempt:
-    """A call bound to its entry, waiting for its rule: everything the rewrite needs."""
+    """A torch call site and its fate: decided (``status`` set), or pending its rule (``""``),
+    with the static facts the rule may ask for once the call is bound."""
 
     span: Span
     resolved: Resolved
-    static_dtype: Callable[[str], str | None]
-    torch_name: Callable[[], str | None]
     status: str = UNSUPPORTED
     reason: str = ""
     pypto_api: str = ""
+    static_dtype: Callable[[str], str | None] = lambda _: None
+    torch_name: Callable[[], str | None] = lambda: None
 
 
 class Sites:
@@ -119,7 +120,7 @@ class Sites:
     def attempt(self, call: ast.Call, found: Resolved, span: Span) -> Attempt:
         """Bind the call; the attempt carries the reason when it cannot go to its rule."""
         entry = found.entry
-        attempt = Attempt(span, found, lambda _: None, lambda: None)
+        attempt = Attempt(span, found)
         if entry is None:
             attempt.reason = "not in the mapping table"
             return attempt

@@ -16,7 +16,6 @@ from torch2pypto.translator.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.scopes import ModuleIndex
 from torch2pypto.translator.transform import Attempt, Conversion, Options, Sites, Span, rewrite_segment
 
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -129,7 +128,7 @@ def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
             continue
         span = lines.span(call)
         if id(call) in in_fstrings:
-            attempts.append(Attempt(span, found, lambda _: None, lambda: None, UNSUPPORTED, "inside an f-string"))
+            attempts.append(Attempt(span, found, reason="inside an f-string"))
         else:
             attempts.append(sites.attempt(call, found, span))
     attempts.sort(key=lambda a: a.span)
@@ -179,7 +178,7 @@ class _Lines:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+        self.starts = emit.line_starts(text)
 
     def span(self, node: ast.AST) -> Span:
         """0-based character columns of a node's start and end."""
