@@ -9,6 +9,7 @@ Recipe, measurements and caveats: reference/cpu-interpreter.md. Relies on pypto=
 """
 
 import atexit
+import collections
 import contextlib
 import ctypes
 import fcntl
@@ -38,6 +39,7 @@ _FRAME = re.compile(r"\[0x[0-9a-f]+\]")  # a C++ backtrace line: "libfoo.so(symb
 _work: Path | None = None
 _plog_root: Path | None = None
 _poisoned: str | None = None
+LAUNCHES: collections.Counter[str] = collections.Counter()  # kernels run to completion, by name
 _libc = ctypes.CDLL(None)
 
 
@@ -192,6 +194,17 @@ def run_kernel(kernel, *args) -> None:
         for arg, result in zip(args, staged):
             if isinstance(arg, torch.Tensor):
                 arg.copy_(result)
+    LAUNCHES[name] += 1
+
+
+def counting():
+    """A function that returns the kernels run since this call, as a Counter by kernel name.
+
+    A test or ``--verify`` case proves something only if its kernel ran; a wrapper that took
+    its torch fallback leaves the count at zero.
+    """
+    before = LAUNCHES.copy()
+    return lambda: LAUNCHES - before
 
 
 def _kernel_name(kernel) -> str:
