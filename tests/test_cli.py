@@ -89,3 +89,16 @@ def test_verify_runs_every_converted_call_site_in_the_interpreter(tmp_path, caps
     out = capsys.readouterr().out
     assert "CPU interpreter vs torch" in out
     assert out.count(" ok ") == 6 and "MISMATCH" not in out
+
+
+@pytest.mark.interpreter
+def test_verify_title_is_one_line_from_a_long_checkout_path(tmp_path, capsys):
+    """Issue 11 item 12: the table's title is the file's path; rich must not wrap it at 80 columns."""
+    deep = tmp_path / ("a-checkout-under-a-long-temporary-folder-name-" * 3) / "samples"
+    deep.mkdir(parents=True)
+    source = deep / SAMPLE.name
+    source.write_bytes(SAMPLE.read_bytes())
+    assert main([str(source), "--verify", "-o", str(tmp_path / "out.py")]) == 0
+    out = capsys.readouterr().out
+    assert f"{source}: CPU interpreter vs torch\n" in out
+    assert out.count(" ok ") == 6 and "MISMATCH" not in out
