@@ -69,6 +69,9 @@ def test_diff_is_coloured_on_a_terminal(monkeypatch, capsys):
         (lambda d: None, ["missing.py"], "missing.py: no such file"),
         (lambda d: (d / "bad.py").write_text("def f(:\n"), ["bad.py"], "bad.py:1:"),
         (lambda d: (d / "bin.py").write_bytes(b"x = '\xff\xfe'\n"), ["bin.py"], "bin.py: cannot decode"),
+        (lambda d: (d / "nul.py").write_bytes(b"x = 1\0\n"), ["nul.py"], "nul.py: binary file (NUL bytes)"),
+        (lambda d: (d / "u16.py").write_text("x = 1\n", "utf-16"), ["u16.py"], "u16.py: UTF-16 text: "),
+        (lambda d: (d / "u32.py").write_text("x = 1\n", "utf-32"), ["u32.py"], "u32.py: UTF-32 text: "),
         (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "m.py"], "would overwrite the input"),
         (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "nope/out.py"], "does not exist"),
     ],
@@ -102,3 +105,22 @@ def test_verify_title_is_one_line_from_a_long_checkout_path(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"{source}: CPU interpreter vs torch\n" in out
     assert out.count(" ok ") == 6 and "MISMATCH" not in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["m.py", "--fail-under", "150"], "argument --fail-under: expected a percentage from 0 to 100, got 150"),
+        (["m.py", "--fail-under", "most"], "argument --fail-under: expected a percentage from 0 to 100, got most"),
+        (["m.py", "-j", "0"], "argument -j/--jobs: expected a whole number of at least 1, got 0"),
+        (["m.py", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        ([], "the following arguments are required: PATH"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys, args, message):
+    """Issue 11 item 9: argparse's usage block and its type functions' names are not the error."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text("x = 1\n")
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"translate: error: {message}\n"

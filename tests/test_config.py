@@ -177,3 +177,20 @@ def test_the_real_command_line_takes_every_contract_key(tmp_path):
         project(tmp_path, f"[tool.torch2pypto]\n{bad}\n")
         with pytest.raises(ConfigError):
             load_config(real, [src])
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("jobs = 0", "jobs: expected a whole number of at least 1, got 0"),
+        ("fail-under = 150", "fail-under: expected a percentage from 0 to 100, got 150"),
+    ],
+)
+def test_out_of_range_settings_say_what_they_expect(tmp_path, line, message):
+    """Issue 11 item 9: not 'invalid value 0: 0'."""
+    from torch2pypto.translator import cli
+
+    src = project(tmp_path, f"[tool.torch2pypto]\n{line}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(cli._parser(), [src])
+    assert str(info.value) == f"{tmp_path / 'pyproject.toml'}: [tool.torch2pypto] {message}"

@@ -398,6 +398,29 @@ def test_bad_usage_is_one_line_exit_2_and_writes_nothing(pkg, tmp_path, capsys, 
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    "config, args",
+    [
+        ("diff = true", ["-o", "{tmp}/out"]),
+        ("check = true\nanalyze = true", ["--in-place"]),
+        ("in-place = true", ["--diff"]),
+        ("in-place = true", ["-o", "{tmp}/out"]),
+    ],
+)
+def test_a_mode_flag_overrides_the_configs_conflicting_mode(pkg, tmp_path, capsys, config, args):
+    """Issue 11 item 9: flags win, so a mode given on the command line replaces the config's."""
+    (tmp_path / "src" / "pyproject.toml").write_text(f"[tool.torch2pypto]\n{config}\n")
+    before = snapshot(pkg)
+    assert main([str(pkg), *EXCLUDE, *(a.format(tmp=tmp_path) for a in args)]) == 0
+    captured = capsys.readouterr()
+    written = tmp_path / "out" if "-o" in args else pkg
+    if "--diff" in args:
+        assert "+++ b/" in captured.out and snapshot(pkg) == before
+    else:
+        assert "pypto_rsqrt" in (written / "model.py").read_text()
+        assert (tmp_path / "out").exists() == ("-o" in args) and ("-o" not in args or snapshot(pkg) == before)
+
+
 def test_unknown_config_key_is_exit_2(pkg, tmp_path, capsys):
     (tmp_path / "src" / "pyproject.toml").write_text("[tool.torch2pypto]\nexlude = []\n")
     assert main([str(pkg), "--check"]) == 2

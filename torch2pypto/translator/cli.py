@@ -14,6 +14,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from rich.console import Console
 from rich.text import Text
@@ -126,8 +127,15 @@ class _Terms(argparse._ExtendAction):
         super().__init__(*args, type=lambda text: [t.strip() for t in text.split(",") if t.strip()], **kwargs)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line (``translate: error: ...``, exit 2), not argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="translate",
         description="Translate PyTorch source into PyPTO kernels and host wrappers.",
         epilog="Settings can also live in [tool.torch2pypto] of the project's pyproject.toml; flags win.",
@@ -152,16 +160,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _percent(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
     if not 0 <= value <= 100:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"expected a percentage from 0 to 100, got {text}")
     return value
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text}")
     return value
 
 
@@ -169,7 +183,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     """Parsed flags over the settings of the nearest ``[tool.torch2pypto]``, checked for sense."""
     parser = _parser()
     args = parser.parse_args(argv)
-    apply_config(parser, args, load_config(parser, args.paths))
+    configured = apply_config(parser, args, load_config(parser, args.paths))
+    for mode in _overridden_modes(args, configured):
+        setattr(args, mode, parser.get_default(mode))
     dry = [flag for flag, on in (("--diff", args.diff), ("--check", args.check), ("--analyze", args.analyze)) if on]
     if args.in_place and args.output is not None:
         raise InputError("--in-place and -o exclude each other")
@@ -178,6 +194,20 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     if args.report is not None and not args.report.parent.resolve().is_dir():
         raise InputError(f"{args.report}: folder {args.report.parent} does not exist")
     return args
+
+
+_WRITING, _DRY = ("output", "in_place"), ("diff", "check", "analyze")
+
+
+def _overridden_modes(args: argparse.Namespace, configured: set[str]) -> set[str]:
+    """The config's modes that a mode flag excludes (flags win): -o and --in-place, writing and dry runs."""
+    flagged = [m for m in (*_WRITING, *_DRY) if m not in configured and getattr(args, m) not in (None, False)]
+    return {
+        mode
+        for mode in configured & {*_WRITING, *_DRY}
+        for flag in flagged
+        if (mode in _WRITING) != (flag in _WRITING) or {mode, flag} == set(_WRITING)
+    }
 
 
 def _plan(args: argparse.Namespace) -> Plan:

@@ -69,11 +69,14 @@ def find_section(paths: Sequence[Path]) -> tuple[Path, object] | None:
     return None
 
 
-def apply_config(parser: argparse.ArgumentParser, args: argparse.Namespace, config: dict[str, object]) -> None:
-    """Fill in the settings left at their defaults on the command line (flags win)."""
+def apply_config(parser: argparse.ArgumentParser, args: argparse.Namespace, config: dict[str, object]) -> set[str]:
+    """Fill in the settings left at their defaults on the command line (flags win); the dests filled."""
+    filled = set()
     for dest, value in config.items():
         if getattr(args, dest) == parser.get_default(dest):
             setattr(args, dest, value)
+            filled.add(dest)
+    return filled
 
 
 def _read(pyproject: Path) -> dict:
@@ -131,7 +134,9 @@ def _scalar(action: argparse.Action, value: str | int | float, where: str) -> ob
     """``value`` as argparse would take it from the command line: its text through ``action.type``."""
     try:
         converted = action.type(str(value)) if action.type else str(value)
-    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
+    except argparse.ArgumentTypeError as exc:  # the type's own message says what it expects
+        raise ConfigError(f"{where}: {exc}") from None
+    except (ValueError, TypeError) as exc:
         raise ConfigError(f"{where}: invalid value {value!r}: {' '.join(str(exc).split())}") from None
     if action.choices is not None and converted not in action.choices:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, action.choices))}")

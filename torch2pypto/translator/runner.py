@@ -10,6 +10,7 @@ order, whatever order workers finish in. Workers never import pypto.
 
 from __future__ import annotations
 
+import codecs
 import concurrent.futures
 import dataclasses
 import difflib
@@ -143,9 +144,30 @@ def translate_job(job: Job, work: Work) -> Result:
         return Result(job.path, error=f"cannot write next to {job.target}: {exc.strerror or exc}")
 
 
+class NotSource(ValueError):
+    """A file that cannot be Python source: the message says what it is."""
+
+
 def translate(job: Job, options: Options) -> Translation:
-    """The whole translation of one file (raises what ``translate_source`` and reading raise)."""
-    return translate_source(job.source.read_bytes(), job.path, options, kernels_module=job.kernels_module)
+    """The whole translation of one file (raises ``NotSource`` and what reading and ``translate_source`` raise)."""
+    data = job.source.read_bytes()
+    _check_text(data)
+    return translate_source(data, job.path, options, kernels_module=job.kernels_module)
+
+
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+)  # fmt: skip
+
+
+def _check_text(data: bytes) -> None:
+    """Text in a wide encoding (by its byte order mark) or bytes with NULs, which Python never reads as source."""
+    for bom, name in _WIDE_BOMS:  # UTF-32 first: its little-endian mark starts with UTF-16's
+        if data.startswith(bom):
+            raise NotSource(f"{name} text: Python source must be UTF-8 or an ASCII-based encoding it declares")
+    if b"\0" in data:
+        raise NotSource("binary file (NUL bytes)")
 
 
 def failure(path: str, exc: Exception) -> Result:
@@ -156,6 +178,8 @@ def failure(path: str, exc: Exception) -> Result:
     if isinstance(exc, SyntaxError):
         location = f"{exc.lineno}:{exc.offset or 1}" if exc.lineno else ""
         return Result(path, error=f"syntax error: {_one_line(exc.msg)}", location=location)
+    if isinstance(exc, NotSource):
+        return Result(path, error=str(exc))
     if isinstance(exc, (UnicodeDecodeError, LookupError)):
         return Result(path, error=f"cannot decode: {_one_line(str(exc))}")
     if isinstance(exc, OSError):
