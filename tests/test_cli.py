@@ -74,6 +74,10 @@ def test_diff_is_coloured_on_a_terminal(monkeypatch, capsys):
         (lambda d: (d / "u32.py").write_text("x = 1\n", "utf-32"), ["u32.py"], "u32.py: UTF-32 text: "),
         (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "m.py"], "would overwrite the input"),
         (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "nope/out.py"], "does not exist"),
+        (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "--report", "m.py"], "m.py: --report would overwrite the input"),
+        (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "o.py", "--report", "o.py"], "o.py: both -o and --report would write it"),
+        (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "-o", "o.py", "--report", "./m.py"], "m.py: --report would overwrite the input"),
+        (lambda d: (d / "m.py").write_text("x = 1\n"), ["m.py", "--analyze", "--report", "."], ".: --report is a folder"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, capsys, make, args, message):

@@ -381,6 +381,12 @@ def test_settings_come_from_pyproject_and_flags_win(pkg, tmp_path, capsys):
         (["{pkg}", "--check", "--in-place"], "--check writes nothing"),
         (["{pkg}", "--select", "type_as,no_such_op", "-o", "{tmp}/out"], "no_such_op"),
         (["{pkg}", "--report", "{tmp}/nope/r.json", "--analyze"], "does not exist"),
+        (["{pkg}", "--in-place", "--report", "{pkg}/layers.py"], "layers.py: --report would overwrite the input"),
+        (["{pkg}", "--analyze", "--report", "{pkg}/README.md"], "README.md: --report would overwrite the input"),
+        (["{pkg}", "--in-place", "--report", "{pkg}/_pypto_kernels.py"], "--report would overwrite the kernels module"),
+        (["{pkg}", "-o", "{tmp}/src", "--report", "{tmp}/src/model.py"], "model.py: both -o and --report would write"),
+        (["{pkg}", "-o", "{tmp}/src", "--report", "{tmp}/src/weights.json"], "both -o and --report would write"),
+        (["{pkg}", "-o", "{tmp}/src", "--report", "{tmp}/src/_pypto_kernels.py"], "both -o and --report would write"),
         (["{pkg}/model.py", "{pkg}/layers.py", "--verify"], "--verify takes one file"),
     ],
 )
@@ -419,6 +425,15 @@ def test_a_mode_flag_overrides_the_configs_conflicting_mode(pkg, tmp_path, capsy
     else:
         assert "pypto_rsqrt" in (written / "model.py").read_text()
         assert (tmp_path / "out").exists() == ("-o" in args) and ("-o" not in args or snapshot(pkg) == before)
+
+
+def test_o_around_the_input_folder_must_not_overwrite_its_files(tmp_path, capsys):
+    """Issue 11 item 4: every output path is checked against every input, not only -o's folder."""
+    make_tree(tmp_path / "t", {"a/m.py": "x = 1\n", "a/a/m.py": "import torch\ny = torch.rsqrt(torch.ones(1))\n"})
+    before = snapshot(tmp_path)
+    assert main([str(tmp_path / "t" / "a"), "-o", str(tmp_path / "t")]) == 2  # t/a/m.py: the copy of a/m.py
+    assert capsys.readouterr().err == f"translate: error: {tmp_path / 't' / 'a' / 'm.py'}: -o would overwrite the input\n"
+    assert snapshot(tmp_path) == before
 
 
 def test_unknown_config_key_is_exit_2(pkg, tmp_path, capsys):

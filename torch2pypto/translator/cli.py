@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         options = _options(args)
         work = Work(options, code=_to_stdout(args, plan), diff=args.diff)
         jobs = plan.jobs(args.output, args.in_place)
+        _check_outputs(args, plan, jobs)
         if plan.single_file:
             translation = _translate_one(jobs[0], options)
             results = [runner.result_of(translation, work, jobs[0].target)]
@@ -193,6 +194,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         raise InputError(f"{dry[0]} writes nothing; drop {'-o' if args.output is not None else '--in-place'}")
     if args.report is not None and not args.report.parent.resolve().is_dir():
         raise InputError(f"{args.report}: folder {args.report.parent} does not exist")
+    if args.report is not None and args.report.is_dir():
+        raise InputError(f"{args.report}: --report is a folder")
     return args
 
 
@@ -252,10 +255,34 @@ def _check_output(output: Path, plan: Plan) -> None:
             raise InputError(f"{output}: not a folder")
         return
     target = _file_output(output, plan.files[0])
-    if target.resolve() == plan.files[0].resolve():
-        raise InputError(f"{output}: the output would overwrite the input")
     if not target.parent.resolve().is_dir():
         raise InputError(f"{output}: folder {target.parent} does not exist")
+
+
+def _check_outputs(args: argparse.Namespace, plan: Plan, jobs: list[Job]) -> None:
+    """No path the run writes (-o's files, a kernels module, --report) is an input or written twice."""
+    inputs = {p.resolve(): "the input" for p in plan.files}
+    for tree in plan.trees:
+        inputs.update((tree.root.joinpath(rel).resolve(), "the input") for rel in (*tree.sources, *tree.others))
+        inputs[(tree.root / files.KERNELS_FILE).resolve()] = "the kernels module"  # read, extended in place
+    outputs: dict[Path, str] = {}
+
+    def claim(path: Path, flag: str) -> None:
+        key = path.resolve()
+        if key in inputs:
+            raise InputError(f"{path}: {flag} would overwrite {inputs[key]}")
+        if key in outputs:
+            raise InputError(f"{path}: both {outputs[key]} and {flag} would write it")
+        outputs[key] = flag
+
+    if args.output is not None:
+        for job in jobs:
+            claim(job.target, "-o")
+        for tree in plan.trees:
+            for rel in (*tree.others, Path(files.KERNELS_FILE)):
+                claim(args.output / rel, "-o")
+    if args.report is not None:
+        claim(args.report, "--report")
 
 
 def _file_output(output: Path, source: Path) -> Path:
