@@ -128,3 +128,17 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys, args, m
     assert main(args) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == f"translate: error: {message}\n"
+
+
+def test_in_place_refuses_a_read_only_file_unless_forced(tmp_path, capsys):
+    """Issue 11 item 11: as an editor would; root ignores the mode bits, so they are read, not tried."""
+    a = tmp_path / "a.py"
+    a.write_bytes(SAMPLE.read_bytes())
+    a.chmod(0o444)
+    assert main([str(a), "--in-place"]) == 2
+    assert capsys.readouterr().err == f"translate: error: {a}: read-only file (--force replaces it)\n"
+    assert a.read_bytes() == SAMPLE.read_bytes() and sorted(tmp_path.iterdir()) == [a]
+    assert main([str(a), "--in-place", "--force"]) == 0
+    assert a.read_bytes() == (SAMPLE.parent / "qwen3_5_rmsnorm_pypto.py").read_bytes()
+    assert a.stat().st_mode & 0o777 == 0o444 and sorted(tmp_path.iterdir()) == [a]
+    assert main([str(a), "--in-place"]) == 0  # nothing to change: nothing to refuse

@@ -436,6 +436,21 @@ def test_o_around_the_input_folder_must_not_overwrite_its_files(tmp_path, capsys
     assert snapshot(tmp_path) == before
 
 
+def test_in_place_leaves_read_only_files_and_writes_the_others(pkg, tmp_path, capsys, monkeypatch):
+    """Issue 11 item 11: a read-only file that would change is reported as path: reason; --force replaces it."""
+    monkeypatch.setenv("COLUMNS", "300")  # the summary's failure lines unfolded
+    (pkg / "layers.py").chmod(0o444)
+    (pkg / "__init__.py").chmod(0o444)  # needs no change: not refused
+    layers = (pkg / "layers.py").read_bytes()
+    assert main([str(pkg), "--in-place", *EXCLUDE]) == 1
+    err = capsys.readouterr().err
+    assert f"{pkg / 'layers.py'}: read-only file (--force replaces it)" in err and "__init__.py" not in err
+    assert (pkg / "layers.py").read_bytes() == layers and "pypto_rsqrt" in (pkg / "model.py").read_text()
+    assert main([str(pkg), "--in-place", "--force", *EXCLUDE]) == 0
+    assert "pypto_" in (pkg / "layers.py").read_text() and (pkg / "layers.py").stat().st_mode & 0o777 == 0o444
+    assert not [p for p in pkg.rglob("*.tmp")]
+
+
 def test_unknown_config_key_is_exit_2(pkg, tmp_path, capsys):
     (tmp_path / "src" / "pyproject.toml").write_text("[tool.torch2pypto]\nexlude = []\n")
     assert main([str(pkg), "--check"]) == 2

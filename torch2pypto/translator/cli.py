@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _arguments(argv)
         plan = _plan(args)
         options = _options(args)
-        work = Work(options, code=_to_stdout(args, plan), diff=args.diff)
+        work = Work(options, code=_to_stdout(args, plan), diff=args.diff, force=args.force)
         jobs = plan.jobs(args.output, args.in_place)
         _check_outputs(args, plan, jobs)
         if plan.single_file:
@@ -145,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     add("paths", nargs="+", type=Path, metavar="PATH", help="files and folders to translate")
     add("-o", "--output", type=Path, metavar="OUT", help="a file for one file (default: stdout), a folder for a folder")
     add("--in-place", action="store_true", help="rewrite the files in place (each one replaced atomically)")
+    add("--force", action="store_true", help="with --in-place or -o, replace read-only files too")
     add("--diff", action="store_true", help="print a unified diff of every file that would change; write nothing")
     add("--check", action="store_true", help="write nothing; exit 1 if any file would change")
     add("--analyze", action="store_true", help="write the summary and report only, no code")

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 SECTION = "tool.torch2pypto"
-# Flags about one run rather than the project: where this run writes, a one-file --verify.
-_NOT_SETTINGS = frozenset({"output", "verify"})
+# Flags about one run rather than the project: where this run writes, replacing read-only files,
+# a one-file --verify.
+_NOT_SETTINGS = frozenset({"output", "force", "verify"})
 
 
 class ConfigError(Exception):

@@ -14,6 +14,7 @@ import codecs
 import concurrent.futures
 import dataclasses
 import difflib
+import errno
 import os
 import shutil
 import tempfile
@@ -46,11 +47,15 @@ class Job:
 
 @dataclasses.dataclass(frozen=True)
 class Work:
-    """What every job of a run does: translate with ``options``, return the code and/or a diff."""
+    """What every job of a run does: translate with ``options``, return the code and/or a diff.
+
+    ``force``: replace targets that are read-only too.
+    """
 
     options: Options
     code: bool = False
     diff: bool = False
+    force: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +145,8 @@ def translate_job(job: Job, work: Work) -> Result:
         return failure(job.path, exc)
     try:
         return result_of(translation, work, job.target)
+    except ReadOnly as exc:
+        return Result(job.path, error=exc.strerror)
     except OSError as exc:
         return Result(job.path, error=f"cannot write next to {job.target}: {exc.strerror or exc}")
 
@@ -187,11 +194,23 @@ def failure(path: str, exc: Exception) -> Result:
     return Result(path, error=f"internal error: {type(exc).__name__}: {_one_line(str(exc))}")
 
 
+class ReadOnly(PermissionError):
+    """A target that would change is read-only and the run is not forced (``Work.force``)."""
+
+    def __init__(self, target: Path) -> None:
+        super().__init__(errno.EACCES, "read-only file (--force replaces it)", str(target))
+
+
 def result_of(translation: Translation, work: Work, target: Path | None = None) -> Result:
-    """The small, picklable part of a translation that ``work`` needs (staged for ``target``)."""
+    """The small, picklable part of a translation that ``work`` needs (staged for ``target``).
+
+    Raises ``ReadOnly`` rather than stage a change for a read-only target, unless forced.
+    """
     t = translation
     changed = t.changed
     data = t.code.encode(t.encoding) if changed and (work.code or target is not None) else None
+    if target is not None and data is not None and not work.force and _read_only(target):
+        raise ReadOnly(target)
     return Result(
         t.path,
         changed,
@@ -222,6 +241,15 @@ def stage(target: Path, data: bytes) -> str:
         os.unlink(tmp)
         raise
     return tmp
+
+
+def _read_only(path: Path) -> bool:
+    """No write bit set, or not writable by this user (root may write anything: the bits decide, as in editors)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    return not mode & 0o222 or not os.access(path, os.W_OK)
 
 
 def discard(results: Sequence[Result]) -> None:
