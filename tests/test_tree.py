@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -88,11 +89,29 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".git/" not in p.as_posix() + "/"}
 
 
-def translate(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def translate(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "torch2pypto.translator.cli", *args],
+        [*prefix, sys.executable, "-m", "torch2pypto.translator.cli", *args],
         capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})},
     )  # fmt: skip
+
+
+def unprivileged(unreadable: Path) -> list[str]:
+    """A command prefix under which ``unreadable`` (mode 000) cannot be read, even when the tests run as root.
+
+    Root reads anything through two capabilities; setpriv (util-linux) runs a command without them.
+    """
+    prefix = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("as root, mode 000 does not stop reads, and setpriv is not installed to drop that power")
+        caps = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    if subprocess.run([*prefix, "cat", str(unreadable)], capture_output=True).returncode == 0:
+        pytest.skip("cannot make a file unreadable here (setpriv could not drop root's capabilities)")
+    return prefix
 
 
 @pytest.fixture
@@ -339,6 +358,28 @@ def test_a_broken_file_is_reported_and_the_others_still_written(pkg, tmp_path, c
     assert "translate: 2 files could not be translated" in err
     assert "pypto_rsqrt" in (out / "model.py").read_text()
     assert (out / "broken.py").read_bytes() == (pkg / "broken.py").read_bytes()  # copied as it was
+
+
+def test_an_unreadable_input_is_reported_as_an_input_and_the_others_still_written(pkg, tmp_path):
+    """Issue 11 item 7: not "cannot write <input>", no missing summary, no half-written output folder."""
+    secret, weights = pkg / "secret.py", pkg / "weights.json"
+    secret.write_text("import torch\nx = torch.rsqrt(torch.ones(2))\n")
+    secret.chmod(0)
+    weights.chmod(0)  # a file -o only copies
+    prefix = unprivileged(secret)
+    out = tmp_path / "out"
+    env = {"COLUMNS": "300", "NO_COLOR": "1"}
+    result = translate(str(pkg), "-o", str(out), "-j2", *EXCLUDE, env=env, prefix=prefix)
+    assert result.returncode == 1, result.stderr
+    err = result.stderr
+    assert f"{secret}: cannot read: Permission denied" in err and f"{weights}: cannot read: Permission denied" in err
+    assert "cannot write" not in err and "Conversion rate" in err
+    assert "translate: 1 file could not be translated" in err and "translate: 1 file could not be copied" in err
+    assert main([str(pkg), "-o", str(tmp_path / "expected"), *EXCLUDE]) == 0  # as root: every file read
+    assert set(snapshot(out)) == set(snapshot(tmp_path / "expected")) - {"secret.py", "weights.json"}
+    assert not list(out.rglob("*.tmp"))
+    diff = translate(str(pkg), "--diff", "-j2", *EXCLUDE, env=env, prefix=prefix)
+    assert diff.returncode == 1 and f"{secret}: cannot read: Permission denied" in diff.stderr
 
 
 def test_select_and_ignore_choose_the_call_sites(pkg, tmp_path):

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     kernels = _kernels_modules(plan, results)
     try:
-        _output(args, plan, jobs, results, kernels, out)
+        unread = _output(args, plan, jobs, results, kernels, out)
     except BrokenPipeError:  # `translate ... --diff | head`: stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         runner.discard(results)
-    status = _finish(args, plan, results, kernels, err)
+    status = _finish(args, plan, results, kernels, unread, err)
     if args.verify:
         try:
             from torch2pypto.translator.verify_sites import verify_translation  # imports torch
@@ -341,10 +341,11 @@ def _kernels_modules(plan: Plan, results: list[Result]) -> list[Kernels]:
 
 def _output(
     args: argparse.Namespace, plan: Plan, jobs: list[Job], results: list[Result], kernels: list[Kernels], out: Console
-) -> None:
+) -> list[str]:
     """Print or diff what the run produced, or write it: kernels modules, then the staged translations.
 
     ``-o`` makes the output a copy that runs as the input did: every file not translated is copied.
+    Returns ``path: reason`` for each file not translated that could not be read to be copied.
     """
     if args.diff:
         _print_diffs(out, results, kernels)
@@ -360,11 +361,20 @@ def _output(
             if module.after is not None:
                 _write_atomically(args.output / files.KERNELS_FILE, module.after.encode("utf-8"))
         _rename_staged(jobs, results)
-        copies = [(job.source, job.target) for r, job in zip(results, jobs) if not r.staged]
-        copies += [(tree.root / rel, args.output / rel) for tree in plan.trees for rel in tree.others]
-        for source, target in copies:
+        copies = [(job.source, job.target, r.failed) for r, job in zip(results, jobs) if not r.staged]
+        copies += [(tree.root / rel, args.output / rel, False) for tree in plan.trees for rel in tree.others]
+        unread = []
+        for source, target, reported in copies:
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
+            try:
+                shutil.copy2(source, target)
+            except OSError as exc:
+                if exc.filename != os.fspath(source):
+                    raise  # the output cannot be written
+                if not reported:  # a source that failed says so in the summary already
+                    unread.append(f"{source}: cannot read: {exc.strerror}")
+        return unread
+    return []
 
 
 def _rename_staged(jobs: list[Job], results: list[Result]) -> None:
@@ -419,8 +429,10 @@ def _outcome(result: Result) -> FileOutcome:
     return FileOutcome(result.path, CHANGED if result.changed else UNCHANGED, records=result.records)
 
 
-def _finish(args: argparse.Namespace, plan: Plan, results: list[Result], kernels: list[Kernels], err: Console) -> int:
-    """Per-file lines, the summary, the report and the gates; the exit code."""
+def _finish(
+    args: argparse.Namespace, plan: Plan, results: list[Result], kernels: list[Kernels], unread: list[str], err: Console
+) -> int:
+    """Per-file lines, the summary, the report and the gates (``unread``: files -o could not copy); the exit code."""
     outcomes = [_outcome(r) for r in results]
     would = [r.path for r in results if r.changed] + [str(k.path) for k in kernels if k.changed]
     if args.check:
@@ -442,6 +454,10 @@ def _finish(args: argparse.Namespace, plan: Plan, results: list[Result], kernels
         failed.append(f"--strict: {_count(left, 'call site')} left as torch or ambiguous")
     if args.fail_under is not None and summary.rate < args.fail_under:
         failed.append(f"--fail-under: conversion rate {format_rate(summary.rate)} is below {args.fail_under:g}%")
+    if unread:
+        failed.append(f"{_count(len(unread), 'file')} could not be copied")
+    for line in unread:
+        err.print(line, markup=False, soft_wrap=True)
     for message in failed:
         err.print(f"translate: {message}", markup=False, soft_wrap=True)
     return 1 if failed else 0
