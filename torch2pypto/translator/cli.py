@@ -2,17 +2,20 @@
 
 Exit codes follow black, ruff and libcst: 0 fine; 1 a gate failed (``--check``, ``--strict``,
 ``--fail-under``, ``--verify``) or a file of a multi-file run could not be translated; 2 bad
-usage, input or config (one line on stderr, nothing written); 130 interrupted before writing.
+usage, input or config (one line on stderr, nothing written); 130 interrupted (no trace left, or,
+once writing has begun, after every file is written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -67,18 +70,29 @@ class Plan:
 
 def main(argv: list[str] | None = None) -> int:
     out, err = _console(), _console(stderr=True)
+    staging = runner.Staging()
+    targets: list[Path] = []  # where translations are staged
+    created: list[Path] = []  # the folders staging creates
     try:
-        args = _arguments(argv)
-        plan = _plan(args)
-        options = _options(args)
-        work = Work(options, code=_to_stdout(args, plan), diff=args.diff, force=args.force)
-        jobs = plan.jobs(args.output, args.in_place)
-        _check_outputs(args, plan, jobs)
-        if plan.single_file:
-            translation = _translate_one(jobs[0], options)
-            results = [runner.result_of(translation, work, jobs[0].target)]
-        else:
-            results = runner.run(jobs, work, args.jobs or os.cpu_count() or 1, progress=err)
+        try:
+            args = _arguments(argv)
+            plan = _plan(args)
+            options = _options(args)
+            work = Work(options, code=_to_stdout(args, plan), diff=args.diff, force=args.force, staging=staging)
+            jobs = plan.jobs(args.output, args.in_place)
+            _check_outputs(args, plan, jobs)
+            targets = [job.target for job in jobs if job.target is not None]
+            created = runner.missing_folders(targets)
+            if plan.single_file:
+                translation = _translate_one(jobs[0], options)
+                results = [runner.result_of(translation, work, jobs[0].target)]
+            else:
+                results = runner.run(jobs, work, args.jobs or os.cpu_count() or 1, progress=err)
+            kernels = _kernels_modules(plan, results)
+        except BaseException:  # nothing written: no staged file, no folder made for one
+            staging.discard(targets)
+            runner.remove_empty(created)
+            raise
     except (InputError, ConfigError) as exc:
         err.print(f"translate: error: {exc}", markup=False, soft_wrap=True)
         return 2
@@ -88,9 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("translate: interrupted; nothing written", markup=False)
         return 130
-    kernels = _kernels_modules(plan, results)
     try:
-        unread = _output(args, plan, jobs, results, kernels, out)
+        unread = _output(args, plan, jobs, results, kernels, out, staging)
+    except KeyboardInterrupt:  # held while files were written (_output)
+        wrote = args.in_place or args.output is not None
+        err.print(f"translate: interrupted; {'every file was written first' if wrote else 'nothing written'}", markup=False)
+        return 130
     except BrokenPipeError:  # `translate ... --diff | head`: stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -98,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"translate: error: cannot write {exc.filename}: {exc.strerror}", markup=False, soft_wrap=True)
         return 1
     finally:
-        runner.discard(results)
+        staging.discard(targets)
     status = _finish(args, plan, results, kernels, unread, err)
     if args.verify:
         try:
@@ -340,41 +357,57 @@ def _kernels_modules(plan: Plan, results: list[Result]) -> list[Kernels]:
 
 
 def _output(
-    args: argparse.Namespace, plan: Plan, jobs: list[Job], results: list[Result], kernels: list[Kernels], out: Console
+    args: argparse.Namespace,
+    plan: Plan,
+    jobs: list[Job],
+    results: list[Result],
+    kernels: list[Kernels],
+    out: Console,
+    staging: runner.Staging,
 ) -> list[str]:
     """Print or diff what the run produced, or write it: kernels modules, then the staged translations.
 
     ``-o`` makes the output a copy that runs as the input did: every file not translated is copied.
     Returns ``path: reason`` for each file not translated that could not be read to be copied.
+    Ctrl-C while writing takes effect once every file is written.
     """
     if args.diff:
         _print_diffs(out, results, kernels)
     elif _to_stdout(args, plan):
         _write_stdout(results[0].code or plan.files[0].read_bytes())
     elif args.in_place:
-        for module in kernels:  # first: the files renamed next import from them
-            if module.changed:
-                _write_atomically(module.path, module.after.encode("utf-8"))
-        _rename_staged(jobs, results)
+        with _interrupts_held():
+            for module in kernels:  # first: the files renamed next import from them
+                if module.changed:
+                    _write_atomically(staging, module.path, module.after.encode("utf-8"))
+            _rename_staged(jobs, results)
     elif args.output is not None:
-        for module in kernels:
-            if module.after is not None:
-                _write_atomically(args.output / files.KERNELS_FILE, module.after.encode("utf-8"))
-        _rename_staged(jobs, results)
-        copies = [(job.source, job.target, r.failed) for r, job in zip(results, jobs) if not r.staged]
-        copies += [(tree.root / rel, args.output / rel, False) for tree in plan.trees for rel in tree.others]
-        unread = []
-        for source, target, reported in copies:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                shutil.copy2(source, target)
-            except OSError as exc:
-                if exc.filename != os.fspath(source):
-                    raise  # the output cannot be written
-                if not reported:  # a source that failed says so in the summary already
-                    unread.append(f"{source}: cannot read: {exc.strerror}")
-        return unread
+        with _interrupts_held():
+            return _write_output(args.output, plan, jobs, results, kernels, staging)
     return []
+
+
+def _write_output(
+    output: Path, plan: Plan, jobs: list[Job], results: list[Result], kernels: list[Kernels], staging: runner.Staging
+) -> list[str]:
+    """``-o``: the kernels module, the staged translations, then a copy of every other file."""
+    for module in kernels:
+        if module.after is not None:
+            _write_atomically(staging, output / files.KERNELS_FILE, module.after.encode("utf-8"))
+    _rename_staged(jobs, results)
+    copies = [(job.source, job.target, r.failed) for r, job in zip(results, jobs) if not r.staged]
+    copies += [(tree.root / rel, output / rel, False) for tree in plan.trees for rel in tree.others]
+    unread = []
+    for source, target, reported in copies:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copy2(source, target)
+        except OSError as exc:
+            if exc.filename != os.fspath(source):
+                raise  # the output cannot be written
+            if not reported:  # a source that failed says so in the summary already
+                unread.append(f"{source}: cannot read: {exc.strerror}")
+    return unread
 
 
 def _rename_staged(jobs: list[Job], results: list[Result]) -> None:
@@ -383,9 +416,22 @@ def _rename_staged(jobs: list[Job], results: list[Result]) -> None:
             os.replace(r.staged, job.target)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(staging: runner.Staging, path: Path, data: bytes) -> None:
     """Write via a temporary file in the same folder, so a reader never sees half a file."""
-    os.replace(runner.stage(path, data), path)
+    os.replace(staging.stage(path, data), path)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C while files are written takes effect once they all are (KeyboardInterrupt then)."""
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _write_stdout(data: bytes) -> None:

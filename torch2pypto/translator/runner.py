@@ -3,23 +3,28 @@
 Each worker reads its file, translates it and sends back a small ``Result``: the call-site
 records, the kernel definitions and, only if the file changed, what was asked for: the new
 bytes, a diff, or the name of a temporary file holding the new bytes next to the job's target
-(``stage``), which the caller renames over the target once the whole run has succeeded. So
+(``Staging``), which the caller renames over the target once the whole run has succeeded. So
 the caller's memory does not grow with the code translated. The caller gets results in job
-order, whatever order workers finish in. Workers never import pypto.
+order, whatever order workers finish in. Workers never import pypto. Ctrl-C is the caller's:
+workers ignore it, and an interrupted run stops them; the caller then removes what was staged
+by name (``Staging.discard``), whether or not a worker had replied.
 """
 
 from __future__ import annotations
 
 import codecs
 import concurrent.futures
+import contextlib
 import dataclasses
 import difflib
 import errno
+import multiprocessing
 import os
+import secrets
 import shutil
-import tempfile
+import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import libcst as cst
@@ -46,16 +51,68 @@ class Job:
 
 
 @dataclasses.dataclass(frozen=True)
+class Staging:
+    """Where a run stages files: next to each target, under a name unique to the run."""
+
+    token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(4))
+
+    def path(self, target: Path) -> Path:
+        return target.with_name(f".{target.name}.{self.token}.tmp")
+
+    def stage(self, target: Path, data: bytes) -> str:
+        """A file next to ``target`` holding ``data``, with the mode ``target`` has or would get.
+
+        ``os.replace(staged, target)`` then swaps it in atomically: a reader never sees half a file.
+        """
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path(target)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to a new file
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            if target.exists():
+                shutil.copymode(target, tmp)  # an executable script stays executable
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return str(tmp)
+
+    def discard(self, targets: Iterable[Path]) -> None:
+        """Remove what this run staged for ``targets`` and did not rename over them."""
+        for target in targets:
+            self.path(target).unlink(missing_ok=True)
+
+
+def missing_folders(targets: Iterable[Path]) -> list[Path]:
+    """The folders that staging for ``targets`` would create, deepest first."""
+    missing: set[Path] = set()
+    for target in targets:
+        folder = target.parent
+        while folder not in missing and not folder.exists():
+            missing.add(folder)
+            folder = folder.parent
+    return sorted(missing, key=lambda f: len(f.parts), reverse=True)
+
+
+def remove_empty(folders: Iterable[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) that exists and is empty; others stay as they are."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+@dataclasses.dataclass(frozen=True)
 class Work:
     """What every job of a run does: translate with ``options``, return the code and/or a diff.
 
-    ``force``: replace targets that are read-only too.
+    ``force``: replace targets that are read-only too. ``staging``: where changed files go.
     """
 
     options: Options
     code: bool = False
     diff: bool = False
     force: bool = False
+    staging: Staging = dataclasses.field(default_factory=Staging)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,20 +142,17 @@ def run(jobs: Sequence[Job], work: Work, workers: int, progress: Console | None 
     """Results of ``jobs`` in job order; ``workers`` > 1 translates in that many processes.
 
     ``progress``: the console on which a progress bar appears if the run takes long enough.
+    If this raises (Ctrl-C), no worker runs any more and ``work.staging.discard`` cleans up.
     """
     sizes = [_size(job.source) for job in jobs]
     results: list[Result | None] = [None] * len(jobs)
-    try:
-        with _ProgressBar(progress, sizes) as bar:
-            if workers <= 1 or len(jobs) <= 1:
-                for i, job in enumerate(jobs):
-                    results[i] = translate_job(job, work)
-                    bar.advance(i)
-            else:
-                _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar, results)
-    except BaseException:
-        discard([r for r in results if r is not None])
-        raise
+    with _ProgressBar(progress, sizes) as bar:
+        if workers <= 1 or len(jobs) <= 1:
+            for i, job in enumerate(jobs):
+                results[i] = translate_job(job, work)
+                bar.advance(i)
+        else:
+            _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar, results)
     return results  # type: ignore[return-value]
 
 
@@ -107,6 +161,7 @@ def _run_in_pool(
 ) -> None:
     biggest_first = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # no straggler at the end
     pool = concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work,))
+    others = set(multiprocessing.active_children())
     try:
         pending = {pool.submit(_translate_in_worker, jobs[i]): i for i in biggest_first}
         while pending:
@@ -120,8 +175,12 @@ def _run_in_pool(
                     results[i] = Result(jobs[i].path, error=f"worker failed: {reason}")
                 bar.advance(i)
             bar.refresh()
+    except BaseException:  # Ctrl-C: stop the workers, even halfway through a file
+        for worker in set(multiprocessing.active_children()) - others:
+            worker.terminate()
+        raise
     finally:
-        pool.shutdown(cancel_futures=True)  # on Ctrl-C, do not run the jobs still queued
+        pool.shutdown(cancel_futures=True)  # the jobs still queued are not run
 
 
 _work: Work | None = None  # set once in each worker process
@@ -130,6 +189,7 @@ _work: Work | None = None  # set once in each worker process
 def _set_work(work: Work) -> None:
     global _work
     _work = work
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the caller handles it
 
 
 def _translate_in_worker(job: Job) -> Result:
@@ -217,30 +277,10 @@ def result_of(translation: Translation, work: Work, target: Path | None = None) 
         t.encoding,
         data if target is None else None,
         unified_diff(t.source, t.code, t.path) if changed and work.diff else "",
-        stage(target, data) if target is not None and data is not None else "",
+        work.staging.stage(target, data) if target is not None and data is not None else "",
         t.records,
         t.definitions,
     )
-
-
-def stage(target: Path, data: bytes) -> str:
-    """A temporary file next to ``target`` holding ``data``, with the mode ``target`` has or would get.
-
-    ``os.replace(staged, target)`` then swaps it in atomically: a reader never sees half a file.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if target.exists():
-            shutil.copymode(target, tmp)  # an executable script stays executable
-        else:
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is not what a new file gets
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
 
 
 def _read_only(path: Path) -> bool:
@@ -250,19 +290,6 @@ def _read_only(path: Path) -> bool:
     except FileNotFoundError:
         return False
     return not mode & 0o222 or not os.access(path, os.W_OK)
-
-
-def discard(results: Sequence[Result]) -> None:
-    """Remove the staged files of ``results`` that were not renamed over their targets."""
-    for r in results:
-        if r.staged and os.path.exists(r.staged):
-            os.unlink(r.staged)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def unified_diff(before: str | None, after: str, path: str) -> str:
