@@ -457,7 +457,7 @@ def test_an_unreadable_input_is_reported_as_an_input_and_the_others_still_writte
     weights.chmod(0)  # a file -o only copies
     prefix = unprivileged(secret)
     out = tmp_path / "out"
-    env = {"COLUMNS": "300", "NO_COLOR": "1"}
+    env = {"COLUMNS": "1000", "NO_COLOR": "1"}
     result = translate(str(pkg), "-o", str(out), "-j2", *EXCLUDE, env=env, prefix=prefix)
     assert result.returncode == 1, result.stderr
     err = result.stderr
@@ -568,7 +568,7 @@ def test_o_around_the_input_folder_must_not_overwrite_its_files(tmp_path, capsys
 
 def test_in_place_leaves_read_only_files_and_writes_the_others(pkg, tmp_path, capsys, monkeypatch):
     """Issue 11 item 11: a read-only file that would change is reported as path: reason; --force replaces it."""
-    monkeypatch.setenv("COLUMNS", "300")  # the summary's failure lines unfolded
+    monkeypatch.setenv("COLUMNS", "1000")  # the summary's failure lines unfolded
     (pkg / "layers.py").chmod(0o444)
     (pkg / "__init__.py").chmod(0o444)  # needs no change: not refused
     layers = (pkg / "layers.py").read_bytes()

@@ -179,23 +179,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected a percentage from 0 to 100, got {text}")
-    return value
+    with contextlib.suppress(ValueError):
+        if 0 <= (value := float(text)) <= 100:
+            return value
+    raise argparse.ArgumentTypeError(f"expected a percentage from 0 to 100, got {text}")
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text}")
-    return value
+    with contextlib.suppress(ValueError):
+        if (value := int(text)) >= 1:
+            return value
+    raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text}")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
