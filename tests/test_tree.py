@@ -581,6 +581,19 @@ def test_in_place_leaves_read_only_files_and_writes_the_others(pkg, tmp_path, ca
     assert not [p for p in pkg.rglob("*.tmp")]
 
 
+def test_a_read_only_kernels_module_that_would_change_stops_the_run_unless_forced(mirrored, capsys):
+    """Issue 11 item 11: the tree's files import from it, so none is written without it."""
+    kernels = mirrored / "_pypto_kernels.py"
+    (mirrored / "extra.py").write_text("import torch\n\n\ndef f(x: torch.Tensor):\n    return x.exp()\n")
+    kernels.chmod(0o444)
+    before = everything(mirrored)
+    assert main([str(mirrored), "--in-place"]) == 2
+    assert capsys.readouterr().err == f"translate: error: {kernels}: read-only file (--force replaces it)\n"
+    assert everything(mirrored) == before
+    assert main([str(mirrored), "--in-place", "--force"]) == 0
+    assert "def pypto_exp(" in kernels.read_text() and kernels.stat().st_mode & 0o777 == 0o444
+
+
 def test_unknown_config_key_is_exit_2(pkg, tmp_path, capsys):
     (tmp_path / "src" / "pyproject.toml").write_text("[tool.torch2pypto]\nexlude = []\n")
     assert main([str(pkg), "--check"]) == 2

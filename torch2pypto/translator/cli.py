@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 results = runner.run(jobs, work, args.jobs or os.cpu_count() or 1, progress=err)
             kernels = _kernels_modules(plan, results)
+            if not args.force:
+                _refuse_read_only(args, kernels)
         except BaseException:  # nothing written: no staged file, no folder made for one
             staging.discard(targets)
             runner.remove_empty(created)
@@ -348,6 +350,19 @@ def _kernels_modules(plan: Plan, results: list[Result]) -> list[Kernels]:
         after = emit.kernels_module_source(before, definitions) if definitions or before is not None else None
         modules.append(Kernels(path, before, after))
     return modules
+
+
+def _refuse_read_only(args: argparse.Namespace, kernels: list[Kernels]) -> None:
+    """A kernels module to be replaced that is read-only is bad input: its tree's files import from it."""
+    for module in kernels:
+        if args.in_place and module.changed:
+            path = module.path
+        elif args.output is not None and module.after is not None:
+            path = args.output / files.KERNELS_FILE
+        else:
+            continue
+        if runner.read_only(path):
+            raise InputError(f"{path}: {runner.ReadOnly.REASON}")
 
 
 def _output(

@@ -257,8 +257,10 @@ def failure(path: str, exc: Exception) -> Result:
 class ReadOnly(PermissionError):
     """A target that would change is read-only and the run is not forced (``Work.force``)."""
 
+    REASON = "read-only file (--force replaces it)"
+
     def __init__(self, target: Path) -> None:
-        super().__init__(errno.EACCES, "read-only file (--force replaces it)", str(target))
+        super().__init__(errno.EACCES, self.REASON, str(target))
 
 
 def result_of(translation: Translation, work: Work, target: Path | None = None) -> Result:
@@ -269,7 +271,7 @@ def result_of(translation: Translation, work: Work, target: Path | None = None) 
     t = translation
     changed = t.changed
     data = t.code.encode(t.encoding) if changed and (work.code or target is not None) else None
-    if target is not None and data is not None and not work.force and _read_only(target):
+    if target is not None and data is not None and not work.force and read_only(target):
         raise ReadOnly(target)
     return Result(
         t.path,
@@ -283,7 +285,7 @@ def result_of(translation: Translation, work: Work, target: Path | None = None) 
     )
 
 
-def _read_only(path: Path) -> bool:
+def read_only(path: Path) -> bool:
     """No write bit set, or not writable by this user (root may write anything: the bits decide, as in editors)."""
     try:
         mode = path.stat().st_mode
