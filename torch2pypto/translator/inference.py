@@ -276,6 +276,25 @@ class Inference:
             return self._name_dtype(expr)
         return None
 
+    def static_device(self, expr: ast.expr) -> bool:
+        """Whether an expression statically names a device: ``"cuda:0"``, ``torch.device(...)``, ``x.device``."""
+        kind = type(expr)
+        if kind is ast.Constant:
+            return isinstance(expr.value, str) and expr.value.partition(":")[0] in FACTS.device_types
+        if kind is ast.Call:
+            return bool(self._index.import_names(expr.func) & FACTS.device_classes)
+        if kind is ast.Attribute:
+            return expr.attr == "device" and not self._index.import_names(expr)
+        if kind is ast.Name:
+            bindings = self._index.bindings(expr)
+            return bool(bindings) and all(self._binding_device(b) for b in bindings)
+        return False
+
+    def _binding_device(self, binding: Binding) -> bool:
+        if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None:
+            return bool(self._index.import_names(binding.annotation) & FACTS.device_classes)
+        return binding.kind == ASSIGN and binding.value is not binding.node and self.static_device(binding.value)
+
     def _name_dtype(self, name: ast.Name) -> str | None:
         dtype = _torch_dtype(self._index.import_names(name))
         if dtype:

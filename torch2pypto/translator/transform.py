@@ -16,7 +16,7 @@ from typing import Callable
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torch2pypto.mapping import CATEGORIES, Entry, Param, Table
+from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.binding import BindError, ast_args, bind, cst_args
@@ -127,6 +127,9 @@ class Sites:
         if found.ambiguous:
             attempt.status, attempt.reason = AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)"
             return attempt
+        if entry.category == HOST_SIDE or self._moves_device(call, entry):
+            attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
+            return attempt
         try:
             bound = bind(entry.params, ast_args(call), call.func.value if found.method else None)
         except BindError as exc:
@@ -137,6 +140,19 @@ class Sites:
         attempt.torch_name = lambda: inference.torch_name(call)
         attempt.status = ""  # pending: the rule decides
         return attempt
+
+
+    def _moves_device(self, call: ast.Call, entry: Entry) -> bool:
+        """A call that only names a device (and transfer flags) for an op that takes one: ``x.to("cuda")``."""
+        kinds = {p.name: p.kinds for p in entry.params}
+        if ("Device",) not in kinds.values() or not (call.args or call.keywords):
+            return False
+        named = [kinds.get(k.arg) == ("Device",) for k in call.keywords if kinds.get(k.arg) != ("bool",)]
+        named += [self.inference.static_device(a) for a in call.args]
+        return bool(named) and all(named)
+
+
+_MOVE = "a device move: host-side memory transfer, no kernel"
 
 
 class SegmentRewriter(cst.CSTTransformer):
