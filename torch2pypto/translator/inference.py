@@ -14,6 +14,7 @@ import ast
 from typing import Iterable
 
 from torch2pypto.mapping.facts import load_facts
+from torch2pypto.translator.hierarchy import Hierarchy
 from torch2pypto.translator.scopes import (
     ANNOTATED,
     ASSIGN,
@@ -58,8 +59,10 @@ def _through(receiver: str) -> str:
 class Inference:
     """Static facts over one module, answered from its :class:`ModuleIndex`; memoised per node."""
 
-    def __init__(self, index: ModuleIndex, tensor_methods: frozenset[str]) -> None:
+    def __init__(self, index: ModuleIndex, tensor_methods: frozenset[str], hierarchy: Hierarchy | None = None) -> None:
+        """``hierarchy`` answers for base classes that other files define (None: no file is read)."""
         self._index = index
+        self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
         self._kinds: dict[ast.AST, str] = {}
         self._pending: set[int] = set()
@@ -225,7 +228,7 @@ class Inference:
         return combine(kinds) if kinds else UNKNOWN
 
     def _is_module_class(self, cls: ast.ClassDef) -> bool:
-        """Derives from ``nn.Module``, directly or through classes of this module."""
+        """Derives from ``nn.Module``, directly or through classes of this module or of files it imports."""
         known = self._module_classes.get(cls)
         if known is None:
             self._module_classes[cls] = False  # a cyclic hierarchy is not a module
@@ -234,7 +237,7 @@ class Inference:
         return known
 
     def _is_module_base(self, base: ast.expr) -> bool:
-        if self._index.import_names(base) & FACTS.module_classes:
+        if any(self._hierarchy.is_module(name) for name in self._index.import_names(base)):
             return True
         if type(base) is not ast.Name:
             return False

@@ -20,6 +20,7 @@ from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.binding import BindError, ast_args, bind, cst_args
+from torch2pypto.translator.hierarchy import Hierarchy
 from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.scopes import ModuleIndex
@@ -34,11 +35,14 @@ class Options:
 
     ``select``/``ignore`` hold op names (``to``), torch APIs (``torch.Tensor.to``) or categories
     (``pure-rename``, ``unmapped``). As in ruff, call sites not selected are not part of the run.
+    ``module_bases``: absolute dotted names of classes to take as nn.Module bases
+    (``transformers.PreTrainedModel``), for code whose bases are not on disk.
     """
 
     assume_tensors: bool = False
     select: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()
+    module_bases: frozenset[str] = frozenset()
 
     def validate(self, table: Table) -> None:
         """Raise ValueError naming the first term that is no op, torch API or category."""
@@ -89,11 +93,12 @@ class Attempt:
 class Sites:
     """The torch call sites of one module, decided on its ast."""
 
-    def __init__(self, table: Table, options: Options, index: ModuleIndex) -> None:
+    def __init__(self, table: Table, options: Options, index: ModuleIndex, path: str | None = None) -> None:
+        """``path``: the module's file, whose imports name the files base classes are read from."""
         self.table = table
         self.options = options
         self.index = index
-        self.inference = Inference(index, table.methods)
+        self.inference = Inference(index, table.methods, Hierarchy(path, options.module_bases))
 
     def resolve(self, call: ast.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
