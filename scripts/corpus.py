@@ -43,6 +43,7 @@ from torch2pypto.translator.translate import Translation, translate_source
 REQUIREMENT = "transformers==5.23.0"
 WHEEL_GLOB = "transformers-5.23.0-*.whl"
 EXPECTED = (530, 559_300)  # modeling files and their lines in that wheel
+LAYOUT = "models+package"  # what extract() takes from the wheel: a different layout extracts again
 
 # check -> how its failures are counted in the results block
 CHECKS = {
@@ -102,23 +103,27 @@ def fetch(cache: Path) -> Path:
         subprocess.run([*pip, "-d", str(cache)], check=True)
         wheels = sorted(cache.glob(WHEEL_GLOB))
     src = cache / "src"
-    if not (src / ".complete").exists():
+    stamp = f"{wheels[-1].name} {LAYOUT}\n"
+    if not (src / ".complete").is_file() or (src / ".complete").read_text() != stamp:
         partial = Path(tempfile.mkdtemp(prefix="src.", dir=cache))
         extract(wheels[-1], partial)
-        (partial / ".complete").write_text(wheels[-1].name + "\n")
+        (partial / ".complete").write_text(stamp)
         shutil.rmtree(src, ignore_errors=True)
         partial.rename(src)
     return src / "transformers" / "models"
 
 
 def extract(wheel: Path, dest: Path) -> None:
-    """Extract ``transformers/models/**/modeling_*.py`` and the ``__init__.py`` of their packages."""
+    """Extract ``transformers/models/**/modeling_*.py``, the ``__init__.py`` of their packages and
+    the package's modules outside ``models/`` (``modeling_utils.py``...), where their base classes live."""
     with zipfile.ZipFile(wheel) as archive:
-        names = [n for n in archive.namelist() if n.startswith("transformers/models/")]
-        modeling = {n for n in names if n.endswith(".py") and n.rsplit("/", 1)[-1].startswith("modeling_")}
+        names = [n for n in archive.namelist() if n.startswith("transformers/") and n.endswith(".py")]
+        models = [n for n in names if n.startswith("transformers/models/")]
+        modeling = {n for n in models if n.rsplit("/", 1)[-1].startswith("modeling_")}
         packages = {n.rsplit("/", 1)[0] for n in modeling} | {"transformers/models"}
-        inits = {n for n in names if n.endswith("/__init__.py") and n.rsplit("/", 1)[0] in packages}
-        for name in sorted(modeling | inits):
+        inits = {n for n in models if n.endswith("/__init__.py") and n.rsplit("/", 1)[0] in packages}
+        outside = {n for n in names if not n.startswith("transformers/models/")}
+        for name in sorted(modeling | inits | outside):
             archive.extract(name, dest)
 
 
