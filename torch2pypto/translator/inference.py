@@ -11,7 +11,8 @@ called with tensors).
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+import dataclasses
+from typing import Iterable, Mapping
 
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.translator.hierarchy import Hierarchy
@@ -263,6 +264,19 @@ class Inference:
             return TENSOR
         return NOT_TENSOR if names or kind in (ast.Name, ast.Attribute) else UNKNOWN
 
+    def held_module(self, func: ast.Attribute) -> HeldModule | None:
+        """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
+        if not _is_self(func.value):
+            return None
+        cls = self._enclosing_class(func.value)
+        values = self._class_index(cls).assigned.get(func.attr) if cls else None
+        if not values or any(type(v) is not ast.Call for v in values):
+            return None
+        names = set.union(*(self._index.import_names(v.func) for v in values))
+        if len(names) != 1 or not next(iter(names)).startswith("torch.nn."):
+            return None
+        return HeldModule(names.pop(), all(not v.args and not v.keywords for v in values))
+
     # --- dtypes and names ----------------------------------------------------------------
 
     def static_dtype(self, expr: ast.expr) -> str | None:
@@ -347,6 +361,18 @@ class Inference:
         """The class whose body defines ``function`` directly."""
         scope = self._index.scope_of.get(function)
         return scope.node if scope is not None and scope.is_class else None
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldModule:
+    """An nn module class held in an attribute; ``bare``: every instance was built with no arguments."""
+
+    name: str
+    bare: bool
+
+    def held(self, attributes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        """(parameter, attribute) pairs a call reads from the module; a bare module's are at their defaults."""
+        return () if self.bare else tuple(attributes.items())
 
 
 def is_tensor_function(name: str) -> bool:

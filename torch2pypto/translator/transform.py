@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.translator.binding import BindError, ast_args, bind, cst_args
+from torch2pypto.translator.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
 from torch2pypto.translator.hierarchy import Hierarchy
 from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
@@ -65,6 +65,7 @@ class Resolved:
     entry: Entry | None
     method: bool = False
     ambiguous: bool = False
+    held: tuple[tuple[str, str], ...] | None = None  # an nn module's call: (parameter, attribute) it holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +112,10 @@ class Sites:
                 return Resolved(name, entry) if entry is not None or is_tensor_function(name) else None
         if type(func) is not ast.Attribute:
             return None
+        module = self.inference.held_module(func)
+        if module is not None:
+            entry = self.table.by_module.get(module.name)
+            return Resolved(module.name, entry, held=module.held(entry.modules[module.name])) if entry else None
         entry = self.table.method(func.attr)
         if entry is None or (is_dotted(func.value) and self.index.import_names(func.value)):
             return None
@@ -136,7 +141,7 @@ class Sites:
             attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
             return attempt
         try:
-            bound = bind(entry.params, ast_args(call), call.func.value if found.method else None)
+            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), call.func.value if found.method else None)
         except BindError as exc:
             attempt.reason = str(exc)
             return attempt
@@ -178,7 +183,8 @@ class SegmentRewriter(cst.CSTTransformer):
             return updated
         found, entry = attempt.resolved, attempt.resolved.entry
         receiver = updated.func.value if found.method else None
-        site = CallSite(entry, bind(entry.params, cst_args(updated), receiver), attempt.static_dtype, attempt.torch_name)
+        bound = bind(entry.params, cst_args(updated) + cst_held(updated, found.held), receiver)
+        site = CallSite(entry, bound, attempt.static_dtype, attempt.torch_name)
         result = RULES[entry.category](site)
         if not isinstance(result, Converted):
             attempt.status, attempt.reason = UNSUPPORTED, result.reason
