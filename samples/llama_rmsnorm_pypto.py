@@ -39,6 +39,18 @@ def _as_rows(t):
     return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
 
 
+def _annotated(namespace):
+    """Evaluate a kernel's annotations in `namespace`: PyPTO reads them as objects, and a module
+    with `from __future__ import annotations` leaves them as strings."""
+    def evaluate(kernel):
+        kernel.__annotations__ = {
+            name: eval(note, kernel.__globals__, namespace) if isinstance(note, str) else note
+            for name, note in kernel.__annotations__.items()
+        }
+        return kernel
+    return evaluate
+
+
 def _tile_shape(cols, buffers):
     """Vector tile [rows, tile_cols] whose FP32 copies (`buffers` of them) fit the unified buffer."""
     tile_cols = min(cols, _UB_BYTES // (4 * buffers))
@@ -53,6 +65,7 @@ def cast_kernel(dtype, out_dtype, cols):
     result_via_fp32 = {dtype, out_dtype} == {pypto.DT_BF16, pypto.DT_FP16}
 
     @pypto.frontend.jit()
+    @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
         out: pypto.Tensor([pypto.DYNAMIC, cols], out_dtype),
@@ -91,6 +104,7 @@ def pow_kernel(dtype, cols):
     rows, tile_cols = _tile_shape(cols, buffers=3)
 
     @pypto.frontend.jit()
+    @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
         other: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -115,6 +129,7 @@ def pow_scalar_kernel(dtype, cols, other):
     rows, tile_cols = _tile_shape(cols, buffers=2)
 
     @pypto.frontend.jit()
+    @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
         out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -175,6 +190,7 @@ def mean_kernel(dtype, out_dtype, cols, count):
     rows, tile_cols = _tile_shape(cols, buffers=4)
 
     @pypto.frontend.jit()
+    @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
         out: pypto.Tensor([pypto.DYNAMIC, 1], out_dtype),
@@ -218,6 +234,7 @@ def rsqrt_kernel(dtype, cols):
     rows, tile_cols = _tile_shape(cols, buffers=2)
 
     @pypto.frontend.jit()
+    @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
         out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),

@@ -43,6 +43,7 @@ from torch2pypto.translator.translate import Translation, translate_source
 REQUIREMENT = "transformers==5.23.0"
 WHEEL_GLOB = "transformers-5.23.0-*.whl"
 EXPECTED = (530, 559_300)  # modeling files and their lines in that wheel
+LAYOUT = "models+package"  # what extract() takes from the wheel: a different layout extracts again
 
 # check -> how its failures are counted in the results block
 CHECKS = {
@@ -102,23 +103,27 @@ def fetch(cache: Path) -> Path:
         subprocess.run([*pip, "-d", str(cache)], check=True)
         wheels = sorted(cache.glob(WHEEL_GLOB))
     src = cache / "src"
-    if not (src / ".complete").exists():
+    stamp = f"{wheels[-1].name} {LAYOUT}\n"
+    if not (src / ".complete").is_file() or (src / ".complete").read_text() != stamp:
         partial = Path(tempfile.mkdtemp(prefix="src.", dir=cache))
         extract(wheels[-1], partial)
-        (partial / ".complete").write_text(wheels[-1].name + "\n")
+        (partial / ".complete").write_text(stamp)
         shutil.rmtree(src, ignore_errors=True)
         partial.rename(src)
     return src / "transformers" / "models"
 
 
 def extract(wheel: Path, dest: Path) -> None:
-    """Extract ``transformers/models/**/modeling_*.py`` and the ``__init__.py`` of their packages."""
+    """Extract ``transformers/models/**/modeling_*.py``, the ``__init__.py`` of their packages and
+    the package's modules outside ``models/`` (``modeling_utils.py``...), where their base classes live."""
     with zipfile.ZipFile(wheel) as archive:
-        names = [n for n in archive.namelist() if n.startswith("transformers/models/")]
-        modeling = {n for n in names if n.endswith(".py") and n.rsplit("/", 1)[-1].startswith("modeling_")}
+        names = [n for n in archive.namelist() if n.startswith("transformers/") and n.endswith(".py")]
+        models = [n for n in names if n.startswith("transformers/models/")]
+        modeling = {n for n in models if n.rsplit("/", 1)[-1].startswith("modeling_")}
         packages = {n.rsplit("/", 1)[0] for n in modeling} | {"transformers/models"}
-        inits = {n for n in names if n.endswith("/__init__.py") and n.rsplit("/", 1)[0] in packages}
-        for name in sorted(modeling | inits):
+        inits = {n for n in models if n.endswith("/__init__.py") and n.rsplit("/", 1)[0] in packages}
+        outside = {n for n in names if not n.startswith("transformers/models/")}
+        for name in sorted(modeling | inits | outside):
             archive.extract(name, dest)
 
 
@@ -297,11 +302,13 @@ def count_problems(report: dict) -> list[str]:
         "converted": sites["converted"],
         "left_as_torch": sites["left-as-torch"],
         "ambiguous": sites["ambiguous"],
+        "host_side": sites["host-side"],
         "left_as_torch_by_reason": dict(reasons),
     }
     said = dict(summary, left_as_torch_by_reason={x["reason"]: x["count"] for x in summary["left_as_torch_by_reason"]})
     problems = [f"summary {k} is {said.get(k)!r}, records give {v!r}" for k, v in counted.items() if said.get(k) != v]
-    rate = sites["converted"] / len(records) * 100 if records else 100.0
+    candidates = len(records) - sites["host-side"]
+    rate = sites["converted"] / candidates * 100 if candidates else 100.0
     if not math.isclose(summary["rate"], rate):
         problems.append(f"summary rate is {summary['rate']!r}, the records give {rate!r}")
     if set(sites) - set(STATUS_NAMES.values()):
@@ -315,7 +322,7 @@ def count_problems(report: dict) -> list[str]:
     for key in sorted(set(ops) | set(by_op)):
         op, count = ops.get(key, {}), by_op.get(key, collections.Counter())
         want = {"count": count.total(), "converted": count["converted"]}
-        want.update(left_as_torch=count["left-as-torch"], ambiguous=count["ambiguous"])
+        want.update(left_as_torch=count["left-as-torch"], ambiguous=count["ambiguous"], host_side=count["host-side"])
         got = {k: op.get(k, 0) for k in want}
         if got != want:
             problems.append(f"ops row {key[0]} ({key[1]}) says {got}, the records give {want}")
@@ -390,6 +397,7 @@ class OpCount:
     sites: int = 0
     converted: int = 0
     ambiguous: int = 0
+    host_side: int = 0
     left_as_torch: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # reason -> sites
 
 
@@ -403,6 +411,8 @@ def conversion_report(records: list[dict]) -> list[OpCount]:
             op.converted += 1
         elif r["status"] == "ambiguous":
             op.ambiguous += 1
+        elif r["status"] == "host-side":
+            op.host_side += 1
         else:
             op.left_as_torch[r["reason"]] += 1
     return sorted(ops.values(), key=lambda op: (-op.sites, op.api))
@@ -435,26 +445,31 @@ def print_results(files: int, lines: int, run: CliRun, problems: list[Problem], 
 
 
 def print_conversion_report(records: list[dict], unmapped_rows: int = 25) -> None:
-    """Per torch API, most call sites first: converted, ambiguous, left as torch by reason."""
+    """Per torch API, most call sites first: converted, ambiguous, host-side, left as torch by reason."""
     ops = conversion_report(records)
     print(f"\nconversion report: {len(records):,} torch call sites of {len(ops)} APIs, most frequent first")
-    print(f"  {'sites':>6} {'conv':>6} {'ambig':>6} {'torch':>6}  api (category)")
+    print(f"  {'sites':>6} {'conv':>6} {'ambig':>6} {'host':>6} {'torch':>6}  api (category)")
     hidden = [op for op in ops if op.category == "unmapped"][unmapped_rows:]
     hidden_apis = {op.api for op in hidden}
     for op in ops:
         if op.api in hidden_apis:
             continue
-        counts = f"{op.sites:6,} {op.converted:6,} {op.ambiguous:6,} {op.left_as_torch.total():6,}"
+        counts = f"{op.sites:6,} {op.converted:6,} {op.ambiguous:6,} {op.host_side:6,} {op.left_as_torch.total():6,}"
         print(f"  {counts}  {op.api} ({op.category})")
         if op.category != "unmapped":
             for reason, n in op.left_as_torch.most_common():
-                print(f"  {'':20} {n:6,}    left as torch: {reason}")
+                print(f"  {'':27} {n:6,}    left as torch: {reason}")
     if hidden:
         print(f"  ... {len(hidden)} more unmapped APIs with {sum(op.sites for op in hidden):,} sites")
     converted = sum(op.converted for op in ops)
-    mapped = sum(op.sites for op in ops if op.category != "unmapped")
-    print(f"\nconversion rate: {converted:,} of {len(records):,} call sites ({_percent(converted, len(records))});"
-          f" of the {mapped:,} sites of ops in the mapping table: {_percent(converted, mapped)}")  # fmt: skip
+    host_side = sum(op.host_side for op in ops)
+    ambiguous = sum(op.ambiguous for op in ops)
+    kernel = len(records) - host_side
+    mapped = sum(op.sites - op.host_side for op in ops if op.category not in ("unmapped", "host-side"))
+    print(f"\nconversion rate: {converted:,} of the {kernel:,} call sites that are not host-side ({_percent(converted, kernel)});"
+          f" of the {mapped:,} such sites of ops in the mapping table: {_percent(converted, mapped)}")  # fmt: skip
+    print(f"host-side: {host_side:,} of {len(records):,} call sites ({_percent(host_side, len(records))});"
+          f" ambiguous: {ambiguous:,} ({_percent(ambiguous, len(records))})")  # fmt: skip
 
 
 def _percent(part: int, whole: int) -> str:

@@ -7,9 +7,9 @@ import os
 import jsonschema
 import pytest
 
-from torch2pypto.rules import RULES
+from torch2pypto.mapping import CATEGORIES
 from torch2pypto.translator.json_report import SCHEMA_VERSION, report_data, schema, write_report
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
 from torch2pypto.translator.summary import CHANGED, FAILED, UNCHANGED, FileOutcome, summarize_run
 
 
@@ -26,8 +26,9 @@ FILES = [
         CHANGED,
         records=(
             site("torch.exp", CONVERTED, line=3),
-            site("torch.zeros", UNSUPPORTED, "not in the mapping table", "unmapped", line=4),
+            site("torch.cdist", UNSUPPORTED, "not in the mapping table", "unmapped", line=4),
             site("torch.Tensor.exp", AMBIGUOUS, "receiver not known to be a tensor", line=5),
+            site("torch.Tensor.view", HOST_SIDE, "a view: a kernel would turn it into a copy", "host-side", line=6),
         ),
     ),
     FileOutcome("pkg/empty.py", UNCHANGED),
@@ -51,11 +52,11 @@ def test_counts_are_the_terminal_summarys(data):
     """The JSON counts are the terminal's, and both are what the records say (counted here by hand)."""
     s = summarize_run(FILES)
     assert data["summary"] == {
-        "files_seen": 3, "files_changed": 1, "files_failed": 1, "sites_seen": 3, "converted": 1,
+        "files_seen": 3, "files_changed": 1, "files_failed": 1, "sites_seen": 4, "converted": 1,
         "left_as_torch": 1, "left_as_torch_by_reason": [{"reason": "not in the mapping table", "count": 1}],
-        "ambiguous": 1, "rate": 100 / 3,
+        "ambiguous": 1, "host_side": 1, "rate": 100 / 3,
     }  # fmt: skip
-    assert (s.files_seen, s.sites_seen, s.converted, s.left_as_torch_total, s.ambiguous) == (3, 3, 1, 1, 1)
+    assert (s.files_seen, s.sites_seen, s.converted, s.left_as_torch_total, s.ambiguous, s.host_side) == (3, 4, 1, 1, 1, 1)
     assert [(o["api"], o["count"], o["left_as_torch"]) for o in data["ops"]] == [
         (op.api, op.count, op.left_as_torch) for op in s.ops
     ]
@@ -68,7 +69,7 @@ def test_one_record_per_call_site_and_one_entry_per_file(data):
         "column": 9,
         "end_line": 5,
         "end_column": 4,
-        "api": "torch.zeros",
+        "api": "torch.cdist",
         "category": "unmapped",
         "pypto_api": None,
         "status": "left-as-torch",
@@ -105,7 +106,16 @@ def test_wrong_values_are_invalid(data, path, value):
 
 
 def test_schema_knows_every_mapping_category():
-    assert set(schema()["$defs"]["category"]["enum"]) == set(RULES) | {"unmapped"}
+    assert set(schema()["$defs"]["category"]["enum"]) == set(CATEGORIES) | {"unmapped"}
+
+
+def test_host_side_sites_have_their_own_status_and_stay_out_of_the_rate(data):
+    """A view is counted as host-side, in the summary and its op row, and the rate is over the other three sites."""
+    assert data["records"][3]["status"] == "host-side" and data["records"][3]["category"] == "host-side"
+    view = next(o for o in data["ops"] if o["api"] == "torch.Tensor.view")
+    assert (view["count"], view["host_side"], view["converted"], view["left_as_torch"]) == (1, 1, 0, 0)
+    assert data["ops"][-1] is view  # nothing to port: last in porting order
+    assert data["summary"]["rate"] == 100 / 3
 
 
 def test_write_report_writes_the_data_atomically(tmp_path, data):

@@ -120,3 +120,42 @@ def test_helper_called_with_non_tensor_keeps_its_parameter_ambiguous():
 def test_torch_ops_outside_the_table_are_reported():
     assert statuses("import torch\ny = torch.matmul(a, b)\n") == [("torch.matmul", U)]
     assert statuses("import torch\nwith torch.no_grad():\n    pass\n") == []
+
+
+H = "host-side"
+
+
+@pytest.mark.parametrize(
+    "code, api",
+    [
+        ("def f(x: torch.Tensor):\n    return x.view(2, -1)\n", "torch.Tensor.view"),
+        ("def f(x: torch.Tensor):\n    return x.permute(0, 2, 1)\n", "torch.Tensor.permute"),
+        ("def f(x: torch.Tensor):\n    return torch.transpose(x, 1, 2)\n", "torch.transpose"),
+        ("def f(x: torch.Tensor):\n    return x.unsqueeze(-1).contiguous()\n", "torch.Tensor.unsqueeze"),
+        ("def f(x: torch.Tensor):\n    return x.flatten(1).t()\n", "torch.Tensor.flatten"),
+        ("y = torch.zeros(3, dtype=torch.float16)\n", "torch.zeros"),
+        ("y = torch.arange(8)\n", "torch.arange"),
+        ("def f(x: torch.Tensor):\n    return torch.ones_like(x)\n", "torch.ones_like"),
+        ("def f(x: torch.Tensor):\n    return x.cuda()\n", "torch.Tensor.cuda"),
+        ("def f(x: torch.Tensor):\n    return x.to('npu:0')\n", "torch.Tensor.to"),
+        ("def f(x: torch.Tensor, y: torch.Tensor):\n    return x.to(y.device, non_blocking=True)\n", "torch.Tensor.to"),
+        ("def f(x: torch.Tensor):\n    return x.to(device=torch.device('cpu'))\n", "torch.Tensor.to"),
+        ("def f(x: torch.Tensor):\n    d = torch.device('cuda')\n    return x.to(d)\n", "torch.Tensor.to"),
+        ("import torch.nn.functional as F\ndef f(x: torch.Tensor):\n    return F.dropout(x, 0.1, True)\n", "torch.nn.functional.dropout"),
+    ],
+)
+def test_host_side_ops_get_their_own_status_and_stay_byte_for_byte(code, api):
+    code = "import torch\n" + code
+    assert (api, H) in statuses(code)
+    assert all(s == H for _, s in statuses(code))
+    assert translate(code).code == code
+
+
+def test_a_device_move_is_host_side_only_when_every_argument_names_a_device():
+    cast = "import torch\ndef f(x: torch.Tensor, y: torch.Tensor):\n    return x.to(torch.float16), x.to(y.device, torch.float16)\n"
+    assert H not in {s for _, s in statuses(cast)}
+    assert statuses(cast)[0] == ("torch.Tensor.to", C)
+
+
+def test_host_side_methods_on_unknown_receivers_are_ambiguous():
+    assert statuses("def f(x):\n    return x.view(-1)\n") == [("torch.Tensor.view", A)]

@@ -22,7 +22,9 @@ CATEGORIES = (
     "difference",
     "composite",
     "unsupported",
+    "host-side",
 )
+HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
 KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 _NO_DEFAULT = object()
@@ -67,6 +69,7 @@ class Entry:
     reason: str | None = None
     note: str | None = None
     domain: str = "real"
+    modules: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -79,11 +82,12 @@ class Entry:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """Entries by op name and by every torch API spelling they cover."""
+    """Entries by op name, by every torch API spelling they cover and by the nn modules whose calls they are."""
 
     entries: Mapping[str, Entry]
     by_api: Mapping[str, Entry]
     methods: frozenset[str]
+    by_module: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # torch.nn class -> its entry
 
     def method(self, name: str) -> Entry | None:
         return self.by_api.get(f"torch.Tensor.{name}")
@@ -134,6 +138,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         apis=tuple(raw.pop("apis")),
         dtypes=tuple(raw.pop("dtypes", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
+        modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         **raw,
     )
     _check(entry)
@@ -144,11 +149,11 @@ def _check(entry: Entry) -> None:
     op = entry.op
     if entry.category not in CATEGORIES:
         raise TableError(f"{op}: unknown category {entry.category!r}")
-    if entry.category == "unsupported" and not entry.reason:
-        raise TableError(f"{op}: an unsupported op needs a reason")
-    if entry.category != "unsupported" and not entry.pypto:
+    if entry.category in ("unsupported", HOST_SIDE) and not entry.reason:
+        raise TableError(f"{op}: an {entry.category} op needs a reason")
+    if entry.category not in ("unsupported", HOST_SIDE) and not entry.pypto:
         raise TableError(f"{op}: a mapped op names its pypto API")
-    if not entry.params or not entry.params[0].is_tensor:
+    if entry.category != HOST_SIDE and (not entry.params or not entry.params[0].is_tensor):
         raise TableError(f"{op}: the first parameter must be the input Tensor")
     for api in entry.apis:
         if not api.startswith("torch."):
@@ -157,11 +162,24 @@ def _check(entry: Entry) -> None:
     for arg in entry.reject:
         if arg not in names:
             raise TableError(f"{op}: reject names unknown parameter {arg!r}")
+    _check_modules(entry, names)
     if entry.domain not in ("real", "positive"):
         raise TableError(f"{op}: domain is real or positive, not {entry.domain!r}")
     for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target])):
         if dtype not in DTYPES:
             raise TableError(f"{op}: unknown dtype {dtype!r}")
+
+
+def _check_modules(entry: Entry, names: set[str]) -> None:
+    """``modules``: torch.nn class -> {parameter: attribute}; the input stays the call's own."""
+    for module, attributes in entry.modules.items():
+        if not module.startswith("torch.nn.") or not isinstance(attributes, Mapping):
+            raise TableError(f"{entry.op}: modules maps torch.nn classes to {{parameter = attribute}}, not {module!r}")
+        for param, attribute in attributes.items():
+            if param not in names or param == entry.params[0].name:
+                raise TableError(f"{entry.op}: module {module} binds {param!r}, not a parameter after the input")
+            if not (isinstance(attribute, str) and attribute.isidentifier()):
+                raise TableError(f"{entry.op}: module {module} reads {param!r} from {attribute!r}, not an attribute name")
 
 
 def build_table(raw: Mapping[str, Any]) -> Table:
@@ -173,8 +191,14 @@ def build_table(raw: Mapping[str, Any]) -> Table:
             if api in by_api:
                 raise TableError(f"{api} is claimed by both {by_api[api].op} and {entry.op}")
             by_api[api] = entry
+    by_module: dict[str, Entry] = {}
+    for entry in entries.values():
+        for module in entry.modules:
+            if module in by_module or module in by_api:
+                raise TableError(f"{module} is claimed by both {(by_module.get(module) or by_api[module]).op} and {entry.op}")
+            by_module[module] = entry
     methods = frozenset(a.rsplit(".", 1)[1] for a in by_api if a.startswith("torch.Tensor."))
-    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods)
+    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module))
 
 
 @functools.cache

@@ -68,6 +68,21 @@ def _as_rows(t):
 ''',
     ),
     Definition(
+        "_annotated",
+        '''\
+def _annotated(namespace):
+    """Evaluate a kernel's annotations in `namespace`: PyPTO reads them as objects, and a module
+    with `from __future__ import annotations` leaves them as strings."""
+    def evaluate(kernel):
+        kernel.__annotations__ = {
+            name: eval(note, kernel.__globals__, namespace) if isinstance(note, str) else note
+            for name, note in kernel.__annotations__.items()
+        }
+        return kernel
+    return evaluate
+''',
+    ),
+    Definition(
         "_tile_shape",
         '''\
 def _tile_shape(cols, buffers):
@@ -116,6 +131,7 @@ def {name}({factory_params}):
     rows, tile_cols = _tile_shape(cols, buffers={buffers})
 {textwrap.indent(setup, " " * 4)}
     @pypto.frontend.jit()
+    @_annotated(locals())
     def kernel(
 {params}        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),
     ):
@@ -128,7 +144,7 @@ def {name}({factory_params}):
 
     return kernel
 '''
-    return Definition(name, source, ("_tile_shape",))
+    return Definition(name, source, ("_tile_shape", "_annotated"))
 
 
 def cast(var: str, src: str, dst: str) -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """Bind a call's arguments to a torch signature, as Python would.
 
 Works on libcst and ast calls alike: :func:`cst_args` and :func:`ast_args` turn either into
-``(keyword, starred, value)`` triples.
+``(keyword, starred, value)`` triples; :func:`cst_held` and :func:`ast_held` add what an nn
+module's call (``self.act(x)``) reads from its module (``approximate=self.act.approximate``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ def cst_args(call: cst.Call) -> list[Arg]:
 def ast_args(call: ast.Call) -> list[Arg]:
     positional = [(None, type(a) is ast.Starred, a) for a in call.args]
     return positional + [(k.arg, k.arg is None, k.value) for k in call.keywords]
+
+
+def ast_held(call: ast.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg]:
+    """``param=<module>.<attribute>`` keywords for what an nn module's call reads from the module."""
+    return [(p, False, ast.Attribute(call.func, a, ast.Load())) for p, a in held or ()]
+
+
+def cst_held(call: cst.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg]:
+    return [(p, False, cst.Attribute(call.func, cst.Name(a))) for p, a in held or ()]
 
 
 def bind(params: tuple[Param, ...], args: Sequence[Arg], receiver: T | None = None) -> dict[str, T]:

@@ -26,7 +26,7 @@ from torch2pypto.mapping import load_table
 from torch2pypto.translator import emit, files, runner
 from torch2pypto.translator.config import ConfigError, apply_config, load_config
 from torch2pypto.translator.json_report import write_report
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED
+from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE
 from torch2pypto.translator.runner import Job, Result, Work
 from torch2pypto.translator.summary import (
     CHANGED,
@@ -175,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--ignore", action=_Terms, metavar="TERMS", help="leave these torch ops, APIs or mapping categories alone")
     add("--exclude", action=_Terms, metavar="GLOBS", help="skip these files and folders (.gitignore patterns)")
     add("--assume-tensors", action="store_true", help="treat receivers not known to be tensors as tensors")
+    add("--module-bases", action=_Terms, metavar="CLASSES", help="take these classes (absolute dotted names) as nn.Module bases")
     add("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: the CPU count)")
     add("--verify", action="store_true", help="one file: run each generated kernel in PyPTO's CPU interpreter vs torch")
     return parser
@@ -310,7 +311,9 @@ def _failure(result: Result) -> str:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    options = Options(args.assume_tensors, frozenset(args.select or ()), frozenset(args.ignore or ()))
+    options = Options(
+        args.assume_tensors, frozenset(args.select or ()), frozenset(args.ignore or ()), frozenset(args.module_bases or ())
+    )
     try:
         options.validate(load_table())
     except ValueError as exc:
@@ -526,11 +529,12 @@ def print_summary(console: Console, translation: Translation | Result, s: RunSum
     """One file's call sites (``s``: its run summary): counts, then each site left as torch and why."""
     console.print(
         f"[bold]{translation.path}[/]: {s.sites_seen} torch call sites, [green]{s.converted} converted[/], "
-        f"[yellow]{s.left_as_torch_total} left as torch[/], [magenta]{s.ambiguous} ambiguous[/]",
+        f"[yellow]{s.left_as_torch_total} left as torch[/], [magenta]{s.ambiguous} ambiguous[/], "
+        f"[cyan]{s.host_side} host-side[/]",
         soft_wrap=True,
     )
     for r in translation.records:
-        if r.status != CONVERTED:
+        if r.status not in (CONVERTED, HOST_SIDE):  # host-side sites stay torch by design
             tag = "ambiguous" if r.status == AMBIGUOUS else "stays torch"
             console.print(f"  {r.location} {r.api}: {tag}: {r.reason}", markup=False, soft_wrap=True)
 

@@ -11,8 +11,11 @@ called with tensors).
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+import dataclasses
+from typing import Iterable, Mapping
 
+from torch2pypto.mapping.facts import load_facts
+from torch2pypto.translator.hierarchy import Hierarchy
 from torch2pypto.translator.scopes import (
     ANNOTATED,
     ASSIGN,
@@ -29,39 +32,8 @@ TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
 _CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
 _MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
 
-# torch.<dtype> spellings and the dtype they name
-DTYPE_NAMES = {
-    "float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "float64": "float64", "double": "float64", "bool": "bool",
-    "int8": "int8", "uint8": "uint8", "int16": "int16", "short": "int16", "int32": "int32",
-    "int": "int32", "int64": "int64", "long": "int64", "complex64": "complex64",
-    "complex128": "complex128", "cfloat": "complex64", "cdouble": "complex128",
-    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-}  # fmt: skip
-_TENSOR_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special")
-_TENSOR_CLASSES = {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.Tensor"}
-_MODULE_CLASSES = {"torch.nn.Module", "torch.nn.modules.module.Module"}
-_NOT_TENSOR_FUNCTIONS = {
-    "is_tensor", "is_floating_point", "is_complex", "numel", "device", "dtype", "finfo", "iinfo",
-    "get_default_dtype", "set_default_dtype", "manual_seed", "no_grad", "enable_grad",
-    "inference_mode", "set_grad_enabled", "is_grad_enabled", "compile", "load", "save",
-    "broadcast_shapes", "chunk", "split", "unbind", "tensor_split", "meshgrid", "sort", "topk",
-    "max", "min", "median", "mode", "kthvalue", "std_mean", "var_mean", "aminmax",
-}  # fmt: skip
-# tensor methods whose result is not one tensor
-_NOT_TENSOR_METHODS = {
-    "size", "dim", "ndimension", "item", "tolist", "numel", "nelement", "numpy", "stride",
-    "element_size", "is_contiguous", "is_floating_point", "data_ptr", "get_device",
-    "untyped_storage", "storage", "chunk", "split", "unbind", "tensor_split", "sort", "topk",
-    "max", "min", "median", "mode", "kthvalue", "backward", "register_hook", "__len__",
-    "equal", "allclose", "is_complex", "aminmax", "unique_consecutive",
-}  # fmt: skip
-_NOT_TENSOR_BUILTINS = {
-    "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "range", "print",
-    "isinstance", "hasattr", "type", "sorted", "repr", "id", "hash", "round", "enumerate", "zip",
-}  # fmt: skip
-_TENSOR_ATTRIBUTES = {"T", "mT", "H", "mH", "data", "grad", "real", "imag"}
-_NOT_TENSOR_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout"}
+FACTS = load_facts()
+DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
 _LITERALS = (
     ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp,
     ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.Compare,
@@ -88,8 +60,10 @@ def _through(receiver: str) -> str:
 class Inference:
     """Static facts over one module, answered from its :class:`ModuleIndex`; memoised per node."""
 
-    def __init__(self, index: ModuleIndex, tensor_methods: frozenset[str]) -> None:
+    def __init__(self, index: ModuleIndex, tensor_methods: frozenset[str], hierarchy: Hierarchy | None = None) -> None:
+        """``hierarchy`` answers for base classes that other files define (None: no file is read)."""
         self._index = index
+        self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
         self._kinds: dict[ast.AST, str] = {}
         self._pending: set[int] = set()
@@ -167,9 +141,9 @@ class Inference:
 
     def _method_kind(self, func: ast.Attribute) -> str:
         method = func.attr
-        if method in _NOT_TENSOR_METHODS:
+        if method in FACTS.not_tensor_methods:
             return NOT_TENSOR if self.kind(func.value) == TENSOR else UNKNOWN
-        if method in self._tensor_methods or method in _TENSOR_LIKE_METHODS:
+        if method in self._tensor_methods or method in FACTS.tensor_methods:
             return _through(self.kind(func.value))
         return UNKNOWN
 
@@ -177,9 +151,9 @@ class Inference:
         if self._index.import_names(attr):
             return NOT_TENSOR  # a module attribute: torch.float32, math.pi, np.newaxis
         name = attr.attr
-        if name in _NOT_TENSOR_ATTRIBUTES:
+        if name in FACTS.not_tensor_attributes:
             return NOT_TENSOR
-        if name in _TENSOR_ATTRIBUTES:
+        if name in FACTS.tensor_attributes:
             return _through(self.kind(attr.value))
         if _is_self(attr.value):
             return self._self_attribute_kind(attr)
@@ -255,7 +229,7 @@ class Inference:
         return combine(kinds) if kinds else UNKNOWN
 
     def _is_module_class(self, cls: ast.ClassDef) -> bool:
-        """Derives from ``nn.Module``, directly or through classes of this module."""
+        """Derives from ``nn.Module``, directly or through classes of this module or of files it imports."""
         known = self._module_classes.get(cls)
         if known is None:
             self._module_classes[cls] = False  # a cyclic hierarchy is not a module
@@ -264,7 +238,7 @@ class Inference:
         return known
 
     def _is_module_base(self, base: ast.expr) -> bool:
-        if self._index.import_names(base) & _MODULE_CLASSES:
+        if any(self._hierarchy.is_module(name) for name in self._index.import_names(base)):
             return True
         if type(base) is not ast.Name:
             return False
@@ -286,9 +260,22 @@ class Inference:
                 return combine(self._annotation_kind(e) for e in elements if not _is_none(e))
             return NOT_TENSOR
         names = self._index.import_names(annotation)
-        if names & _TENSOR_CLASSES:
+        if names & FACTS.tensor_classes:
             return TENSOR
         return NOT_TENSOR if names or kind in (ast.Name, ast.Attribute) else UNKNOWN
+
+    def held_module(self, func: ast.Attribute) -> HeldModule | None:
+        """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
+        if not _is_self(func.value):
+            return None
+        cls = self._enclosing_class(func.value)
+        values = self._class_index(cls).assigned.get(func.attr) if cls else None
+        if not values or any(type(v) is not ast.Call for v in values):
+            return None
+        names = set.union(*(self._index.import_names(v.func) for v in values))
+        if len(names) != 1 or not next(iter(names)).startswith("torch.nn."):
+            return None
+        return HeldModule(names.pop(), all(not v.args and not v.keywords for v in values))
 
     # --- dtypes and names ----------------------------------------------------------------
 
@@ -305,6 +292,25 @@ class Inference:
         if kind is ast.Name:
             return self._name_dtype(expr)
         return None
+
+    def static_device(self, expr: ast.expr) -> bool:
+        """Whether an expression statically names a device: ``"cuda:0"``, ``torch.device(...)``, ``x.device``."""
+        kind = type(expr)
+        if kind is ast.Constant:
+            return isinstance(expr.value, str) and expr.value.partition(":")[0] in FACTS.device_types
+        if kind is ast.Call:
+            return bool(self._index.import_names(expr.func) & FACTS.device_classes)
+        if kind is ast.Attribute:
+            return expr.attr == "device" and not self._index.import_names(expr)
+        if kind is ast.Name:
+            bindings = self._index.bindings(expr)
+            return bool(bindings) and all(self._binding_device(b) for b in bindings)
+        return False
+
+    def _binding_device(self, binding: Binding) -> bool:
+        if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None:
+            return bool(self._index.import_names(binding.annotation) & FACTS.device_classes)
+        return binding.kind == ASSIGN and binding.value is not binding.node and self.static_device(binding.value)
 
     def _name_dtype(self, name: ast.Name) -> str | None:
         dtype = _torch_dtype(self._index.import_names(name))
@@ -357,27 +363,26 @@ class Inference:
         return scope.node if scope is not None and scope.is_class else None
 
 
-# tensor methods outside the table whose result is a tensor (so chains like x.view(...).float() resolve)
-_TENSOR_LIKE_METHODS = {
-    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous", "clone",
-    "detach", "unsqueeze", "squeeze", "expand", "expand_as", "repeat", "flatten", "matmul",
-    "softmax", "sigmoid", "tanh", "masked_fill", "narrow", "roll", "flip", "t", "int", "long",
-    "bool", "double", "cpu", "cuda", "npu", "square", "clamp", "clip", "where", "gather",
-    "index_select", "mm", "bmm", "cumsum", "amax", "amin", "norm", "var", "std", "prod",
-    "triu", "tril", "requires_grad_", "float", "half", "bfloat16", "add_", "mul_", "sub_",
-    "div_", "copy_", "zero_", "fill_", "new_zeros", "new_ones", "new_empty", "new_full",
-    "new_tensor", "logsumexp", "silu", "relu", "gelu", "erf", "log_softmax", "argmax",
-}  # fmt: skip
+@dataclasses.dataclass(frozen=True)
+class HeldModule:
+    """An nn module class held in an attribute; ``bare``: every instance was built with no arguments."""
+
+    name: str
+    bare: bool
+
+    def held(self, attributes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        """(parameter, attribute) pairs a call reads from the module; a bare module's are at their defaults."""
+        return () if self.bare else tuple(attributes.items())
 
 
 def is_tensor_function(name: str) -> bool:
     """Whether a torch function (fully qualified) returns one tensor: the ops a report counts."""
     module, _, function = name.rpartition(".")
     return (
-        module in _TENSOR_NAMESPACES
+        module in FACTS.tensor_namespaces
         and function[:1].islower()
         and not function.startswith("_")
-        and function not in _NOT_TENSOR_FUNCTIONS
+        and function not in FACTS.not_tensor_functions
     )
 
 
@@ -390,8 +395,8 @@ def is_dotted(node: ast.expr) -> bool:
 
 def _function_kind(name: str) -> str:
     if name.startswith("builtins."):
-        return NOT_TENSOR if name[9:] in _NOT_TENSOR_BUILTINS else UNKNOWN
-    return TENSOR if name in _TENSOR_CLASSES or is_tensor_function(name) else NOT_TENSOR
+        return NOT_TENSOR if name[9:] in FACTS.not_tensor_builtins else UNKNOWN
+    return TENSOR if name in FACTS.tensor_classes or is_tensor_function(name) else NOT_TENSOR
 
 
 def _torch_dtype(names: set[str]) -> str | None:

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from importlib import metadata, resources
 from pathlib import Path
 
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
 from torch2pypto.translator.summary import FileOutcome, RunSummary
 
 SCHEMA_VERSION = 1
 
 # Record statuses in the report's words, the same as the summary's.
-STATUS_NAMES = {CONVERTED: "converted", UNSUPPORTED: "left-as-torch", AMBIGUOUS: "ambiguous"}
+STATUS_NAMES = {CONVERTED: "converted", UNSUPPORTED: "left-as-torch", AMBIGUOUS: "ambiguous", HOST_SIDE: "host-side"}
 
 
 def schema() -> dict:
@@ -39,6 +39,7 @@ def report_data(files: Sequence[FileOutcome], summary: RunSummary) -> dict:
             "left_as_torch": s.left_as_torch_total,
             "left_as_torch_by_reason": [{"reason": r, "count": n} for r, n in s.left_as_torch.items()],
             "ambiguous": s.ambiguous,
+            "host_side": s.host_side,
             "rate": s.rate,
         },
         "ops": [
@@ -49,6 +50,7 @@ def report_data(files: Sequence[FileOutcome], summary: RunSummary) -> dict:
                 "converted": op.converted,
                 "left_as_torch": op.left_as_torch,
                 "ambiguous": op.ambiguous,
+                "host_side": op.host_side,
             }
             for op in s.ops
         ],

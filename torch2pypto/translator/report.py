@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from torch2pypto.mapping import HOST_SIDE  # the category's word is also the status of its sites
+
 CONVERTED, UNSUPPORTED, AMBIGUOUS = "converted", "unsupported", "left-alone"
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
 
 UNCHANGED, CHANGED, FAILED = "unchanged", "changed", "failed"
 
@@ -37,11 +37,17 @@ class OpRow:
     converted: int
     left_as_torch: int
     ambiguous: int
+    host_side: int = 0
 
     @property
     def status(self) -> str:
-        """``converted``, ``left as torch`` or ``ambiguous`` when all sites agree, else a line per status."""
-        parts = [(self.left_as_torch, "left as torch"), (self.ambiguous, "ambiguous"), (self.converted, "converted")]
+        """``converted``, ``left as torch``, ``ambiguous`` or ``host-side`` when all sites agree, else a line per status."""
+        parts = [
+            (self.left_as_torch, "left as torch"),
+            (self.ambiguous, "ambiguous"),
+            (self.converted, "converted"),
+            (self.host_side, "host-side"),
+        ]
         for n, word in parts:
             if n == self.count:
                 return word
@@ -62,6 +68,7 @@ class RunSummary:
     ambiguous: int
     rate: float
     ops: tuple[OpRow, ...]
+    host_side: int = 0
 
     @property
     def left_as_torch_total(self) -> int:
@@ -74,18 +81,24 @@ def porting_order(op: OpRow) -> tuple:
     1. Ops with sites left as torch (unsupported or unmapped), most such sites first.
     2. Then ops with ambiguous sites (``--assume-tensors`` or an annotation would settle them),
        most such sites first.
-    3. Then fully converted ops, most sites first.
+    3. Then converted ops, most sites first.
+    4. Last, host-side ops (no kernel by design), most sites first.
     Ties go to the op with more sites, then to the API name.
     """
     if op.left_as_torch:
         return (0, -op.left_as_torch, -op.count, op.api)
     if op.ambiguous:
         return (1, -op.ambiguous, -op.count, op.api)
-    return (2, 0, -op.count, op.api)
+    if op.converted:
+        return (2, 0, -op.count, op.api)
+    return (3, 0, -op.count, op.api)
 
 
 def summarize_run(files: Sequence[FileOutcome]) -> RunSummary:
-    """Count files and call sites; per-API rows in ``porting_order``."""
+    """Count files and call sites; per-API rows in ``porting_order``.
+
+    The rate is converted over the sites that could have a kernel: host-side sites are left out.
+    """
     records = [r for f in files for r in f.records]
     reasons = collections.Counter(r.reason for r in records if r.status == UNSUPPORTED)
     by_api: dict[str, list[Record]] = {}
@@ -93,6 +106,8 @@ def summarize_run(files: Sequence[FileOutcome]) -> RunSummary:
         by_api.setdefault(r.api, []).append(r)
     ops = (_op_row(api, sites) for api, sites in by_api.items())
     converted = sum(r.status == CONVERTED for r in records)
+    host_side = sum(r.status == HOST_SIDE for r in records)
+    candidates = len(records) - host_side
     return RunSummary(
         files_seen=len(files),
         files_changed=sum(f.status == CHANGED for f in files),
@@ -102,14 +117,17 @@ def summarize_run(files: Sequence[FileOutcome]) -> RunSummary:
         converted=converted,
         left_as_torch=dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0]))),
         ambiguous=sum(r.status == AMBIGUOUS for r in records),
-        rate=converted * 100 / len(records) if records else 100.0,  # 29 of 50 is 58.0, not 57.99...
+        rate=converted * 100 / candidates if candidates else 100.0,  # 29 of 50 is 58.0, not 57.99...
         ops=tuple(sorted(ops, key=porting_order)),
+        host_side=host_side,
     )
 
 
 def _op_row(api: str, sites: list[Record]) -> OpRow:
     count = collections.Counter(r.status for r in sites)
-    return OpRow(api, sites[0].category, len(sites), count[CONVERTED], count[UNSUPPORTED], count[AMBIGUOUS])
+    return OpRow(
+        api, sites[0].category, len(sites), count[CONVERTED], count[UNSUPPORTED], count[AMBIGUOUS], count[HOST_SIDE]
+    )
 
 
 def format_rate(rate: float) -> str:
@@ -117,7 +135,7 @@ def format_rate(rate: float) -> str:
     return f"{math.floor(round(rate * 10, 6)) / 10:.1f}%"
 
 
-_STYLES = {"left as torch": "yellow", "ambiguous": "magenta", "converted": "green"}
+_STYLES = {"left as torch": "yellow", "ambiguous": "magenta", "converted": "green", "host-side": "cyan"}
 
 
 def print_run_summary(console: Console, summary: RunSummary, *, top: int | None = 20) -> None:
@@ -138,12 +156,13 @@ def print_run_summary(console: Console, summary: RunSummary, *, top: int | None 
     for reason, n in s.left_as_torch.items():
         lines.add_row("", "", f"[yellow]{n}[/] {escape(reason)}")
     lines.add_row("  ambiguous", str(s.ambiguous), "receiver not known to be a tensor (see --assume-tensors)" if s.ambiguous else "")
-    lines.add_row("Conversion rate", format_rate(s.rate), "")
+    lines.add_row("  host-side", str(s.host_side), "no kernel by design: views, creation, device moves, dropout" if s.host_side else "")
+    lines.add_row("Conversion rate", format_rate(s.rate), "of the sites that are not host-side" if s.host_side else "")
     console.print(lines)
     if not s.ops:
         return
     shown = s.ops if top is None else s.ops[:top]
-    console.print("Torch ops in porting order: left as torch, then ambiguous, then converted")
+    console.print("Torch ops in porting order: left as torch, then ambiguous, then converted, then host-side")
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("sites", justify="right", no_wrap=True)
     table.add_column("torch API", overflow="fold")

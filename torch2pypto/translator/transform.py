@@ -16,10 +16,11 @@ from typing import Callable
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torch2pypto.mapping import CATEGORIES, Entry, Param, Table
+from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.translator.binding import BindError, ast_args, bind, cst_args
+from torch2pypto.translator.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
+from torch2pypto.translator.hierarchy import Hierarchy
 from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.scopes import ModuleIndex
@@ -34,11 +35,14 @@ class Options:
 
     ``select``/``ignore`` hold op names (``to``), torch APIs (``torch.Tensor.to``) or categories
     (``pure-rename``, ``unmapped``). As in ruff, call sites not selected are not part of the run.
+    ``module_bases``: absolute dotted names of classes to take as nn.Module bases
+    (``transformers.PreTrainedModel``), for code whose bases are not on disk.
     """
 
     assume_tensors: bool = False
     select: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()
+    module_bases: frozenset[str] = frozenset()
 
     def validate(self, table: Table) -> None:
         """Raise ValueError naming the first term that is no op, torch API or category."""
@@ -61,6 +65,7 @@ class Resolved:
     entry: Entry | None
     method: bool = False
     ambiguous: bool = False
+    held: tuple[tuple[str, str], ...] | None = None  # an nn module's call: (parameter, attribute) it holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,11 +94,12 @@ class Attempt:
 class Sites:
     """The torch call sites of one module, decided on its ast."""
 
-    def __init__(self, table: Table, options: Options, index: ModuleIndex) -> None:
+    def __init__(self, table: Table, options: Options, index: ModuleIndex, path: str | None = None) -> None:
+        """``path``: the module's file, whose imports name the files base classes are read from."""
         self.table = table
         self.options = options
         self.index = index
-        self.inference = Inference(index, table.methods)
+        self.inference = Inference(index, table.methods, Hierarchy(path, options.module_bases))
 
     def resolve(self, call: ast.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
@@ -106,6 +112,10 @@ class Sites:
                 return Resolved(name, entry) if entry is not None or is_tensor_function(name) else None
         if type(func) is not ast.Attribute:
             return None
+        module = self.inference.held_module(func)
+        if module is not None:
+            entry = self.table.by_module.get(module.name)
+            return Resolved(module.name, entry, held=module.held(entry.modules[module.name])) if entry else None
         entry = self.table.method(func.attr)
         if entry is None or (is_dotted(func.value) and self.index.import_names(func.value)):
             return None
@@ -127,8 +137,11 @@ class Sites:
         if found.ambiguous:
             attempt.status, attempt.reason = AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)"
             return attempt
+        if entry.category == HOST_SIDE or self._moves_device(call, entry):
+            attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
+            return attempt
         try:
-            bound = bind(entry.params, ast_args(call), call.func.value if found.method else None)
+            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), call.func.value if found.method else None)
         except BindError as exc:
             attempt.reason = str(exc)
             return attempt
@@ -137,6 +150,19 @@ class Sites:
         attempt.torch_name = lambda: inference.torch_name(call)
         attempt.status = ""  # pending: the rule decides
         return attempt
+
+
+    def _moves_device(self, call: ast.Call, entry: Entry) -> bool:
+        """A call that only names a device (and transfer flags) for an op that takes one: ``x.to("cuda")``."""
+        kinds = {p.name: p.kinds for p in entry.params}
+        if ("Device",) not in kinds.values() or not (call.args or call.keywords):
+            return False
+        named = [kinds.get(k.arg) == ("Device",) for k in call.keywords if kinds.get(k.arg) != ("bool",)]
+        named += [self.inference.static_device(a) for a in call.args]
+        return bool(named) and all(named)
+
+
+_MOVE = "a device move: host-side memory transfer, no kernel"
 
 
 class SegmentRewriter(cst.CSTTransformer):
@@ -157,7 +183,8 @@ class SegmentRewriter(cst.CSTTransformer):
             return updated
         found, entry = attempt.resolved, attempt.resolved.entry
         receiver = updated.func.value if found.method else None
-        site = CallSite(entry, bind(entry.params, cst_args(updated), receiver), attempt.static_dtype, attempt.torch_name)
+        bound = bind(entry.params, cst_args(updated) + cst_held(updated, found.held), receiver)
+        site = CallSite(entry, bound, attempt.static_dtype, attempt.torch_name)
         result = RULES[entry.category](site)
         if not isinstance(result, Converted):
             attempt.status, attempt.reason = UNSUPPORTED, result.reason

@@ -66,7 +66,7 @@ def translate_source(
         return Translation(path, text, text, encoding, ())
     index = ModuleIndex(tree, emit.section_lines(text, tree))  # the generated section is not user code
     lines = _Lines(text)
-    sites = Sites(table, options, index)
+    sites = Sites(table, options, index, path)
     attempts = _decide(sites, lines)
     edits, conversions, definitions = _rewrite(text, lines, attempts)
     records = {id(a): _record(path, a) for a in attempts}

@@ -1,0 +1,113 @@
+"""Base classes across files: read from disk (never imported), so forward parameters are tensors."""
+
+import json
+
+import pytest
+
+from torch2pypto import Options, translate_source
+from torch2pypto.translator.cli import main
+
+MODEL = """\
+import torch
+{import_line}
+
+class LlamaPreTrainedModel({base}):
+    pass
+
+class LlamaModel(LlamaPreTrainedModel):
+    def forward(self, hidden_states):
+        return hidden_states.float()
+"""
+UTILS = "from torch import nn\n\nclass PreTrainedModel(nn.Module):\n    pass\n"
+
+
+@pytest.fixture
+def package(tmp_path):
+    """transformers/{__init__,modeling_utils}.py and models/llama/modeling_llama.py, as a wheel lays them out."""
+    root = tmp_path / "transformers"
+    llama = root / "models" / "llama"
+    llama.mkdir(parents=True)
+    for folder in (root, root / "models", llama):
+        (folder / "__init__.py").write_text("")
+    (root / "modeling_utils.py").write_text(UTILS)
+    return root
+
+
+def status(path, options=Options()):
+    return [(r.api, r.status) for r in translate_source(path.read_text(), str(path), options).records]
+
+
+def write_model(package, import_line, base="PreTrainedModel"):
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(MODEL.format(import_line=import_line, base=base))
+    return path
+
+
+@pytest.mark.parametrize(
+    "import_line, base",
+    [
+        ("from ...modeling_utils import PreTrainedModel", "PreTrainedModel"),
+        ("from ... import modeling_utils", "modeling_utils.PreTrainedModel"),
+        ("from transformers.modeling_utils import PreTrainedModel", "PreTrainedModel"),
+        ("import transformers.modeling_utils as mu", "mu.PreTrainedModel"),
+    ],
+)
+def test_a_base_in_another_file_of_the_package_makes_a_module(package, import_line, base):
+    path = write_model(package, import_line, base)
+    assert status(path) == [("torch.Tensor.float", "converted")]
+
+
+def test_bases_are_followed_through_re_exports_and_other_models(package):
+    (package / "__init__.py").write_text("from .modeling_utils import PreTrainedModel\n")
+    mistral = package / "models" / "mistral"
+    mistral.mkdir()
+    (mistral / "__init__.py").write_text("")
+    path = mistral / "modeling_mistral.py"
+    write_model(package, "from ... import PreTrainedModel")
+    path.write_text(MODEL.format(import_line="from ..llama.modeling_llama import LlamaModel", base="LlamaModel"))
+    assert status(path) == [("torch.Tensor.float", "converted")]
+
+
+def test_without_the_file_on_disk_the_receiver_stays_ambiguous_until_configured(package):
+    (package / "modeling_utils.py").unlink()
+    path = write_model(package, "from ...modeling_utils import PreTrainedModel")
+    assert status(path) == [("torch.Tensor.float", "left-alone")]
+    bases = Options(module_bases=frozenset({"transformers.modeling_utils.PreTrainedModel"}))
+    assert status(path, bases) == [("torch.Tensor.float", "converted")]
+
+
+def test_relative_imports_stop_at_the_package_root(tmp_path):
+    (tmp_path / "modeling_utils.py").write_text(UTILS)  # above the package: not importable as ...modeling_utils
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    path = pkg / "m.py"
+    path.write_text(MODEL.format(import_line="from ..modeling_utils import PreTrainedModel", base="PreTrainedModel"))
+    assert status(path) == [("torch.Tensor.float", "left-alone")]
+
+
+def test_a_changed_base_file_is_read_again(package):
+    path = write_model(package, "from ...modeling_utils import PreTrainedModel")
+    assert status(path) == [("torch.Tensor.float", "converted")]
+    (package / "modeling_utils.py").write_text("class PreTrainedModel:\n    pass\n# no longer a module\n")
+    assert status(path) == [("torch.Tensor.float", "left-alone")]
+
+
+def test_a_snippet_without_a_file_reads_nothing(package):
+    source = MODEL.format(import_line="from transformers.modeling_utils import PreTrainedModel", base="PreTrainedModel")
+    assert [r.status for r in translate_source(source).records] == ["left-alone"]
+
+
+def test_worker_processes_and_the_config_key_give_the_same_answers(package, tmp_path, monkeypatch):
+    """-j 2 over the models folder alone (modeling_utils.py outside the run); then a base named in pyproject.toml."""
+    write_model(package, "from ...modeling_utils import PreTrainedModel")
+    other = package / "models" / "llama" / "modeling_other.py"
+    other.write_text(MODEL.format(import_line="from transformers import PreTrainedModel", base="PreTrainedModel"))
+    report = tmp_path / "report.json"
+    monkeypatch.chdir(tmp_path)
+    assert main([str(package / "models"), "--analyze", "--report", str(report), "-j", "2"]) == 0
+    by_file = {r["path"].rsplit("/", 1)[1]: r["status"] for r in json.loads(report.read_text())["records"]}
+    assert by_file == {"modeling_llama.py": "converted", "modeling_other.py": "ambiguous"}  # no transformers/__init__ export
+    (tmp_path / "pyproject.toml").write_text('[tool.torch2pypto]\nmodule-bases = ["transformers.PreTrainedModel"]\n')
+    assert main([str(package / "models"), "--analyze", "--report", str(report), "-j", "2"]) == 0
+    assert {r["status"] for r in json.loads(report.read_text())["records"]} == {"converted"}

@@ -1,0 +1,80 @@
+"""Torch facts the engine reads besides the op table: loads and checks torch.toml.
+
+>>> load_facts().dtypes["half"]
+'float16'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tomllib
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from torch2pypto.mapping import TableError
+
+# section -> field -> "list" (of names) or "map" (name -> name)
+_LAYOUT = {
+    "dtypes": "map",
+    "tensor": {"namespaces": "list", "classes": "list", "attributes": "list", "methods": "list"},
+    "module": {"classes": "list"},
+    "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
+    "device": {"classes": "list", "types": "list"},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What tells a tensor from other values (see torch.toml for each field)."""
+
+    dtypes: Mapping[str, str]
+    tensor_namespaces: frozenset[str]
+    tensor_classes: frozenset[str]
+    tensor_attributes: frozenset[str]
+    tensor_methods: frozenset[str]
+    module_classes: frozenset[str]
+    not_tensor_functions: frozenset[str]
+    not_tensor_methods: frozenset[str]
+    not_tensor_builtins: frozenset[str]
+    not_tensor_attributes: frozenset[str]
+    device_classes: frozenset[str]
+    device_types: frozenset[str]
+
+
+def build_facts(raw: Mapping[str, Any]) -> Facts:
+    """Check raw TOML data against the layout and freeze it; errors name the section and field."""
+    unknown = set(raw) - set(_LAYOUT)
+    if unknown:
+        raise TableError(f"torch facts: unknown section(s) {sorted(unknown)}")
+    fields: dict[str, Any] = {}
+    for section, layout in _LAYOUT.items():
+        body = raw.get(section)
+        if not isinstance(body, dict):
+            raise TableError(f"torch facts: missing section [{section}]")
+        if layout == "map":
+            fields[section] = MappingProxyType(_names(section, body, mapping=True))
+            continue
+        extra = set(body) - set(layout)
+        if extra or set(layout) - set(body):
+            raise TableError(f"torch facts: [{section}] needs exactly {sorted(layout)}")
+        for name in layout:
+            fields[f"{section}_{name}"] = frozenset(_names(f"{section}.{name}", body[name]))
+    return Facts(**fields)
+
+
+def _names(where: str, value: Any, mapping: bool = False) -> Any:
+    items = list(value.values()) + list(value) if mapping else value
+    if not isinstance(value, dict if mapping else list) or not all(isinstance(v, str) and v for v in items):
+        raise TableError(f"torch facts: {where} must be {'a table' if mapping else 'an array'} of names")
+    if not mapping and len(set(value)) != len(value):
+        raise TableError(f"torch facts: {where} lists a name twice")
+    return value
+
+
+@functools.cache
+def load_facts() -> Facts:
+    """The built-in facts (torch2pypto/mapping/torch.toml)."""
+    text = resources.files(__package__).joinpath("torch.toml").read_text(encoding="utf-8")
+    return build_facts(tomllib.loads(text))

@@ -1,0 +1,190 @@
+"""Which classes of other files are ``nn.Module``s, found by reading (never importing) them.
+
+A base class named through an import (``from ...modeling_utils import PreTrainedModel``) is
+looked up in the file the import names: relative imports up to the package's root, absolute ones
+of the file's own top package found on disk beside it, even when those files are not part of the
+run. Each file read is parsed once per process and reduced to its classes' bases and its imports.
+Classes whose files are not on disk can be named as module bases (``module-bases``), by their
+absolute dotted name.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import os
+from pathlib import Path
+
+from torch2pypto.mapping.facts import load_facts
+
+_MODULE_CLASSES = load_facts().module_classes
+_MAX_HOPS = 50  # classes followed for one question before giving up (not a module)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Summary:
+    """A file reduced to what base-class questions need: bases per class, imported names."""
+
+    classes: dict[str, tuple[str, ...]]  # class -> its bases as dotted source text
+    imports: dict[str, str]  # name -> qualified name it imports (relative ones keep their dots)
+    stars: tuple[str, ...]  # modules of `from M import *`
+
+
+class Hierarchy:
+    """Answers "is this class an nn.Module?" for names that one file imports."""
+
+    def __init__(self, path: str | os.PathLike | None, module_bases: frozenset[str] = frozenset()) -> None:
+        """``path``: the file whose imports are asked about (None or not a file: no other file is read)."""
+        file = Path(path).resolve() if path and os.path.isfile(path) else None
+        self._file = file
+        self._module_bases = module_bases
+        self._known: dict[tuple[Path | None, str], bool] = {}
+
+    def is_module(self, qualified: str) -> bool:
+        """Whether the class ``qualified`` (as this file imports it) derives from ``nn.Module``."""
+        return self._qualified(self._file, qualified, set())
+
+    # --- following names across files ----------------------------------------------------
+
+    def _qualified(self, file: Path | None, qualified: str, seen: set) -> bool:
+        if qualified in _MODULE_CLASSES:
+            return True
+        absolute = _absolute(file, qualified)
+        if absolute and absolute in self._module_bases or qualified in self._module_bases:
+            return True
+        target = _locate(file, qualified)
+        return target is not None and self._class(*target, seen)
+
+    def _class(self, file: Path, name: str, seen: set) -> bool:
+        key = (file, name)
+        if key in self._known:
+            return self._known[key]
+        if key in seen or len(seen) > _MAX_HOPS:
+            return False
+        seen.add(key)
+        summary = _summary(file)
+        if summary is None:
+            answer = False
+        elif name in summary.classes:
+            answer = any(self._base(file, summary, base, seen) for base in summary.classes[name])
+        elif name in summary.imports:
+            answer = self._qualified(file, summary.imports[name], seen)
+        else:
+            answer = any(self._qualified(file, f"{m}.{name}" if not m.endswith(".") else m + name, seen) for m in summary.stars)
+        self._known[key] = answer
+        return answer
+
+    def _base(self, file: Path, summary: _Summary, base: str, seen: set) -> bool:
+        head, dot, rest = base.partition(".")
+        if head in summary.imports:
+            return self._qualified(file, summary.imports[head] + dot + rest, seen)
+        if not rest and head in summary.classes:
+            return self._class(file, head, seen)
+        return False
+
+
+def _package_root(file: Path) -> Path | None:
+    """The outermost folder of the file's package (each folder up to it has an ``__init__.py``)."""
+    root = None
+    folder = file.parent
+    while (folder / "__init__.py").is_file():
+        root = folder
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return root
+
+
+def _split(file: Path | None, qualified: str) -> tuple[Path, list[str]] | None:
+    """The folder an import's dotted name starts from, and the name's parts after it."""
+    if file is None:
+        return None
+    stripped = qualified.lstrip(".")
+    level = len(qualified) - len(stripped)
+    parts = stripped.split(".") if stripped else []
+    root = _package_root(file)
+    if root is None:
+        return None
+    if level:
+        folder = file.parent
+        for _ in range(level - 1):
+            if folder == root:
+                return None  # beyond the top-level package
+            folder = folder.parent
+        return folder, parts
+    if parts and parts[0] == root.name:
+        return root.parent, parts
+    return None
+
+
+def _absolute(file: Path | None, qualified: str) -> str | None:
+    found = _split(file, qualified)
+    if found is None:
+        return None
+    folder, parts = found
+    root = _package_root(file)
+    package = folder.relative_to(root.parent).parts if folder != root.parent else ()
+    return ".".join((*package, *parts))
+
+
+def _locate(file: Path | None, qualified: str) -> tuple[Path, str] | None:
+    """The file defining (or re-exporting) the class ``qualified`` names, and the class's name there."""
+    found = _split(file, qualified)
+    if found is None:
+        return None
+    folder, parts = found
+    if len(parts) == 1:  # from . import X: X in the package itself
+        module = folder / "__init__.py"
+        return (module, parts[0]) if module.is_file() else None
+    module = folder.joinpath(*parts[:-1])
+    for candidate in (module.with_name(module.name + ".py"), module / "__init__.py"):
+        if candidate.is_file():
+            return candidate, parts[-1]
+    return None
+
+
+def _summary(file: Path) -> _Summary | None:
+    """The classes and imports of a file, read once per process and version (None: unreadable)."""
+    try:
+        stat = file.stat()
+    except OSError:
+        return None
+    return _read(file, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
+    try:
+        tree = ast.parse(file.read_bytes(), str(file))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    classes: dict[str, tuple[str, ...]] = {}
+    imports: dict[str, str] = {}
+    stars: list[str] = []
+    statements = tree.body[::-1]
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.ClassDef):
+            classes[node.name] = tuple(ast.unparse(b) for b in node.bases if _dotted(b))
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    stars.append(module)
+                else:
+                    imports[alias.asname or alias.name] = (module if module.endswith(".") else module + ".") + alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                imports[alias.asname or alias.name.partition(".")[0]] = alias.name if alias.asname else alias.name.partition(".")[0]
+        elif isinstance(node, (ast.If, ast.Try)):  # if TYPE_CHECKING: / try: import ... except
+            statements += reversed([*node.body, *getattr(node, "handlers", ()), *node.orelse])
+        elif isinstance(node, ast.ExceptHandler):
+            statements += reversed(node.body)
+    return _Summary(classes, imports, tuple(stars))
+
+
+def _dotted(node: ast.expr) -> bool:
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name
