@@ -7,7 +7,7 @@ import os
 import jsonschema
 import pytest
 
-from torch2pypto.rules import RULES
+from torch2pypto.mapping import CATEGORIES
 from torch2pypto.translator.json_report import SCHEMA_VERSION, report_data, schema, write_report
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.summary import CHANGED, FAILED, UNCHANGED, FileOutcome, summarize_run
@@ -105,7 +105,7 @@ def test_wrong_values_are_invalid(data, path, value):
 
 
 def test_schema_knows_every_mapping_category():
-    assert set(schema()["$defs"]["category"]["enum"]) == set(RULES) | {"unmapped"}
+    assert set(schema()["$defs"]["category"]["enum"]) == set(CATEGORIES) | {"unmapped"}
 
 
 def test_write_report_writes_the_data_atomically(tmp_path, data):
