@@ -65,6 +65,13 @@ def _broadcast_rows(*operands):
     return [_as_rows(t.expand(shape)) for t in tensors], shape
 
 
+def _in_layout_of(result, t):
+    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
+    if t.shape != result.shape or t.is_contiguous():
+        return result
+    return torch.empty_like(t, dtype=result.dtype).copy_(result)
+
+
 class _TorchGradient(torch.autograd.Function):
     """The kernel's result forward; backward, torch's gradient of the original expression."""
 
@@ -138,7 +145,7 @@ def pypto_cast(input, dtype, device=None, non_blocking=False):
         x = _as_rows(input)
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
         _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
-        return out.reshape(input.shape)
+        return _in_layout_of(out.reshape(input.shape), input)
 
     return _with_torch_grad(kernel_path, torch_path, input)
 
@@ -211,7 +218,7 @@ def pypto_pow(input, exponent):
         else:
             kernel = pow_exponent_number_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], exponent)
         _launch(kernel, *rows, out)
-        return out.reshape(shape)
+        return _in_layout_of(out.reshape(shape), input)
 
     return _with_torch_grad(kernel_path, torch_path, input, exponent)
 
@@ -322,7 +329,7 @@ def pypto_rsqrt(input):
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         kernel = rsqrt_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1])
         _launch(kernel, *rows, out)
-        return out.reshape(shape)
+        return _in_layout_of(out.reshape(shape), input)
 
     return _with_torch_grad(kernel_path, torch_path, input)
 

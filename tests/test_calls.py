@@ -62,3 +62,20 @@ def test_call_shape_binds_like_torch(op, shape, call):
     translation = translate(code)
     assert {r.status for r in translation.records} == {"converted"}, translation.records
     check_runs_like_torch(op, code, translation.code)
+
+
+@pytest.mark.parametrize(
+    "call, misleading",
+    [
+        ("x.to(device=dev)", "missing argument 'dtype'"),
+        ("x.to(dev, dtype=torch.float16)", "given twice"),
+        ("x.to(dev, torch.float16)", "non_blocking"),
+        ("x.to(dev, torch.float64)", "non_blocking"),
+    ],
+)
+def test_to_reasons_name_what_the_user_wrote(call, misleading):
+    """Issue 11.8: Tensor.to's overloads bind as torch binds them; no reason names an argument
+    the call does not have."""
+    record = outermost(translate(snippet(call)))
+    assert misleading not in record.reason
+    assert record.status == ("unsupported" if "device=dev)" in call or "float64" in call else "converted")

@@ -46,11 +46,11 @@ def pypto_cast(input, dtype, device=None, non_blocking=False):
         x = _as_rows(input)
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
         _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
-        return out.reshape(input.shape)
+        return _in_layout_of(out.reshape(input.shape), input)
 
     return _with_torch_grad(kernel_path, torch_path, input)
 ''',
-    ("_on_kernel_path", "_as_rows", "_launch", "_with_torch_grad", "cast_kernel"),
+    ("_on_kernel_path", "_as_rows", "_launch", "_with_torch_grad", "_in_layout_of", "cast_kernel"),
 )
 LIKE = Definition(
     "pypto_cast_like",

@@ -102,6 +102,24 @@ def _broadcast_rows(*operands):
         ("_as_rows",),
     ),
     Definition(
+        "_in_layout_of",
+        '''\
+def _in_layout_of(result, t):
+    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
+    if t.shape != result.shape or t.is_contiguous():
+        return result
+    return torch.empty_like(t, dtype=result.dtype).copy_(result)
+''',
+    ),
+    Definition(
+        "_whole_tile_rows",
+        '''\
+def _whole_tile_rows(t, min_rows=64):
+    """`t` ([rows, cols]) zero-padded to at least `min_rows` rows, so a kernel reads whole tiles."""
+    return torch.nn.functional.pad(t, (0, 0, 0, max(0, min_rows - t.shape[0])))
+''',
+    ),
+    Definition(
         "_in_place_ok",
         '''\
 def _in_place_ok(input, *others):

@@ -101,7 +101,8 @@ def definitions(entry: Entry, program: tuple[Apply, ...] | None = None, how: str
         name = f"{entry.op}_kernel" if not chosen else f"{entry.op}_{'_'.join(p.name for p in chosen)}_number_kernel"
         variants.append((name, chosen, _kernel(entry, name, chosen, program)))
     how = how or f"pypto.{entry.pypto}" + (", computed in FP32" if entry.compute == "float32" else "")
-    return (*(kernel for _, _, kernel in variants), _wrapper(entry, variants, how))
+    whole = templates.whole_tiles(program or (Apply("result", step(entry), ()),))
+    return (*(kernel for _, _, kernel in variants), _wrapper(entry, variants, how, whole))
 
 
 def _choices(numbers: list[Param]) -> list[tuple[Param, ...]]:
@@ -137,7 +138,7 @@ def _tile(name: str) -> str:
     return "x" if name == "input" else name
 
 
-def _wrapper(entry: Entry, variants, how: str) -> Definition:
+def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     numbers = {p for _, chosen, _ in variants for p in chosen}
@@ -152,17 +153,23 @@ def _wrapper(entry: Entry, variants, how: str) -> Definition:
         keyword = "if" if i == 0 else "elif" if i < len(variants) - 1 else "else"
         line = f"{keyword} {test}:" if keyword != "else" else "else:"
         launch.append(f"{line}\n    kernel = {kernel}({factory})\n" if len(variants) > 1 else f"kernel = {kernel}({factory})\n")
+    result = "out[:n]" if whole else "out"
     body = (
         "rows, shape = _broadcast_rows(" + ", ".join(names) + ")\n"
-        "x = rows[0]\n"
+        + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {variants[0][0]} reads whole tiles\n"
+           if whole else "")
+        + "x = rows[0]\n"
         f"out = torch.empty(x.shape, dtype={out_dtype}, device=x.device)\n"
         + "".join(launch)
         + "_launch(kernel, *rows, out)\n"
-        + ("return input.copy_(out.reshape(shape))\n" if entry.inplace else "return out.reshape(shape)\n")
+        + (f"return input.copy_({result}.reshape(shape))\n" if entry.inplace
+           else f"return _in_layout_of({result}.reshape(shape), input)\n")
     )
     spelled = ", ".join(names)
     guard = f"_kernel_operands({spelled})"
-    requires = ["_kernel_operands", "_broadcast_rows", *(k for k, _, _ in variants)]
+    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(k for k, _, _ in variants)]
+    if whole:
+        requires.append("_whole_tile_rows")
     if entry.inplace:
         guard = f"({guard} and _in_place_ok({spelled}))"
         requires.append("_in_place_ok")

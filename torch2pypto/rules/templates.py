@@ -19,6 +19,15 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.steps import Apply, render
 
 FP32 = "pypto.DT_FP32"
+# ops that break on a partial tile (they build full-size constants): their kernels read whole
+# tiles, the last one moved back over rows already done, and the host pads inputs to MIN_ROWS
+WHOLE_TILE_OPS = frozenset({"sigmoid"})
+MIN_ROWS = 64  # the most rows a tile has (_tile_shape)
+
+
+def whole_tiles(program: Sequence[Apply]) -> bool:
+    """Whether a kernel of this program must read whole tiles only."""
+    return any(a.step.op in WHOLE_TILE_OPS for a in program)
 
 
 def row_kernel(
@@ -43,7 +52,9 @@ def row_kernel(
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
     result = program[-1].target if program else f"{inputs[0]}_tile"
-    body = "".join(f"{i}_tile = pypto.view({i}, [rows, cols], [r, 0], valid_shape=valid)\n" for i in inputs)
+    whole = whole_tiles(program)
+    valid = "" if whole else ", valid_shape=valid"
+    body = "".join(f"{i}_tile = pypto.view({i}, [rows, cols], [r, 0]{valid})\n" for i in inputs)
     setup = ""
     if fp32:
         body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
@@ -54,6 +65,10 @@ def row_kernel(
         setup, store = cast(result, FP32 if fp32 else in_dtype, out_dtype)
         body += store
     params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {in_dtype}),\n" for i in inputs)
+    if whole:  # the host gives at least MIN_ROWS rows; the last tile ends at the last row
+        start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
+    else:
+        start = " " * 12 + "r = i * rows\n" + " " * 12 + "valid = [(n - r).min(rows), cols]\n"
     source = f'''\
 @functools.cache
 def {name}({factory_params}):
@@ -66,9 +81,7 @@ def {name}({factory_params}):
     ):
         n = {inputs[0]}.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), cols]
-            pypto.set_vec_tile_shapes(rows, tile_cols)
+{start}            pypto.set_vec_tile_shapes(rows, tile_cols)
 {textwrap.indent(body, " " * 12)}            pypto.assemble({result}, [r, 0], out)
 
     return kernel
