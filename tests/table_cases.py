@@ -83,6 +83,14 @@ def dtypes(entry: Entry) -> list[torch.dtype]:
     return [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
 
 
-def mapped(table: Table = TABLE) -> list[str]:
-    return [op for op, e in table.entries.items() if e.family]
-
+def kernel_cases(table=TABLE, matrix=False):
+    """(entry, call, dtype, shapes) per case: a case runs one call on one dtype over its shapes."""
+    cases = []
+    for op, entry in table.entries.items():
+        if not entry.family:
+            continue
+        for i, call in enumerate(entry.examples.convert):
+            for dtype in dtypes(entry) if i == 0 or matrix else dtypes(entry)[:1]:
+                shapes = samples.shapes(entry, matrix) if i == 0 or matrix else samples.shapes(entry)[:1]
+                cases.append((entry, call, dtype, shapes))
+    return cases

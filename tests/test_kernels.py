@@ -10,25 +10,12 @@ import pytest
 import torch
 
 import torch2pypto
-from table_cases import TABLE, dtypes, inputs, load, snippet
+from table_cases import TABLE, inputs, kernel_cases, load, snippet
 from torch2pypto import translate_source
-from torch2pypto.mapping import build_table, samples
+from torch2pypto.mapping import build_table
 from torch2pypto.translator import interpreter
 
 pytestmark = pytest.mark.interpreter
-
-
-def kernel_cases(table=TABLE, matrix=False):
-    """(entry, call, dtype, shapes) per case: a case runs one call on one dtype over its shapes."""
-    cases = []
-    for op, entry in table.entries.items():
-        if not entry.family:
-            continue
-        for i, call in enumerate(entry.examples.convert):
-            for dtype in dtypes(entry) if i == 0 or matrix else dtypes(entry)[:1]:
-                shapes = samples.shapes(entry, matrix) if i == 0 or matrix else samples.shapes(entry)[:1]
-                cases.append((entry, call, dtype, shapes))
-    return cases
 
 
 def ids(cases):

@@ -3,7 +3,9 @@ honour, and a new op of a known family is one entry whose tests appear by themse
 
 import pytest
 
-from table_cases import call_shapes, converting, staying
+import torch
+
+from table_cases import call_shapes, converting, kernel_cases, staying
 from torch2pypto.mapping import CATEGORIES, FAMILIES, TableError, build_table, load_table
 from torch2pypto.rules import FAMILIES as RULES
 from torch2pypto.translator.translate import translate_source
@@ -116,3 +118,7 @@ def test_a_new_op_is_one_entry_and_its_tests_appear():
     assert call_shapes(table.entries["expm1"]) == {
         "positional": "torch.expm1(x)", "keyword": "torch.expm1(input=x)",
         "shuffled": "torch.expm1(input=x)", "defaults": "torch.expm1(x)"}  # fmt: skip
+    cases = kernel_cases(table)
+    assert [(e.op, call, dtype) for e, call, dtype, _ in cases] == [
+        ("expm1", "torch.expm1(x)", dtype) for dtype in (torch.float32, torch.float16, torch.bfloat16)
+    ] + [("expm1", "x.expm1()", torch.float32)]

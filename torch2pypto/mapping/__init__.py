@@ -273,9 +273,9 @@ def _honoured(entry: Entry, entries: Mapping[str, Entry]) -> None:
     """Refuse an entry its kernel family cannot carry out faithfully (nothing is dropped silently)."""
     if entry.family is None:
         return
-    from torch2pypto.rules import FAMILIES as RULES  # the families know what they can honour
+    from torch2pypto.rules import FAMILIES as KERNEL_FAMILIES  # they know what they can honour
 
-    problem = RULES[entry.family].problem(entry, entries)
+    problem = KERNEL_FAMILIES[entry.family].problem(entry, entries)
     if problem:
         raise TableError(f"{entry.op}: {entry.family} family: {problem}")
 
