@@ -58,11 +58,64 @@ def _tile_shape(cols, buffers):
     return max(rows, 1), tile_cols
 
 
+def _kernel_operands(first, *others):
+    """Whether a kernel takes these operands: a tensor first, then tensors of its dtype or Python
+    numbers (not bools), on the kernel path. Any other mix runs torch, which keeps its promotion."""
+    if not isinstance(first, torch.Tensor):
+        return False
+    tensors = [first, *(o for o in others if isinstance(o, torch.Tensor))]
+    numbers = [o for o in others if not isinstance(o, torch.Tensor)]
+    if any(t.dtype != first.dtype for t in tensors) or any(type(n) not in (int, float) for n in numbers):
+        return False
+    return _on_kernel_path(*tensors)
+
+
+def _broadcast_rows(*operands):
+    """The tensor operands broadcast to one shape, each as [rows, cols]; and that shape."""
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    return [_as_rows(t.expand(shape)) for t in tensors], shape
+
+
+def _in_layout_of(result, t):
+    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
+    if t.shape != result.shape or t.is_contiguous():
+        return result
+    return torch.empty_like(t, dtype=result.dtype).copy_(result)
+
+
+class _TorchGradient(torch.autograd.Function):
+    """The kernel's result forward; backward, torch's gradient of the original expression."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, torch_path, *args):
+        ctx.torch_path = torch_path
+        ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        return kernel_path(*args)
+
+    @staticmethod
+    def backward(ctx, grad):
+        wants = ctx.needs_input_grad[2:]
+        args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
+        with torch.enable_grad():
+            result = ctx.torch_path(*args)
+        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad))
+        return (None, None, *(next(grads) if w else None for w in wants))
+
+
+def _with_torch_grad(kernel_path, torch_path, *args):
+    """kernel_path(*args); when autograd records and a tensor argument requires grad, the result
+    carries torch's gradient (recomputed from the original expression in backward)."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _TorchGradient.apply(kernel_path, torch_path, *args)
+    return kernel_path(*args)
+
+
 @functools.cache
 def cast_kernel(dtype, out_dtype, cols):
     """pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`."""
     rows, tile_cols = _tile_shape(cols, buffers=2)
-    result_via_fp32 = {dtype, out_dtype} == {pypto.DT_BF16, pypto.DT_FP16}
+    x_tile_via_fp32 = {dtype, out_dtype} == {pypto.DT_BF16, pypto.DT_FP16}
 
     @pypto.frontend.jit()
     @_annotated(locals())
@@ -76,26 +129,38 @@ def cast_kernel(dtype, out_dtype, cols):
             valid = [(n - r).min(rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
             x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            result = x_tile
-            if result_via_fp32:
-                result = pypto.cast(result, pypto.DT_FP32)
+            if x_tile_via_fp32:
+                x_tile = pypto.cast(x_tile, pypto.DT_FP32)
             if dtype != out_dtype:
-                result = pypto.cast(result, out_dtype)
-            pypto.assemble(result, [r, 0], out)
+                x_tile = pypto.cast(x_tile, out_dtype)
+            pypto.assemble(x_tile, [r, 0], out)
 
     return kernel
 
 
-def pypto_cast(input, dtype):
-    """input.to(dtype) on a PyPTO kernel (pure-rename: pypto.cast)."""
+def pypto_cast(input, dtype, device=None, non_blocking=False):
+    """input.to(device, dtype) with the cast on a PyPTO kernel (pypto.cast; a move stays torch).
+
+    As in torch, a cast to the input's own dtype returns the input itself.
+    """
+    if device is not None:
+        input = input.to(device, non_blocking=non_blocking)
     if input.dtype == dtype:
         return input
-    if dtype not in _PYPTO_DTYPES or not _on_kernel_path(input):
+
+    def torch_path(input):
         return input.to(dtype)
-    x = _as_rows(input)
-    out = torch.empty(x.shape, dtype=dtype, device=x.device)
-    _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
-    return out.reshape(input.shape)
+
+    if dtype not in _PYPTO_DTYPES or not _on_kernel_path(input):
+        return torch_path(input)
+
+    def kernel_path(input):
+        x = _as_rows(input)
+        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
+        return _in_layout_of(out.reshape(input.shape), input)
+
+    return _with_torch_grad(kernel_path, torch_path, input)
 
 
 @functools.cache
@@ -107,7 +172,7 @@ def pow_kernel(dtype, cols):
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        other: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
+        exponent: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
         out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
     ):
         n = x.shape[0]
@@ -116,16 +181,16 @@ def pow_kernel(dtype, cols):
             valid = [(n - r).min(rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
             x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            other_tile = pypto.view(other, [rows, cols], [r, 0], valid_shape=valid)
-            result = pypto.pow(x_tile, other_tile)
+            exponent_tile = pypto.view(exponent, [rows, cols], [r, 0], valid_shape=valid)
+            result = pypto.pow(x_tile, exponent_tile)
             pypto.assemble(result, [r, 0], out)
 
     return kernel
 
 
 @functools.cache
-def pow_scalar_kernel(dtype, cols, other):
-    """pypto.pow on [rows, cols] tiles with a Python number as `other`."""
+def pow_exponent_number_kernel(dtype, cols, exponent):
+    """pypto.pow on [rows, cols] tiles with exponent a Python number."""
     rows, tile_cols = _tile_shape(cols, buffers=2)
 
     @pypto.frontend.jit()
@@ -140,7 +205,7 @@ def pow_scalar_kernel(dtype, cols, other):
             valid = [(n - r).min(rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
             x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            result = pypto.pow(x_tile, other)
+            result = pypto.pow(x_tile, exponent)
             pypto.assemble(result, [r, 0], out)
 
     return kernel
@@ -149,44 +214,33 @@ def pow_scalar_kernel(dtype, cols, other):
 def pypto_pow(input, exponent):
     """torch.pow on a PyPTO kernel.
 
-    same-name: pypto.pow. Operands broadcast on the host; mixed
-    dtypes stay torch, which keeps torch's type promotion.
+    same-name: pypto.pow. Tensors broadcast on the host, Python numbers are kernel constants;
+    other operand mixes run torch.
     """
-    if not isinstance(exponent, torch.Tensor):
-        if isinstance(exponent, bool) or not _on_kernel_path(input):
-            return torch.pow(input, exponent)
-        x = _as_rows(input)
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        _launch(pow_scalar_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], exponent), x, out)
-        return out.reshape(input.shape)
-    if input.dtype != exponent.dtype or not _on_kernel_path(input, exponent):
+
+    def torch_path(input, exponent):
         return torch.pow(input, exponent)
-    shape = torch.broadcast_shapes(input.shape, exponent.shape)
-    x, y = _as_rows(input.expand(shape)), _as_rows(exponent.expand(shape))
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _launch(pow_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1]), x, y, out)
-    return out.reshape(shape)
 
+    if not _kernel_operands(input, exponent):
+        return torch_path(input, exponent)
 
-def _reduction_rows(t, dim, keepdim):
-    """`t` as [rows, cols] with the reduced dims last, and the shape torch gives the result.
+    def kernel_path(input, exponent):
+        rows, shape = _broadcast_rows(input, exponent)
+        x = rows[0]
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        if isinstance(exponent, torch.Tensor):
+            kernel = pow_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1])
+        else:
+            kernel = pow_exponent_number_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], exponent)
+        _launch(kernel, *rows, out)
+        return _in_layout_of(out.reshape(shape), input)
 
-    The cols are zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned tile rows.
-    """
-    rank = max(t.dim(), 1)
-    dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
-    dims = sorted({d % rank for d in dims})
-    kept = [d for d in range(t.dim()) if d not in dims]
-    cols = math.prod(t.shape[d] for d in dims if d < t.dim())
-    rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
-    rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())))
-    shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
-    return rows.contiguous(), shape
+    return _with_torch_grad(kernel_path, torch_path, input, exponent)
 
 
 @functools.cache
 def mean_kernel(dtype, out_dtype, cols, count):
-    """Mean of each row of [rows, cols] tiles, accumulated in FP32 (pypto.sum needs FP32)."""
+    """The mean of each row of [rows, cols] tiles, accumulated in FP32."""
     rows, tile_cols = _tile_shape(cols, buffers=4)
 
     @pypto.frontend.jit()
@@ -201,31 +255,54 @@ def mean_kernel(dtype, out_dtype, cols, count):
             valid = [(n - r).min(rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
             x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            result = x_tile
-            if dtype != pypto.DT_FP32:
-                result = pypto.cast(result, pypto.DT_FP32)
-            result = pypto.sum(result, dim=-1, keepdim=True)
+            if dtype != pypto.DT_FP32:  # FP32-only ops: compute in FP32
+                x_tile = pypto.cast(x_tile, pypto.DT_FP32)
+            result = pypto.sum(x_tile, dim=-1, keepdim=True)
             result = pypto.mul(result, 1.0 / count)
-            if out_dtype != pypto.DT_FP32:
+            if pypto.DT_FP32 != out_dtype:
                 result = pypto.cast(result, out_dtype)
             pypto.assemble(result, [r, 0], out)
 
     return kernel
 
 
+def _reduction_rows(t, dim, keepdim, identity):
+    """`t` as [rows, cols] with the dims `dim` last, and the shape torch gives a reduction's result.
+
+    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
+    aligned tile rows.
+    """
+    rank = max(t.dim(), 1)
+    dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
+    dims = sorted({d % rank for d in dims})
+    kept = [d for d in range(t.dim()) if d not in dims]
+    cols = math.prod(t.shape[d] for d in dims if d < t.dim())
+    rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
+    rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())), value=identity)
+    shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
+    return rows.contiguous(), shape
+
+
 def pypto_mean(input, dim=None, keepdim=False, *, dtype=None):
     """torch.mean on a PyPTO kernel.
 
-    composite: FP32 pypto.sum over the reduced dims, then a 1/count scale.
+    composite: pypto.sum + pypto.mul over the reduced dims moved last, accumulated in FP32.
     """
     out_dtype = input.dtype if dtype is None else dtype
-    if out_dtype not in _PYPTO_DTYPES or not _on_kernel_path(input):
+
+    def torch_path(input):
         return torch.mean(input, dim=dim, keepdim=keepdim, dtype=dtype)
-    x, shape = _reduction_rows(input, dim, keepdim)
-    out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
-    kernel = mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], input.numel() // max(out.numel(), 1))
-    _launch(kernel, x, out)
-    return out.reshape(shape)
+
+    if not (out_dtype in _PYPTO_DTYPES and _on_kernel_path(input)):
+        return torch_path(input)
+
+    def kernel_path(input):
+        x, shape = _reduction_rows(input, dim, keepdim, 0.0)
+        out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
+        _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], input.numel() // max(out.numel(), 1)), x, out)
+        return out.reshape(shape)
+
+    return _with_torch_grad(kernel_path, torch_path, input)
 
 
 @functools.cache
@@ -256,12 +333,22 @@ def pypto_rsqrt(input):
 
     same-name: pypto.rsqrt.
     """
-    if not _on_kernel_path(input):
+
+    def torch_path(input):
         return torch.rsqrt(input)
-    x = _as_rows(input)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _launch(rsqrt_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1]), x, out)
-    return out.reshape(input.shape)
+
+    if not _kernel_operands(input):
+        return torch_path(input)
+
+    def kernel_path(input):
+        rows, shape = _broadcast_rows(input)
+        x = rows[0]
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        kernel = rsqrt_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1])
+        _launch(kernel, *rows, out)
+        return _in_layout_of(out.reshape(shape), input)
+
+    return _with_torch_grad(kernel_path, torch_path, input)
 
 
 # ---- end of torch2pypto kernels ----

@@ -1,82 +1,82 @@
-"""Per op: the four call shapes bind as torch binds them, and unsupported forms stay torch.
+"""Generated from the table's examples: each converts or stays torch with its reason, and the
+four call shapes bind as torch binds them.
 
 The translated snippet runs on CPU, where each wrapper takes its torch path with the arguments
-it was given: equal results prove the call was rewritten with the right binding. The kernels
-themselves are checked in the interpreter by test_kernels.py.
+it was given: equal results (values, dtype, shape, device, aliasing) prove the call was rewritten
+with the right binding. The kernels themselves run in the interpreter in test_kernels.py.
 """
 
 import pytest
 import torch
 
-from helpers import run, sample, translate
-
-# op -> (all positional, all keyword, keywords shuffled, defaults omitted)
-SHAPES = {
-    "sum": ("torch.sum(x, -1, True)", "torch.sum(input=x, dim=-1, keepdim=True)",
-            "torch.sum(keepdim=True, input=x, dim=-1)", "torch.sum(x)"),
-    "mean": ("torch.mean(x, (0, 1), False)", "torch.mean(input=x, dim=(0, 1), keepdim=False)",
-             "torch.mean(dim=(0, 1), input=x, keepdim=False)", "torch.mean(x)"),
-    "pow": ("torch.pow(x, 2)", "torch.pow(input=x, exponent=2)", "torch.pow(exponent=2, input=x)", "x.pow(2)"),
-    "add": ("torch.add(x, y)", "torch.add(input=x, other=y)", "torch.add(other=y, input=x)", "x.add(y)"),
-    "sub": ("torch.sub(x, 1.5)", "torch.sub(input=x, other=1.5)", "torch.sub(other=1.5, input=x)", "x.sub(1.5)"),
-    "mul": ("torch.mul(x, y)", "torch.mul(input=x, other=y)", "torch.mul(other=y, input=x)", "x.mul(y)"),
-    "div": ("torch.div(x, y)", "torch.div(input=x, other=y)", "torch.div(other=y, input=x)", "x.div(y)"),
-    "maximum": ("torch.maximum(x, y)", "torch.maximum(input=x, other=y)", "torch.maximum(other=y, input=x)", "x.maximum(y)"),
-    "rsqrt": ("torch.rsqrt(x)", "torch.rsqrt(input=x)", "torch.rsqrt(input=x)", "x.rsqrt()"),
-    "relu": ("torch.relu(x)", "torch.nn.functional.relu(input=x)", "torch.nn.functional.relu(inplace=False, input=x)", "x.relu()"),
-    "to": ("x.to(torch.float16)", "x.to(dtype=torch.float16)", "x.to(copy=False, dtype=torch.float16)", "x.to(torch.float16)"),
-    "type": ("x.type(torch.bfloat16)", "x.type(dtype=torch.bfloat16)", "x.type(non_blocking=False, dtype=torch.bfloat16)", "x.type(torch.bfloat16)"),
-    "half": ("x.half()", "x.half(memory_format=None)", "x.half(memory_format=None)", "x.half()"),
-    "type_as": ("x.type_as(y.half())", "x.type_as(other=y.half())", "x.type_as(other=y.half())", "x.type_as(y.half())"),
-}  # fmt: skip
+from helpers import run, translate
+from table_cases import TABLE, call_shapes, converting, inputs, snippet, staying
 
 
-@pytest.mark.parametrize("op", sorted(SHAPES))
-@pytest.mark.parametrize("shape", range(4), ids=["positional", "keyword", "shuffled", "defaults"])
-def test_call_shape_binds_like_torch(op, shape):
-    expression = SHAPES[op][shape]
-    code = f"import torch\n\ndef f(x: torch.Tensor, y: torch.Tensor):\n    return {expression}\n"
-    translation = translate(code)
-    assert [r.status for r in translation.records if r.api.endswith(op)] == ["converted"], translation.records
-    assert f"pypto_{op}" in translation.code or "pypto_cast" in translation.code
-    x, y = sample(2, 3, 5, positive=True), sample(2, 3, 5, positive=True, seed=1)
-    expected = run(code)["f"](x, y)
-    got = run(translation.code)["f"](x, y)
+def same(got, expected, names):
+    assert type(got) is type(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape and got.device == expected.device
     torch.testing.assert_close(got, expected)
-    assert got.dtype == expected.dtype
+    for name, value in names.items():
+        if isinstance(value, torch.Tensor):
+            assert (got is value) == (expected is value), f"aliasing of {name} differs"
 
 
-STAYS_TORCH = {
-    "x.double()": "no FP64",
-    "x.to(torch.float64)": "cast to float64",
-    "x.to(torch.bool)": "cast to bool",
-    "x.to(torch.complex64)": "cast to complex64",
-    "x.to(torch.int32)": "cast to int32",
-    "x.to('cuda')": "not known to be a dtype",
-    "x.to(y)": "not known to be a dtype",
-    "x.to(torch.float16, non_blocking=True)": "non_blocking",
-    "x.to(torch.float16, copy=True)": "copy=True",
-    "x.to(device='npu', dtype=torch.float16)": "device",
-    "x.float(memory_format=torch.channels_last)": "memory_format",
-    "x.type()": "without a dtype",
-    "x.type('torch.FloatTensor')": "not known to be a dtype",
-    "torch.add(x, y, alpha=2)": "alpha",
-    "torch.div(x, y, rounding_mode='floor')": "rounding_mode",
-    "torch.mul(x, y, out=y)": "out=",
-    "torch.relu(x, inplace=True)": "in-place",
-    "torch.tanh(x)": "no tanh",
-    "x.argmax(-1)": "no argmax",
-    "torch.exp(*xs)": "cannot be bound",
-    "x.exp(3)": "too many positional",
-    "x.sum(axis=1)": "unexpected keyword",
-}
+def outermost(translation):
+    """The record of the snippet's returned call (it starts the return expression)."""
+    return next(r for r in translation.records if (r.line, r.column) == (5, 12))
 
 
-@pytest.mark.parametrize("expression", sorted(STAYS_TORCH))
-def test_unsupported_forms_stay_torch_with_a_reason(expression):
-    code = f"import torch\n\ndef f(x: torch.Tensor, y: torch.Tensor, xs):\n    return {expression}\n"
+def check_runs_like_torch(op, code, translated):
+    names = inputs(TABLE.entries[op], (3, 5, 37), torch.float32)
+    expected = run(code)["f"](**names)
+    got = run(translated)["f"](**names)
+    same(got, expected, names)
+
+
+@pytest.mark.parametrize("op, call", converting(), ids=[c for _, c in converting()])
+def test_example_converts(op, call):
+    code = snippet(call)
+    translation = translate(code)
+    assert {r.status for r in translation.records} == {"converted"}, translation.records
+    assert outermost(translation).api in TABLE.entries[op].apis
+    check_runs_like_torch(op, code, translation.code)
+
+
+@pytest.mark.parametrize("op, call, reason", staying(), ids=[c for _, c, _ in staying()])
+def test_example_stays_torch_with_its_reason(op, call, reason):
+    code = snippet(call)
     translation = translate(code)
     assert translation.code == code
-    (record,) = translation.records
-    assert record.status == "unsupported"
-    assert STAYS_TORCH[expression] in record.reason
+    record = outermost(translation)
+    assert record.api in TABLE.entries[op].apis and record.status in ("unsupported", "host-side")
+    assert reason in record.reason
+
+
+SHAPES = [(op, shape, call) for op, e in TABLE.entries.items() if e.family for shape, call in call_shapes(e).items()]
+
+
+@pytest.mark.parametrize("op, shape, call", SHAPES, ids=[f"{op}-{shape}" for op, shape, _ in SHAPES])
+def test_call_shape_binds_like_torch(op, shape, call):
+    code = snippet(call)
+    translation = translate(code)
+    assert {r.status for r in translation.records} == {"converted"}, translation.records
+    check_runs_like_torch(op, code, translation.code)
+
+
+@pytest.mark.parametrize(
+    "call, misleading",
+    [
+        ("x.to(device=dev)", "missing argument 'dtype'"),
+        ("x.to(dev, dtype=torch.float16)", "given twice"),
+        ("x.to(dev, torch.float16)", "non_blocking"),
+        ("x.to(dev, torch.float64)", "non_blocking"),
+    ],
+)
+def test_to_reasons_name_what_the_user_wrote(call, misleading):
+    """Issue 11.8: Tensor.to's overloads bind as torch binds them; no reason names an argument
+    the call does not have."""
+    record = outermost(translate(snippet(call)))
+    assert misleading not in record.reason
+    expected = "host-side" if "device=dev)" in call else "unsupported" if "float64" in call else "converted"
+    assert record.status == expected

@@ -144,6 +144,8 @@ def test_extract_takes_the_modeling_files_and_their_packages(tmp_path):
     corpus.extract(_wheel(tmp_path / "t.whl"), tmp_path / "src")
     found = sorted(p.relative_to(tmp_path / "src").as_posix() for p in (tmp_path / "src").rglob("*.py"))
     assert found == [
+        "transformers/__init__.py",
+        "transformers/modeling_utils.py",  # outside models/: where the models' base classes live
         "transformers/models/__init__.py",
         "transformers/models/auto/__init__.py",
         "transformers/models/auto/modeling_auto.py",

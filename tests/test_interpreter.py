@@ -12,7 +12,7 @@ import torch
 
 from torch2pypto.translator import interpreter
 from torch2pypto.translator.interpreter import interpreted, run_kernel
-from torch2pypto.translator.verify import Case, verify
+from torch2pypto.translator.verify import NOT_EXERCISED, Case, verify
 
 pytestmark = pytest.mark.interpreter
 
@@ -198,3 +198,10 @@ def test_verify_isolates_failing_kernels():
     assert not wrong.ok and wrong.max_abs > 0.1 and "not close" in wrong.error
     assert not crash.ok and "SIGABRT" in crash.error
     assert to_bf16.ok and to_bf16.max_abs == 0
+
+
+def test_a_case_whose_kernel_never_launched_is_not_exercised_never_ok():
+    torch_only = "PYPTO_LAUNCHER = None\n\n\ndef pypto_exp(input):\n    return input.exp()\n"
+    (outcome,) = verify(torch_only, [Case("exp", "pypto_exp", (torch.randn(4, 8),), {})])
+    assert not outcome.ok and outcome.launched == 0 and outcome.error == NOT_EXERCISED
+    assert outcome.max_abs == 0

@@ -1,128 +1,119 @@
-"""Every generated kernel, run in PyPTO's CPU interpreter against the torch op it replaces.
-
-One module holds a call of every mapped op; its wrappers run under ``interpreted()`` on each
-dtype the op supports and on shapes with odd row counts, folded leading dims and widths that
-are no power of two. References are computed by torch directly, not by the wrappers.
+"""Generated from the table: every mapped entry's kernels, run in PyPTO's CPU interpreter
+against torch, on every dtype the entry declares and odd shapes (tail row tiles, a width that is
+no multiple of 32 bytes, rank 1 to 4). Each case must launch a kernel: a case that fell back to
+torch fails. The default run tries each entry's first example on the shapes of
+``samples.SHAPES`` (one width, so one compiled kernel per dtype) and its other examples once;
+``-m matrix`` runs every example on every dtype and ``samples.MATRIX_SHAPES``.
 """
-
-import importlib.util
 
 import pytest
 import torch
 
 import torch2pypto
-from helpers import sample, translate
+from table_cases import TABLE, inputs, kernel_cases, load, snippet
+from torch2pypto import translate_source
+from torch2pypto.mapping import build_table
+from torch2pypto.translator import interpreter
 
 pytestmark = pytest.mark.interpreter
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-SHAPES = [(7, 64), (3, 5, 40), (1, 48)]
 
-# op -> (call in the source module, torch reference, positive inputs)
-UNARY = {
-    "rsqrt": ("torch.rsqrt(x)", torch.rsqrt, True),
-    "sqrt": ("torch.sqrt(x)", torch.sqrt, True),
-    "exp": ("torch.exp(x)", torch.exp, False),
-    "neg": ("torch.neg(x)", torch.neg, False),
-    "abs": ("torch.abs(x)", torch.abs, False),
-    "reciprocal": ("torch.reciprocal(x)", torch.reciprocal, True),
-    "log": ("torch.log(x)", torch.log, True),
-    "relu": ("torch.relu(x)", torch.relu, False),
-    "sin": ("torch.sin(x)", torch.sin, False),
-    "cos": ("torch.cos(x)", torch.cos, False),
-}
-BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
-SOURCE = "import torch\n\n\ndef calls(x: torch.Tensor, y: torch.Tensor):\n    return [\n" + "".join(
-    f"        {call},\n" for call, _, _ in UNARY.values()
-) + "".join(f"        torch.{op}(x, y),\n" for op in BINARY) + """\
-        torch.mul(x, 3.0),
-        torch.sum(x, -1),
-        torch.mean(x, -1, keepdim=True),
-        x.to(torch.float16),
-        x.type_as(y),
-    ]
-"""
+def ids(cases):
+    return [f"{call}-{str(dtype).removeprefix('torch.')}" for _, call, dtype, _ in cases]
 
 
 @pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
-    translation = translate(SOURCE)
-    assert all(r.status == "converted" for r in translation.records), translation.records
-    path = tmp_path_factory.mktemp("generated") / "all_ops.py"
-    path.write_text(translation.code)
-    spec = importlib.util.spec_from_file_location("all_ops", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    with torch2pypto.interpreted(module):
-        yield module
+def modules(tmp_path_factory):
+    """The translated module of each example, imported once; (translated, original) per call."""
+    folder = tmp_path_factory.mktemp("generated")
+    cache = {}
+
+    def get(call, table):
+        if (call, id(table)) not in cache:
+            code = snippet(call)
+            translation = translate_source(code, "snippet.py", table=table)
+            assert {r.status for r in translation.records} == {"converted"}, translation.records
+            name = f"case{len(cache)}"
+            (folder / f"{name}.py").write_text(translation.code)
+            (folder / f"{name}_torch.py").write_text(code)
+            cache[call, id(table)] = load(folder / f"{name}.py"), load(folder / f"{name}_torch.py")
+        return cache[call, id(table)]
+
+    return get
 
 
-def check(got, expected):
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    torch.testing.assert_close(got, expected)
+def run_case(modules, entry, call, dtype, shapes, table=TABLE):
+    translated, original = modules(call, table)
+    for shape in shapes:
+        torch_inputs, kernel_inputs = inputs(entry, shape, dtype), inputs(entry, shape, dtype)  # in-place ops write
+        expected = original.f(**torch_inputs)
+        launched = interpreter.counting()
+        with torch2pypto.interpreted(translated):
+            got = translated.f(**kernel_inputs)
+        if expected is torch_inputs["x"] and not entry.inplace:  # a no-op cast returns its input: no kernel
+            assert got is kernel_inputs["x"]
+            continue
+        assert sum(launched().values()) > 0, f"{call} on {dtype} {shape}: no kernel launched (torch fallback)"
+        assert got.dtype == expected.dtype and got.shape == expected.shape and got.device == expected.device
+        torch.testing.assert_close(got, expected, msg=lambda m: f"{call} on {dtype} {shape}: {m}")
+        for name, value in kernel_inputs.items():
+            assert (got is value) == (expected is torch_inputs[name]), f"{call}: aliasing of {name} differs"
+            if isinstance(value, torch.Tensor):
+                torch.testing.assert_close(value, torch_inputs[name])
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", sorted(UNARY))
-def test_unary(kernels, op, dtype, shape):
-    _, reference, positive = UNARY[op]
-    x = sample(*shape, dtype=dtype, positive=positive)
-    check(getattr(kernels, f"pypto_{op}")(x), reference(x))
+CASES = kernel_cases()
 
 
-@pytest.mark.parametrize("shape", SHAPES[:2], ids=str)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", BINARY)
-def test_binary_tensor_and_scalar(kernels, op, dtype, shape):
-    x, y = sample(*shape, dtype=dtype, positive=True), sample(*shape, dtype=dtype, positive=True, seed=1)
-    wrapper, reference = getattr(kernels, f"pypto_{op}"), getattr(torch, op)
-    check(wrapper(x, y), reference(x, y))
-    if op not in ("maximum", "minimum"):
-        check(wrapper(x, 1.5), reference(x, 1.5))
+@pytest.mark.parametrize("entry, call, dtype, shapes", CASES, ids=ids(CASES))
+def test_kernel_matches_torch(modules, entry, call, dtype, shapes):
+    run_case(modules, entry, call, dtype, shapes)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_binary_broadcasts_on_the_host(kernels, dtype):
-    x, w = sample(3, 5, 40, dtype=dtype), sample(40, dtype=dtype, seed=1)
-    check(kernels.pypto_mul(x, w), torch.mul(x, w))
+MATRIX = kernel_cases(matrix=True)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize(
-    "dim, keepdim", [(-1, True), (-1, False), (0, False), ((0, 2), True), (None, False)], ids=str
-)
-def test_reductions(kernels, dtype, dim, keepdim):
-    x = sample(3, 5, 40, dtype=dtype)
-    check(kernels.pypto_sum(x, dim, keepdim), torch.sum(x, dim, keepdim))
-    check(kernels.pypto_mean(x, dim, keepdim), torch.mean(x, dim, keepdim))
+@pytest.mark.matrix
+@pytest.mark.parametrize("entry, call, dtype, shapes", MATRIX, ids=ids(MATRIX))
+def test_kernel_matrix(modules, entry, call, dtype, shapes):
+    run_case(modules, entry, call, dtype, shapes)
 
 
-def test_reduction_to_another_dtype(kernels):
-    x = sample(7, 64, dtype=torch.bfloat16)
-    check(kernels.pypto_mean(x, -1, dtype=torch.float32), torch.mean(x, -1, dtype=torch.float32))
+# Each family on an op outside today's table, as a contributor would add it: one entry each.
+F32 = ["float32", "float16", "bfloat16"]
+FAMILY_TABLE = build_table({
+    "expm1": {"category": "same-name", "family": "elementwise", "apis": ["torch.expm1"], "pypto": "expm1",
+              "signature": "(input: Tensor)", "dtypes": F32, "examples": {"convert": ["torch.expm1(x)"]}},
+    "clamp": {"category": "pure-rename", "family": "elementwise", "apis": ["torch.clamp"], "pypto": "clip",
+              "signature": "(input: Tensor, min: Number = None, max: Number = None)", "args": {"min": "min", "max": "max"},
+              "dtypes": F32, "examples": {"convert": ["torch.clamp(x, -0.5, 0.5)"]}},
+    "eq": {"category": "same-name", "family": "elementwise", "apis": ["torch.eq"], "pypto": "eq", "output": "bool",
+           "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32,
+           "examples": {"convert": ["torch.eq(x, x.abs())", "torch.eq(x, 0.0)"]}},
+    "mul_": {"category": "same-name", "family": "elementwise", "apis": ["torch.Tensor.mul_"], "pypto": "mul",
+             "inplace": True, "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32,
+             "examples": {"convert": ["x.mul_(w)"]}},
+    "mul": {"category": "same-name", "family": "elementwise", "apis": ["torch.mul"], "pypto": "mul",
+            "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32, "examples": {"convert": ["torch.mul(x, y)"]}},
+    "sigmoid": {"category": "same-name", "family": "elementwise", "apis": ["torch.sigmoid"], "pypto": "sigmoid",
+                "compute": "float32", "signature": "(input: Tensor)", "dtypes": F32,
+                "examples": {"convert": ["torch.sigmoid(x)"]}},
+    "silu": {"category": "composite", "family": "composite", "apis": ["torch.nn.functional.silu"], "pypto": "sigmoid+mul",
+             "recipe": "mul(input, sigmoid(input))", "signature": "(input: Tensor)", "dtypes": F32,
+             "examples": {"convert": ["torch.nn.functional.silu(x)"]}},
+    "square": {"category": "composite", "family": "composite", "apis": ["torch.square"], "pypto": "mul",
+               "recipe": "mul(input, input)", "signature": "(input: Tensor)", "dtypes": F32,
+               "examples": {"convert": ["torch.square(x)"]}},
+    "amax": {"category": "same-name-different-params", "family": "reduction", "apis": ["torch.amax"], "pypto": "amax",
+             "signature": "(input: Tensor, dim: Dims = (), keepdim: bool = False)", "dtypes": F32,
+             "examples": {"convert": ["torch.amax(x, -1)", "torch.amax(x, (0, -1), True)"]}},
+    "cumsum": {"category": "same-name", "family": "scan", "apis": ["torch.cumsum"], "pypto": "cumsum", "compute": "float32",
+               "signature": "(input: Tensor, dim: int, *, dtype: DType = None)", "dtypes": F32,
+               "examples": {"convert": ["torch.cumsum(x, -1)", "torch.cumsum(x, 0)"]}},
+})  # fmt: skip
+FAMILY_CASES = kernel_cases(FAMILY_TABLE)
 
 
-@pytest.mark.parametrize("target", DTYPES, ids=str)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_casts_including_bf16_fp16_through_fp32(kernels, dtype, target):
-    x = sample(3, 5, 40, dtype=dtype)
-    check(kernels.pypto_cast(x, target), x.to(target))
-    check(kernels.pypto_type_as(x, torch.empty(0, dtype=target)), x.type_as(torch.empty(0, dtype=target)))
-
-
-def test_same_dtype_cast_returns_the_input_as_torch_does(kernels):
-    x = sample(7, 64)
-    assert kernels.pypto_cast(x, torch.float32) is x
-
-
-def test_without_the_interpreter_wrappers_run_torch():
-    translation = translate(SOURCE)
-    namespace = {}
-    exec(compile(translation.code, "all_ops.py", "exec"), namespace)
-    x, y = sample(7, 64, positive=True), sample(7, 64, positive=True, seed=1)
-    got = namespace["calls"](x, y)
-    assert namespace["PYPTO_LAUNCHER"] is None
-    expected = [reference(x) for _, reference, _ in UNARY.values()]
-    for a, b in zip(got, expected):
-        torch.testing.assert_close(a, b)
+@pytest.mark.parametrize("entry, call, dtype, shapes", FAMILY_CASES, ids=ids(FAMILY_CASES))
+def test_every_family_makes_kernels_that_match_torch(modules, entry, call, dtype, shapes):
+    run_case(modules, entry, call, dtype, shapes, FAMILY_TABLE)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from torch2pypto import Options, translate_source
+from torch2pypto.mapping import load_table
 from torch2pypto.translator import emit
 from torch2pypto.translator.invariants import violations
 
@@ -392,3 +393,60 @@ FOUND = {
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_found_by_the_generators(name, kernels_module):
     assert check(FOUND[name], Options(assume_tensors=True), kernels_module) > 0
+
+
+# --- binary entries with Python numbers: number-first and number-only operands -------------------
+
+BINARY = sorted(op for op, e in load_table().entries.items()
+                if e.family == "elementwise" and sum("Tensor" in p.kinds for p in e.params if p.name not in e.reject) == 2)
+NUMBERS = st.one_of(st.integers(-3, 3), st.floats(-2, 2, allow_nan=False).map(lambda f: round(f, 2)), st.booleans())
+OPERAND = st.one_of(NUMBERS.map(repr), st.sampled_from(["x", "y", "w", "x.half()", "s"]))
+
+
+@st.composite
+def binary_calls(draw, op):
+    entry = load_table().entries[op]
+    first, second = draw(OPERAND), draw(OPERAND)
+    if draw(st.booleans()) and entry.torch_function:
+        return f"{entry.torch_function}({first}, {second})"
+    return f"({first}).{entry.apis[-1].rsplit('.', 1)[1]}({second})"
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_entries_take_numbers_first_or_only_as_torch_does(op):
+    """Translated, a call with a number first, second or only behaves as torch: no crash, the
+    same result or the same exception (numbers given at run time through ``s``)."""
+    import torch
+
+    x, y, w = torch.rand(3, 5) + 0.5, torch.rand(3, 5) + 0.5, torch.rand(5) + 0.5
+
+    def outcome(code, s, launcher):
+        namespace = {}
+        try:
+            exec(compile(code, "binary.py", "exec"), namespace)
+            namespace["PYPTO_LAUNCHER"] = launcher if "PYPTO_LAUNCHER" in namespace else None
+            return namespace["f"](x, y, w, s)
+        except Exception as exc:  # torch's own errors (a number receiver, two numbers) must match
+            return type(exc)
+
+    @settings(max_examples=40, **SETTINGS)
+    @given(binary_calls(op), NUMBERS)
+    def property_(call, s):
+        code = f"import torch\n\n\ndef f(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, s):\n    return {call}\n"
+        translated = translate_source(code, "binary.py").code
+        expected = outcome(code, s, None)
+
+        def refuse(kernel, *tensors):  # a kernel case is test_kernels' job; here only the fallbacks
+            raise LookupError("kernel path")
+
+        for launcher in (None, refuse):
+            got = outcome(translated, s, launcher)
+            if got is LookupError:
+                continue
+            if isinstance(expected, torch.Tensor):
+                assert isinstance(got, torch.Tensor) and got.dtype == expected.dtype, (call, s, got)
+                torch.testing.assert_close(got, expected, equal_nan=True)
+            else:
+                assert got == expected, (call, s, got, expected)
+
+    property_()

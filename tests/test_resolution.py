@@ -51,7 +51,7 @@ def test_local_named_like_a_torch_function_is_not_torch():
 )
 def test_known_tensor_receivers(code):
     methods = [s for api, s in statuses(code) if api.startswith("torch.Tensor.")]
-    assert methods and all(s == C for s in methods)
+    assert C in methods and all(s in (C, "host-side") for s in methods)  # views are host-side
 
 
 MODULE = """\

@@ -1,8 +1,8 @@
 """The op table: loads ops.toml into validated, immutable entries.
 
 >>> table = load_table()
->>> table.by_api["torch.Tensor.type_as"].category
-'difference'
+>>> table.by_api["torch.Tensor.type_as"].category, table.by_api["torch.Tensor.type_as"].family
+('difference', 'cast')
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ CATEGORIES = (
     "host-side",
 )
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
+FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite")  # how code is made (rules/)
 KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
-DTYPES = ("float32", "float16", "bfloat16", "float64")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "int32", "int64")
+DOMAINS = ("real", "positive", "unit")
 _NO_DEFAULT = object()
 
 
@@ -54,6 +56,39 @@ class Param:
 
 
 @dataclasses.dataclass(frozen=True)
+class Examples:
+    """Calls that convert, and calls that stay torch with (part of) the reason they give.
+
+    Written over the names of :data:`SAMPLE_NAMES`; the tests are generated from them.
+    """
+
+    convert: tuple[str, ...] = ()
+    stay: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+SAMPLE_NAMES = {
+    "x": "the input: a float tensor of the case's shape and dtype",
+    "y": "a second tensor like x",
+    "w": "a tensor of x's last dim (a broadcast row)",
+    "xs": "a list of tensors (star-args)",
+    "dev": "x's device",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """How to sample inputs for an entry's tests and --verify: value domain and shapes.
+
+    ``domain``: real, positive (> 0: rsqrt, log) or unit (in (0, 1)); ``shapes``: the shapes of
+    ``x`` if the op needs particular ones (else the generated shapes: tail tiles, unaligned
+    widths, rank 1 to 4).
+    """
+
+    domain: str = "real"
+    shapes: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class Entry:
     """One op of the table (see the header of ops.toml for the fields)."""
 
@@ -61,15 +96,25 @@ class Entry:
     category: str
     apis: tuple[str, ...]
     params: tuple[Param, ...]
+    family: str | None = None
     pypto: str = ""
+    args: Mapping[str, str] = dataclasses.field(default_factory=dict)
     dtypes: tuple[str, ...] = ()
     compute: str | None = None
+    output: str | None = None
     target: str | None = None
+    commutative: bool = False
+    inplace: bool = False
+    average: bool = False
+    recipe: str | None = None
+    overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     reason: str | None = None
     note: str | None = None
-    domain: str = "real"
     modules: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    examples: Examples = Examples()
+    sample: Sample = Sample()
+    parts: Mapping[str, "Entry"] = dataclasses.field(default_factory=dict)  # entries a recipe calls
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -123,7 +168,7 @@ def _kinds(op: str, arg: ast.arg) -> tuple[str, ...]:
 
 
 def _entry(op: str, raw: dict[str, Any]) -> Entry:
-    fields = {f.name for f in dataclasses.fields(Entry)} - {"op", "params"} | {"signature"}
+    fields = {f.name for f in dataclasses.fields(Entry)} - {"op", "params", "parts"} | {"signature"}
     extra = set(raw) - fields
     if extra:
         raise TableError(f"{op}: unknown field(s) {sorted(extra)}")
@@ -137,12 +182,39 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         params=params,
         apis=tuple(raw.pop("apis")),
         dtypes=tuple(raw.pop("dtypes", ())),
+        args=MappingProxyType(dict(raw.pop("args", {}))),
+        overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
+        examples=_examples(op, raw.pop("examples", {})),
+        sample=_sample(op, raw.pop("sample", {})),
         **raw,
     )
     _check(entry)
     return entry
+
+
+def _examples(op: str, raw: dict[str, Any]) -> Examples:
+    extra = set(raw) - {"convert", "stay"}
+    if extra:
+        raise TableError(f"{op}: unknown example field(s) {sorted(extra)}")
+    examples = Examples(tuple(raw.get("convert", ())), MappingProxyType(dict(raw.get("stay", {}))))
+    for call in (*examples.convert, *examples.stay):
+        try:
+            ast.parse(call, mode="eval")
+        except SyntaxError as exc:
+            raise TableError(f"{op}: example {call!r} is not an expression") from exc
+    return examples
+
+
+def _sample(op: str, raw: dict[str, Any]) -> Sample:
+    extra = set(raw) - {"domain", "shapes"}
+    if extra:
+        raise TableError(f"{op}: unknown sample field(s) {sorted(extra)}")
+    sample = Sample(raw.get("domain", "real"), tuple(tuple(s) for s in raw.get("shapes", ())))
+    if sample.domain not in DOMAINS:
+        raise TableError(f"{op}: sample domain is one of {', '.join(DOMAINS)}, not {sample.domain!r}")
+    return sample
 
 
 def _check(entry: Entry) -> None:
@@ -153,6 +225,13 @@ def _check(entry: Entry) -> None:
         raise TableError(f"{op}: an {entry.category} op needs a reason")
     if entry.category not in ("unsupported", HOST_SIDE) and not entry.pypto:
         raise TableError(f"{op}: a mapped op names its pypto API")
+    kernel = entry.category not in ("unsupported", HOST_SIDE)
+    if kernel and entry.family not in FAMILIES:
+        raise TableError(f"{op}: a mapped op names its kernel family ({', '.join(FAMILIES)}), not {entry.family!r}")
+    if not kernel and entry.family:
+        raise TableError(f"{op}: an {entry.category} op has no kernel family")
+    if kernel and not entry.examples.convert:
+        raise TableError(f"{op}: a mapped op gives at least one example that converts")
     if entry.category != HOST_SIDE and (not entry.params or not entry.params[0].is_tensor):
         raise TableError(f"{op}: the first parameter must be the input Tensor")
     for api in entry.apis:
@@ -163,9 +242,7 @@ def _check(entry: Entry) -> None:
         if arg not in names:
             raise TableError(f"{op}: reject names unknown parameter {arg!r}")
     _check_modules(entry, names)
-    if entry.domain not in ("real", "positive"):
-        raise TableError(f"{op}: domain is real or positive, not {entry.domain!r}")
-    for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target])):
+    for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target, entry.output])):
         if dtype not in DTYPES:
             raise TableError(f"{op}: unknown dtype {dtype!r}")
 
@@ -185,6 +262,9 @@ def _check_modules(entry: Entry, names: set[str]) -> None:
 def build_table(raw: Mapping[str, Any]) -> Table:
     """Validate raw TOML data into a Table; API spellings must be unique across entries."""
     entries = {op: _entry(op, body) for op, body in raw.items()}
+    entries = {op: _with_parts(entry, entries) for op, entry in entries.items()}
+    for entry in entries.values():
+        _honoured(entry, entries)
     by_api: dict[str, Entry] = {}
     for entry in entries.values():
         for api in entry.apis:
@@ -199,6 +279,30 @@ def build_table(raw: Mapping[str, Any]) -> Table:
             by_module[module] = entry
     methods = frozenset(a.rsplit(".", 1)[1] for a in by_api if a.startswith("torch.Tensor."))
     return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module))
+
+
+def _with_parts(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
+    """The entry with the entries its recipe calls (by op name) attached."""
+    if not entry.recipe:
+        return entry
+    try:
+        tree = ast.parse(entry.recipe, mode="eval")
+    except SyntaxError as exc:
+        raise TableError(f"{entry.op}: recipe {entry.recipe!r} is not an expression") from exc
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    parts = {op: entries[op] for op in sorted(called) if op in entries}
+    return dataclasses.replace(entry, parts=MappingProxyType(parts))
+
+
+def _honoured(entry: Entry, entries: Mapping[str, Entry]) -> None:
+    """Refuse an entry its kernel family cannot carry out faithfully (nothing is dropped silently)."""
+    if entry.family is None:
+        return
+    from torch2pypto.rules import FAMILIES as KERNEL_FAMILIES  # they know what they can honour
+
+    problem = KERNEL_FAMILIES[entry.family].problem(entry, entries)
+    if problem:
+        raise TableError(f"{entry.op}: {entry.family} family: {problem}")
 
 
 @functools.cache

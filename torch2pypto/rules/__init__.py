@@ -1,31 +1,34 @@
-"""How each mapping category becomes a kernel, a host wrapper and a rewritten call.
+"""How code is made: one module per kernel family, sharing tile steps and templates.
 
-A rule takes a bound call site and returns either :class:`Converted` (the replacement call and
-the definitions it needs) or :class:`Unsupported` (the reason the call stays torch). The engine
-picks the rule by the entry's category through :data:`RULES`.
+A family takes a bound call site and returns either :class:`Converted` (the replacement call and
+the definitions it needs) or :class:`Unsupported` (the reason the call stays torch), and says
+when the table loads whether it can honour an entry (``problem``). The engine picks the family
+by the entry's ``family`` through :data:`RULES`; the category is only the manual's word.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from torch2pypto.rules import composite, difference, different_params, rename, same_name
+from torch2pypto.rules import casting, composite, elementwise, reduction, scan
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 Rule = Callable[[CallSite], "Converted | Unsupported"]
+
+FAMILIES = {
+    "elementwise": elementwise,
+    "cast": casting,
+    "reduction": reduction,
+    "scan": scan,
+    "composite": composite,
+}
 
 
 def _unsupported(site: CallSite) -> Unsupported:
     return Unsupported(site.entry.reason or "no PyPTO equivalent")
 
 
-RULES: dict[str, Rule] = {
-    "same-name": same_name.rewrite,
-    "same-name-different-params": different_params.rewrite,
-    "pure-rename": rename.rewrite,
-    "difference": difference.rewrite,
-    "composite": composite.rewrite,
-    "unsupported": _unsupported,
-}
+RULES: dict[str | None, Rule] = {name: family.rewrite for name, family in FAMILIES.items()}
+RULES[None] = _unsupported  # unsupported entries have no family
 
-__all__ = ["RULES", "CallSite", "Converted", "Unsupported", "Rule"]
+__all__ = ["FAMILIES", "RULES", "CallSite", "Converted", "Unsupported", "Rule"]

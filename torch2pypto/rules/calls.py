@@ -1,4 +1,4 @@
-"""Helpers every rule shares: rejected arguments, wrapper signatures and the rewritten call."""
+"""Helpers every family shares: literals, rejected arguments and the rewritten call."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from torch2pypto.mapping import Entry, Param
 from torch2pypto.rules.site import CallSite, Unsupported
 
 _EMPTY = cst.Module([])
+_EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
 
 
 def source_of(node: cst.CSTNode) -> str:
@@ -23,6 +24,11 @@ def literal(node: cst.BaseExpression) -> object:
         return ast.literal_eval(source_of(node).strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return Ellipsis
+
+
+def is_number(node: cst.BaseExpression | None) -> bool:
+    """Whether the expression is a Python number literal (``2``, ``-0.5``; not a bool)."""
+    return node is not None and type(literal(node)) in (int, float)
 
 
 def rejection(site: CallSite) -> Unsupported | None:
@@ -39,36 +45,18 @@ def wrapper_params(entry: Entry) -> tuple[Param, ...]:
     return tuple(p for p in entry.params if p.name not in entry.reject)
 
 
-def signature(params: tuple[Param, ...]) -> str:
-    """Parameter list text for a wrapper, mirroring torch's defaults and keyword-only marker."""
-    parts: list[str] = []
-    for p in params:
-        if p.keyword_only and "*" not in parts:
-            parts.append("*")
-        parts.append(p.name if p.required else f"{p.name}={p.default!r}")
-    return ", ".join(parts)
-
-
-def call_args(params: tuple[Param, ...]) -> str:
-    """Argument text passing a wrapper's parameters on to torch under the same names."""
-    return ", ".join(p.name if p.required else f"{p.name}={p.name}" for p in params)
-
-
-def replacement(site: CallSite, wrapper: str) -> cst.Call:
+def replacement(site: CallSite, wrapper: str, params: tuple[Param, ...] | None = None) -> cst.Call:
     """``wrapper(<required args>, <optional args as keywords>)`` for this call site.
 
     Rejected arguments only get here at their default, so they are dropped.
     """
     args: list[cst.Arg] = []
-    for p in wrapper_params(site.entry):
+    for p in wrapper_params(site.entry) if params is None else params:
         value = site.args.get(p.name)
         if value is None:
             continue
         args.append(cst.Arg(value) if p.required else cst.Arg(value, keyword=cst.Name(p.name), equal=_EQUAL))
     return cst.Call(cst.Name(wrapper), args)
-
-
-_EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
 
 
 def dtype_expr(site: CallSite, dtype: str) -> cst.BaseExpression | None:

@@ -1,37 +1,185 @@
-"""The cast kernel and the host code around it, shared by pure renames and ``type_as``."""
+"""The cast family: ``x.to(dtype)``, ``x.float()``, ``x.type_as(other)``... become ``pypto.cast``.
+
+The target dtype is the entry's ``target`` (``x.float()``), its ``dtype`` parameter, or its
+``other`` tensor's dtype (``type_as``). An entry with ``overloads`` (``Tensor.to``) binds its
+positional placeholders ``arg1``... to the overload the call's arguments select: ``(dtype,
+...)``, ``(device, dtype, ...)`` or ``(other, ...)``. The device part of a call stays torch (a
+move is no kernel); the dtype part is the cast.
+"""
 
 from __future__ import annotations
 
-from torch2pypto.rules import codegen
+from typing import Mapping
+
+import libcst as cst
+
+from torch2pypto.mapping import Entry, parse_signature
+from torch2pypto.rules import templates
+from torch2pypto.rules.calls import dtype_expr, literal, rejection, replacement, source_of
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
-CAST_KERNEL = codegen.row_kernel(
-    "cast_kernel",
-    "pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`.",
-    "dtype, out_dtype, cols",
-    {"x": "dtype"},
-    "out_dtype",
-    "result = x_tile\n" + codegen.cast("result", "dtype", "out_dtype")[1],
-    setup=codegen.cast("result", "dtype", "out_dtype")[0],
+CAST_KERNEL = templates.row_kernel(
+    "cast_kernel", "pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`.",
+    "dtype, out_dtype, cols", ["x"], (), out_dtype="out_dtype",
 )
-
-
-def cast_wrapper(name: str, params: str, target: str, fallback: str, doc: str) -> Definition:
-    """A wrapper that casts ``input`` to the dtype expression ``target`` with the cast kernel.
+CAST = Definition(
+    "pypto_cast",
+    '''\
+def pypto_cast(input, dtype, device=None, non_blocking=False):
+    """input.to(device, dtype) with the cast on a PyPTO kernel (pypto.cast; a move stays torch).
 
     As in torch, a cast to the input's own dtype returns the input itself.
     """
-    assign = "" if target == "dtype" else f"    dtype = {target}\n"
-    source = f'''\
-def {name}({params}):
-    """{doc}"""
-{assign}    if input.dtype == dtype:
+    if device is not None:
+        input = input.to(device, non_blocking=non_blocking)
+    if input.dtype == dtype:
         return input
+
+    def torch_path(input):
+        return input.to(dtype)
+
     if dtype not in _PYPTO_DTYPES or not _on_kernel_path(input):
-        return {fallback}
-    x = _as_rows(input)
-    out = torch.empty(x.shape, dtype=dtype, device=x.device)
-    _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
-    return out.reshape(input.shape)
-'''
-    return Definition(name, source, ("_on_kernel_path", "_as_rows", "_launch", "cast_kernel"))
+        return torch_path(input)
+
+    def kernel_path(input):
+        x = _as_rows(input)
+        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
+        return _in_layout_of(out.reshape(input.shape), input)
+
+    return _with_torch_grad(kernel_path, torch_path, input)
+''',
+    ("_on_kernel_path", "_as_rows", "_launch", "_with_torch_grad", "_in_layout_of", "cast_kernel"),
+)
+LIKE = Definition(
+    "pypto_cast_like",
+    '''\
+def pypto_cast_like(input, other, non_blocking=False):
+    """input.to(other): other's dtype by pypto_cast, other's device by torch."""
+    return pypto_cast(input, other.dtype, other.device, non_blocking)
+''',
+    ("pypto_cast",),
+)
+TYPE_AS = Definition(
+    "pypto_type_as",
+    '''\
+def pypto_type_as(input, other):
+    """torch.Tensor.type_as on a PyPTO kernel (difference: the dtype is other.dtype, read on the host).
+
+    To another device, torch moves the input as type_as does.
+    """
+    if input.device != other.device:
+        return input.type_as(other)
+    return pypto_cast(input, other.dtype)
+''',
+    ("pypto_cast",),
+)
+PARAMS = {
+    "pypto_cast": parse_signature("pypto_cast", "(input: Tensor, dtype: DType, device: Device = None, non_blocking: bool = False)"),
+    "pypto_cast_like": parse_signature("pypto_cast_like", "(input: Tensor, other: Tensor, non_blocking: bool = False)"),
+    "pypto_type_as": parse_signature("pypto_type_as", "(input: Tensor, other: Tensor)"),
+}
+WRAPPERS = {"pypto_cast": (CAST_KERNEL, CAST), "pypto_cast_like": (CAST_KERNEL, CAST, LIKE),
+            "pypto_type_as": (CAST_KERNEL, CAST, TYPE_AS)}  # fmt: skip
+OVERLOAD_KINDS = {"dtype", "device", "other", "non_blocking", "copy", "memory_format"}
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    names = {p.name for p in entry.params}
+    if entry.pypto != "cast":
+        return f"a cast is pypto.cast, not pypto.{entry.pypto}"
+    if entry.overloads:
+        for text in entry.overloads:
+            unknown = {p.name for p in parse_signature(entry.op, text)} - OVERLOAD_KINDS
+            if unknown:
+                return f"overload {text} has parameters {sorted(unknown)} a cast cannot take"
+        return None
+    if not (entry.target or "dtype" in names or "other" in names):
+        return "no target dtype: give target, a dtype parameter or an other tensor"
+    known = {"input", "dtype", "other", "non_blocking"}
+    for p in entry.params:
+        if p.name not in known and p.name not in entry.reject:
+            return f"parameter {p.name!r} is neither a cast's (dtype, other, non_blocking) nor rejected"
+    return None
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    rejected = rejection(site)
+    if rejected:
+        return rejected
+    entry = site.entry
+    if entry.overloads:
+        return _overloaded(site)
+    if "other" in site.args:
+        return _converted(replacement(site, "pypto_type_as", PARAMS["pypto_type_as"]), "pypto_type_as")
+    if entry.target:
+        target = dtype_expr(site, entry.target)
+        if target is None:
+            return Unsupported("no name reaches the torch module here to spell the target dtype")
+        return _cast(site, entry.target, target, {})
+    if "dtype" not in site.args:
+        return Unsupported(f".{entry.op}() without a dtype is not a cast")
+    return _cast(site, site.static_dtype("dtype"), site.args["dtype"], {})
+
+
+def _overloaded(site: CallSite) -> Converted | Unsupported:
+    """``Tensor.to``: bind the call to the overload its arguments select, as torch does."""
+    positional = [site.args[n] for n in ("arg1", "arg2", "arg3", "arg4") if n in site.args]
+    names = ["arg1", "arg2", "arg3", "arg4"][: len(positional)]
+    keywords = {k: v for k, v in site.args.items() if k not in names and k != "input"}
+    if "other" in keywords or (names and site.is_tensor("arg1")):
+        chosen = "other"
+    elif names and site.static_dtype("arg1") is not None:
+        chosen = "dtype"
+    elif len(names) > 1 or {"dtype", "device"} & set(keywords) or (names and isinstance(literal(positional[0]), str)):
+        chosen = "device"
+    elif names:
+        return Unsupported("the argument of .to() is not known to be a dtype or a tensor (a device move is no cast)")
+    else:
+        return Unsupported(".to() without a dtype is not a cast")
+    overload = next(o for o in site.entry.overloads if o.startswith(f"({chosen}"))
+    params = parse_signature(site.entry.op, overload)
+    if len(positional) > len(params):
+        return Unsupported(f".to({chosen}, ...) takes at most {len(params)} positional arguments")
+    bound = dict(keywords)
+    statics = dict(zip((p.name for p in params), names))
+    for p, value in zip(params, positional):
+        if p.name in bound:
+            return Unsupported(f".to({chosen}, ...): argument {p.name!r} given twice")
+        bound[p.name] = value
+    for name, reason in site.entry.reject.items():
+        value = bound.get(name)
+        if value is not None and source_of(value) not in ("False", "None"):
+            return Unsupported(reason)
+    extras = {k: bound[k] for k in ("non_blocking",) if k in bound}
+    if chosen == "other":
+        if "dtype" in keywords or "device" in keywords:
+            return Unsupported(".to(other) takes no dtype= or device=")
+        return _converted(_call("pypto_cast_like", [bound["other"]], extras, site), "pypto_cast_like")
+    if "dtype" not in bound:
+        return Unsupported(".to(device) only moves memory: there is no dtype to cast to")
+    static = site.static_dtype(statics["dtype"]) if "dtype" in statics else site.static_dtype("dtype")
+    if "device" in bound:
+        extras = {"device": bound["device"], **extras}
+    return _cast(site, static, bound["dtype"], extras)
+
+
+def _cast(site: CallSite, dtype_name: str | None, target: cst.BaseExpression, extras) -> Converted | Unsupported:
+    entry = site.entry
+    if dtype_name is None:
+        return Unsupported(f"the dtype of .{entry.op}() is not known to be a dtype (a device or tensor is not a cast)")
+    if dtype_name != "?" and dtype_name not in entry.dtypes:
+        return Unsupported(f"cast to {dtype_name}: PyPTO kernels here handle {', '.join(entry.dtypes)}")
+    return _converted(_call("pypto_cast", [target], extras, site), "pypto_cast")
+
+
+def _call(wrapper: str, positional, keywords, site: CallSite) -> cst.Call:
+    args = [cst.Arg(site.args["input"]), *(cst.Arg(v) for v in positional)]
+    equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    args += [cst.Arg(v, keyword=cst.Name(k), equal=equal) for k, v in keywords.items()]
+    return cst.Call(cst.Name(wrapper), args)
+
+
+def _converted(call: cst.Call, wrapper: str) -> Converted:
+    return Converted(call, WRAPPERS[wrapper], "pypto.cast", PARAMS[wrapper])

@@ -1,15 +1,11 @@
-"""Source templates for the generated code: the shared prelude and the row-tiled kernel.
+"""Generated definitions and the prelude every generated section shares.
 
-Every kernel sees its tensors as ``[rows, cols]`` matrices (the host wrapper folds leading
-dims), with a dynamic row axis walked by ``pypto.loop`` in tiles of ``rows`` rows:
-``pypto.view(..., valid_shape=...)`` cuts the tail tile, ``pypto.assemble`` writes it back.
-Kernels are built by ``functools.cache``'d factories, one compiled kernel per dtype/width.
+Kernel templates live in :mod:`templates`, host wrappers in :mod:`wrappers`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,71 +89,97 @@ def _tile_shape(cols, buffers):
 ''',
         ("PYPTO_LAUNCHER",),
     ),
+    Definition(
+        "_kernel_operands",
+        '''\
+def _kernel_operands(first, *others):
+    """Whether a kernel takes these operands: a tensor first, then tensors of its dtype or Python
+    numbers (not bools), on the kernel path. Any other mix runs torch, which keeps its promotion."""
+    if not isinstance(first, torch.Tensor):
+        return False
+    tensors = [first, *(o for o in others if isinstance(o, torch.Tensor))]
+    numbers = [o for o in others if not isinstance(o, torch.Tensor)]
+    if any(t.dtype != first.dtype for t in tensors) or any(type(n) not in (int, float) for n in numbers):
+        return False
+    return _on_kernel_path(*tensors)
+''',
+        ("_on_kernel_path",),
+    ),
+    Definition(
+        "_broadcast_rows",
+        '''\
+def _broadcast_rows(*operands):
+    """The tensor operands broadcast to one shape, each as [rows, cols]; and that shape."""
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    return [_as_rows(t.expand(shape)) for t in tensors], shape
+''',
+        ("_as_rows",),
+    ),
+    Definition(
+        "_in_layout_of",
+        '''\
+def _in_layout_of(result, t):
+    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
+    if t.shape != result.shape or t.is_contiguous():
+        return result
+    return torch.empty_like(t, dtype=result.dtype).copy_(result)
+''',
+    ),
+    Definition(
+        "_whole_tile_rows",
+        '''\
+def _whole_tile_rows(t, min_rows=64):
+    """`t` ([rows, cols]) zero-padded to at least `min_rows` rows, so a kernel reads whole tiles."""
+    return torch.nn.functional.pad(t, (0, 0, 0, max(0, min_rows - t.shape[0])))
+''',
+    ),
+    Definition(
+        "_in_place_ok",
+        '''\
+def _in_place_ok(input, *others):
+    """Whether an in-place kernel may write into `input`: the result keeps its shape, and autograd
+    is not recording (torch's in-place autograd checks stay torch's)."""
+    shapes = [o.shape for o in others if isinstance(o, torch.Tensor)]
+    if torch.broadcast_shapes(input.shape, *shapes) != input.shape:
+        return False
+    tensors = [input, *(o for o in others if isinstance(o, torch.Tensor))]
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+''',
+    ),
+    Definition(
+        "_TorchGradient",
+        '''\
+class _TorchGradient(torch.autograd.Function):
+    """The kernel's result forward; backward, torch's gradient of the original expression."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, torch_path, *args):
+        ctx.torch_path = torch_path
+        ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        return kernel_path(*args)
+
+    @staticmethod
+    def backward(ctx, grad):
+        wants = ctx.needs_input_grad[2:]
+        args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
+        with torch.enable_grad():
+            result = ctx.torch_path(*args)
+        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad))
+        return (None, None, *(next(grads) if w else None for w in wants))
+''',
+    ),
+    Definition(
+        "_with_torch_grad",
+        '''\
+def _with_torch_grad(kernel_path, torch_path, *args):
+    """kernel_path(*args); when autograd records and a tensor argument requires grad, the result
+    carries torch's gradient (recomputed from the original expression in backward)."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _TorchGradient.apply(kernel_path, torch_path, *args)
+    return kernel_path(*args)
+''',
+        ("_TorchGradient",),
+    ),
 )
 PRELUDE_NAMES = tuple(d.name for d in PRELUDE)
-
-
-def row_kernel(
-    name: str,
-    doc: str,
-    factory_params: str,
-    inputs: dict[str, str],
-    out_dtype: str,
-    body: str,
-    *,
-    out_cols: str = "cols",
-    buffers: int = 2,
-    setup: str = "",
-) -> Definition:
-    """A kernel factory over row tiles.
-
-    ``inputs`` maps each tensor parameter to its dtype expression; inside ``body`` each is
-    available as ``<name>_tile`` (the current ``[rows, cols]`` view) and ``body`` assigns the
-    tile's result to ``result``. ``setup`` runs in the factory, before the kernel is built.
-    """
-    params = "".join(
-        f"        {arg}: pypto.Tensor([pypto.DYNAMIC, cols], {dtype}),\n"
-        for arg, dtype in inputs.items()
-    )
-    views = "".join(
-        f"            {arg}_tile = pypto.view({arg}, [rows, cols], [r, 0], valid_shape=valid)\n"
-        for arg in inputs
-    )
-    first = next(iter(inputs))
-    source = f'''\
-@functools.cache
-def {name}({factory_params}):
-    """{doc}"""
-    rows, tile_cols = _tile_shape(cols, buffers={buffers})
-{textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
-    @_annotated(locals())
-    def kernel(
-{params}        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),
-    ):
-        n = {first}.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), cols]
-            pypto.set_vec_tile_shapes(rows, tile_cols)
-{views}{textwrap.indent(body, " " * 12)}            pypto.assemble(result, [r, 0], out)
-
-    return kernel
-'''
-    return Definition(name, source, ("_tile_shape", "_annotated"))
-
-
-def cast(var: str, src: str, dst: str) -> tuple[str, str]:
-    """Factory setup and kernel statements casting ``var`` from dtype ``src`` to ``dst``.
-
-    ``src``/``dst`` name factory parameters. BF16 and FP16 have no direct cast in PyPTO and go
-    through FP32; a cast to the same dtype is skipped when the kernel is parsed.
-    """
-    setup = f"{var}_via_fp32 = {{{src}, {dst}}} == {{pypto.DT_BF16, pypto.DT_FP16}}\n"
-    body = (
-        f"if {var}_via_fp32:\n"
-        f"    {var} = pypto.cast({var}, pypto.DT_FP32)\n"
-        f"if {src} != {dst}:\n"
-        f"    {var} = pypto.cast({var}, {dst})\n"
-    )
-    return setup, body

@@ -19,13 +19,15 @@ class CallSite:
     are absent). ``static_dtype(param)`` names the dtype that argument statically is
     (``"float32"``), ``"?"`` for a dtype of unknown value (``x.dtype``), or None when it is not
     known to be a dtype at all; ``torch_name()`` is how the module reaches the torch package at
-    this site (None where no name does).
+    this site (None where no name does); ``is_tensor(param)``: that argument is known to be a
+    tensor.
     """
 
     entry: Entry
     args: Mapping[str, cst.BaseExpression]
     static_dtype: Callable[[str], str | None]
     torch_name: Callable[[], str | None]
+    is_tensor: Callable[[str], bool] = lambda _: False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -89,6 +89,7 @@ class Attempt:
     pypto_api: str = ""
     static_dtype: Callable[[str], str | None] = lambda _: None
     torch_name: Callable[[], str | None] = lambda: None
+    is_tensor: Callable[[str], bool] = lambda _: False
 
 
 class Sites:
@@ -148,6 +149,7 @@ class Sites:
         inference = self.inference
         attempt.static_dtype = lambda param: inference.static_dtype(bound[param])
         attempt.torch_name = lambda: inference.torch_name(call)
+        attempt.is_tensor = lambda param: inference.kind(bound[param]) == TENSOR
         attempt.status = ""  # pending: the rule decides
         return attempt
 
@@ -184,8 +186,8 @@ class SegmentRewriter(cst.CSTTransformer):
         found, entry = attempt.resolved, attempt.resolved.entry
         receiver = updated.func.value if found.method else None
         bound = bind(entry.params, cst_args(updated) + cst_held(updated, found.held), receiver)
-        site = CallSite(entry, bound, attempt.static_dtype, attempt.torch_name)
-        result = RULES[entry.category](site)
+        site = CallSite(entry, bound, attempt.static_dtype, attempt.torch_name, attempt.is_tensor)
+        result = RULES[entry.family](site)
         if not isinstance(result, Converted):
             attempt.status, attempt.reason = UNSUPPORTED, result.reason
             return updated

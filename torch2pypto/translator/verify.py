@@ -24,6 +24,9 @@ from torch2pypto.translator.interpreter import _KERNEL_LOG
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
+NOT_EXERCISED = "not exercised: no kernel launched (the wrapper took its torch path)"
+
+
 @dataclass(frozen=True)
 class Case:
     """Call `wrapper` (a name in the module) with `args` and `kwargs`; `label` names it in reports."""
@@ -36,7 +39,8 @@ class Case:
 
 @dataclass
 class Outcome:
-    """How a case went: interpreter vs torch error (None if not comparable), the reason if not ok."""
+    """How a case went: interpreter vs torch error (None if not comparable), the reason if not ok,
+    and how many kernels it launched (a case that launched none proves nothing)."""
 
     label: str
     ok: bool
@@ -44,6 +48,7 @@ class Outcome:
     max_rel: float | None
     seconds: float
     error: str | None
+    launched: int = 0
 
 
 def verify(module_source: str, cases: list[Case], timeout: float = 300) -> list[Outcome]:

@@ -12,43 +12,40 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from torch2pypto.mapping import load_table
+from torch2pypto.mapping import load_table, samples
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.translator.binding import bind, cst_args
 from torch2pypto.translator.inference import DTYPE_NAMES
 from torch2pypto.translator.transform import Conversion
 from torch2pypto.translator.translate import Translation
-from torch2pypto.translator.verify import Case, Outcome, verify
+from torch2pypto.translator.verify import NOT_EXERCISED, Case, Outcome, verify
 
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# an odd row count; leading dims to fold; a width that is no power of two
-SHAPES = ((7, 64), (3, 5, 40))
-_SAMPLE = {"Number": 0.5, "Dims": -1, "bool": False}
+_NUMBERS = {"Number": 0.5, "Dims": -1, "bool": False}  # non-literal arguments of these kinds
 
 
 def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
-    """Cases exercising one converted call on every kernel dtype and sample shape.
+    """Cases exercising one converted call on every kernel dtype and its entry's sample shapes.
 
-    Each case's label starts with ``key`` (unique per call site), then says what it runs.
+    Inputs come from the entry's sample hints (:mod:`torch2pypto.mapping.samples`): the first
+    tensor has the case's shape, other tensor operands match it, a cast's ``other`` has another
+    dtype. Each case's label starts with ``key`` (unique per call site), then says what it runs.
     """
     record = conversion.record
     entry = load_table().by_api[record.api]
     bound = bind(conversion.params, cst_args(conversion.call))
     wrapper = source_of(conversion.call.func)
-    generator = torch.Generator().manual_seed(seed)
+    kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
     result = []
-    for dtype in DTYPES:
-        if dtype_name(dtype) not in entry.dtypes:
-            continue
-        other = DTYPES[(DTYPES.index(dtype) + 1) % len(DTYPES)]
-        for shape in SHAPES:
+    for i, dtype in enumerate(kernel_dtypes):
+        other = kernel_dtypes[(i + 1) % len(kernel_dtypes)]
+        for shape in samples.shapes(entry):
+            generator = torch.Generator().manual_seed(seed)
             args, kwargs = [], {}
             for param in conversion.params:
                 if param.name not in bound:
                     continue
-                # type_as-style differences read a dtype off a second tensor: give it another one
-                tensor_dtype = other if args and entry.category == "difference" else dtype
-                value = _value(param.kinds, bound[param.name], shape, tensor_dtype, other, entry.domain, generator)
+                tensor_dtype = other if args and entry.family == "cast" else dtype
+                value = _value(entry, param.kinds, bound[param.name], shape, tensor_dtype, other, generator)
                 if param.required:
                     args.append(value)
                 else:
@@ -62,19 +59,18 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _value(kinds, expr, shape, dtype, other, domain, generator):
+def _value(entry, kinds, expr, shape, dtype, other, generator):
     value = literal(expr)
     if "DType" in kinds:
         name = source_of(expr).rsplit(".", 1)[-1]
         return getattr(torch, DTYPE_NAMES[name]) if name in DTYPE_NAMES else other
+    if "Device" in kinds:
+        return None if value is None else torch.device("cpu")
     if value is not Ellipsis:
         return value
     if "Tensor" in kinds:
-        sample = torch.randn(shape, generator=generator)
-        if domain == "positive":
-            sample = sample.abs() + 0.5
-        return sample.to(dtype)
-    return _SAMPLE.get(kinds[0], 0.5)
+        return samples.tensor(entry, shape, dtype, generator)
+    return _NUMBERS.get(kinds[0], 0.5)
 
 
 def verify_translation(translation: Translation, console: Console, section: str) -> bool:
@@ -95,13 +91,14 @@ def verify_translation(translation: Translation, console: Console, section: str)
         site = str(i)
         site_ok = all(o.ok for o in results[site])
         ok &= site_ok
+        exercised = any(o.launched for o in results[site])
         table.add_row(
             f"{conversion.record.line}:{conversion.record.column}",
             conversion.record.api,
             str(len(results[site])),
             _worst(results[site], "max_abs"),
             _worst(results[site], "max_rel"),
-            "[green]ok[/]" if site_ok else f"[red]MISMATCH[/] {_first_error(results[site])}",
+            "[green]ok[/]" if site_ok else _failure(results[site]) if exercised else "[yellow]not exercised[/]",
         )
     # the title names the file: a path is not wrapped (a table title would be, at the table's width)
     console.print(f"{translation.path}: CPU interpreter vs torch", markup=False, soft_wrap=True)
@@ -114,5 +111,6 @@ def _worst(outcomes: list[Outcome], field: str) -> str:
     return f"{max(values):.3g}" if values else "-"
 
 
-def _first_error(outcomes: list[Outcome]) -> str:
-    return next((o.error.splitlines()[0] for o in outcomes if o.error), "")
+def _failure(outcomes: list[Outcome]) -> str:
+    error = next((o.error.splitlines()[0] for o in outcomes if o.error and o.error != NOT_EXERCISED), "")
+    return f"[red]MISMATCH[/] {error}" if error else "[yellow]not exercised[/] (some cases)"

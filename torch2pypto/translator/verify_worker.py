@@ -16,7 +16,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from torch2pypto.translator import interpreter
-from torch2pypto.translator.verify import Case, Outcome
+from torch2pypto.translator.verify import NOT_EXERCISED, Case, Outcome
 
 
 def main(module_path: str, cases_path: str, start: int) -> None:
@@ -69,18 +69,23 @@ def run_case(module, case: Case) -> Outcome:
         ref = wrapper(*_fresh(case.args), **_fresh(case.kwargs))
     except Exception as exc:
         return Outcome(case.label, False, None, None, elapsed(), f"torch reference failed: {_one_line(exc)}")
+    launched = interpreter.counting()
+    args, kwargs = _fresh(case.args), _fresh(case.kwargs)
     try:
         with interpreter.interpreted(module):
-            got = wrapper(*_fresh(case.args), **_fresh(case.kwargs))
+            got = wrapper(*args, **kwargs)
     except Exception as exc:
         error = str(exc) if isinstance(exc, interpreter.KernelError) else _one_line(exc)
         return Outcome(case.label, False, None, None, elapsed(), error)
+    count = sum(launched().values())
     max_abs, max_rel = _max_errors(got, ref)
     try:
         torch.testing.assert_close(got, ref)
     except AssertionError as exc:
-        return Outcome(case.label, False, max_abs, max_rel, elapsed(), _one_line(exc))
-    return Outcome(case.label, True, max_abs, max_rel, elapsed(), None)
+        return Outcome(case.label, False, max_abs, max_rel, elapsed(), _one_line(exc), count)
+    if not count and not any(got is a for a in args):  # a no-op (a cast to its own dtype) returns its input
+        return Outcome(case.label, False, max_abs, max_rel, elapsed(), NOT_EXERCISED, count)
+    return Outcome(case.label, True, max_abs, max_rel, elapsed(), None, count)
 
 
 def _fresh(tree):

@@ -1,0 +1,45 @@
+"""Sample inputs for an entry, from its hints: the tests and ``--verify`` draw from here.
+
+Examples are written over :data:`torch2pypto.mapping.SAMPLE_NAMES`; :func:`values` gives each
+name a value for one case (a shape and a dtype). Shapes: tail row tiles (more rows than a tile,
+and fewer), a width that is no multiple of 32 bytes, rank 1 to 4.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from torch2pypto.mapping import Entry
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# one width per run, so one compiled kernel serves every shape of a dtype
+SHAPES = ((2, 3, 13, 37), (37,))
+MATRIX_SHAPES = ((7, 37), (3, 5, 37), (1,), (130, 1), (3, 17), (2, 70, 64), (2, 2, 3, 300), (5, 1000))
+
+
+def shapes(entry: Entry, matrix: bool = False) -> tuple[tuple[int, ...], ...]:
+    """The shapes of ``x`` an entry is tried on."""
+    return entry.sample.shapes or (MATRIX_SHAPES if matrix else SHAPES)
+
+
+def tensor(entry: Entry, shape, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """A sample tensor in the entry's domain."""
+    t = torch.randn(shape, generator=generator)
+    if entry.sample.domain == "positive":
+        t = t.abs() + 0.5
+    elif entry.sample.domain == "unit":
+        t = torch.sigmoid(t)
+    return t.to(dtype)
+
+
+def values(entry: Entry, shape, dtype: torch.dtype, seed: int = 0) -> dict[str, object]:
+    """The example names' values for one case: x of ``shape``, y alike, w a row of x."""
+    generator = torch.Generator().manual_seed(seed)
+    x = tensor(entry, shape, dtype, generator)
+    return {
+        "x": x,
+        "y": tensor(entry, shape, dtype, generator),
+        "w": tensor(entry, shape[-1:], dtype, generator),
+        "xs": [x],
+        "dev": x.device,
+    }

@@ -1,0 +1,182 @@
+"""The n-ary elementwise family: ``pypto.<op>`` over tensors and Python numbers.
+
+Operands are the signature's tensor parameters, in order; a ``Tensor | Number`` operand may be
+a Python number, which the kernel takes as a constant (one kernel variant per such choice).
+Tensors broadcast on the host. The entry's ``args`` name the PyPTO op's extra keyword arguments
+(``{ min = "min" }``: pypto keyword = torch parameter or literal); ``output = "bool"`` gives a
+bool result; ``compute = "float32"`` computes in FP32. ``commutative`` ops take a number first by
+swapping it second; other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write
+the result back into the receiver and return it; with autograd recording they run torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from typing import Mapping
+
+import libcst as cst
+
+from torch2pypto.mapping import Entry, Param
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import is_number, rejection, replacement, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.steps import Apply, Step
+
+OUTPUTS = {None: None, "bool": "torch.bool"}
+_PYPTO_OUTPUT = {"bool": "pypto.DT_BOOL"}
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    """Why this family cannot carry the entry out faithfully, or None."""
+    names = {p.name for p in entry.params}
+    for keyword, value in entry.args.items():
+        if value not in names and not _is_literal(value):
+            return f"args.{keyword} = {value!r} is neither a parameter nor a literal"
+        if value in names and "Tensor" in entry.param(value).kinds:
+            return f"args.{keyword} = {value!r} is a tensor; tensors are operands, not arguments"
+    used = {p.name for p in operands(entry)} | set(entry.args.values())
+    for p in wrapper_params(entry):
+        if p.name not in used:
+            return f"parameter {p.name!r} is neither an operand, an argument of pypto.{entry.pypto} (args) nor rejected"
+    for p in operands(entry):
+        if set(p.kinds) - {"Tensor", "Number"}:
+            return f"operand {p.name!r} takes {' | '.join(p.kinds)}: operands are tensors or numbers"
+    if entry.commutative and len(operands(entry)) != 2:
+        return "only a binary op can be commutative"
+    if entry.output not in OUTPUTS:
+        return f"output is bool or the operands' dtype, not {entry.output!r}"
+    if entry.inplace and (entry.output or entry.commutative):
+        return "an in-place op keeps the receiver's dtype and place: no output, not commutative"
+    if entry.inplace and any(not api.startswith("torch.Tensor.") for api in entry.apis):
+        return "an in-place op is a tensor method"
+    return None
+
+
+def _is_literal(text: str) -> bool:
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return False
+    return True
+
+
+def operands(entry: Entry) -> tuple[Param, ...]:
+    return tuple(p for p in wrapper_params(entry) if "Tensor" in p.kinds)
+
+
+def constants(entry: Entry) -> tuple[Param, ...]:
+    """Parameters the kernel takes as factory constants (named in ``args``)."""
+    return tuple(p for p in wrapper_params(entry) if p.name in entry.args.values())
+
+
+def step(entry: Entry) -> Step:
+    """The op's tile step; composites reuse it."""
+    return Step(entry.pypto, tuple(entry.args.items()), entry.compute == "float32", entry.output)
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    rejected = rejection(site)
+    if rejected:
+        return rejected
+    entry = site.entry
+    first, *rest = operands(entry)
+    call = replacement(site, f"pypto_{entry.op}")
+    if is_number(site.args.get(first.name)):
+        if not (entry.commutative and not is_number(site.args.get(rest[0].name))):
+            return Unsupported(f"a Python number as {first.name}: pypto.{entry.pypto} takes a tensor first")
+        swapped = [call.args[1].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT),
+                   call.args[0].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)]
+        call = call.with_changes(args=[*swapped, *call.args[2:]])
+    return Converted(call, definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
+
+
+def definitions(entry: Entry, program: tuple[Apply, ...] | None = None, how: str | None = None) -> tuple[Definition, ...]:
+    """The kernel variants and the wrapper of an elementwise op (or of a composite ``program``)."""
+    tensors = operands(entry)
+    numbers = [p for p in tensors[1:] if "Number" in p.kinds]
+    variants = []
+    for chosen in _choices(numbers):
+        name = f"{entry.op}_kernel" if not chosen else f"{entry.op}_{'_'.join(p.name for p in chosen)}_number_kernel"
+        variants.append((name, chosen, _kernel(entry, name, chosen, program)))
+    how = how or f"pypto.{entry.pypto}" + (", computed in FP32" if entry.compute == "float32" else "")
+    whole = templates.whole_tiles(program or (Apply("result", step(entry), ()),))
+    return (*(kernel for _, _, kernel in variants), _wrapper(entry, variants, how, whole))
+
+
+def _choices(numbers: list[Param]) -> list[tuple[Param, ...]]:
+    """Which number-capable operands are numbers, all-tensors first."""
+    return [c for r in range(len(numbers) + 1) for c in itertools.combinations(numbers, r)]
+
+
+def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...], program: tuple[Apply, ...] | None) -> Definition:
+    tensors = [p.name for p in operands(entry) if p not in chosen]
+    inputs = [_tile(n) for n in tensors]
+    constants_ = [*(p.name for p in chosen), *(p.name for p in constants(entry))]
+    if program is None:
+        args = [f"{_tile(p.name)}_tile" if p not in chosen else p.name for p in operands(entry)]
+        program = (Apply("result", step(entry), tuple(args)),)
+    else:  # a composite's program names its operands; numbers become the factory constants
+        rename = {f"{p.name}": f"{_tile(p.name)}_tile" for p in operands(entry) if p not in chosen}
+        program = tuple(Apply(a.target, a.step, tuple(rename.get(o, o) for o in a.operands)) for a in program)
+    numbers = f" with {', '.join(p.name for p in chosen)} a Python number" if chosen else ""
+    out = _PYPTO_OUTPUT.get(entry.output, "dtype")
+    return templates.row_kernel(
+        name,
+        f"pypto.{entry.pypto} on [rows, cols] tiles{numbers}.",
+        ", ".join(["dtype", "cols", *constants_]),
+        inputs,
+        program,
+        out_dtype=out,
+        buffers=len(inputs) + 1 + len(program) - 1,
+    )
+
+
+def _tile(name: str) -> str:
+    """Kernel parameter name of an operand (``input`` reads as ``x``)."""
+    return "x" if name == "input" else name
+
+
+def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
+    params = wrapper_params(entry)
+    names = [p.name for p in operands(entry)]
+    numbers = {p for _, chosen, _ in variants for p in chosen}
+    out_dtype = OUTPUTS[entry.output] or "x.dtype"
+    launch = []
+    for i, (kernel, chosen, _) in enumerate(variants):
+        factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "x.shape[1]", *(p.name for p in chosen),
+                             *(p.name for p in constants(entry))])
+        test = " and ".join(
+            f"{'not ' if p in chosen else ''}isinstance({p.name}, torch.Tensor)" for p in sorted(numbers, key=lambda p: names.index(p.name))
+        )
+        keyword = "if" if i == 0 else "elif" if i < len(variants) - 1 else "else"
+        line = f"{keyword} {test}:" if keyword != "else" else "else:"
+        launch.append(f"{line}\n    kernel = {kernel}({factory})\n" if len(variants) > 1 else f"kernel = {kernel}({factory})\n")
+    result = "out[:n]" if whole else "out"
+    body = (
+        "rows, shape = _broadcast_rows(" + ", ".join(names) + ")\n"
+        + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {variants[0][0]} reads whole tiles\n"
+           if whole else "")
+        + "x = rows[0]\n"
+        f"out = torch.empty(x.shape, dtype={out_dtype}, device=x.device)\n"
+        + "".join(launch)
+        + "_launch(kernel, *rows, out)\n"
+        + (f"return input.copy_({result}.reshape(shape))\n" if entry.inplace
+           else f"return _in_layout_of({result}.reshape(shape), input)\n")
+    )
+    spelled = ", ".join(names)
+    guard = f"_kernel_operands({spelled})"
+    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(k for k, _, _ in variants)]
+    if whole:
+        requires.append("_whole_tile_rows")
+    if entry.inplace:
+        guard = f"({guard} and _in_place_ok({spelled}))"
+        requires.append("_in_place_ok")
+        how += ", written back into the receiver"
+    if len(names) > 1:
+        how += ". Tensors broadcast on the host, Python numbers are kernel constants; other operand mixes run torch"
+    return wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
+        wrappers.torch_call(entry, params), guard, body, tuple(requires),
+    )

@@ -1,0 +1,80 @@
+"""The scan family: ``pypto.<op>`` along one dim (cumsum), whole rows in one tile.
+
+The host moves ``dim`` last; each kernel tile holds whole rows, so the scan never crosses a
+tile. Rows wider than the unified buffer allows run torch. ``compute = "float32"`` scans in FP32.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.steps import Apply, Step
+
+PARAMS = ("input", "dim", "dtype")
+BUFFERS = 3
+
+SCAN_ROWS = Definition(
+    "_scan_rows",
+    '''\
+def _scan_rows(t, dim):
+    """`t` as [rows, cols] with `dim` last (the axis a scan runs along), and that moved shape."""
+    moved = t.movedim(dim, -1) if t.dim() else t.reshape(1)
+    return moved.reshape(-1, moved.shape[-1]).contiguous(), moved.shape
+''',
+)
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    for p in wrapper_params(entry):
+        if p.name not in PARAMS:
+            return f"parameter {p.name!r} is none of {', '.join(PARAMS)} and not rejected"
+    if "dim" not in {p.name for p in entry.params}:
+        return "a scan takes a dim parameter"
+    return None
+
+
+def step(entry: Entry) -> Step:
+    return Step(entry.pypto, (("dim", "-1"),), entry.compute == "float32")
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    rejected = rejection(site)
+    if rejected:
+        return rejected
+    entry = site.entry
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    fp32 = ", in FP32" if entry.compute == "float32" else ""
+    kernel = templates.row_kernel(
+        f"{entry.op}_kernel",
+        f"pypto.{entry.pypto} along each row of [rows, cols] tiles of whole rows{fp32}.",
+        "dtype, out_dtype, cols",
+        ["x"],
+        [Apply("result", step(entry), ("x_tile",))],
+        out_dtype="out_dtype",
+        buffers=BUFFERS,
+        whole_rows=True,
+    )
+    params = wrapper_params(entry)
+    names = {p.name for p in params}
+    out_dtype = "input.dtype if dtype is None else dtype" if "dtype" in names else "input.dtype"
+    body = (
+        "x, moved = _scan_rows(input, dim)\n"
+        "out = torch.empty(x.shape, dtype=out_dtype, device=x.device)\n"
+        f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1]), x, out)\n"
+        "return out.reshape(moved).movedim(-1, dim).contiguous().reshape(input.shape)\n"
+    )
+    guard = f"(out_dtype in _PYPTO_DTYPES and _on_kernel_path(input) and _fits_whole_rows(input, dim, {BUFFERS}))"
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), f"pypto.{entry.pypto} along dim moved last{fp32}",
+        "input", wrappers.torch_call(entry, params), guard, body,
+        ("_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"), prologue=f"out_dtype = {out_dtype}\n",
+    )
+    return kernel, SCAN_ROWS, templates.WHOLE_ROWS, wrapper

@@ -1,0 +1,81 @@
+"""The host wrapper template every family fills in.
+
+A wrapper takes the torch signature, runs the original torch expression wherever a kernel
+cannot (not on an NPU nor under the interpreter, dtypes or operands the kernel does not take),
+and otherwise launches the kernel through ``_with_torch_grad``, so that a result computed by a
+kernel still carries torch's gradient.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from torch2pypto.mapping import Entry, Param
+from torch2pypto.rules.codegen import Definition
+
+PRELUDE_NEEDS = ("_on_kernel_path", "_launch", "_with_torch_grad")
+
+
+def wrapper(
+    entry: Entry,
+    name: str,
+    params: str,
+    how: str,
+    operands: str,
+    torch_call: str,
+    guard: str,
+    kernel_path: str,
+    requires: tuple[str, ...],
+    prologue: str = "",
+) -> Definition:
+    """``def name(params)``: torch on ``torch_call`` unless ``guard``, else ``kernel_path``.
+
+    ``operands`` are the arguments autograd sees (the tensors, and numbers in their places);
+    ``kernel_path`` is the body of a function of them returning the kernel's result.
+    """
+    source = f'''\
+def {name}({params}):
+    """{api(entry)} on a PyPTO kernel.
+
+    {textwrap.fill(f"{entry.category}: {how}.", 92, subsequent_indent="    ")}
+    """
+{textwrap.indent(prologue, "    ")}
+    def torch_path({operands}):
+        return {torch_call}
+
+    if not {guard}:
+        return torch_path({operands})
+
+    def kernel_path({operands}):
+{textwrap.indent(kernel_path, " " * 8)}
+    return _with_torch_grad(kernel_path, torch_path, {operands})
+'''
+    return Definition(name, source.replace("\n\n\n", "\n\n"), (*PRELUDE_NEEDS, *requires))
+
+
+def api(entry: Entry) -> str:
+    """How the docstring names the torch op."""
+    return entry.torch_function or entry.apis[0]
+
+
+def torch_call(entry: Entry, params: tuple[Param, ...]) -> str:
+    """The torch expression a wrapper falls back to, passing ``params`` by their names."""
+    if entry.torch_function:
+        return f"{entry.torch_function}({call_args(params)})"
+    first, *rest = params
+    return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest))})"
+
+
+def signature(params: tuple[Param, ...]) -> str:
+    """Parameter list text for a wrapper, mirroring torch's defaults and keyword-only marker."""
+    parts: list[str] = []
+    for p in params:
+        if p.keyword_only and "*" not in parts:
+            parts.append("*")
+        parts.append(p.name if p.required else f"{p.name}={p.default!r}")
+    return ", ".join(parts)
+
+
+def call_args(params: tuple[Param, ...]) -> str:
+    """Argument text passing a wrapper's parameters on to torch under the same names."""
+    return ", ".join(p.name if p.required else f"{p.name}={p.name}" for p in params)
