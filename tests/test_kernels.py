@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torch2pypto
-from table_cases import TABLE, inputs, kernel_cases, load, snippet
+from table_cases import TABLE, inputs, kernel_cases, load, snippet, tolerance
 from torch2pypto import translate_source
 from torch2pypto.mapping import build_table
 from torch2pypto.translator.verification import interpreter
@@ -55,7 +55,7 @@ def run_case(modules, entry, call, dtype, shapes, table=TABLE):
             continue
         assert sum(launched().values()) > 0, f"{call} on {dtype} {shape}: no kernel launched (torch fallback)"
         assert got.dtype == expected.dtype and got.shape == expected.shape and got.device == expected.device
-        torch.testing.assert_close(got, expected, msg=lambda m: f"{call} on {dtype} {shape}: {m}")
+        torch.testing.assert_close(got, expected, **tolerance(entry, dtype), msg=lambda m: f"{call} on {dtype} {shape}: {m}")
         for name, value in kernel_inputs.items():
             assert (got is value) == (expected is torch_inputs[name]), f"{call}: aliasing of {name} differs"
             if isinstance(value, torch.Tensor):

@@ -25,7 +25,7 @@ CATEGORIES = (
     "host-side",
 )
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
-FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite")  # how code is made (rules/)
+FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube")  # how code is made (rules/)
 KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "int32", "int64")
 DOMAINS = ("real", "positive", "unit")
@@ -81,11 +81,14 @@ class Sample:
 
     ``domain``: real, positive (> 0: rsqrt, log) or unit (in (0, 1)); ``shapes``: the shapes of
     ``x`` if the op needs particular ones (else the generated shapes: tail tiles, unaligned
-    widths, rank 1 to 4).
+    widths, rank 1 to 4); ``y`` and ``w``: the shapes of those names, one per shape of ``x``
+    (matmul operands whose k matches).
     """
 
     domain: str = "real"
     shapes: tuple[tuple[int, ...], ...] = ()
+    y: tuple[tuple[int, ...], ...] = ()
+    w: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +109,7 @@ class Entry:
     commutative: bool = False
     inplace: bool = False
     average: bool = False
+    rank: int | None = None
     recipe: str | None = None
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -208,10 +212,14 @@ def _examples(op: str, raw: dict[str, Any]) -> Examples:
 
 
 def _sample(op: str, raw: dict[str, Any]) -> Sample:
-    extra = set(raw) - {"domain", "shapes"}
+    extra = set(raw) - {"domain", "shapes", "y", "w"}
     if extra:
         raise TableError(f"{op}: unknown sample field(s) {sorted(extra)}")
-    sample = Sample(raw.get("domain", "real"), tuple(tuple(s) for s in raw.get("shapes", ())))
+    shapes = {name: tuple(tuple(s) for s in raw.get(name, ())) for name in ("shapes", "y", "w")}
+    sample = Sample(raw.get("domain", "real"), **shapes)
+    for name in ("y", "w"):
+        if shapes[name] and len(shapes[name]) != len(sample.shapes):
+            raise TableError(f"{op}: sample.{name} gives one shape per shape of x ({len(sample.shapes)})")
     if sample.domain not in DOMAINS:
         raise TableError(f"{op}: sample domain is one of {', '.join(DOMAINS)}, not {sample.domain!r}")
     return sample

@@ -22,6 +22,15 @@ def shapes(entry: Entry, matrix: bool = False) -> tuple[tuple[int, ...], ...]:
     return entry.sample.shapes or (MATRIX_SHAPES if matrix else SHAPES)
 
 
+def operand_shape(entry: Entry, name: str, shape) -> tuple[int, ...]:
+    """The shape of sample ``y`` or ``w`` in the case where ``x`` has ``shape``: the entry's hint
+    for that case (``sample.y``), else like x (y) or x's last dim (w)."""
+    hint = getattr(entry.sample, name)
+    if hint and tuple(shape) in entry.sample.shapes:
+        return hint[entry.sample.shapes.index(tuple(shape))]
+    return tuple(shape) if name == "y" else tuple(shape[-1:])
+
+
 def tensor(entry: Entry, shape, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
     """A sample tensor in the entry's domain."""
     t = torch.randn(shape, generator=generator)
@@ -33,13 +42,14 @@ def tensor(entry: Entry, shape, dtype: torch.dtype, generator: torch.Generator) 
 
 
 def values(entry: Entry, shape, dtype: torch.dtype, seed: int = 0) -> dict[str, object]:
-    """The example names' values for one case: x of ``shape``, y alike, w a row of x."""
+    """The example names' values for one case: x of ``shape``, y alike, w a row of x (or the
+    shapes the entry's hints give them)."""
     generator = torch.Generator().manual_seed(seed)
     x = tensor(entry, shape, dtype, generator)
     return {
         "x": x,
-        "y": tensor(entry, shape, dtype, generator),
-        "w": tensor(entry, shape[-1:], dtype, generator),
+        "y": tensor(entry, operand_shape(entry, "y", shape), dtype, generator),
+        "w": tensor(entry, operand_shape(entry, "w", shape), dtype, generator),
         "xs": [x],
         "dev": x.device,
     }

@@ -141,3 +141,114 @@ def _whole_rows_tile(cols, buffers):
     return max(1, min(64, _TILE_BYTES // (4 * cols), _UB_BYTES // (4 * buffers * cols))), cols
 ''',
 )
+
+
+def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, transposed: bool, batched: bool, bias: bool) -> Definition:
+    """A kernel factory ``name(dtype, out_dtype, k, n)`` multiplying row tiles of ``a`` by ``b``.
+
+    ``a`` is [rows, k] with a dynamic row axis walked in tiles of ``rows`` rows; ``b`` is [k, n]
+    (``transposed``: [n, k]), or ``batched``: a stack of them whose count splits ``a``'s rows into
+    equal runs of m rows, one per matrix. ``product`` (the matmul step) computes ``result`` in FP32
+    from ``a_tile`` and ``b_tile``; the ``epilogue`` steps work on it (with ``bias_tile``, [1, n]
+    in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``.
+    K and N are static per compiled kernel and multiples of 16 (:data:`CUBE_OPERANDS` pads them).
+    """
+    b_shape = "[n, k]" if transposed else "[k, n]"
+    b_rows = "n" if transposed else "k"
+    b_param = f"[pypto.DYNAMIC, {'k' if transposed else 'n'}]" if batched else b_shape
+    params = f"        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        b: pypto.Tensor({b_param}, dtype),\n"
+    if bias:
+        params += "        bias: pypto.Tensor([1, n], dtype),\n"
+    setup, store = cast("result", FP32, "out_dtype")
+    body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
+    body += "a_tile = pypto.view(a, [rows, k], [r, 0], valid_shape=[(m - i * rows).min(rows), k])\n"
+    if batched:
+        body += f"b_tile = pypto.view(b, {b_shape}, [j * {b_rows}, 0])\n"
+    body += render([product]) + "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
+    if bias:
+        body += f"bias_tile = bias\nif dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n"
+    body += render(epilogue) + store + "pypto.assemble(result, [r, 0], out)\n"
+    if batched:
+        loops = (
+            f"        m = a.shape[0] // (b.shape[0] // {b_rows})  # rows per right matrix\n"
+            f"        for j in pypto.loop(b.shape[0] // {b_rows}, name=\"matrices\"):\n"
+            "            for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
+            "                r = j * m + i * rows\n"
+        )
+        indent = 16
+    else:
+        loops = (
+            "        m = a.shape[0]\n"
+            "        b_tile = b\n"
+            "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
+            "            r = i * rows\n"
+        )
+        indent = 12
+    source = f'''\
+@functools.cache
+def {name}(dtype, out_dtype, k, n):
+    """{doc}"""
+    rows, k_tiles, n_tiles = _cube_tiles(k, n, dtype)
+    vec_rows, vec_cols = _tile_shape(n, buffers=3)
+{textwrap.indent(setup, " " * 4)}
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+{params}        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),
+    ):
+{loops}{textwrap.indent(body, " " * indent)}
+    return kernel
+'''
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+CUBE_TILES = Definition(
+    "_cube_tiles",
+    '''\
+# A2/A3 AI cube core buffers, and the cube tiles a kernel starts from (scripts/kernels.py sweeps them)
+_L0A_BYTES, _L0B_BYTES, _L0C_BYTES, _L1_BYTES = 64 * 1024, 64 * 1024, 128 * 1024, 512 * 1024
+_CUBE_ROWS, _CUBE_K, _CUBE_N = 128, (64, 256), (128, 256)
+
+
+def _cube_tiles(k, n, dtype):
+    """Rows per tile and the [L0, L1] k and n cube tiles of a [rows, k] x [k, n] product (k and n
+    multiples of 16): the defaults cut to k and n, L1 a multiple of L0, all within the buffers."""
+    size = 4 if dtype == pypto.DT_FP32 else 2
+    k0, n0 = min(_CUBE_K[0], k), min(_CUBE_N[0], n)
+    k1 = k0 * max(1, min(_CUBE_K[1], k) // k0)
+    n1 = n0 * max(1, min(_CUBE_N[1], n) // n0)
+    rows = _CUBE_ROWS
+    while rows > 16 and not (rows * k0 * size <= _L0A_BYTES and k0 * n0 * size <= _L0B_BYTES
+                             and rows * n0 * 4 <= _L0C_BYTES and (rows + n1) * k1 * size <= _L1_BYTES):
+        rows //= 2
+    return rows, [k0, k1], [n0, n1]
+''',
+)
+
+
+CUBE_OPERANDS = Definition(
+    "_cube_operands",
+    '''\
+def _cube_operands(a, b, transposed=False):
+    """`a` ([..., m, k]) and `b` ([..., k, n], or [n, k] if `transposed`) as a cube kernel takes
+    them, the result's batch dims, and whether b is a stack of matrices. Batch dims broadcast as
+    torch's matmul does; with one right matrix, a's batch dims fold into its rows ([rows, k] by
+    [k, n]), else a is [batches * m, k] and b [batches * k, n]. k and n are zero-padded to multiples of 16: PyPTO's cube takes 32-byte
+    aligned k and n tiles (16 elements for every dtype); the zeros add nothing to the products.
+    """
+    m, k = a.shape[-2:]
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = _zero_padded(a, -k % 16)
+    b = _zero_padded(b, -k % 16, -b.shape[-2] % 16) if transposed else _zero_padded(b, -b.shape[-1] % 16, -k % 16)
+    a = a.expand(*batch, m, a.shape[-1]).reshape(-1, a.shape[-1]).contiguous()
+    if math.prod(b.shape[:-2]) == 1:
+        return a, b.reshape(b.shape[-2:]).contiguous(), batch, False
+    return a, b.expand(*batch, *b.shape[-2:]).reshape(-1, b.shape[-1]).contiguous(), batch, True
+
+
+def _zero_padded(t, cols, rows=0):
+    """`t` with `cols` zero columns and `rows` zero rows appended (`t` itself if none)."""
+    return torch.nn.functional.pad(t, (0, cols, 0, rows)) if cols or rows else t
+''',
+    imports=("math",),
+)

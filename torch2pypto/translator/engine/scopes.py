@@ -62,13 +62,15 @@ class Binding:
 
 
 class ModuleIndex:
-    """Every scope of a module, the scope each name and call is evaluated in, and all calls."""
+    """Every scope of a module, the scope each name and call is evaluated in, and all calls (and
+    ``a @ b`` operations, which are calls of ``__matmul__``)."""
 
     def __init__(self, tree: ast.Module, skip_lines: range = range(0)) -> None:
         """Index ``tree``; top-level statements on ``skip_lines`` (generated code) are not seen."""
         self.module = Scope(tree, None)
         self.scope_of: dict[ast.AST, Scope] = {}
         self.calls: list[ast.Call] = []
+        self.matmuls: list[ast.BinOp] = []
         self.fstrings: list[ast.JoinedStr] = []
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
 
@@ -133,6 +135,9 @@ class ModuleIndex:
                 continue
             if kind is ast.Call:
                 self.calls.append(node)
+                scope_of[node] = scope
+            elif kind is ast.BinOp and type(node.op) is ast.MatMult:
+                self.matmuls.append(node)
                 scope_of[node] = scope
             else:
                 handler = handlers.get(kind)

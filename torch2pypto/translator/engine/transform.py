@@ -128,6 +128,18 @@ class Sites:
             return None
         return Resolved(api, entry, method=True, ambiguous=True)
 
+    def matmul(self, node: ast.BinOp) -> tuple[ast.Call, Resolved] | None:
+        """``a @ b`` on known tensors as the call ``a.__matmul__(b)`` it is, resolved; else None."""
+        entry = self.table.method("__matmul__")
+        kinds = {self.inference.kind(node.left), self.inference.kind(node.right)}
+        if entry is None or kinds != {TENSOR} and not (self.options.assume_tensors and NOT_TENSOR not in kinds):
+            return None
+        call = ast.Call(ast.Attribute(node.left, "__matmul__", ast.Load()), [node.right], [])
+        ast.copy_location(call, node)
+        ast.copy_location(call.func, node)
+        self.index.scope_of[call] = self.index.scope_of[node]
+        return call, Resolved("torch.Tensor.__matmul__", entry, method=True)
+
     def attempt(self, call: ast.Call, found: Resolved, span: Span) -> Attempt:
         """Bind the call; the attempt carries the reason when it cannot go to its rule."""
         entry = found.entry
@@ -183,18 +195,31 @@ class SegmentRewriter(cst.CSTTransformer):
         attempt = self.attempts.get(self._span(original))
         if attempt is None or attempt.status:
             return updated
-        found, entry = attempt.resolved, attempt.resolved.entry
+        found = attempt.resolved
         receiver = updated.func.value if found.method else None
-        bound = bind(entry.params, cst_args(updated) + cst_held(updated, found.held), receiver)
-        site = CallSite(entry, bound, attempt.static_dtype, attempt.torch_name, attempt.is_tensor)
+        call = self._apply(attempt, cst_args(updated) + cst_held(updated, found.held), receiver)
+        return updated if call is None else keep_layout(call, updated)
+
+    def leave_BinaryOperation(self, original: cst.BinaryOperation, updated: cst.BinaryOperation) -> cst.BaseExpression:
+        """``a @ b``: the receiver is ``a``, the argument ``b`` (:meth:`Sites.matmul`)."""
+        attempt = self.attempts.get(self._span(original))
+        if attempt is None or attempt.status or not isinstance(updated.operator, cst.MatrixMultiply):
+            return updated
+        call = self._apply(attempt, [(None, False, updated.right)], updated.left)
+        return updated if call is None else call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+    def _apply(self, attempt: Attempt, args, receiver: cst.BaseExpression | None) -> cst.Call | None:
+        """The rule's replacement call for a bound site (None: it stays torch, with the reason)."""
+        entry = attempt.resolved.entry
+        site = CallSite(entry, bind(entry.params, args, receiver), attempt.static_dtype, attempt.torch_name, attempt.is_tensor)
         result = RULES[entry.family](site)
         if not isinstance(result, Converted):
             attempt.status, attempt.reason = UNSUPPORTED, result.reason
-            return updated
+            return None
         attempt.status, attempt.pypto_api = CONVERTED, result.pypto_api
         self.converted.append((attempt, result.call, result.params))
         self.definitions.extend(result.definitions)
-        return keep_layout(result.call, updated)
+        return result.call
 
     def _span(self, node: cst.CSTNode) -> Span:
         where = self.get_metadata(PositionProvider, node)

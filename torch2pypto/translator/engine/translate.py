@@ -122,8 +122,8 @@ def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
     """One attempt per torch call site the run is about, in source order."""
     in_fstrings = {id(n) for s in sites.index.fstrings for n in ast.walk(s) if type(n) is ast.Call}
     attempts = []
-    for call in sites.index.calls:
-        found = sites.resolve(call)
+    matmuls = [found for node in sites.index.matmuls if (found := sites.matmul(node))]
+    for call, found in [(call, sites.resolve(call)) for call in sites.index.calls] + matmuls:
         if found is None or not sites.options.selects(found.api, found.entry):
             continue
         span = lines.span(call)

@@ -1,0 +1,136 @@
+"""The cube family: ``pypto.matmul`` on the cube unit, accumulated in FP32 (matmul, mm, bmm, linear).
+
+The first two tensor parameters are multiplied; a third (linear's bias) is added to every row.
+``args = { b_trans = "True" }``: the second is given transposed ([n, k], linear's weight).
+``rank``: the rank torch requires of both operands, batch dims equal (mm 2, bmm 3). The host
+broadcasts batch dims as torch's matmul does and folds them into rows
+(:data:`templates.CUBE_OPERANDS`); kernels walk a dynamic M in row tiles, K and N static. Calls
+torch refuses (mixed dtypes, mismatched K, other ranks) run torch, which raises as it does.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.steps import Apply, Step
+
+FP32 = templates.FP32
+MAX_DIM = 65535  # the longest ND row a matmul input may have
+
+CUBE_TAKES = Definition(
+    "_cube_takes",
+    f'''\
+def _cube_takes(a, b, bias=None, rank=None, transposed=False):
+    """Whether a cube kernel computes torch's `a @ b` (`b` transposed: `a @ b.mT`) `+ bias`:
+    tensors of one PyPTO dtype on the kernel path whose k matches and whose batch dims broadcast,
+    of `rank` with equal batch dims if given (mm, bmm), a 1-D bias of n; rows of at most {MAX_DIM}."""
+    tensors = [a, b] + ([] if bias is None else [bias])
+    if not all(isinstance(t, torch.Tensor) and t.dtype == a.dtype for t in tensors) or not _on_kernel_path(*tensors):
+        return False
+    if transposed and b.dim() != 2:  # linear's weight
+        return False
+    b = b.mT if transposed else b
+    if min(a.dim(), b.dim()) < 1 or rank and not (a.dim() == b.dim() == rank and a.shape[:-2] == b.shape[:-2]):
+        return False
+    k, n = (b.shape[-2], b.shape[-1]) if b.dim() > 1 else (b.shape[0], 1)
+    if a.shape[-1] != k or max(k, n) > {MAX_DIM} or bias is not None and bias.shape != (n,):
+        return False
+    try:
+        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        return False
+    return True
+''',
+    ("_on_kernel_path",),
+)
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    params = wrapper_params(entry)
+    for p in params:
+        if "Tensor" not in p.kinds:
+            return f"parameter {p.name!r} is no tensor and not rejected"
+    if len(params) not in (2, 3) or not all(p.required for p in params[:2]):
+        return "a cube op multiplies two required tensors and may add a third (bias)"
+    if entry.pypto != "matmul":
+        return f"the cube's op is pypto.matmul, not pypto.{entry.pypto}"
+    if set(entry.args) - {"b_trans"} or entry.args.get("b_trans", "False") not in ("True", "False"):
+        return 'args: only b_trans = "True" or "False"'
+    transposed = _transposed(entry)
+    if len(params) == 3 and (params[2].default is not None or not transposed):
+        return "a bias (default None) is added to a product with a transposed weight (linear)"
+    if entry.rank not in (None, 2, 3) or entry.rank and transposed:
+        return "rank (2 or 3) is the operands' rank of matmul-like ops, not of linear"
+    return None
+
+
+def _transposed(entry: Entry) -> bool:
+    return entry.args.get("b_trans") == "True"
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    rejected = rejection(site)
+    if rejected:
+        return rejected
+    entry = site.entry
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), "pypto.matmul", wrapper_params(entry))
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    """The kernels (one right matrix, a stack of them; with a bias) and the wrapper of a cube op."""
+    transposed = _transposed(entry)
+    product = Apply("result", Step("matmul", (("b_trans", "True"),) if transposed else ()), ("a_tile", "b_tile", FP32))
+    what = "the transposed weight [n, k]" if transposed else "b [k, n]"
+    variants = [(f"{entry.op}_kernel", False, False)]
+    if len(wrapper_params(entry)) == 3:
+        variants.append((f"{entry.op}_bias_kernel", False, True))
+    if not transposed and entry.rank != 2:
+        variants.append((f"{entry.op}_stacked_kernel", True, False))
+    kernels = []
+    for name, batched, bias in variants:
+        doc = (f"pypto.matmul of [rows, k] row tiles by {'one of a stack of ' if batched else ''}{what}, "
+               f"accumulated in FP32{', plus the bias' if bias else ''}.")
+        epilogue = [Apply("result", Step("add"), ("result", "bias_tile"))] if bias else []
+        kernels.append(templates.cube_kernel(name, doc, product, epilogue, transposed=transposed, batched=batched, bias=bias))
+    return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, CUBE_TAKES, _wrapper(entry, [v[0] for v in variants]))
+
+
+def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
+    params = wrapper_params(entry)
+    a, b, *bias = (p.name for p in params)
+    transposed = _transposed(entry)
+    takes = [a, b, *(f"bias={n}" for n in bias), *([f"rank={entry.rank}"] if entry.rank else []),
+             *(["transposed=True"] if transposed else [])]
+    factory = "(_PYPTO_DTYPES[a.dtype], _PYPTO_DTYPES[out.dtype], a.shape[1], n)"
+    if transposed:  # linear: [..., k] by one weight [n, k]
+        body = f"a, b, _, _ = _cube_operands({a}.reshape(-1, {a}.shape[-1]), {b}, transposed=True)\n"
+        launch = f"_launch({kernels[0]}{factory}, a, b, out)\n"
+        if bias:
+            launch = (f"if {bias[0]} is None:\n    {launch}else:\n"
+                      f"    bias_row = _zero_padded({bias[0]}.reshape(1, -1), n - {b}.shape[0])\n"
+                      f"    _launch({kernels[1]}{factory}, a, b, bias_row, out)\n")
+        result = f"out[:, :{b}.shape[0]].reshape(*{a}.shape[:-1], {b}.shape[0])"
+        how = "pypto.matmul of the input's rows by the transposed weight, accumulated in FP32"
+    else:  # a 1-D operand is a row (a) or a column (b), its dim dropped from the result
+        body = (f"a, b, batch, stacked = _cube_operands({a}[None] if {a}.dim() == 1 else {a},\n"
+                f"                                      {b}[:, None] if {b}.dim() == 1 else {b})\n")
+        kernel = f"({kernels[1]} if stacked else {kernels[0]})" if len(kernels) > 1 else kernels[0]
+        launch = f"_launch({kernel}{factory}, a, b, out)\n"
+        result = f"out[:, :n_valid].reshape(*batch, *{a}.shape[-2:-1], *{b}.shape[1:][-1:])"
+        body += f"n_valid = {b}.shape[-1] if {b}.dim() > 1 else 1\n"
+        how = "pypto.matmul of row tiles, accumulated in FP32"
+    body += (f"n = b.shape[{0 if transposed else 1}]  # N padded to 16\n"
+             f"out = torch.empty(a.shape[0], n, dtype={a}.dtype, device={a}.device)\n{launch}return {result}\n")
+    how += (". Batch dims broadcast and fold into rows on the host; K and N are padded to 16. "
+            "Operands torch refuses (mixed dtypes, mismatched shapes) run torch")
+    return wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, ", ".join((a, b, *bias)),
+        wrappers.torch_call(entry, params), f"_cube_takes({', '.join(takes)})", body,
+        ("_cube_takes", "_cube_operands", *kernels),
+    )
+
