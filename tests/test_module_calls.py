@@ -56,7 +56,7 @@ def test_attribute_parameters_are_read_at_run_time():
         "from torch import nn\nACT2FN = {}\nclass M(nn.Module):\n    def __init__(self):\n        self.act = ACT2FN['relu']\n    def forward(self, x):\n        return self.act(x)\n",
         "from torch import nn\nclass M(nn.Module):\n    def __init__(self, a):\n        self.act = nn.ReLU() if a else nn.GELU()\n    def forward(self, x):\n        return self.act(x)\n",
         "from torch import nn\nclass M(nn.Module):\n    def __init__(self, a):\n        self.act = nn.ReLU()\n    def swap(self):\n        self.act = nn.Identity()\n    def forward(self, x):\n        return self.act(x)\n",
-        "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        self.proj = nn.Linear(4, 4)\n    def forward(self, x):\n        return self.proj(x)\n",
+        "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        self.norm = nn.LayerNorm(4)\n    def forward(self, x):\n        return self.norm(x)\n",
     ],
     ids=["ACT2FN", "either of two", "reassigned", "not in the table"],
 )

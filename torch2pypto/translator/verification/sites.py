@@ -6,6 +6,7 @@ wrapper's torch path (the original op) by the isolated worker of :mod:`verify`.
 
 from __future__ import annotations
 
+import ast
 import collections
 
 import torch
@@ -14,7 +15,7 @@ from rich.table import Table
 
 from torch2pypto.mapping import load_table, samples
 from torch2pypto.rules.calls import literal, source_of
-from torch2pypto.translator.engine.binding import bind, cst_args
+from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
 from torch2pypto.translator.engine.transform import Conversion
 from torch2pypto.translator.engine.translate import Translation
@@ -35,6 +36,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     bound = bind(conversion.params, cst_args(conversion.call))
     wrapper = source_of(conversion.call.func)
     kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
+    names = _sample_names(entry)
     result = []
     for i, dtype in enumerate(kernel_dtypes):
         other = kernel_dtypes[(i + 1) % len(kernel_dtypes)]
@@ -45,7 +47,9 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 if param.name not in bound:
                     continue
                 tensor_dtype = other if args and entry.family == "cast" else dtype
-                value = _value(entry, param.kinds, bound[param.name], shape, tensor_dtype, other, generator)
+                name = names.get(param.name)
+                param_shape = samples.operand_shape(entry, name, shape) if name in ("y", "w") else shape
+                value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
                 if param.required:
                     args.append(value)
                 else:
@@ -53,6 +57,20 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
             label = f"{key} {record.location} {record.api} {dtype_name(dtype)} {list(shape)}"
             result.append(Case(label, wrapper, tuple(args), kwargs))
     return result
+
+
+def _sample_names(entry) -> dict[str, str]:
+    """The sample name (x, y, w) each parameter takes in the entry's first example."""
+    call = ast.parse(entry.examples.convert[0], mode="eval").body
+    if not isinstance(call, ast.Call):
+        return {}
+    func = call.func
+    method = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("x", "y")
+    try:
+        bound = bind(entry.params, ast_args(call), func.value if method else None)
+    except BindError:
+        return {}
+    return {param: value.id for param, value in bound.items() if isinstance(value, ast.Name)}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
