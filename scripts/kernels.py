@@ -30,10 +30,11 @@ KERNELS = {  # snippet call, kernel factory, right operand's shape from (k, n)
     "matmul": ("torch.matmul(a, b)", "matmul_kernel", lambda k, n: (k, n)),
     "linear": ("torch.nn.functional.linear(a, b)", "linear_kernel", lambda k, n: (n, k)),
 }
-ROWS = (16, 32, 64, 128, 256)
-K_TILES = ((64, 64), (64, 128), (64, 256), (64, 512), (128, 128), (128, 256), (128, 512), (256, 256))
-N_TILES = ((64, 64), (64, 128), (128, 128), (128, 256), (256, 256), (128, 512), (256, 512))
-QUICK = {"rows": (16, 64, 128), "k": ((64, 256), (128, 256), (128, 512)), "n": ((128, 256), (256, 256))}
+# the sweep: every combination that fits the buffers (a cost-model run takes 40-65 s here)
+ROWS = {"prefill": (64, 128, 256), "decode": (16, 128)}
+K_TILES = ((64, 256), (128, 512))
+N_TILES = ((128, 256), (256, 256))
+QUICK = {"rows": {"prefill": (128,), "decode": (16,)}, "k": K_TILES, "n": N_TILES}
 _module = None
 
 
@@ -116,26 +117,25 @@ class Worker:
             return exc
 
 
-def sweep(quick: bool):
+def sweep(shape: str, quick: bool):
     space = QUICK if quick else {"rows": ROWS, "k": K_TILES, "n": N_TILES}
-    return [t for t in itertools.product(space["rows"], space["k"], space["n"]) if fits(*t)]
+    return [t for t in itertools.product(space["rows"][shape], space["k"], space["n"]) if fits(*t)]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a smaller sweep (18 tiles instead of the full grid)")
+    parser.add_argument("--quick", action="store_true", help="one row tile per shape")
     parser.add_argument("--shapes", nargs="*", choices=list(SHAPES), default=list(SHAPES))
     parser.add_argument("--kernels", nargs="*", choices=list(KERNELS), default=list(KERNELS))
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="torch2pypto-kernels-") as folder:
         _init(folder)  # the sweep's candidates use this process's copy of the buffer sizes
-        tiles = sweep(args.quick)
         worker = Worker(folder)
         rows = []
         for kernel, shape in itertools.product(args.kernels, args.shapes):
             start = time.perf_counter()
             generated_run = worker.run(kernel, shape, None)
-            results = [(t, worker.run(kernel, shape, t)) for t in tiles]
+            results = [(t, worker.run(kernel, shape, t)) for t in sweep(shape, args.quick)]
             ok = [(r[0], r[1], r[2]) for _, r in results if not isinstance(r, BaseException)]
             failed = [(t, r) for t, r in results if isinstance(r, BaseException)]
             best = min(ok) if ok else None
