@@ -34,7 +34,7 @@ KERNELS = {  # snippet call, kernel factory, right operand's shape from (k, n)
 ROWS = {"prefill": (64, 128, 256), "decode": (16, 128)}
 K_TILES = ((64, 256), (128, 512))
 N_TILES = ((128, 256), (256, 256))
-QUICK = {"rows": {"prefill": (128,), "decode": (16,)}, "k": K_TILES, "n": N_TILES}
+QUICK = {"rows": {"prefill": (128, 256), "decode": (16,)}, "k": K_TILES, "n": N_TILES}
 _module = None
 
 
@@ -74,21 +74,22 @@ def simulate(kernel: str, shape: str, tiles: tuple | None) -> tuple[float, tuple
     m_, k_, n_ = SHAPES[shape]
     _, factory_name, right = KERNELS[kernel]
     module = _module
-    defaults = module._CUBE_ROWS, module._CUBE_K, module._CUBE_N
+    defaults = module._CUBE_K, module._CUBE_N
     factory = getattr(module, factory_name)
+    rows = module._cube_rows(m_) if tiles is None else tiles[0]
     if tiles is not None:
-        module._CUBE_ROWS, module._CUBE_K, module._CUBE_N = tiles
+        module._CUBE_K, module._CUBE_N = tiles[1:]
     try:
         factory.cache_clear()
-        jit = factory(pypto.DT_BF16, pypto.DT_BF16, k_, n_)
-        used = module._cube_tiles(k_, n_, pypto.DT_BF16)
+        jit = factory(pypto.DT_BF16, pypto.DT_BF16, k_, n_, rows)
+        used = rows, *module._cube_tiles(k_, n_, pypto.DT_BF16, rows)
         jit._runtime_options = dict(jit._runtime_options or {}, run_mode=pypto.RunMode.SIM.value)
         a = torch.zeros(m_, k_, dtype=torch.bfloat16)
         b = torch.zeros(*right(k_, n_), dtype=torch.bfloat16)
         out = torch.empty(m_, n_, dtype=torch.bfloat16)
         jit(a, b, out)
     finally:
-        module._CUBE_ROWS, module._CUBE_K, module._CUBE_N = defaults
+        module._CUBE_K, module._CUBE_N = defaults
         factory.cache_clear()
     swim = Path(pypto.pypto_impl.LogTopFolder()) / "CostModelSimulationOutput" / "_simulate.swim.json"
     cores = json.loads(swim.read_text())
@@ -124,7 +125,7 @@ def sweep(shape: str, quick: bool):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one row tile per shape")
+    parser.add_argument("--quick", action="store_true", help="fewer row tiles: 128 and 256 (prefill), 16 (decode)")
     parser.add_argument("--shapes", nargs="*", choices=list(SHAPES), default=list(SHAPES))
     parser.add_argument("--kernels", nargs="*", choices=list(KERNELS), default=list(KERNELS))
     args = parser.parse_args(argv)

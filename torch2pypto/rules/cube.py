@@ -10,6 +10,7 @@ torch refuses (mixed dtypes, mismatched K, other ranks) run torch, which raises 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 from torch2pypto.mapping import Entry
@@ -106,7 +107,7 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
     transposed = _transposed(entry)
     takes = [a, b, *(f"bias={n}" for n in bias), *([f"rank={entry.rank}"] if entry.rank else []),
              *(["transposed=True"] if transposed else [])]
-    factory = "(_PYPTO_DTYPES[a.dtype], _PYPTO_DTYPES[out.dtype], a.shape[1], n)"
+    factory = "(_PYPTO_DTYPES[a.dtype], _PYPTO_DTYPES[out.dtype], a.shape[1], n, rows)"
     if transposed:  # linear: [..., k] by one weight [n, k]
         body = f"a, b, _, _ = _cube_operands({a}.reshape(-1, {a}.shape[-1]), {b}, transposed=True)\n"
         launch = f"_launch({kernels[0]}{factory}, a, b, out)\n"
@@ -120,17 +121,20 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
         body = (f"a, b, batch, stacked = _cube_operands({a}[None] if {a}.dim() == 1 else {a},\n"
                 f"                                      {b}[:, None] if {b}.dim() == 1 else {b})\n")
         kernel = f"({kernels[1]} if stacked else {kernels[0]})" if len(kernels) > 1 else kernels[0]
-        launch = f"_launch({kernel}{factory}, a, b, out)\n"
+        launch = f"kernel = {kernel}{factory}\n_launch(kernel, a, b, out)\n"
         result = f"out[:, :n_valid].reshape(*batch, *{a}.shape[-2:-1], *{b}.shape[1:][-1:])"
         body += f"n_valid = {b}.shape[-1] if {b}.dim() > 1 else 1\n"
         how = "pypto.matmul of row tiles, accumulated in FP32"
+    m = "a.shape[0] // math.prod(batch) if stacked else a.shape[0]" if not transposed else "a.shape[0]"
     body += (f"n = b.shape[{0 if transposed else 1}]  # N padded to 16\n"
+             f"rows = _cube_rows({m})\n"
              f"out = torch.empty(a.shape[0], n, dtype={a}.dtype, device={a}.device)\n{launch}return {result}\n")
     how += (". Batch dims broadcast and fold into rows on the host; K and N are padded to 16. "
             "Operands torch refuses (mixed dtypes, mismatched shapes) run torch")
-    return wrappers.wrapper(
+    wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, ", ".join((a, b, *bias)),
         wrappers.torch_call(entry, params), f"_cube_takes({', '.join(takes)})", body,
-        ("_cube_takes", "_cube_operands", *kernels),
+        ("_cube_takes", "_cube_operands", "_cube_tiles", *kernels),
     )
+    return dataclasses.replace(wrapper, imports=("math",))
 

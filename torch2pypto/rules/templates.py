@@ -144,9 +144,10 @@ def _whole_rows_tile(cols, buffers):
 
 
 def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, transposed: bool, batched: bool, bias: bool) -> Definition:
-    """A kernel factory ``name(dtype, out_dtype, k, n)`` multiplying row tiles of ``a`` by ``b``.
+    """A kernel factory ``name(dtype, out_dtype, k, n, rows)`` multiplying row tiles of ``a`` by ``b``.
 
-    ``a`` is [rows, k] with a dynamic row axis walked in tiles of ``rows`` rows; ``b`` is [k, n]
+    ``a`` is [m, k] with a dynamic m walked in tiles of ``rows`` rows (:data:`CUBE_TILES`: the
+    host picks them by m); ``b`` is [k, n]
     (``transposed``: [n, k]), or ``batched``: a stack of them whose count splits ``a``'s rows into
     equal runs of m rows, one per matrix. ``product`` (the matmul step) computes ``result`` in FP32
     from ``a_tile`` and ``b_tile``; the ``epilogue`` steps work on it (with ``bias_tile``, [1, n]
@@ -186,9 +187,9 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
         indent = 12
     source = f'''\
 @functools.cache
-def {name}(dtype, out_dtype, k, n):
+def {name}(dtype, out_dtype, k, n, rows):
     """{doc}"""
-    rows, k_tiles, n_tiles = _cube_tiles(k, n, dtype)
+    k_tiles, n_tiles = _cube_tiles(k, n, dtype, rows)
     vec_rows, vec_cols = _tile_shape(n, buffers=3)
 {textwrap.indent(setup, " " * 4)}
     @pypto.frontend.jit()
@@ -205,23 +206,31 @@ def {name}(dtype, out_dtype, k, n):
 CUBE_TILES = Definition(
     "_cube_tiles",
     '''\
-# A2/A3 AI cube core buffers, and the cube tiles a kernel starts from (scripts/kernels.py sweeps them)
+# A2/A3 AI cube core buffers, and the cube tiles a kernel starts from: the best of
+# scripts/kernels.py's sweep at transformer shapes
 _L0A_BYTES, _L0B_BYTES, _L0C_BYTES, _L1_BYTES = 64 * 1024, 64 * 1024, 128 * 1024, 512 * 1024
-_CUBE_ROWS, _CUBE_K, _CUBE_N = 128, (64, 256), (128, 256)
+_CUBE_ROWS, _CUBE_K, _CUBE_N = (16, 128), (128, 512), (256, 256)
 
 
-def _cube_tiles(k, n, dtype):
-    """Rows per tile and the [L0, L1] k and n cube tiles of a [rows, k] x [k, n] product (k and n
-    multiples of 16): the defaults cut to k and n, L1 a multiple of L0, all within the buffers."""
+def _cube_rows(m):
+    """Rows per tile for m rows: a power of two in _CUBE_ROWS' range (decode's m=1 takes 16,
+    prefill 128); m stays dynamic in each kernel, which compiles once per row tile."""
+    return min(_CUBE_ROWS[1], max(_CUBE_ROWS[0], 1 << (m - 1).bit_length()))
+
+
+def _cube_tiles(k, n, dtype, rows):
+    """The [L0, L1] k and n cube tiles of a [rows, k] x [k, n] product (k and n multiples of
+    16): the defaults cut to k and n, L1 a multiple of L0, halved until they fit the buffers."""
     size = 4 if dtype == pypto.DT_FP32 else 2
     k0, n0 = min(_CUBE_K[0], k), min(_CUBE_N[0], n)
-    k1 = k0 * max(1, min(_CUBE_K[1], k) // k0)
-    n1 = n0 * max(1, min(_CUBE_N[1], n) // n0)
-    rows = _CUBE_ROWS
-    while rows > 16 and not (rows * k0 * size <= _L0A_BYTES and k0 * n0 * size <= _L0B_BYTES
-                             and rows * n0 * 4 <= _L0C_BYTES and (rows + n1) * k1 * size <= _L1_BYTES):
-        rows //= 2
-    return rows, [k0, k1], [n0, n1]
+    k1, n1 = k0 * max(1, min(_CUBE_K[1], k) // k0), n0 * max(1, min(_CUBE_N[1], n) // n0)
+    while k1 > k0 and (rows + n1) * k1 * size > _L1_BYTES:
+        k1 //= 2
+    while k0 > 16 and (rows * k0 * size > _L0A_BYTES or k0 * n0 * size > _L0B_BYTES):
+        k0 //= 2
+    while n0 > 16 and rows * n0 * 4 > _L0C_BYTES:
+        n0 //= 2
+    return [k0, k1 // k0 * k0], [n0, n1 // n0 * n0]
 ''',
 )
 
