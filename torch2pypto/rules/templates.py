@@ -220,17 +220,18 @@ def _cube_rows(m):
 
 def _cube_tiles(k, n, dtype, rows):
     """The [L0, L1] k and n cube tiles of a [rows, k] x [k, n] product (k and n multiples of
-    16): the defaults cut to k and n, L1 a multiple of L0, halved until they fit the buffers."""
+    16): the defaults cut to k and n, L0 shrunk in 16s to fit L0A/L0B/L0C, L1 a multiple of L0
+    within L1."""
     size = 4 if dtype == pypto.DT_FP32 else 2
     k0, n0 = min(_CUBE_K[0], k), min(_CUBE_N[0], n)
+    while n0 > 16 and rows * n0 * 4 > _L0C_BYTES:
+        n0 = max(16, n0 // 32 * 16)
+    while k0 > 16 and (rows * k0 * size > _L0A_BYTES or k0 * n0 * size > _L0B_BYTES):
+        k0 = max(16, k0 // 32 * 16)
     k1, n1 = k0 * max(1, min(_CUBE_K[1], k) // k0), n0 * max(1, min(_CUBE_N[1], n) // n0)
     while k1 > k0 and (rows + n1) * k1 * size > _L1_BYTES:
-        k1 //= 2
-    while k0 > 16 and (rows * k0 * size > _L0A_BYTES or k0 * n0 * size > _L0B_BYTES):
-        k0 //= 2
-    while n0 > 16 and rows * n0 * 4 > _L0C_BYTES:
-        n0 //= 2
-    return [k0, k1 // k0 * k0], [n0, n1 // n0 * n0]
+        k1 -= k0
+    return [k0, k1], [n0, n1]
 ''',
 )
 
