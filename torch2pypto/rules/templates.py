@@ -42,12 +42,19 @@ def row_kernel(
     out_cols: str = "cols",
     buffers: int = 2,
     whole_rows: bool = False,
+    valid_cols: str = "cols",
+    row_inputs: Sequence[str] = (),
+    also: Sequence[tuple[str, str]] = (),
 ) -> Definition:
     """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype``).
 
     Each input ``a`` is available to the program as the tile ``a_tile``; the program's last
     target is the result, stored as ``out_dtype`` ([rows, ``out_cols``]). ``whole_rows``: a
     tile spans every column (scans), which the host checks fits (:data:`WHOLE_ROWS`).
+    ``valid_cols``: the columns the tiles hold data in (a reduction's real cols; the rest is
+    32-byte padding). ``row_inputs``: FP32 tensors of one row, the same for every tile (an
+    index row). ``also``: (output, tile) pairs, further outputs like ``out`` stored as ``in_dtype``
+    (torch.max(x, dim) gives values and indices).
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
@@ -55,6 +62,7 @@ def row_kernel(
     whole = whole_tiles(program)
     valid = "" if whole else ", valid_shape=valid"
     body = "".join(f"{i}_tile = pypto.view({i}, [rows, cols], [r, 0]{valid})\n" for i in inputs)
+    body += "".join(f"{i}_tile = pypto.view({i}, [1, cols], [0, 0], valid_shape=[1, {valid_cols}])\n" for i in row_inputs)
     setup = ""
     if fp32:
         body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
@@ -64,11 +72,17 @@ def row_kernel(
     if fixed is None:
         setup, store = cast(result, FP32 if fp32 else in_dtype, out_dtype)
         body += store
+    for output, tile in also:
+        more, store = cast(tile, FP32 if fp32 else in_dtype, in_dtype)
+        setup += more
+        body += store + f"pypto.assemble({tile}, [r, 0], {output})\n"
     params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {in_dtype}),\n" for i in inputs)
+    params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
+    params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)
     if whole:  # the host gives at least MIN_ROWS rows; the last tile ends at the last row
         start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
     else:
-        start = " " * 12 + "r = i * rows\n" + " " * 12 + "valid = [(n - r).min(rows), cols]\n"
+        start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
     source = f'''\
 @functools.cache
 def {name}({factory_params}):
@@ -108,21 +122,31 @@ def cast(var: str, src: str, dst: str) -> tuple[str, str]:
 REDUCTION_ROWS = Definition(
     "_reduction_rows",
     '''\
-def _reduction_rows(t, dim, keepdim, identity):
-    """`t` as [rows, cols] with the dims `dim` last, and the shape torch gives a reduction's result.
-
-    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
-    aligned tile rows.
-    """
+def _reduced_dims(t, dim):
+    """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
     rank = max(t.dim(), 1)
     dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
-    dims = sorted({d % rank for d in dims})
+    return sorted({d % rank for d in dims})
+
+
+def _reduced_count(t, dim):
+    """How many elements a reduction over `dim` reduces into each result."""
+    return math.prod(t.shape[d] for d in _reduced_dims(t, dim) if d < t.dim())
+
+
+def _reduction_rows(t, dim, keepdim, identity):
+    """`t` as [rows, cols] with the dims `dim` last, its real cols, and the shape torch gives the result.
+
+    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
+    aligned tile rows; kernels read the real cols only (valid_shape), the pad never counts.
+    """
+    dims = _reduced_dims(t, dim)
     kept = [d for d in range(t.dim()) if d not in dims]
-    cols = math.prod(t.shape[d] for d in dims if d < t.dim())
+    cols = _reduced_count(t, dim)
     rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
     rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())), value=identity)
     shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
-    return rows.contiguous(), shape
+    return rows.contiguous(), cols, shape
 ''',
     imports=("math",),
 )
