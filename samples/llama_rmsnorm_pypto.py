@@ -270,6 +270,10 @@ def _reduced_dims(t, dim):
     """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
     rank = max(t.dim(), 1)
     dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
+    if any(not -rank <= d < rank for d in dims):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    if len({d % rank for d in dims}) < len(dims):
+        raise RuntimeError(f"dim {dim} lists a dim more than once")
     return sorted({d % rank for d in dims})
 
 

@@ -38,7 +38,7 @@ IDENTITIES = {
     "int64": {"amax": "-math.inf", "amin": "math.inf"},  # argmax / argmin: pads never win
 }
 OUT_DTYPES = {"bool": ("torch.bool", "pypto.DT_BOOL"), "int64": ("torch.int64", "pypto.DT_INT64")}
-PARAMS = ("input", "dim", "keepdim", "dtype")
+PARAMS = ("input", "dim", "keepdim", "dtype")  # the input may have another name (linalg.vector_norm: x)
 ARGS = {"p": "sum", "correction": "var", "unbiased": "var", "then": "var", "indices": "amax amin"}
 THEN = ("sqrt",)
 MAX_INDEX = 2**24  # indices are computed in FP32, exact up to here
@@ -60,7 +60,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
             return f"args.then = {value!r}: the reduced result may take {', '.join(THEN)}"
         if keyword not in ("then",) and value not in names:
             return f"args.{keyword} = {value!r} is no parameter"
-    used = set(PARAMS) | {v for k, v in entry.args.items() if k != "then"}
+    used = {entry.params[0].name, *PARAMS[1:]} | {v for k, v in entry.args.items() if k != "then"}
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is none of {', '.join(sorted(used))} and not rejected"
@@ -122,15 +122,17 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         return rejected
     entry = site.entry
     dim = site.args.get("dim")
-    if dim is not None and site.is_tensor("dim"):
-        return Unsupported(f"{_api(entry)}(input, other) is the elementwise {entry.pypto[1:]}imum (torch.{entry.pypto[1:]}imum)")
+    if "indices" in entry.args and dim is not None and type(literal(dim)) is not int:
+        known = "is a tensor" if site.is_tensor("dim") else "is not an int literal, so the call may be"
+        return Unsupported(f"the second argument {known} {_api(entry)}(input, other), the elementwise "
+                           f"{entry.pypto[1:]}imum (torch.{entry.pypto[1:]}imum)")
     if dim is not None and type(literal(dim)) is bool:
         return Unsupported(f"a bool as dim: {_api(entry)}(input, unbiased) is an overload this wrapper does not take")
     power = literal(site.args[entry.args["p"]]) if entry.args.get("p") in site.args else Ellipsis
     if power is not Ellipsis and power != "fro" and not (type(power) in (int, float) and 0 < power < math.inf):
-        return Unsupported(f"p={power!r}: the kernel takes 'fro' and finite p > 0")
+        return Unsupported(f"{entry.args['p']}={power!r}: the kernel takes 'fro' and finite p > 0")
     if "indices" in entry.args and entry.args["indices"] not in site.args:
-        if set(site.args) - {"input"}:
+        if set(site.args) - {entry.params[0].name}:
             return Unsupported(f"{', '.join(sorted(set(site.args) - {'input'}))} without {entry.args['indices']}")
         return Converted(replacement(site, f"pypto_{entry.op}_values"), definitions(entry, values=True),
                          f"pypto.{entry.pypto}", wrapper_params(entry)[:1])
@@ -150,6 +152,7 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
     extreme's value (``torch.max(x)``)."""
     params = wrapper_params(entry)
     names = {p.name for p in params}
+    first = params[0].name
     name = f"{entry.op}_values" if values else entry.op
     if values:
         entry = dataclasses.replace(entry, output=None, args={})  # torch.max(x): the amax
@@ -172,9 +175,9 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         also=(("values", steps[0].target),) if pair else (),
     )
     torch_dtype, pypto_dtype = OUT_DTYPES.get(entry.output, (None, None))
-    out_dtype = torch_dtype or ("input.dtype if dtype is None else dtype" if "dtype" in names else "input.dtype")
+    out_dtype = torch_dtype or (f"{first}.dtype if dtype is None else dtype" if "dtype" in names else f"{first}.dtype")
     dim, keepdim = ("dim", "keepdim" if "keepdim" in names else "False") if not values else ("None", "False")
-    guard = ["_on_kernel_path(input)"] if torch_dtype else ["out_dtype in _PYPTO_DTYPES", "_on_kernel_path(input)"]
+    guard = [f"_on_kernel_path({first})"] if torch_dtype else ["out_dtype in _PYPTO_DTYPES", f"_on_kernel_path({first})"]
     prologue = f"out_dtype = {out_dtype}\n"
     factory = ["_PYPTO_DTYPES[x.dtype]", pypto_dtype or "_PYPTO_DTYPES[out_dtype]", "x.shape[1]", "count"]
     requires = ["_reduction_rows", f"{name}_kernel"]
@@ -188,7 +191,7 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
             torch_params = tuple(p for p in params if p.name != unbiased)
         else:
             prologue += f"{correction} = 1 if {correction} is None else {correction}\n"
-        guard.append(f"_reduced_count(input, dim) > {correction}")
+        guard.append(f"_reduced_count({first}, dim) > {correction}")
         factory.append(correction)
     if "p" in entry.args:
         p = entry.args["p"]
@@ -198,15 +201,15 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         factory.append("power")
     launch, result = "x, out", "out.reshape(shape)"
     if index:
-        guard.append(f"_reduced_count(input, dim) <= {MAX_INDEX}")
+        guard.append(f"_reduced_count({first}, dim) <= {MAX_INDEX}")
         launch = "x, torch.arange(x.shape[1], dtype=torch.float32, device=x.device).reshape(1, -1), out"
     if pair:  # autograd records through torch: the kernel gives two results, _TorchGradient one
-        guard.append("not (torch.is_grad_enabled() and input.requires_grad)")
+        guard.append(f"not (torch.is_grad_enabled() and {first}.requires_grad)")
         launch = launch.replace(", out", ", values, out")
         result = f"torch.return_types.{entry.op}((values.reshape(shape), out.reshape(shape)))"
     body = (
-        f"x, count, shape = _reduction_rows(input, {dim}, {keepdim}, {_identity(entry)})\n"
-        + ("values = torch.empty(x.shape[0], 1, dtype=input.dtype, device=x.device)\n" if pair else "")
+        f"x, count, shape = _reduction_rows({first}, {dim}, {keepdim}, {_identity(entry)})\n"
+        + (f"values = torch.empty(x.shape[0], 1, dtype={first}.dtype, device=x.device)\n" if pair else "")
         + "out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)\n"
         f"_launch({name}_kernel({', '.join(factory)}), {launch})\n"
         f"return {result}\n"
@@ -214,7 +217,7 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
     how = f"{_how(entry)} over the reduced dims moved last{fp32}"
     call_params = params[:1] if values else params
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{name}", wrappers.signature(call_params), how, "input",
+        entry, f"pypto_{name}", wrappers.signature(call_params), how, first,
         wrappers.torch_call(entry, torch_params[:1] if values else torch_params), f"({' and '.join(guard)})", body,
         tuple(requires), prologue=prologue,
     )
