@@ -230,9 +230,10 @@ def _identity(entry: Entry) -> str:
 
 def _what(entry: Entry) -> str:
     if entry.output == "bool":
-        return {"amin": "all", "amax": "any"}[entry.pypto]
+        return {"amin": "all-nonzero test", "amax": "any-nonzero test"}[entry.pypto]
     if entry.output == "int64":
-        return f"arg{entry.pypto[1:]}"
+        extreme = f"{entry.pypto[1:]}imum"
+        return f"{extreme} and its first index" if "indices" in entry.args else f"first index of the {extreme}"
     if entry.pypto == "var":
         return "standard deviation" if entry.args.get("then") else "variance"
     if "p" in entry.args:

@@ -23,6 +23,9 @@ FP32 = "pypto.DT_FP32"
 # tiles, the last one moved back over rows already done, and the host pads inputs to MIN_ROWS
 WHOLE_TILE_OPS = frozenset({"sigmoid"})
 MIN_ROWS = 64  # the most rows a tile has (_tile_shape)
+# scan blocks: pypto.cumsum of a [rows, 2048] FP32 tile overflows the 192 KB UB in 0.2.0 (its
+# TRANSPOSE_VNCHWCONV needs 204800 bytes); [8, 1024] blocks fit
+SCAN_BLOCK = 1024
 
 
 def whole_tiles(program: Sequence[Apply]) -> bool:
@@ -41,7 +44,6 @@ def row_kernel(
     out_dtype: str = "dtype",
     out_cols: str = "cols",
     buffers: int = 2,
-    whole_rows: bool = False,
     valid_cols: str = "cols",
     row_inputs: Sequence[str] = (),
     also: Sequence[tuple[str, str]] = (),
@@ -49,8 +51,7 @@ def row_kernel(
     """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype``).
 
     Each input ``a`` is available to the program as the tile ``a_tile``; the program's last
-    target is the result, stored as ``out_dtype`` ([rows, ``out_cols``]). ``whole_rows``: a
-    tile spans every column (scans), which the host checks fits (:data:`WHOLE_ROWS`).
+    target is the result, stored as ``out_dtype`` ([rows, ``out_cols``]).
     ``valid_cols``: the columns the tiles hold data in (a reduction's real cols; the rest is
     32-byte padding). ``row_inputs``: FP32 tensors of one row, the same for every tile (an
     index row). ``also``: (output, tile) pairs, further outputs like ``out`` stored as ``in_dtype``
@@ -87,7 +88,7 @@ def row_kernel(
 @functools.cache
 def {name}({factory_params}):
     """{doc}"""
-    rows, tile_cols = {"_whole_rows_tile(cols, buffers=" if whole_rows else "_tile_shape(cols, buffers="}{buffers})
+    rows, tile_cols = _tile_shape(cols, buffers={buffers})
 {textwrap.indent(setup, " " * 4)}
     @pypto.frontend.jit()
     @_annotated(locals())
@@ -101,7 +102,48 @@ def {name}({factory_params}):
 
     return kernel
 '''
-    return Definition(name, source, ("_fits_whole_rows" if whole_rows else "_tile_shape", "_annotated"))
+    return Definition(name, source, ("_tile_shape", "_annotated"))
+
+
+def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
+    """A kernel factory scanning the rows of ``x`` along its cols, in column blocks of one tile.
+
+    ``program`` scans the block ``x_tile``; each block then adds the carry, the last column of
+    the block before it, so rows of any width scan (block + carry, the blocks unrolled).
+    """
+    fp32 = any(a.step.fp32 for a in program)
+    result = program[-1].target
+    load = "x_tile = pypto.view(x, [rows, block], [r, b * block], valid_shape=[(n - r).min(rows), min(block, cols - b * block)])\n"
+    if fp32:
+        load += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n    x_tile = pypto.cast(x_tile, {FP32})\n"
+    setup, store = cast(result, FP32 if fp32 else "dtype", "out_dtype")
+    body = (load + render(program)
+            + f"if b > 0:\n    {result} = pypto.add({result}, carry)\n"
+            + f"carry = pypto.view({result}, [rows, 1], [0, block - 1])  # the running total\n"
+            + store + f"pypto.assemble({result}, [r, b * block], out)\n")
+    source = f'''\
+@functools.cache
+def {name}(dtype, out_dtype, cols):
+    """{doc}"""
+    block = min(cols, {SCAN_BLOCK})  # pypto.cumsum transposes its tile: wider blocks overflow the UB
+    rows = min(64, _TILE_BYTES // (4 * block))
+    blocks = (cols + block - 1) // block
+{textwrap.indent(setup, " " * 4)}
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
+        out: pypto.Tensor([pypto.DYNAMIC, cols], out_dtype),
+    ):
+        n = x.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+            r = i * rows
+            pypto.set_vec_tile_shapes(rows, block)
+            for b in range(blocks):  # unrolled
+{textwrap.indent(body, " " * 16)}
+    return kernel
+'''
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_annotated", "PYPTO_LAUNCHER"))
 
 
 def cast(var: str, src: str, dst: str) -> tuple[str, str]:
@@ -153,19 +195,4 @@ def _reduction_rows(t, dim, keepdim, identity):
     return rows.contiguous(), cols, shape
 ''',
     imports=("math",),
-)
-
-
-WHOLE_ROWS = Definition(
-    "_fits_whole_rows",
-    '''\
-def _fits_whole_rows(t, dim, buffers):
-    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
-    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
-
-
-def _whole_rows_tile(cols, buffers):
-    """Vector tile [rows, cols] of whole rows whose FP32 copies (`buffers` of them) fit the unified buffer."""
-    return max(1, min(64, _TILE_BYTES // (4 * cols), _UB_BYTES // (4 * buffers * cols))), cols
-''',
 )
