@@ -4,13 +4,12 @@ honour, and a new op of a known family is one entry whose tests appear by themse
 import math
 
 import pytest
-
 import torch
 
 from table_cases import call_shapes, converting, kernel_cases, staying
 from torch2pypto.mapping import CATEGORIES, FAMILIES, TableError, build_table, load_table
 from torch2pypto.rules import FAMILIES as RULES, reduction
-from torch2pypto.translator.translate import translate_source
+from torch2pypto.translator.engine.translate import translate_source
 
 TABLE = load_table()
 
