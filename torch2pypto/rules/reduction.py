@@ -31,7 +31,8 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 
-# reducer -> the value its padding holds, which never changes the result
+# reducer -> the value its padding holds, which never changes the result (var's two passes read
+# the real cols only, whatever the pad holds)
 IDENTITIES = {
     None: {"sum": "0.0", "amax": "-math.inf", "amin": "math.inf", "var": "0.0"},
     "bool": {"amin": "1.0", "amax": "0.0"},  # all: pads are true; any: pads are false
