@@ -25,7 +25,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import tokenize
@@ -149,8 +148,9 @@ class CliRun:
 
 
 def translate_command() -> list[str]:
-    """The ``translate`` script installed next to this interpreter."""
-    return [str(Path(sysconfig.get_path("scripts")) / "translate")]
+    """The ``translate`` command, run from the torch2pypto this interpreter imports (an installed
+    script may point at a module path of an older checkout)."""
+    return [sys.executable, "-m", "torch2pypto.translator.run.cli"]
 
 
 def translate_tree(root: Path, out: Path, jobs: int) -> CliRun:
