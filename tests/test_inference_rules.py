@@ -52,7 +52,8 @@ class M(nn.Module):
 
 
 def test_calls_of_held_modules():
-    assert fates(MODULES) == [C, C, C, C, A, A, A, A]  # Lazy may return None; Sequential, LSTM, act unknown
+    # Lazy returns a tensor or None: a method call on it is a tensor's; Sequential, LSTM, act unknown
+    assert fates(MODULES) == [C, C, C, C, C, A, A, A]
 
 
 FUNCTIONS = """\
@@ -86,8 +87,8 @@ def f(a: torch.Tensor, b: torch.Tensor):
 
 
 def test_results_of_functions_of_the_module():
-    # maybe() can fall off its end (None); a generator is no tensor; decorated is rebound
-    assert fates(FUNCTIONS) == [C, A, C, C, A]
+    # maybe() may return None (a tensor's method then); a generator is no tensor; decorated is rebound
+    assert fates(FUNCTIONS) == [C, C, C, C, A]
 
 
 def test_instances_of_classes_of_the_module_are_not_tensors():
@@ -154,7 +155,8 @@ def test_comparisons_and_boolean_operators(code, expected):
         ("def h(x):\n    return x.exp()\ndef f(a: torch.Tensor, b):\n    return h(a) + h(b)\n", [A]),
         ("def h(x):\n    return x.exp()\ndef f(a: torch.Tensor):\n    g = h\n    return h(a)\n", [A]),  # escapes
         ("def h(x):\n    return x.exp()\ndef f(a: torch.Tensor, xs):\n    return h(a) + h(*xs)\n", [A]),
-        ("def h(x=None):\n    return x.exp()\ndef f(a: torch.Tensor):\n    return h(a) + h()\n", [A]),
+        ("def h(x=None):\n    return x.exp()\ndef f(a: torch.Tensor):\n    return h(a) + h()\n", [C]),  # or None
+        ("def h(x=None):\n    return x.exp()\ndef f(a: torch.Tensor):\n    return h(a) + h([1])\n", [A]),
         ("def h(x):\n    return x.exp()\n__all__ = ['h']\ndef f(a: torch.Tensor):\n    return h(a)\n", [A]),
         ("def h(x):\n    return x.exp()\n", [A]),  # no call seen
         ("import functools\n@functools.cache\ndef h(x):\n    return x.exp()\ndef f(a: torch.Tensor):\n    return h(a)\n", [A]),
@@ -197,3 +199,22 @@ class M(nn.Module):
 
 def test_legacy_tensor_classes_in_annotations():
     assert fates("def f(a: torch.LongTensor, b: torch.BoolTensor | None):\n    return a.exp(), b.exp()\n") == [C, C]
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("def f(a: torch.Tensor, c):\n    m = a if c else None\n    return m.exp(), m[0].exp(), (m * 2).exp()\n", [C, C, C]),
+        ("def f(a: torch.Tensor, c):\n    m = None\n    if c:\n        m = a.float()\n    return m.exp()\n", [C]),
+        ("def f(a: torch.Tensor, c):\n    m = a if c else None\n    return (m == 0).exp()\n", [A]),  # None == 0 is False
+        ("def f(c):\n    m = None\n    return m.exp()\n", []),
+        ("def f(b, c):\n    m = b if c else None\n    return m.exp()\n", [A]),
+    ],
+)
+def test_a_tensor_or_none_receiver_is_a_tensor_receiver(code, expected):
+    assert fates(code) == expected
+
+
+def test_a_tensor_or_none_argument_is_not_a_tensor_argument():
+    code = HEAD + "def f(a: torch.Tensor, c):\n    m = a if c else None\n    return a.to(m), a.to(a if c else a)\n"
+    assert [s for api, s in statuses(code) if api == "torch.Tensor.to"] == ["unsupported", C]

@@ -39,6 +39,7 @@ from torch2pypto.translator.engine.scopes import (
 )
 
 TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
+_NONE, _MAYBE = "none", "tensor-or-none"  # None itself; a tensor or None (a method call on it is a tensor's)
 _CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
 _MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
 
@@ -54,7 +55,7 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def combine(kinds: Iterable[str]) -> str:
-    """All tensor: tensor; all not: not; anything else (or nothing): unknown.
+    """All tensor: tensor; all not: not; tensors and None: tensor or None; else (or nothing): unknown.
 
     Cyclic reads (``x = x.float()``) carry no evidence and are skipped.
     """
@@ -62,12 +63,21 @@ def combine(kinds: Iterable[str]) -> str:
     if seen == {_CYCLE}:
         return _CYCLE
     seen.discard(_CYCLE)
-    return seen.pop() if len(seen) == 1 else UNKNOWN
+    if len(seen) == 1:
+        return seen.pop()
+    if seen and seen <= {TENSOR, _NONE, _MAYBE}:
+        return _MAYBE
+    return NOT_TENSOR if seen and seen <= {NOT_TENSOR, _NONE} else UNKNOWN
 
 
 def _through(receiver: str) -> str:
-    """The kind of a tensor-preserving operation's result, given its receiver's kind."""
-    return receiver if receiver in (TENSOR, _CYCLE) else UNKNOWN
+    """The kind of a tensor-preserving operation's result, given its receiver's kind.
+
+    On None the operation raises, so a result that exists is a tensor's.
+    """
+    if receiver in (TENSOR, _MAYBE):
+        return TENSOR
+    return _CYCLE if receiver == _CYCLE else UNKNOWN
 
 
 class Inference:
@@ -92,7 +102,16 @@ class Inference:
     # --- tensors -------------------------------------------------------------------------
 
     def kind(self, expr: ast.expr) -> str:
-        """TENSOR, NOT_TENSOR or UNKNOWN for an expression."""
+        """TENSOR, NOT_TENSOR or UNKNOWN for an expression (a tensor or None: unknown)."""
+        known = self._kind(expr)
+        return NOT_TENSOR if known == _NONE else UNKNOWN if known == _MAYBE else known
+
+    def receiver_kind(self, expr: ast.expr) -> str:
+        """The kind of a method call's receiver: a tensor or None is a tensor there (None has no methods)."""
+        known = self._kind(expr)
+        return NOT_TENSOR if known == _NONE else TENSOR if known == _MAYBE else known
+
+    def _kind(self, expr: ast.expr) -> str:
         known = self._kinds.get(expr)
         if known is None:
             if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: give up, do not overflow
@@ -115,25 +134,30 @@ class Inference:
             return self._call_kind(expr)
         if kind is ast.Attribute:
             return self._attribute_kind(expr)
+        if kind is ast.Constant and expr.value is None:
+            return _NONE
         if isinstance(expr, _LITERALS):
             return NOT_TENSOR
         if kind is ast.BinOp:
-            sides = (self.kind(expr.left), self.kind(expr.right))
-            return TENSOR if TENSOR in sides else combine(sides)
+            sides = (self._kind(expr.left), self._kind(expr.right))
+            return TENSOR if TENSOR in sides or _MAYBE in sides else combine(sides)
         if kind is ast.UnaryOp:
-            return NOT_TENSOR if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
+            operand = self._kind(expr.operand)
+            return NOT_TENSOR if isinstance(expr.op, ast.Not) else TENSOR if operand == _MAYBE else operand
         if kind is ast.Compare:
             return self._compare_kind(expr)
         if kind is ast.BoolOp:  # `a or b` is one of its operands
-            return combine(self.kind(v) for v in expr.values)
+            return combine(self._kind(v) for v in expr.values)
         if kind is ast.Subscript:
-            value = self.kind(expr.value)
+            value = self._kind(expr.value)
+            if value in (TENSOR, _MAYBE):
+                return TENSOR
             index = _constant_index(expr.slice)
-            return value if value == TENSOR or index is None else self._part_kind(expr.value, (index,))
+            return value if index is None else self._part_kind(expr.value, (index,))
         if kind is ast.IfExp:
-            return combine((self.kind(expr.body), self.kind(expr.orelse)))
+            return combine((self._kind(expr.body), self._kind(expr.orelse)))
         if kind is ast.NamedExpr:
-            return self.kind(expr.value)
+            return self._kind(expr.value)
         return UNKNOWN
 
     def _compare_kind(self, compare: ast.Compare) -> str:
@@ -141,7 +165,7 @@ class Inference:
         if not all(type(op) in _ORDER for op in compare.ops):
             return NOT_TENSOR if all(type(op) not in _ORDER for op in compare.ops) else UNKNOWN
         sides = [compare.left, *compare.comparators]
-        kinds = [self.kind(side) for side in sides]
+        kinds = [self._kind(side) for side in sides]
         if TENSOR not in kinds:
             return combine(kinds)
         if len(sides) > 2:  # a < x < b is (a < x) and (x < b): a tensor's truth value
@@ -233,7 +257,7 @@ class Inference:
         return self._combine_pending(returns, self._returned) if returns else NOT_TENSOR
 
     def _returned(self, value: ast.expr | None) -> str:
-        return NOT_TENSOR if value is None else self.kind(value)
+        return _NONE if value is None else self._kind(value)
 
     def _returns(self, function: ast.FunctionDef) -> list[ast.expr | None]:
         """The values a function returns (None for None); memoised so that recursion is a cycle."""
@@ -266,12 +290,12 @@ class Inference:
     def _part_kind(self, value: ast.expr, path: tuple) -> str:
         """The kind of the part of ``value`` that unpacking along ``path`` reaches."""
         if not path:
-            return self.kind(value)
+            return self._kind(value)
         step, rest = path[0], path[1:]
         if step == REST:
             return NOT_TENSOR if not rest else UNKNOWN  # a starred target is a list
-        if self.kind(value) == TENSOR:
-            return TENSOR  # the items of a tensor are tensors, and theirs too
+        if self._kind(value) in (TENSOR, _MAYBE):
+            return TENSOR  # the items of a tensor are tensors, and theirs too (None's raise)
         kind = type(value)
         if kind in (ast.Tuple, ast.List) and not any(type(e) is ast.Starred for e in value.elts):
             elements = value.elts
@@ -294,13 +318,13 @@ class Inference:
             return self._part_kind(binding.value, path)
         if binding.kind == UNPACKED:
             return self._part_kind(binding.value, binding.path + path)
-        return TENSOR if self._binding_kind(binding) == TENSOR else UNKNOWN
+        return TENSOR if self._binding_kind(binding) in (TENSOR, _MAYBE) else UNKNOWN
 
     def _call_part(self, call: ast.Call, path: tuple) -> str:
         """A part of a call's result: tuples of tensors of torch, zip/enumerate, functions of this module."""
         func = call.func
         if type(func) is ast.Attribute and func.attr in FACTS.tensors_methods and not self._index.import_names(func):
-            return TENSOR if self.kind(func.value) == TENSOR else UNKNOWN
+            return _through(self._kind(func.value))
         names = self._index.import_names(func)
         if names:
             if names <= FACTS.tensors_functions:
@@ -350,9 +374,9 @@ class Inference:
     def _method_kind(self, func: ast.Attribute) -> str:
         method = func.attr
         if method in FACTS.not_tensor_methods:
-            return NOT_TENSOR if self.kind(func.value) == TENSOR else UNKNOWN
+            return NOT_TENSOR if self._kind(func.value) in (TENSOR, _MAYBE) else UNKNOWN
         if method in self._tensor_methods or method in FACTS.tensor_methods:
-            return _through(self.kind(func.value))
+            return _through(self._kind(func.value))
         return UNKNOWN
 
     def _attribute_kind(self, attr: ast.Attribute) -> str:
@@ -362,7 +386,7 @@ class Inference:
         if name in FACTS.not_tensor_attributes:
             return NOT_TENSOR
         if name in FACTS.tensor_attributes:
-            return _through(self.kind(attr.value))
+            return _through(self._kind(attr.value))
         if _is_self(attr.value):
             return self._self_attribute_kind(attr)
         return UNKNOWN
@@ -403,14 +427,14 @@ class Inference:
         if how == PARAMETER:
             return self._param_kind(binding)
         if how in (ASSIGN, NAMED):
-            return self.kind(binding.value)
+            return self._kind(binding.value)
         if how == ANNOTATED:
             declared = self._annotation_kind(binding.annotation)
             if declared != UNKNOWN or binding.value is None:
                 return declared
-            return self.kind(binding.value)
+            return self._kind(binding.value)
         if how == AUGMENTED:
-            return _through(self.kind(binding.value))
+            return _through(self._kind(binding.value))
         if how == UNPACKED:
             return self._part_kind(binding.value, binding.path)
         return UNKNOWN
@@ -419,7 +443,7 @@ class Inference:
         if param.annotation is not None:
             return self._annotation_kind(param.annotation)
         if param.value is not None and not _is_none(param.value):
-            return self.kind(param.value)
+            return self._kind(param.value)
         function = param.function
         if not isinstance(function, _FUNCTION_DEFS):
             return UNKNOWN
@@ -458,7 +482,7 @@ class Inference:
             arg = _argument_at(call, param.index - offset if param.index >= 0 else -1, param.node.arg)
             if arg is None:
                 arg = param.value if param.value is not None else ast.Constant(None)
-            kinds.append(self.kind(arg))
+            kinds.append(self._kind(arg))
         return combine(kinds) if kinds else UNKNOWN
 
     def _direct_calls(self) -> dict[ast.AST, list[ast.Call]]:
