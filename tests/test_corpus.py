@@ -142,13 +142,15 @@ def test_the_manual_names_its_rows_ops_and_their_spellings(tmp_path):
 def test_the_metrics_leave_out_host_side_sites_and_ops_outside_the_manual():
     manual = frozenset({"to", "sum"})
     records = [
-        {"api": "torch.Tensor.to", "status": "converted"},
-        {"api": "torch.Tensor.to", "status": "host-side"},
-        {"api": "torch.Tensor.sum", "status": "ambiguous"},
-        {"api": "torch.Tensor.view", "status": "ambiguous"},
-        {"api": "torch.einsum", "status": "left-as-torch"},
+        {"api": "torch.Tensor.to", "category": "pure-rename", "status": "converted"},
+        {"api": "torch.Tensor.to", "category": "pure-rename", "status": "host-side"},
+        {"api": "torch.Tensor.sum", "category": "same-name", "status": "ambiguous"},
+        {"api": "torch.Tensor.view", "category": "host-side", "status": "ambiguous"},
+        {"api": "torch.Tensor.reshape", "category": "host-side", "status": "ambiguous"},  # in the manual
+        {"api": "torch.einsum", "category": "unmapped", "status": "left-as-torch"},
     ]
-    assert corpus.Metrics.of(records, manual) == corpus.Metrics(sites=5, ambiguous=2, manual=2, manual_converted=1)
+    manual |= {"reshape"}
+    assert corpus.Metrics.of(records, manual) == corpus.Metrics(sites=6, ambiguous=3, manual=2, manual_converted=1)
 
 
 def _wheel(path: Path) -> Path:
