@@ -218,21 +218,3 @@ def test_a_tensor_or_none_receiver_is_a_tensor_receiver(code, expected):
 def test_a_tensor_or_none_argument_is_not_a_tensor_argument():
     code = HEAD + "def f(a: torch.Tensor, c):\n    m = a if c else None\n    return a.to(m), a.to(a if c else a)\n"
     assert [s for api, s in statuses(code) if api == "torch.Tensor.to"] == ["unsupported", C]
-
-
-def test_an_operation_on_a_name_in_its_own_assignment_gives_no_evidence():
-    code = """\
-class M(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.proj = nn.Linear(4, 4)
-        self.scale = 0.5
-
-    def forward(self, x):
-        h = self.proj(x)
-        h = h * self.scale
-        n = 1
-        n = n + 1
-        return h.exp(), n.exp()
-"""
-    assert fates(code) == [C]  # n stays a number

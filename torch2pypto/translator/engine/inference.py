@@ -140,9 +140,7 @@ class Inference:
             return NOT_TENSOR
         if kind is ast.BinOp:
             sides = (self._kind(expr.left), self._kind(expr.right))
-            if TENSOR in sides or _MAYBE in sides:
-                return TENSOR
-            return _CYCLE if _CYCLE in sides else combine(sides)  # x = x * 2: x's own kind, no evidence
+            return TENSOR if TENSOR in sides or _MAYBE in sides else combine(sides)
         if kind is ast.UnaryOp:
             operand = self._kind(expr.operand)
             return NOT_TENSOR if isinstance(expr.op, ast.Not) else TENSOR if operand == _MAYBE else operand
