@@ -17,15 +17,16 @@ import argparse
 import ast
 import collections
 import concurrent.futures
+import csv
 import dataclasses
 import io
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import tokenize
@@ -40,7 +41,9 @@ from torch2pypto.translator.oracle.invariants import violations
 from torch2pypto.translator.run.files import KERNELS_FILE
 from torch2pypto.translator.run.json_report import STATUS_NAMES
 
+HOST_SIDE = "host-side"  # the status of host-side sites and the category of host-side ops
 REQUIREMENT = "transformers==5.23.0"
+CATALOGUE = Path(__file__).with_name("catalogue.csv")  # the manual: torch ops and their PyPTO counterparts
 WHEEL_GLOB = "transformers-5.23.0-*.whl"
 EXPECTED = (530, 559_300)  # modeling files and their lines in that wheel
 LAYOUT = "models+package"  # what extract() takes from the wheel: a different layout extracts again
@@ -149,8 +152,9 @@ class CliRun:
 
 
 def translate_command() -> list[str]:
-    """The ``translate`` script installed next to this interpreter."""
-    return [str(Path(sysconfig.get_path("scripts")) / "translate")]
+    """The ``translate`` command, run from the torch2pypto this interpreter imports (an installed
+    script may point at a module path of an older checkout)."""
+    return [sys.executable, "-m", "torch2pypto.translator.run.cli"]
 
 
 def translate_tree(root: Path, out: Path, jobs: int) -> CliRun:
@@ -470,6 +474,74 @@ def print_conversion_report(records: list[dict], unmapped_rows: int = 25) -> Non
           f" of the {mapped:,} such sites of ops in the mapping table: {_percent(converted, mapped)}")  # fmt: skip
     print(f"host-side: {host_side:,} of {len(records):,} call sites ({_percent(host_side, len(records))});"
           f" ambiguous: {ambiguous:,} ({_percent(ambiguous, len(records))})")  # fmt: skip
+    manual = manual_ops()
+    m = Metrics.of(records, manual)
+    print(f"manual ops (rows of {CATALOGUE.name}), sites neither host-side nor of host-side ops: {m.manual:,}, converted {m.manual_converted:,}"
+          f" ({_percent(m.manual_converted, m.manual)}); ambiguous: {_percent(m.ambiguous, m.sites)} of all sites")  # fmt: skip
+    print_manual_gaps(records, manual)
+
+
+def print_manual_gaps(records: list[dict], manual: frozenset[str], rows: int = 40) -> None:
+    """Per API of a manual op: its sites not converted (ambiguous, left as torch by reason), most first."""
+    gaps: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for r in records:
+        if r["status"] in ("ambiguous", "left-as-torch") and r["category"] != HOST_SIDE and in_manual(r["api"], manual):
+            gaps[r["api"]]["ambiguous" if r["status"] == "ambiguous" else r["reason"]] += 1
+    order = sorted(gaps.items(), key=lambda item: (-item[1].total(), item[0]))
+    print(f"\nmanual ops' sites not converted, by API ({len(order)} APIs, {sum(c.total() for _, c in order):,} sites):")
+    for api, reasons in order[:rows]:
+        print(f"  {reasons.total():6,}  {api}")
+        for reason, n in reasons.most_common(4):
+            print(f"  {'':6}  {n:6,}  {reason}")
+    if len(order) > rows:
+        print(f"  ... {len(order) - rows} more APIs with {sum(c.total() for _, c in order[rows:]):,} sites")
+
+
+def manual_ops(path: Path = CATALOGUE) -> frozenset[str]:
+    """The torch op names the manual's rows name, spelt without underscores and in lower case.
+
+    A row may name several (``eq/ne/lt``; ``bitwise_and/or/xor``: later names share the first's
+    prefix; ``rotate_half / rope``) and add a note in parentheses (``max (reduction)``, ``to(dtype)``).
+    """
+    names = set()
+    with path.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            for spelling in re.sub(r"\([^)]*\)", "", row["torch_op"]).split(" / "):
+                first, *rest = [p.strip() for p in spelling.split("/") if p.strip()]
+                prefix = first.rpartition("_")[0] + "_" if "_" in first else ""
+                names.update(_spelt(p if p.startswith(prefix) else prefix + p) for p in (first, *rest))
+    return frozenset(names)
+
+
+def _spelt(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def in_manual(api: str, manual: frozenset[str]) -> bool:
+    """Whether a torch API's op is a row of the manual: its last name (``torch.Tensor.add_``: add,
+    ``torch.nn.LayerNorm``: layer_norm), in-place forms as their op."""
+    name = api.rpartition(".")[2]
+    return _spelt(name) in manual or name.endswith("_") and _spelt(name[:-1]) in manual
+
+
+@dataclasses.dataclass(frozen=True)
+class Metrics:
+    """The issue's numbers: sites of manual ops that are not host-side and how many converted; ambiguity."""
+
+    sites: int
+    ambiguous: int
+    manual: int  # sites whose op is in the manual, neither host-side nor of a host-side op (an ambiguous x.view())
+    manual_converted: int
+
+    @classmethod
+    def of(cls, records: list[dict], manual: frozenset[str]) -> Metrics:
+        kept = [r for r in records if HOST_SIDE not in (r["status"], r["category"]) and in_manual(r["api"], manual)]
+        return cls(
+            sites=len(records),
+            ambiguous=sum(r["status"] == "ambiguous" for r in records),
+            manual=len(kept),
+            manual_converted=sum(r["status"] == "converted" for r in kept),
+        )
 
 
 def _percent(part: int, whole: int) -> str:
@@ -483,6 +555,7 @@ def results_data(files: int, lines: int, run: CliRun, problems: list[Problem]) -
         "corpus": {"requirement": REQUIREMENT, "files": files, "lines": lines},
         "translate": {"seconds": run.seconds, "exit": run.returncode},
         "checks": {check: len(paths) for check, paths in failing_files(problems).items()},
+        "metrics": dataclasses.asdict(Metrics.of(records, manual_ops())),
         "problems": [dataclasses.asdict(p) for p in problems],
         "ops": [
             dict(dataclasses.asdict(op), left_as_torch=dict(op.left_as_torch.most_common()))

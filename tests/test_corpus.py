@@ -123,6 +123,36 @@ def test_the_conversion_report_counts_each_api_by_outcome():
     ]
 
 
+def test_the_manual_names_its_rows_ops_and_their_spellings(tmp_path):
+    catalogue = tmp_path / "catalogue.csv"
+    catalogue.write_text(
+        "torch_op,pypto_api,category,difference_to_handle,in_pypto_0_2_0\n"
+        "eq/ne,eq/ne,same-name,,yes\nbitwise_and/or,same,same-name,,yes\nto(dtype),cast,pure-rename,,yes\n"
+        "max (reduction),amax,difference,,yes\nlayer_norm,x,composite,,yes\nrotate_half / rope,x,composite,,yes\n"
+    )
+    manual = corpus.manual_ops(catalogue)
+    assert manual == {"eq", "ne", "bitwiseand", "bitwiseor", "to", "max", "layernorm", "rotatehalf", "rope"}
+    found = [api for api in ("torch.eq", "torch.Tensor.ne", "torch.Tensor.bitwise_or", "torch.Tensor.to",
+                             "torch.nn.LayerNorm", "torch.nn.functional.layer_norm", "torch.Tensor.eq_",
+                             "torch.Tensor.view", "torch.bitwise_xor", "torch.Tensor.or") if corpus.in_manual(api, manual)]  # fmt: skip
+    assert found == ["torch.eq", "torch.Tensor.ne", "torch.Tensor.bitwise_or", "torch.Tensor.to",
+                     "torch.nn.LayerNorm", "torch.nn.functional.layer_norm", "torch.Tensor.eq_"]  # fmt: skip
+
+
+def test_the_metrics_leave_out_host_side_sites_and_ops_outside_the_manual():
+    manual = frozenset({"to", "sum"})
+    records = [
+        {"api": "torch.Tensor.to", "category": "pure-rename", "status": "converted"},
+        {"api": "torch.Tensor.to", "category": "pure-rename", "status": "host-side"},
+        {"api": "torch.Tensor.sum", "category": "same-name", "status": "ambiguous"},
+        {"api": "torch.Tensor.view", "category": "host-side", "status": "ambiguous"},
+        {"api": "torch.Tensor.reshape", "category": "host-side", "status": "ambiguous"},  # in the manual
+        {"api": "torch.einsum", "category": "unmapped", "status": "left-as-torch"},
+    ]
+    manual |= {"reshape"}
+    assert corpus.Metrics.of(records, manual) == corpus.Metrics(sites=6, ambiguous=3, manual=2, manual_converted=1)
+
+
 def _wheel(path: Path) -> Path:
     with zipfile.ZipFile(path, "w") as wheel:
         for name in (

@@ -5,7 +5,14 @@ a method call is rewritten only on a known tensor, left alone on a known non-ten
 reported as ambiguous otherwise. Evidence, strongest first: annotations, what a name was
 assigned, the call that produced a value, ``nn.Parameter``/buffers set on ``self``, and the
 parameters of an ``nn.Module``'s ``forward`` (or of a method of the same class only ever
-called with tensors).
+called with tensors). Calls of this module's functions, methods and module classes answer
+with what those return (``self.mlp(x)``: ``MLP.forward``'s returns; ``self.proj(x)``: an
+``nn.Linear``'s tensor); a function's parameter is what every call of it in the module passes,
+when its name is only ever called. Unpacking and iterating follow the parts of the value
+(``q, k = rotate(q, k)``, ``a, b = x.chunk(2)``, ``for h in x.unbind(0)``).
+
+The module is taken as closed: calls from other modules, and overriding methods of subclasses
+elsewhere, are not seen.
 """
 
 from __future__ import annotations
@@ -22,13 +29,17 @@ from torch2pypto.translator.engine.scopes import (
     AUGMENTED,
     DEFINITION,
     IMPORT,
+    ITEM,
     NAMED,
     PARAMETER,
+    REST,
+    UNPACKED,
     Binding,
     ModuleIndex,
 )
 
 TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
+_NONE, _MAYBE = "none", "tensor-or-none"  # None itself; a tensor or None (a method call on it is a tensor's)
 _CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
 _MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
 
@@ -36,12 +47,15 @@ FACTS = load_facts()
 DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
 _LITERALS = (
     ast.Constant, ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp,
-    ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.Compare,
+    ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda,
 )  # fmt: skip
+_ORDER = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)  # comparisons a tensor answers elementwise
+_FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def combine(kinds: Iterable[str]) -> str:
-    """All tensor: tensor; all not: not; anything else (or nothing): unknown.
+    """All tensor: tensor; all not: not; tensors and None: tensor or None; else (or nothing): unknown.
 
     Cyclic reads (``x = x.float()``) carry no evidence and are skipped.
     """
@@ -49,12 +63,21 @@ def combine(kinds: Iterable[str]) -> str:
     if seen == {_CYCLE}:
         return _CYCLE
     seen.discard(_CYCLE)
-    return seen.pop() if len(seen) == 1 else UNKNOWN
+    if len(seen) == 1:
+        return seen.pop()
+    if seen and seen <= {TENSOR, _NONE, _MAYBE}:
+        return _MAYBE
+    return NOT_TENSOR if seen and seen <= {NOT_TENSOR, _NONE} else UNKNOWN
 
 
 def _through(receiver: str) -> str:
-    """The kind of a tensor-preserving operation's result, given its receiver's kind."""
-    return receiver if receiver in (TENSOR, _CYCLE) else UNKNOWN
+    """The kind of a tensor-preserving operation's result, given its receiver's kind.
+
+    On None the operation raises, so a result that exists is a tensor's.
+    """
+    if receiver in (TENSOR, _MAYBE):
+        return TENSOR
+    return _CYCLE if receiver == _CYCLE else UNKNOWN
 
 
 class Inference:
@@ -73,11 +96,22 @@ class Inference:
         self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}
         self._module_classes: dict[ast.ClassDef, bool] = {}
+        self._function_returns: dict[ast.AST, list[ast.expr | None]] = {}
+        self._calls_of: dict[ast.AST, list[ast.Call]] | None = None
 
     # --- tensors -------------------------------------------------------------------------
 
     def kind(self, expr: ast.expr) -> str:
-        """TENSOR, NOT_TENSOR or UNKNOWN for an expression."""
+        """TENSOR, NOT_TENSOR or UNKNOWN for an expression (a tensor or None: unknown)."""
+        known = self._kind(expr)
+        return NOT_TENSOR if known == _NONE else UNKNOWN if known == _MAYBE else known
+
+    def receiver_kind(self, expr: ast.expr) -> str:
+        """The kind of a method call's receiver: a tensor or None is a tensor there (None has no methods)."""
+        known = self._kind(expr)
+        return NOT_TENSOR if known == _NONE else TENSOR if known == _MAYBE else known
+
+    def _kind(self, expr: ast.expr) -> str:
         known = self._kinds.get(expr)
         if known is None:
             if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: give up, do not overflow
@@ -100,20 +134,43 @@ class Inference:
             return self._call_kind(expr)
         if kind is ast.Attribute:
             return self._attribute_kind(expr)
+        if kind is ast.Constant and expr.value is None:
+            return _NONE
         if isinstance(expr, _LITERALS):
             return NOT_TENSOR
         if kind is ast.BinOp:
-            sides = (self.kind(expr.left), self.kind(expr.right))
-            return TENSOR if TENSOR in sides else combine(sides)
+            sides = (self._kind(expr.left), self._kind(expr.right))
+            return TENSOR if TENSOR in sides or _MAYBE in sides else combine(sides)
         if kind is ast.UnaryOp:
-            return NOT_TENSOR if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
+            operand = self._kind(expr.operand)
+            return NOT_TENSOR if isinstance(expr.op, ast.Not) else TENSOR if operand == _MAYBE else operand
+        if kind is ast.Compare:
+            return self._compare_kind(expr)
+        if kind is ast.BoolOp:  # `a or b` is one of its operands
+            return combine(self._kind(v) for v in expr.values)
         if kind is ast.Subscript:
-            return _through(self.kind(expr.value))
+            value = self._kind(expr.value)
+            if value in (TENSOR, _MAYBE):
+                return TENSOR
+            index = _constant_index(expr.slice)
+            return value if index is None else self._part_kind(expr.value, (index,))
         if kind is ast.IfExp:
-            return combine((self.kind(expr.body), self.kind(expr.orelse)))
+            return combine((self._kind(expr.body), self._kind(expr.orelse)))
         if kind is ast.NamedExpr:
-            return self.kind(expr.value)
+            return self._kind(expr.value)
         return UNKNOWN
+
+    def _compare_kind(self, compare: ast.Compare) -> str:
+        """``x == 0`` and ``x < y`` of a tensor are tensors; ``is``/``in`` and non-tensors' are not."""
+        if not all(type(op) in _ORDER for op in compare.ops):
+            return NOT_TENSOR if all(type(op) not in _ORDER for op in compare.ops) else UNKNOWN
+        sides = [compare.left, *compare.comparators]
+        kinds = [self._kind(side) for side in sides]
+        if TENSOR not in kinds:
+            return combine(kinds)
+        if len(sides) > 2:  # a < x < b is (a < x) and (x < b): a tensor's truth value
+            return UNKNOWN
+        return TENSOR if all(k == TENSOR or _is_number(s) for k, s in zip(kinds, sides)) else UNKNOWN
 
     def _call_kind(self, call: ast.Call) -> str:
         func = call.func
@@ -122,29 +179,204 @@ class Inference:
         names = self._index.import_names(func)
         if names:
             return combine(_function_kind(n) for n in names)
-        if type(func) is ast.Attribute and _is_self(func.value):
-            return self._self_method_return_kind(func)
+        callee = self._callee(func)
+        if callee is not None:
+            return callee
         if type(func) is ast.Attribute:
             return self._method_kind(func)
         return UNKNOWN
 
-    def _self_method_return_kind(self, func: ast.Attribute) -> str:
-        """``self.helper(...)``: what the class's ``helper`` returns, if it is defined there."""
+    def _callee(self, func: ast.expr) -> str | None:
+        """What calling a name or ``self`` attribute of this module returns (None: not one of those)."""
+        if type(func) is ast.Name:
+            bindings = self._index.bindings(func)
+            if not bindings:
+                return None
+            return self._combine_pending(bindings, self._called_binding)
+        if type(func) is not ast.Attribute or not _is_self(func.value):
+            return None
         cls = self._enclosing_class(func.value)
-        method = next(
-            (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == func.attr), None
-        ) if cls else None
-        if method is None:
-            return self._method_kind(func)
-        values = [n.value for n in ast.walk(method) if isinstance(n, ast.Return) and n.value is not None]
-        return combine(self.kind(v) for v in values) if values else UNKNOWN
+        if cls is None:
+            return None
+        method = self._inherited(cls, func.attr)
+        if method is not None:
+            return self._returns_kind(method)
+        values = self._class_index(cls).assigned.get(func.attr)
+        return self._combine_pending(values, self._called_value) if values else None
+
+    def _called_binding(self, binding: Binding) -> str:
+        node = binding.node
+        if binding.kind == DEFINITION:
+            return self._returns_kind(node) if isinstance(node, _FUNCTION_DEFS) else self._instance_kind(node)
+        if binding.kind == ASSIGN and binding.value is not None:
+            return self._called_value(binding.value)
+        return UNKNOWN
+
+    def _called_value(self, value: ast.expr) -> str:
+        """What calling the value stored in a name or attribute returns: a module's result."""
+        if type(value) is ast.IfExp:
+            return combine((self._called_value(value.body), self._called_value(value.orelse)))
+        if type(value) is not ast.Call:
+            return UNKNOWN
+        names = self._index.import_names(value.func)
+        if names:
+            return TENSOR if names <= FACTS.module_tensor_results else UNKNOWN
+        forward = self._forward_of(value)
+        return self._returns_kind(forward) if forward is not None else UNKNOWN
+
+    def _forward_of(self, value: ast.expr) -> ast.FunctionDef | None:
+        """The ``forward`` a call of ``value`` runs: an instance of a module class of this module."""
+        cls = self._local_class(value.func) if type(value) is ast.Call else None
+        if cls is None or not self._is_module_class(cls) or self._inherited(cls, "__call__") is not None:
+            return None
+        return self._inherited(cls, "forward")
+
+    def _instance_kind(self, cls: ast.ClassDef) -> str:
+        """A class of this module called: an instance; a module's or a plain local class's is no tensor."""
+        return NOT_TENSOR if self._is_module_class(cls) or self._plain_class(cls) else UNKNOWN
+
+    def _plain_class(self, cls: ast.ClassDef, depth: int = 0) -> bool:
+        """A class whose bases are all classes of this module (or none): no tensor subclass."""
+        if depth > _MAX_DEPTH or cls.keywords:
+            return False
+        for base in cls.bases:
+            local = self._local_class(base)
+            if local is None or not self._plain_class(local, depth + 1):
+                return False
+        return True
+
+    def _returns_kind(self, function: ast.AST) -> str:
+        """What a function of this module returns, from its own return statements.
+
+        A bare ``return`` or a body that can end without one returns None; a generator is none
+        either. A decorator that is not known to keep the result makes it unknown.
+        """
+        if not isinstance(function, _FUNCTION_DEFS) or not self._transparent(function):
+            return UNKNOWN
+        returns = self._returns(function)
+        return self._combine_pending(returns, self._returned) if returns else NOT_TENSOR
+
+    def _returned(self, value: ast.expr | None) -> str:
+        return _NONE if value is None else self._kind(value)
+
+    def _returns(self, function: ast.FunctionDef) -> list[ast.expr | None]:
+        """The values a function returns (None for None); memoised so that recursion is a cycle."""
+        found = self._function_returns.get(function)
+        if found is None:
+            found = []
+            generator = False
+            stack = list(function.body)
+            while stack:
+                node = stack.pop()
+                if isinstance(node, _SCOPES):
+                    continue
+                if type(node) is ast.Return:
+                    found.append(node.value)
+                generator = generator or isinstance(node, (ast.Yield, ast.YieldFrom))
+                stack.extend(ast.iter_child_nodes(node))
+            if generator or _falls_through(function.body):
+                found.append(None)
+            self._function_returns[function] = found = [None] if generator else found
+        return found
+
+    def _transparent(self, function: ast.FunctionDef) -> bool:
+        """Whether every decorator of a function keeps what it takes and returns."""
+        for decorator in function.decorator_list:
+            target = decorator.func if type(decorator) is ast.Call else decorator
+            if not self._index.import_names(target) & FACTS.module_transparent_decorators:
+                return False
+        return True
+
+    def _part_kind(self, value: ast.expr, path: tuple) -> str:
+        """The kind of the part of ``value`` that unpacking along ``path`` reaches."""
+        if not path:
+            return self._kind(value)
+        step, rest = path[0], path[1:]
+        if step == REST:
+            return NOT_TENSOR if not rest else UNKNOWN  # a starred target is a list
+        if self._kind(value) in (TENSOR, _MAYBE):
+            return TENSOR  # the items of a tensor are tensors, and theirs too (None's raise)
+        kind = type(value)
+        if kind in (ast.Tuple, ast.List) and not any(type(e) is ast.Starred for e in value.elts):
+            elements = value.elts
+            if step is ITEM:
+                return combine(self._part_kind(e, rest) for e in elements) if elements else UNKNOWN
+            return self._part_kind(elements[step], rest) if -len(elements) <= step < len(elements) else UNKNOWN
+        if kind is ast.IfExp:
+            return combine((self._part_kind(value.body, path), self._part_kind(value.orelse, path)))
+        if kind is ast.Name:
+            bindings = self._index.bindings(value)
+            if not bindings:
+                return UNKNOWN
+            return self._combine_pending(bindings, lambda b: self._binding_part(b, path))
+        if kind is ast.Call:
+            return self._call_part(value, path)
+        return UNKNOWN
+
+    def _binding_part(self, binding: Binding, path: tuple) -> str:
+        if binding.kind in (ASSIGN, NAMED) and binding.value is not None:
+            return self._part_kind(binding.value, path)
+        if binding.kind == UNPACKED:
+            return self._part_kind(binding.value, binding.path + path)
+        return TENSOR if self._binding_kind(binding) in (TENSOR, _MAYBE) else UNKNOWN
+
+    def _call_part(self, call: ast.Call, path: tuple) -> str:
+        """A part of a call's result: tuples of tensors of torch, zip/enumerate, functions of this module."""
+        func = call.func
+        if type(func) is ast.Attribute and func.attr in FACTS.tensors_methods and not self._index.import_names(func):
+            return _through(self._kind(func.value))
+        names = self._index.import_names(func)
+        if names:
+            if names <= FACTS.tensors_functions:
+                return TENSOR
+            return self._builtin_part(names, call, path)
+        functions = self._functions_called(func)
+        if not functions or not all(self._transparent(f) for f in functions):
+            return UNKNOWN
+        returns = [v for f in functions for v in self._returns(f) if v is not None]  # unpacking None raises
+        return self._combine_pending(returns, lambda v: self._part_kind(v, path)) if returns else UNKNOWN
+
+    def _builtin_part(self, names: set[str], call: ast.Call, path: tuple) -> str:
+        """Items of ``zip(a, b)`` and ``enumerate(a)``: tuples of the arguments' items."""
+        if len(path) < 2 or path[0] is not ITEM or not isinstance(path[1], int) or call.keywords:
+            return UNKNOWN
+        args, step = call.args, path[1]
+        if names == {"builtins.zip"} and not any(type(a) is ast.Starred for a in args):
+            return self._part_kind(args[step], (ITEM, *path[2:])) if -len(args) <= step < len(args) else UNKNOWN
+        if names == {"builtins.enumerate"} and len(args) == 1 and step in (0, 1, -1, -2):
+            return NOT_TENSOR if step in (0, -2) and len(path) == 2 else self._part_kind(args[0], (ITEM, *path[2:])) if step in (1, -1) else UNKNOWN
+        return UNKNOWN
+
+    def _functions_called(self, func: ast.expr) -> list[ast.FunctionDef]:
+        """The functions of this module a call of ``func`` may run ([]: some it may run are not known).
+
+        A local ``def``, a method of ``self``'s class, or the ``forward`` of the module classes
+        of this module whose instances a name or ``self`` attribute holds.
+        """
+        if type(func) is ast.Name:
+            bindings = self._index.bindings(func)
+            if len(bindings) == 1 and bindings[0].kind == DEFINITION and isinstance(bindings[0].node, _FUNCTION_DEFS):
+                return [bindings[0].node]
+            values = [b.value for b in bindings if b.kind == ASSIGN]
+            if not bindings or len(values) != len(bindings):
+                return []
+        elif type(func) is ast.Attribute and _is_self(func.value):
+            cls = self._enclosing_class(func.value)
+            method = self._inherited(cls, func.attr) if cls is not None else None
+            if method is not None or cls is None:
+                return [method] if method is not None else []
+            values = self._class_index(cls).assigned.get(func.attr, [])
+        else:
+            return []
+        forwards = [self._forward_of(v) for v in values]
+        return forwards if values and None not in forwards else []
 
     def _method_kind(self, func: ast.Attribute) -> str:
         method = func.attr
         if method in FACTS.not_tensor_methods:
-            return NOT_TENSOR if self.kind(func.value) == TENSOR else UNKNOWN
+            return NOT_TENSOR if self._kind(func.value) in (TENSOR, _MAYBE) else UNKNOWN
         if method in self._tensor_methods or method in FACTS.tensor_methods:
-            return _through(self.kind(func.value))
+            return _through(self._kind(func.value))
         return UNKNOWN
 
     def _attribute_kind(self, attr: ast.Attribute) -> str:
@@ -154,7 +386,7 @@ class Inference:
         if name in FACTS.not_tensor_attributes:
             return NOT_TENSOR
         if name in FACTS.tensor_attributes:
-            return _through(self.kind(attr.value))
+            return _through(self._kind(attr.value))
         if _is_self(attr.value):
             return self._self_attribute_kind(attr)
         return UNKNOWN
@@ -195,38 +427,86 @@ class Inference:
         if how == PARAMETER:
             return self._param_kind(binding)
         if how in (ASSIGN, NAMED):
-            return self.kind(binding.value)
+            return self._kind(binding.value)
         if how == ANNOTATED:
             declared = self._annotation_kind(binding.annotation)
             if declared != UNKNOWN or binding.value is None:
                 return declared
-            return self.kind(binding.value)
+            return self._kind(binding.value)
         if how == AUGMENTED:
-            return _through(self.kind(binding.value))
+            return _through(self._kind(binding.value))
+        if how == UNPACKED:
+            return self._part_kind(binding.value, binding.path)
         return UNKNOWN
 
     def _param_kind(self, param: Binding) -> str:
         if param.annotation is not None:
             return self._annotation_kind(param.annotation)
         if param.value is not None and not _is_none(param.value):
-            return self.kind(param.value)
+            return self._kind(param.value)
         function = param.function
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or param.index <= 0:
+        if not isinstance(function, _FUNCTION_DEFS):
             return UNKNOWN
         cls = self._class_of_function(function)
-        if cls is None or not self._is_module_class(cls):
+        if cls is None:
+            return self._function_param_kind(function, param) if self._transparent(function) else UNKNOWN
+        if param.index <= 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
             return UNKNOWN
         if function.name == "forward":
             return TENSOR
-        return self._internal_param_kind(cls, function, param)
+        if not self._transparent(function):
+            return UNKNOWN
+        return self._passed_kind(self._class_index(cls).calls.get(function.name, ()), param, 1)
 
-    def _internal_param_kind(self, cls: ast.ClassDef, function: ast.FunctionDef, param: Binding) -> str:
-        """A method parameter is a tensor if every ``self.<method>(...)`` call in the class passes one."""
+    def _bound_otherwise(self, method: ast.FunctionDef) -> bool:
+        """A static or class method: its first parameter is no instance."""
+        return any(
+            self._index.import_names(d) & {"builtins.staticmethod", "builtins.classmethod"} for d in method.decorator_list
+        )
+
+    def _function_param_kind(self, function: ast.FunctionDef, param: Binding) -> str:
+        """A parameter of a function (not a method) of this module: what every call of it passes.
+
+        Only for a function whose name is read nowhere but as a call's callee (so no caller is
+        out of sight in this module), bound by that one ``def``.
+        """
+        calls = self._direct_calls().get(function)
+        return self._passed_kind(calls, param, 0) if calls else UNKNOWN
+
+    def _passed_kind(self, calls, param: Binding, offset: int) -> str:
+        """What the calls pass for a parameter (its default where they pass nothing)."""
         kinds = []
-        for call in self._class_index(cls).calls.get(function.name, ()):
-            arg = _argument_at(call, param.index - 1, param.node.arg)
-            kinds.append(UNKNOWN if arg is None else self.kind(arg))
+        for call in calls:
+            if any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
+                return UNKNOWN
+            arg = _argument_at(call, param.index - offset if param.index >= 0 else -1, param.node.arg)
+            if arg is None:
+                arg = param.value if param.value is not None else ast.Constant(None)
+            kinds.append(self._kind(arg))
         return combine(kinds) if kinds else UNKNOWN
+
+    def _direct_calls(self) -> dict[ast.AST, list[ast.Call]]:
+        """Functions of this module whose every read is a call's callee, with those calls."""
+        if self._calls_of is None:
+            callee = {id(c.func): c for c in self._index.calls if type(c.func) is ast.Name}
+            calls: dict[ast.AST, list[ast.Call]] = {}
+            escaped: set[ast.AST] = set()
+            for node, scope in self._index.scope_of.items():
+                if type(node) is not ast.Name or type(node.ctx) is not ast.Load:
+                    continue
+                bindings = self._index.lookup(scope, node.id)
+                for b in bindings:
+                    if b.kind == DEFINITION and isinstance(b.node, _FUNCTION_DEFS):
+                        call = callee.get(id(node))
+                        if call is None or len(bindings) != 1:
+                            escaped.add(b.node)
+                        else:
+                            calls.setdefault(b.node, []).append(call)
+            exported = _exported(self._index)
+            self._calls_of = {
+                f: c for f, c in calls.items() if f not in escaped and f.name not in exported
+            }
+        return self._calls_of
 
     def _is_module_class(self, cls: ast.ClassDef) -> bool:
         """Derives from ``nn.Module``, directly or through classes of this module or of files it imports."""
@@ -357,6 +637,32 @@ class Inference:
         scope = self._index.scope_of.get(name)
         return scope.enclosing(ast.ClassDef) if scope else None
 
+    def _local_class(self, expr: ast.expr) -> ast.ClassDef | None:
+        """The class of this module a name always is."""
+        if type(expr) is not ast.Name:
+            return None
+        bindings = self._index.bindings(expr)
+        if len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef):
+            return bindings[0].node
+        return None
+
+    def _method(self, cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+        """A method the class body itself defines (a plain one: no decorator that changes it)."""
+        found = [s for s in cls.body if isinstance(s, _FUNCTION_DEFS) and s.name == name]
+        return found[-1] if found else None
+
+    def _inherited(self, cls: ast.ClassDef, name: str, depth: int = 0) -> ast.FunctionDef | None:
+        """The method ``name`` of a class or, depth first, of its bases of this module."""
+        method = self._method(cls, name)
+        if method is not None or depth > _MAX_DEPTH:
+            return method
+        for base in cls.bases:
+            local = self._local_class(base)
+            found = self._inherited(local, name, depth + 1) if local is not None else None
+            if found is not None:
+                return found
+        return None
+
     def _class_of_function(self, function: ast.AST) -> ast.ClassDef | None:
         """The class whose body defines ``function`` directly."""
         scope = self._index.scope_of.get(function)
@@ -407,6 +713,51 @@ def _torch_dtype(names: set[str]) -> str | None:
     return None
 
 
+def _constant_index(node: ast.expr) -> int | None:
+    """An integer literal index (``t[0]``, ``t[-1]``), else None."""
+    if type(node) is ast.UnaryOp and type(node.op) is ast.USub:
+        inner = _constant_index(node.operand)
+        return -inner if inner is not None else None
+    if type(node) is ast.Constant and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _is_number(node: ast.expr) -> bool:
+    if type(node) is ast.UnaryOp and type(node.op) in (ast.USub, ast.UAdd):
+        return _is_number(node.operand)
+    return type(node) is ast.Constant and type(node.value) in (int, float, bool)
+
+
+def _falls_through(body: list[ast.stmt]) -> bool:
+    """Whether running ``body`` can reach its end (no return or raise on some path)."""
+    if not body:
+        return True
+    last = body[-1]
+    kind = type(last)
+    if kind in (ast.Return, ast.Raise):
+        return False
+    if kind is ast.If:
+        return _falls_through(last.body) or _falls_through(last.orelse)
+    if kind in (ast.With, ast.AsyncWith):
+        return _falls_through(last.body)
+    if kind is ast.Try:
+        if last.finalbody and not _falls_through(last.finalbody):
+            return False
+        return any(_falls_through(b) for b in [last.orelse or last.body, *(h.body for h in last.handlers)])
+    return True
+
+
+def _exported(index: ModuleIndex) -> set[str]:
+    """Names the module's ``__all__`` lists."""
+    names = set()
+    for binding in index.module.bindings.get("__all__", ()):
+        value = binding.value
+        if isinstance(value, (ast.List, ast.Tuple)):
+            names.update(e.value for e in value.elts if type(e) is ast.Constant and isinstance(e.value, str))
+    return names
+
+
 def _is_none(node: ast.expr) -> bool:
     return type(node) is ast.Constant and node.value is None
 
@@ -440,6 +791,11 @@ class _ClassIndex:
                     self._store(target, node.value)
             elif kind is ast.AnnAssign and node.value is not None:
                 self._store(node.target, node.value)
+            elif kind is ast.AugAssign:
+                self._store(node.target, ast.BinOp(node.target, node.op, node.value))
+            elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith):
+                for target in _targets(node):
+                    self._store(target, _UNKNOWN_VALUE)
             elif kind is ast.Call and type(node.func) is ast.Attribute and _is_self(node.func.value):
                 self._call(node)
 
@@ -454,3 +810,17 @@ class _ClassIndex:
     def _store(self, target: ast.expr, value: ast.expr) -> None:
         if type(target) is ast.Attribute and _is_self(target.value):
             self.assigned.setdefault(target.attr, []).append(value)
+        elif type(target) in (ast.Tuple, ast.List, ast.Starred):  # self.a, self.b = ...: not followed
+            for element in ast.walk(target):
+                if type(element) is ast.Attribute and _is_self(element.value):
+                    self.assigned.setdefault(element.attr, []).append(_UNKNOWN_VALUE)
+
+
+_UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """The targets a loop, comprehension or with statement stores to."""
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    return [node.target]

@@ -14,9 +14,10 @@ import ast
 import builtins
 import dataclasses
 
-IMPORT, DEFINITION, PARAMETER, ASSIGN, ANNOTATED, AUGMENTED, NAMED, OTHER = (
-    "import", "definition", "parameter", "assign", "annotated", "augmented", "named", "other",
+IMPORT, DEFINITION, PARAMETER, ASSIGN, ANNOTATED, AUGMENTED, NAMED, UNPACKED, OTHER = (
+    "import", "definition", "parameter", "assign", "annotated", "augmented", "named", "unpacked", "other",
 )  # fmt: skip
+ITEM, REST = None, "*"  # steps of an unpacked binding's path: an item of an iterable, a starred rest
 _BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -48,8 +49,11 @@ class Binding:
     """One binding of a name: how (``kind``) and what it tells about the value.
 
     ``value`` is the assigned expression (assign, annotated, augmented, named, parameter
-    default); ``qualified`` the dotted name an import binds; parameters carry their function and
-    position among the positional parameters (-1 for keyword-only and variadic ones).
+    default, the unpacked or iterated value); ``qualified`` the dotted name an import binds;
+    parameters carry their function and position among the positional parameters (-1 for
+    keyword-only and variadic ones). An unpacked name (``a, b = v``, ``for a in v``) is the part
+    of ``value`` its ``path`` reaches: element indices (negative after a starred target),
+    :data:`ITEM` for an item of an iteration, :data:`REST` for a starred target's list.
     """
 
     kind: str
@@ -59,6 +63,7 @@ class Binding:
     qualified: str = ""
     function: ast.AST | None = None
     index: int = -1
+    path: tuple[int | str | None, ...] = ()
 
 
 class ModuleIndex:
@@ -152,6 +157,8 @@ class ModuleIndex:
             ast.Assign: self._assign,
             ast.AnnAssign: self._annassign,
             ast.AugAssign: self._augassign,
+            ast.For: self._for,
+            ast.AsyncFor: self._for,
             ast.NamedExpr: self._named,
             ast.FunctionDef: self._function,
             ast.AsyncFunctionDef: self._function,
@@ -179,10 +186,33 @@ class ModuleIndex:
         else:
             push((target, scope))
 
+    def _unpack(self, target: ast.expr, value: ast.expr, path: tuple, scope: Scope, push) -> None:
+        """Bind the names of an assignment or loop target to the parts of ``value`` they take."""
+        kind = type(target)
+        if kind is ast.Name:
+            self._target(target, Binding(UNPACKED if path else ASSIGN, target, value, path=path), scope, push)
+        elif kind in (ast.Tuple, ast.List):
+            elements = target.elts
+            star = next((i for i, e in enumerate(elements) if type(e) is ast.Starred), None)
+            for i, element in enumerate(elements):
+                if i == star:
+                    self._unpack(element.value, value, (*path, REST), scope, push)
+                else:
+                    step = i if star is None or i < star else i - len(elements)
+                    self._unpack(element, value, (*path, step), scope, push)
+        else:
+            push((target, scope))
+
     def _assign(self, node: ast.Assign, scope: Scope, push) -> None:
         push((node.value, scope))
         for target in node.targets:
-            self._target(target, Binding(ASSIGN, target, node.value), scope, push)
+            self._unpack(target, node.value, (), scope, push)
+
+    def _for(self, node: ast.For | ast.AsyncFor, scope: Scope, push) -> None:
+        push((node.iter, scope))
+        self._unpack(node.target, node.iter, (ITEM,), scope, push)
+        for statement in (*node.body, *node.orelse):
+            push((statement, scope))
 
     def _annassign(self, node: ast.AnnAssign, scope: Scope, push) -> None:
         push((node.annotation, scope))
@@ -246,11 +276,12 @@ class ModuleIndex:
         inner = Scope(node, scope)
         first, *rest = node.generators
         push((first.iter, scope))
-        push((first.target, inner))
-        for condition in first.ifs:
-            push((condition, inner))
-        for generator in rest:
-            push((generator, inner))
+        for generator in node.generators:
+            if generator is not first:
+                push((generator.iter, inner))
+            self._unpack(generator.target, generator.iter, (ITEM,), inner, push)
+            for condition in generator.ifs:
+                push((condition, inner))
         for field in ("elt", "key", "value"):
             expr = getattr(node, field, None)
             if expr is not None:

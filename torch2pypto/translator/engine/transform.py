@@ -121,7 +121,7 @@ class Sites:
         if entry is None or (is_dotted(func.value) and self.index.import_names(func.value)):
             return None
         api = f"torch.Tensor.{func.attr}"
-        kind = self.inference.kind(func.value)
+        kind = self.inference.receiver_kind(func.value)
         if kind == TENSOR or (kind != NOT_TENSOR and self.options.assume_tensors):
             return Resolved(api, entry, method=True)
         if kind == NOT_TENSOR:
