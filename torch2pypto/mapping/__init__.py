@@ -109,6 +109,7 @@ class Entry:
     recipe: str | None = None
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # keyword torch also takes -> parameter
     reason: str | None = None
     note: str | None = None
     modules: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
@@ -185,6 +186,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
+        aliases=MappingProxyType(dict(raw.pop("aliases", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
         sample=_sample(op, raw.pop("sample", {})),
@@ -241,10 +243,22 @@ def _check(entry: Entry) -> None:
     for arg in entry.reject:
         if arg not in names:
             raise TableError(f"{op}: reject names unknown parameter {arg!r}")
+    _check_aliases(entry, names)
     _check_modules(entry, names)
     for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target, entry.output])):
         if dtype not in DTYPES:
             raise TableError(f"{op}: unknown dtype {dtype!r}")
+
+
+def _check_aliases(entry: Entry, names: set[str]) -> None:
+    """``aliases``: keyword -> parameter, for the other spellings torch accepts (``axis`` for ``dim``)."""
+    for alias, param in entry.aliases.items():
+        if not alias.isidentifier():
+            raise TableError(f"{entry.op}: alias {alias!r} is not a keyword name")
+        if alias in names:
+            raise TableError(f"{entry.op}: alias {alias!r} is itself a parameter")
+        if param not in names or entry.param(param).variadic:
+            raise TableError(f"{entry.op}: alias {alias!r} names unknown parameter {param!r}")
 
 
 def _check_modules(entry: Entry, names: set[str]) -> None:

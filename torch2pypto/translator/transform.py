@@ -142,7 +142,8 @@ class Sites:
             attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
             return attempt
         try:
-            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), call.func.value if found.method else None)
+            receiver = call.func.value if found.method else None
+            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), receiver, entry.aliases)
         except BindError as exc:
             attempt.reason = str(exc)
             return attempt
@@ -185,7 +186,7 @@ class SegmentRewriter(cst.CSTTransformer):
             return updated
         found, entry = attempt.resolved, attempt.resolved.entry
         receiver = updated.func.value if found.method else None
-        bound = bind(entry.params, cst_args(updated) + cst_held(updated, found.held), receiver)
+        bound = bind(entry.params, cst_args(updated) + cst_held(updated, found.held), receiver, entry.aliases)
         site = CallSite(entry, bound, attempt.static_dtype, attempt.torch_name, attempt.is_tensor)
         result = RULES[entry.family](site)
         if not isinstance(result, Converted):
