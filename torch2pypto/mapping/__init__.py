@@ -128,12 +128,14 @@ class Entry:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """Entries by op name, by every torch API spelling they cover and by the nn modules whose calls they are."""
+    """Entries by op name, by every torch API spelling they cover, by the nn modules whose calls they
+    are and by the generated wrappers whose calls are their converted sites."""
 
     entries: Mapping[str, Entry]
     by_api: Mapping[str, Entry]
     methods: frozenset[str]
     by_module: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # torch.nn class -> its entry
+    by_wrapper: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # pypto_rsqrt -> rsqrt
 
     def method(self, name: str) -> Entry | None:
         return self.by_api.get(f"torch.Tensor.{name}")
@@ -292,7 +294,21 @@ def build_table(raw: Mapping[str, Any]) -> Table:
                 raise TableError(f"{module} is claimed by both {(by_module.get(module) or by_api[module]).op} and {entry.op}")
             by_module[module] = entry
     methods = frozenset(a.rsplit(".", 1)[1] for a in by_api if a.startswith("torch.Tensor."))
-    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module))
+    by_wrapper = MappingProxyType(_by_wrapper(entries))
+    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module), by_wrapper)
+
+
+def _by_wrapper(entries: Mapping[str, Entry]) -> dict[str, Entry]:
+    """Each generated wrapper's entry, as its family names it; a wrapper stands for one entry."""
+    from torch2pypto.rules import wrapper_names  # the families name their wrappers
+
+    by_wrapper: dict[str, Entry] = {}
+    for entry in entries.values():
+        for name in wrapper_names(entry) if entry.family else ():
+            if name in by_wrapper:
+                raise TableError(f"wrapper {name} stands for both {by_wrapper[name].op} and {entry.op}")
+            by_wrapper[name] = entry
+    return by_wrapper
 
 
 def _with_parts(entry: Entry, entries: Mapping[str, Entry]) -> Entry:

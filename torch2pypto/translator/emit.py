@@ -93,7 +93,7 @@ def section_edits(code: str, tree: ast.Module, definitions: list[Definition], be
     """The edits that put ``definitions`` into ``code``'s generated section (created if missing)."""
     newline = _newline(code)
     lines = section_lines(code, tree)
-    existing = _defined_names(code, lines)
+    existing = defined_names(code, lines)
     new = [d for d in definitions if d.name not in existing]
     if not new:
         return []
@@ -175,7 +175,8 @@ def _extend(code: str, lines: range, imports: str, body: str, newline: str) -> l
     return edits
 
 
-def _defined_names(code: str, lines: range) -> set[str]:
+def defined_names(code: str, lines: range) -> set[str]:
+    """The names the generated section on ``lines`` defines."""
     if not lines:
         return set()
     text = "\n".join(_lines(code)[lines.start - 1 : lines.stop - 1])

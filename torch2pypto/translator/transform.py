@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from typing import Callable
+from typing import AbstractSet as Set, Callable
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
+from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
 from torch2pypto.translator.hierarchy import Hierarchy
 from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.scopes import ModuleIndex
+from torch2pypto.translator.files import KERNELS_MODULE
+from torch2pypto.translator.scopes import IMPORT, ModuleIndex
 
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)
@@ -66,6 +68,7 @@ class Resolved:
     method: bool = False
     ambiguous: bool = False
     held: tuple[tuple[str, str], ...] | None = None  # an nn module's call: (parameter, attribute) it holds
+    wrapper: bool = False  # a call of the generated wrapper of ``entry``: converted already
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +98,13 @@ class Attempt:
 class Sites:
     """The torch call sites of one module, decided on its ast."""
 
-    def __init__(self, table: Table, options: Options, index: ModuleIndex, path: str | None = None) -> None:
-        """``path``: the module's file, whose imports name the files base classes are read from."""
+    def __init__(
+        self, table: Table, options: Options, index: ModuleIndex, path: str | None = None, generated: Set[str] = frozenset()
+    ) -> None:
+        """``path``: the module's file, whose imports name the files base classes are read from;
+        ``generated``: the names the module's generated section defines."""
         self.table = table
+        self.generated = generated
         self.options = options
         self.index = index
         self.inference = Inference(index, table.methods, Hierarchy(path, options.module_bases))
@@ -111,6 +118,9 @@ class Sites:
                     continue
                 entry = self.table.by_api.get(name)
                 return Resolved(name, entry) if entry is not None or is_tensor_function(name) else None
+        if type(func) is ast.Name:
+            entry = self._wrapper_entry(func)
+            return Resolved(wrapper_api(entry), entry, wrapper=True) if entry else None
         if type(func) is not ast.Attribute:
             return None
         module = self.inference.held_module(func)
@@ -128,10 +138,25 @@ class Sites:
             return None
         return Resolved(api, entry, method=True, ambiguous=True)
 
+    def _wrapper_entry(self, name: ast.Name) -> Entry | None:
+        """The entry whose generated wrapper ``name`` is: defined in the generated section (which
+        binds nothing the index sees) or imported from a kernels module; None for any other name."""
+        bindings = self.index.bindings(name)
+        if not bindings:
+            return self.table.by_wrapper.get(name.id) if name.id in self.generated else None
+        imported = {b.qualified for b in bindings if b.kind == IMPORT}
+        if len(imported) != 1 or len(bindings) != sum(b.kind == IMPORT for b in bindings):
+            return None
+        module, _, wrapper = imported.pop().rpartition(".")
+        return self.table.by_wrapper.get(wrapper) if module.rpartition(".")[2] == KERNELS_MODULE else None
+
     def attempt(self, call: ast.Call, found: Resolved, span: Span) -> Attempt:
         """Bind the call; the attempt carries the reason when it cannot go to its rule."""
         entry = found.entry
         attempt = Attempt(span, found)
+        if found.wrapper:
+            attempt.status, attempt.pypto_api = CONVERTED, f"pypto.{entry.pypto}"
+            return attempt
         if entry is None:
             attempt.reason = "not in the mapping table"
             return attempt

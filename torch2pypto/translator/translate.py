@@ -64,9 +64,10 @@ def translate_source(
         raise SyntaxError("nested too deeply for Python's parser") from None
     if not _candidates(table).search(text):  # no torch name and no mapped method name
         return Translation(path, text, text, encoding, ())
-    index = ModuleIndex(tree, emit.section_lines(text, tree))  # the generated section is not user code
+    section = emit.section_lines(text, tree)
+    index = ModuleIndex(tree, section)  # the generated section is not user code
     lines = _Lines(text)
-    sites = Sites(table, options, index, path)
+    sites = Sites(table, options, index, path, emit.defined_names(text, section))
     attempts = _decide(sites, lines)
     edits, conversions, definitions = _rewrite(text, lines, attempts)
     records = {id(a): _record(path, a) for a in attempts}
@@ -91,7 +92,7 @@ def translate_source(
 def _candidates(table: Table) -> re.Pattern[str]:
     """Text a module must contain to hold a torch call site (re caches the compiled pattern)."""
     methods = "|".join(sorted(table.methods))
-    return re.compile(rf"torch|\.\s*(?:{methods})\b")
+    return re.compile(rf"torch|pypto_|\.\s*(?:{methods})\b")
 
 
 def decode(source: str | bytes) -> tuple[str, str]:
