@@ -70,6 +70,7 @@ class Inference:
         self._depth = 0
         self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
+        self._torch_aliases: list[str] | None = None  # module-level names other than torch bound to it
         self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}
         self._module_classes: dict[ast.ClassDef, bool] = {}
@@ -329,9 +330,10 @@ class Inference:
         scope = self._index.scope_of.get(node)
         if scope is None:
             return None
-        module = self._index.module.bindings
-        aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
-        for candidate in ["torch", *aliases]:
+        if self._torch_aliases is None:
+            module = self._index.module.bindings
+            self._torch_aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
+        for candidate in ["torch", *self._torch_aliases]:
             bindings = self._index.lookup(scope, candidate)
             if bindings and all(_imports_torch(b) for b in bindings):
                 return candidate

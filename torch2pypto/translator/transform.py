@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from typing import AbstractSet as Set, Callable
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
-from torch2pypto.rules import RULES, CallSite, Converted
+from torch2pypto.rules import RULES, CallSite, Converted, Unsupported
 from torch2pypto.rules.wrappers import api as wrapper_api
-from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
 from torch2pypto.translator.hierarchy import Hierarchy
 from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
@@ -193,52 +192,68 @@ class Sites:
 _MOVE = "a device move: host-side memory transfer, no kernel"
 
 
-class SegmentRewriter(cst.CSTTransformer):
-    """Applies the rules to the pending attempts inside one parsed call segment."""
+class CallRewriter:
+    """Rewrites pending calls, remembering each rule's outcome by the call's text.
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    A rule is a function of the call site: its entry, its arguments and the static facts it asks
+    for. A later call spelt the same way, for the same entry, whose facts answer as they did,
+    gets the same outcome without being parsed or generated again.
+    """
 
-    def __init__(self, attempts: dict[Span, Attempt], line: int, column: int) -> None:
-        super().__init__()
-        self.attempts = attempts
-        self.line, self.column = line, column  # where the segment starts in the module
-        self.definitions: list[Definition] = []
-        self.converted: list[tuple[Attempt, cst.Call, tuple[Param, ...]]] = []
+    def __init__(self) -> None:
+        self._outcomes: dict[tuple, tuple[list, object]] = {}
 
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        attempt = self.attempts.get(self._span(original))
-        if attempt is None or attempt.status:
-            return updated
-        found, entry = attempt.resolved, attempt.resolved.entry
-        receiver = updated.func.value if found.method else None
-        bound = bind(entry.params, cst_args(updated) + cst_held(updated, found.held), receiver, entry.aliases)
-        site = CallSite(entry, bound, attempt.static_dtype, attempt.torch_name, attempt.is_tensor)
-        result = RULES[entry.family](site)
-        if not isinstance(result, Converted):
-            attempt.status, attempt.reason = UNSUPPORTED, result.reason
-            return updated
-        attempt.status, attempt.pypto_api = CONVERTED, result.pypto_api
-        self.converted.append((attempt, result.call, result.params))
-        self.definitions.extend(result.definitions)
-        return keep_layout(result.call, updated)
-
-    def _span(self, node: cst.CSTNode) -> Span:
-        where = self.get_metadata(PositionProvider, node)
-        start, end = where.start, where.end
-
-        def shift(line: int, column: int) -> tuple[int, int]:  # the segment is parsed as "(" + text + ")"
-            return (self.line, self.column + column - 1) if line == 1 else (self.line + line - 1, column)
-
-        return (*shift(start.line, start.column), *shift(end.line, end.column))
+    def rewrite(self, text: str, attempt: Attempt) -> tuple[str, Converted] | None:
+        """The new text of a pending call (``text``: its source, calls inside it already
+        rewritten) and what its rule made, or None when the rule leaves it torch (the attempt
+        says why). Raises ``libcst.ParserSyntaxError`` or ``RecursionError`` if libcst cannot
+        parse the call."""
+        found = attempt.resolved
+        key = (text, found.entry.op, found.method, found.held)
+        known = self._outcomes.get(key)
+        if known is not None and all(_ask(attempt, question) == answer for question, answer in known[0]):
+            outcome = known[1]
+        else:
+            asked: list = []
+            outcome = _outcome(text, attempt, asked)
+            self._outcomes[key] = (asked, outcome)
+        if isinstance(outcome, Unsupported):
+            attempt.status, attempt.reason = UNSUPPORTED, outcome.reason
+            return None
+        attempt.status, attempt.pypto_api = CONVERTED, outcome[1].pypto_api
+        return outcome
 
 
-def rewrite_segment(text: str, line: int, column: int, attempts: dict[Span, Attempt]) -> tuple[str, SegmentRewriter]:
-    """The segment's new text (a call starting at ``line``/``column``) with its attempts applied."""
-    module = cst.parse_module(f"({text})\n")
-    rewriter = SegmentRewriter(attempts, line, column)
-    new = MetadataWrapper(module, unsafe_skip_copy=True).visit(rewriter)
-    expression = new.body[0].body[0].value
-    return new.code_for_node(expression.with_changes(lpar=(), rpar=())), rewriter
+def _ask(attempt: Attempt, question: tuple[str, str | None]):
+    fact, param = question
+    return attempt.torch_name() if param is None else getattr(attempt, fact)(param)
+
+
+def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] | Unsupported:
+    """Run the call's rule; ``asked`` records the static facts it asked for and their answers."""
+
+    def recorded(fact: str):
+        def answer(param: str | None = None):
+            value = _ask(attempt, (fact, param))
+            asked.append(((fact, param), value))
+            return value
+
+        return answer
+
+    call = cst.parse_expression(f"({text})")  # parenthesised: a call may span lines
+    found, entry = attempt.resolved, attempt.resolved.entry
+    receiver = call.func.value if found.method else None
+    bound = bind(entry.params, cst_args(call) + cst_held(call, found.held), receiver, entry.aliases)
+    site = CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor"))
+    result = RULES[entry.family](site)
+    if not isinstance(result, Converted):
+        return result
+    new = keep_layout(result.call, call).with_changes(lpar=(), rpar=())
+    newline = _NEWLINE.search(text)  # the parser's default newline, which line breaks it kept print as
+    return cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node(new), result
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def keep_layout(new: cst.Call, old: cst.Call) -> cst.Call:

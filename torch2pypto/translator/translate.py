@@ -14,7 +14,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator import emit
 from torch2pypto.translator.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.scopes import ModuleIndex
-from torch2pypto.translator.transform import Attempt, Conversion, Options, Sites, Span, rewrite_segment
+from torch2pypto.translator.transform import Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
@@ -146,23 +146,37 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt]):
         else:
             groups.append([attempt])
     edits, conversions, definitions = [], [], []
+    rewriter = CallRewriter()
     for group in groups:
-        line, column, end_line, end_column = group[0].span
-        start, end = lines.offset(line, column), lines.offset(end_line, end_column)
-        segment = text[start:end]
-        try:
-            new, rewriter = rewrite_segment(segment, line, column, {a.span: a for a in group})
-        except (cst.ParserSyntaxError, RecursionError):  # e.g. nested beyond libcst's stack
-            new, rewriter = segment, None
-        for attempt in group:
-            if not attempt.status:
-                attempt.status, attempt.reason = UNSUPPORTED, "could not be rewritten in place"
-        if rewriter is None or not rewriter.converted:
-            continue
-        edits.append((start, end, new))
-        conversions.extend(rewriter.converted)
-        definitions.extend(rewriter.definitions)
+        start, end = lines.offset(*group[0].span[:2]), lines.offset(*group[0].span[2:])
+        calls = [(lines.offset(*a.span[:2]) - start, lines.offset(*a.span[2:]) - start, a) for a in group]
+        new, converted = _rewrite_segment(rewriter, text[start:end], calls)
+        if converted:
+            edits.append((start, end, new))
+        for attempt, result in converted:
+            conversions.append((attempt, result.call, result.params))
+            definitions.extend(result.definitions)
     return edits, conversions, definitions
+
+
+def _rewrite_segment(rewriter: CallRewriter, segment: str, calls: list[tuple[int, int, Attempt]]):
+    """The segment with its calls (offsets into it) rewritten, inner calls first, so that an outer
+    call's rule sees its arguments already converted; and the converted ones, inner first."""
+    applied: list[tuple[int, int, int]] = []  # start, end (before any edit), change of length
+    converted = []
+    for start, end, attempt in sorted(calls, key=lambda c: (-c[0], c[1])):
+        stop = end + sum(delta for s, e, delta in applied if start <= s and e <= end)  # edits inside it
+        try:
+            done = rewriter.rewrite(segment[start:stop], attempt)
+        except (cst.ParserSyntaxError, RecursionError):  # e.g. nested beyond libcst's stack
+            attempt.status, attempt.reason = UNSUPPORTED, "could not be rewritten in place"
+            continue
+        if done is not None:
+            new, result = done
+            segment = segment[:start] + new + segment[stop:]
+            applied.append((start, end, len(new) - (stop - start)))
+            converted.append((end, attempt, result))
+    return segment, [(attempt, result) for _, attempt, result in sorted(converted, key=lambda c: c[0])]
 
 
 def _record(path: str, attempt: Attempt) -> Record:
