@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers import statuses, translate
-from torch2pypto.translator.cli import main
-from torch2pypto.translator.invariants import violations
+from torch2pypto.translator.run.cli import main
+from torch2pypto.translator.oracle.invariants import violations
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 C = "converted"
