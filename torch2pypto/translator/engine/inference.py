@@ -60,8 +60,15 @@ def _through(receiver: str) -> str:
 class Inference:
     """Static facts over one module, answered from its :class:`ModuleIndex`; memoised per node."""
 
-    def __init__(self, index: ModuleIndex, tensor_methods: frozenset[str], hierarchy: Hierarchy | None = None) -> None:
-        """``hierarchy`` answers for base classes that other files define (None: no file is read)."""
+    def __init__(
+        self,
+        index: ModuleIndex,
+        tensor_methods: frozenset[str],
+        hierarchy: Hierarchy | None = None,
+        reads_torch: bool | None = None,
+    ) -> None:
+        """``hierarchy`` answers for base classes that other files define (None: no file is read);
+        ``reads_torch``: whether the module reads a name ``torch``, if ``index`` is only a part of it."""
         self._index = index
         self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
@@ -69,7 +76,7 @@ class Inference:
         self._pending: set[int] = set()
         self._depth = 0
         self._cycles = 0  # cycles met so far: answers computed across one are not memoised
-        self._torch_read: bool | None = None
+        self._torch_read = reads_torch
         self._torch_aliases: list[str] | None = None  # module-level names other than torch bound to it
         self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}

@@ -26,9 +26,10 @@ _STRING_END = {
 _CONTINUES = re.compile(r"(?:else|elif|except|finally)\b|[ \t\f\r\n#]|$", re.M)
 
 
-def cut(text: str, every: int = PART_LINES) -> list[tuple[int, int, int]] | None:
-    """The parts of a module longer than ``every`` lines: (first line, start, end offset) each;
-    None for a module parsed whole (short, or its text does not scan)."""
+def cut(text: str, every: int | None = None) -> list[tuple[int, int, int]] | None:
+    """The parts of a module longer than ``every`` (:data:`PART_LINES`) lines: (first line,
+    start, end offset) each; None for a module parsed whole (short, or its text does not scan)."""
+    every = every or PART_LINES
     starts = _line_starts(text)
     if len(starts) <= every:
         return None

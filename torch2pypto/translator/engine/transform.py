@@ -98,15 +98,24 @@ class Sites:
     """The torch call sites of one module, decided on its ast."""
 
     def __init__(
-        self, table: Table, options: Options, index: ModuleIndex, path: str | None = None, generated: Set[str] = frozenset()
+        self,
+        table: Table,
+        options: Options,
+        index: ModuleIndex,
+        path: str | None = None,
+        generated: Set[str] = frozenset(),
+        hierarchy: Hierarchy | None = None,
+        reads_torch: bool | None = None,
     ) -> None:
-        """``path``: the module's file, whose imports name the files base classes are read from;
-        ``generated``: the names the module's generated section defines."""
+        """``path``: the module's file, whose imports name the files base classes are read from
+        (through ``hierarchy``, if given); ``generated``: the names the module's generated
+        section defines; ``reads_torch``: for a part of a module, whether the module reads ``torch``."""
         self.table = table
         self.generated = generated
         self.options = options
         self.index = index
-        self.inference = Inference(index, table.methods, Hierarchy(path, options.module_bases))
+        hierarchy = hierarchy or Hierarchy(path, options.module_bases)
+        self.inference = Inference(index, table.methods, hierarchy, reads_torch)
 
     def resolve(self, call: ast.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""

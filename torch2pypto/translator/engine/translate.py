@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import re
 import tokenize
+from typing import Callable
 
 import libcst as cst
 
@@ -13,7 +14,9 @@ from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine.scopes import ModuleIndex
+from torch2pypto.translator.engine import parts
+from torch2pypto.translator.engine.hierarchy import Hierarchy
+from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
 from torch2pypto.translator.engine.transform import Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -46,47 +49,123 @@ def translate_source(
     options: Options = Options(),
     table: Table | None = None,
     kernels_module: str | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> Translation:
     """Translate module source; bytes are decoded as Python would (PEP 263, BOM).
 
     Kernels go into a marked section of the module itself, or, given ``kernels_module`` (an
     import target such as ``._pypto_kernels``), are imported from there and listed in
-    ``Translation.definitions``. Raises ``SyntaxError`` on invalid Python and
+    ``Translation.definitions``. ``progress`` is called with the share of the text done
+    after each call site rewritten. Raises ``SyntaxError`` on invalid Python and
     ``UnicodeDecodeError``/``LookupError`` on undecodable bytes.
     """
     text, encoding = decode(source)
     table = table or load_table()
-    try:
-        tree = ast.parse(text, path)
-    except ValueError as exc:  # null bytes
-        raise SyntaxError(str(exc)) from None
-    except (RecursionError, MemoryError):  # CPython cannot compile it either
-        raise SyntaxError("nested too deeply for Python's parser") from None
+    cut = parts.cut(text)
+    module = _Parted.read(text, path, cut) if cut else None
+    if module is None:
+        try:
+            tree = ast.parse(text, path)
+        except ValueError as exc:  # null bytes
+            raise SyntaxError(str(exc)) from None
+        except (RecursionError, MemoryError):  # CPython cannot compile it either
+            raise SyntaxError("nested too deeply for Python's parser") from None
+        cut, module = [None], _Parted(tree)
     if not _candidates(table).search(text):  # no torch name and no mapped method name
         return Translation(path, text, text, encoding, ())
-    section = emit.section_lines(text, tree)
-    index = ModuleIndex(tree, section)  # the generated section is not user code
+    section = emit.section_lines(text, module.outline)
+    module.set_aside(section)
     lines = _Lines(text)
-    sites = Sites(table, options, index, path, emit.defined_names(text, section))
-    attempts = _decide(sites, lines)
-    edits, conversions, definitions = _rewrite(text, lines, attempts)
-    records = {id(a): _record(path, a) for a in attempts}
-    definitions = emit.ordered(definitions)
+    generated = emit.defined_names(text, section)
+    hierarchy = Hierarchy(path, options.module_bases)
+    records, edits, conversions, definitions = [], [], [], {}
+    spelt_free_torch = False
+    for part in cut:
+        index = module.index(text, part, path, section)
+        sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
+        attempts = _decide(sites, lines)
+        part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
+        by_attempt = {id(a): _record(path, a) for a in attempts}
+        records += by_attempt.values()
+        edits += part_edits
+        conversions += [Conversion(by_attempt[id(a)], call, params) for a, call, params in part_conversions]
+        for definition in part_definitions:
+            definitions.setdefault(definition.name, definition)
+        spelt_free_torch |= sites.inference.spelt_free_torch
+    ordered = emit.ordered(definitions.values())
     if kernels_module is None:
-        edits += emit.section_edits(text, tree, definitions) if definitions else []
+        edits += emit.section_edits(text, module.outline, ordered) if ordered else []
     elif conversions:
-        wrappers = sorted({call.func.value for _, call, _ in conversions})
-        edits += emit.import_kernels(text, tree, kernels_module, wrappers, sites.inference.spelt_free_torch)
+        wrappers = sorted({c.call.func.value for c in conversions})
+        edits += emit.import_kernels(text, module.outline, kernels_module, wrappers, spelt_free_torch)
     code = emit.splice(text, edits)  # every edit is in the input's coordinates
-    return Translation(
-        path,
-        text,
-        code,
-        encoding,
-        tuple(records[id(a)] for a in attempts),
-        tuple(Conversion(records[id(a)], call, params) for a, call, params in conversions),
-        tuple(definitions),
-    )
+    return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered))
+
+
+class _Parted:
+    """A module as its parts see it: its whole ``tree``, or for a large module parsed a part at a
+    time (:mod:`parts`) the module-level bindings of every part, an ``outline`` of its top-level
+    statements (imports and docstring whole, the others as placeholders of their lines), and
+    whether it reads a name ``torch``."""
+
+    def __init__(self, tree: ast.Module, scope: Scope | None = None, scope_of=None, torch_lines=()) -> None:
+        self.outline = tree
+        self.tree = tree if scope is None else None
+        self.scope, self.scope_of, self.torch_lines = scope, scope_of, list(torch_lines)
+        self.reads_torch: bool | None = None
+
+    @classmethod
+    def read(cls, text: str, path: str, cut: list[tuple[int, int, int]]) -> _Parted | None:
+        """Each part indexed shallowly into one module scope; None if a part does not parse."""
+        scope = Scope(ast.Module([], []), None)
+        scope_of: dict = {}
+        outline: list[ast.stmt] = []
+        torch_lines: list[int] = []
+        for part in cut:
+            try:
+                tree = parts.tree(text, part, path)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None  # parsed whole, it raises what Python says
+            ModuleIndex(tree, module=scope, scope_of=scope_of, shallow=True)
+            outline += [s if _kept(s) else ast.Pass(**_position(s)) for s in tree.body]
+            torch_lines += [s.lineno for s in tree.body if _reads_torch(s)]
+            for bindings in scope.bindings.values():  # what the bindings hold, not the bodies
+                for binding in bindings:
+                    if isinstance(binding.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        binding.node.body = []
+        return cls(ast.Module(outline, []), scope, scope_of, torch_lines)
+
+    def set_aside(self, section: range) -> None:
+        """Leave out what the generated section on ``section`` binds: it is not the user's code."""
+        if self.scope is None:
+            return
+        if section:
+            for name, bindings in list(self.scope.bindings.items()):
+                kept = [b for b in bindings if b.node.lineno not in section]
+                if kept:
+                    self.scope.bindings[name] = kept
+                else:
+                    del self.scope.bindings[name]
+        self.reads_torch = any(line not in section for line in self.torch_lines)
+
+    def index(self, text: str, part, path: str, section: range) -> ModuleIndex:
+        if self.scope is None:
+            return ModuleIndex(self.tree, section)  # the generated section is not user code
+        return ModuleIndex(parts.tree(text, part, path), section, self.scope, dict(self.scope_of))
+
+
+def _kept(statement: ast.stmt) -> bool:
+    """Top-level statements the emitter reads: imports and a docstring."""
+    kind = type(statement)
+    return kind in (ast.Import, ast.ImportFrom) or (kind is ast.Expr and type(statement.value) is ast.Constant)
+
+
+def _position(node: ast.AST) -> dict[str, int]:
+    return {k: getattr(node, k) for k in ("lineno", "col_offset", "end_lineno", "end_col_offset")}
+
+
+def _reads_torch(statement: ast.stmt) -> bool:
+    return any(type(n) is ast.Name and n.id == "torch" for n in ast.walk(statement))
 
 
 def _candidates(table: Table) -> re.Pattern[str]:
@@ -136,7 +215,7 @@ def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
     return attempts
 
 
-def _rewrite(text: str, lines: _Lines, attempts: list[Attempt]):
+def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callable[[float], None] | None = None):
     """Run the rules on pending attempts, one outermost call segment at a time."""
     pending = sorted((a for a in attempts if not a.status), key=lambda a: (a.span[:2], -a.span[2], -a.span[3]))
     groups: list[list[Attempt]] = []
@@ -156,6 +235,8 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt]):
         for attempt, result in converted:
             conversions.append((attempt, result.call, result.params))
             definitions.extend(result.definitions)
+        if progress is not None:
+            progress(end / len(text))
     return edits, conversions, definitions
 
 
