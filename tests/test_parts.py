@@ -137,3 +137,15 @@ def test_progress_is_reported_call_site_by_call_site(tmp_path):
     finally:
         runner._ProgressBar = original
     assert len(Bar.seen) == 100 and {job for job, _ in Bar.seen} == {0}
+
+
+FREE_TORCH = "from torch import Tensor\n\n\ndef f(x: Tensor):\n    return x.float()\n\n\ndef g(y):\n    return y\n"
+
+
+@pytest.mark.parametrize("text", [FREE_TORCH, FREE_TORCH.replace("return y", "return torch")])
+def test_a_torch_name_read_in_another_part_decides_as_in_the_whole_module(text, monkeypatch):
+    # x.float() spells torch.float32 with a torch the module does not import: an added import
+    # gives it meaning, unless the module reads a name torch already (in another part)
+    whole, parted = translations(text, monkeypatch)
+    assert (parted.code, parted.records) == (whole.code, whole.records)
+    assert ("import torch" in whole.code) == ("return torch" not in text)

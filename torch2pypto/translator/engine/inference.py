@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
@@ -65,10 +65,10 @@ class Inference:
         index: ModuleIndex,
         tensor_methods: frozenset[str],
         hierarchy: Hierarchy | None = None,
-        reads_torch: bool | None = None,
+        reads_torch: Callable[[], bool] | None = None,
     ) -> None:
         """``hierarchy`` answers for base classes that other files define (None: no file is read);
-        ``reads_torch``: whether the module reads a name ``torch``, if ``index`` is only a part of it."""
+        ``reads_torch`` tells whether the module reads a name ``torch``, if ``index`` is only a part of it."""
         self._index = index
         self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
@@ -76,7 +76,8 @@ class Inference:
         self._pending: set[int] = set()
         self._depth = 0
         self._cycles = 0  # cycles met so far: answers computed across one are not memoised
-        self._torch_read = reads_torch
+        self._torch_read: bool | None = None
+        self._module_reads_torch = reads_torch
         self._torch_aliases: list[str] | None = None  # module-level names other than torch bound to it
         self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}
@@ -351,6 +352,8 @@ class Inference:
 
     def _reads_torch(self) -> bool:
         """Whether the module reads a name ``torch`` (importing torch would change what it means)."""
+        if self._torch_read is None and self._module_reads_torch is not None:
+            self._torch_read = self._module_reads_torch()
         if self._torch_read is None:
             self._torch_read = any(type(n) is ast.Name and n.id == "torch" for n in self._index.scope_of)
         return self._torch_read

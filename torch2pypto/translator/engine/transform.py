@@ -105,7 +105,7 @@ class Sites:
         path: str | None = None,
         generated: Set[str] = frozenset(),
         hierarchy: Hierarchy | None = None,
-        reads_torch: bool | None = None,
+        reads_torch: Callable[[], bool] | None = None,
     ) -> None:
         """``path``: the module's file, whose imports name the files base classes are read from
         (through ``hierarchy``, if given); ``generated``: the names the module's generated

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 import tokenize
 from typing import Callable
@@ -108,11 +109,13 @@ class _Parted:
     statements (imports and docstring whole, the others as placeholders of their lines), and
     whether it reads a name ``torch``."""
 
-    def __init__(self, tree: ast.Module, scope: Scope | None = None, scope_of=None, torch_lines=()) -> None:
+    def __init__(self, tree: ast.Module, scope: Scope | None = None, scope_of=None, read=None) -> None:
         self.outline = tree
         self.tree = tree if scope is None else None
-        self.scope, self.scope_of, self.torch_lines = scope, scope_of, list(torch_lines)
-        self.reads_torch: bool | None = None
+        self.scope, self.scope_of = scope, scope_of
+        self.reads_torch: Callable[[], bool] | None = None  # asked only where torch is free at a site
+        self._read = read  # text, path and cut of a module parsed in parts
+        self._section = range(0)
 
     @classmethod
     def read(cls, text: str, path: str, cut: list[tuple[int, int, int]]) -> _Parted | None:
@@ -120,7 +123,6 @@ class _Parted:
         scope = Scope(ast.Module([], []), None)
         scope_of: dict = {}
         outline: list[ast.stmt] = []
-        torch_lines: list[int] = []
         for part in cut:
             try:
                 tree = parts.tree(text, part, path)
@@ -128,12 +130,11 @@ class _Parted:
                 return None  # parsed whole, it raises what Python says
             ModuleIndex(tree, module=scope, scope_of=scope_of, shallow=True)
             outline += [s if _kept(s) else ast.Pass(**_position(s)) for s in tree.body]
-            torch_lines += [s.lineno for s in tree.body if _reads_torch(s)]
             for bindings in scope.bindings.values():  # what the bindings hold, not the bodies
                 for binding in bindings:
                     if isinstance(binding.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                         binding.node.body = []
-        return cls(ast.Module(outline, []), scope, scope_of, torch_lines)
+        return cls(ast.Module(outline, []), scope, scope_of, (text, path, cut))
 
     def set_aside(self, section: range) -> None:
         """Leave out what the generated section on ``section`` binds: it is not the user's code."""
@@ -146,7 +147,15 @@ class _Parted:
                     self.scope.bindings[name] = kept
                 else:
                     del self.scope.bindings[name]
-        self.reads_torch = any(line not in section for line in self.torch_lines)
+        self._section = section
+        self.reads_torch = functools.cache(self._reads_torch)
+
+    def _reads_torch(self) -> bool:
+        """Whether a statement outside the generated section reads a name ``torch`` (parts parsed again)."""
+        text, path, cut = self._read
+        return any(
+            _reads_torch(s) for part in cut for s in parts.tree(text, part, path).body if s.lineno not in self._section
+        )
 
     def index(self, text: str, part, path: str, section: range) -> ModuleIndex:
         if self.scope is None:
