@@ -188,7 +188,7 @@ def pypto_pow(input, exponent):
 
 @functools.cache
 def mean_kernel(dtype, out_dtype, cols, count):
-    """The mean of each row of [rows, cols] tiles, accumulated in FP32."""
+    """The mean of each row of [rows, cols] tiles (count real cols), accumulated in FP32."""
     rows, tile_cols = _tile_shape(cols, buffers=4)
 
     @pypto.frontend.jit()
@@ -200,13 +200,13 @@ def mean_kernel(dtype, out_dtype, cols, count):
         n = x.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
             r = i * rows
-            valid = [(n - r).min(rows), cols]
+            valid = [(n - r).min(rows), count]
             pypto.set_vec_tile_shapes(rows, tile_cols)
             x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
             if dtype != pypto.DT_FP32:  # FP32-only ops: compute in FP32
                 x_tile = pypto.cast(x_tile, pypto.DT_FP32)
-            result = pypto.sum(x_tile, dim=-1, keepdim=True)
-            result = pypto.mul(result, 1.0 / count)
+            t0 = pypto.sum(x_tile, dim=-1, keepdim=True)
+            result = pypto.mul(t0, 1.0 / count)
             if pypto.DT_FP32 != out_dtype:
                 result = pypto.cast(result, out_dtype)
             pypto.assemble(result, [r, 0], out)
@@ -214,21 +214,35 @@ def mean_kernel(dtype, out_dtype, cols, count):
     return kernel
 
 
-def _reduction_rows(t, dim, keepdim, identity):
-    """`t` as [rows, cols] with the dims `dim` last, and the shape torch gives a reduction's result.
-
-    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
-    aligned tile rows.
-    """
+def _reduced_dims(t, dim):
+    """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
     rank = max(t.dim(), 1)
     dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
-    dims = sorted({d % rank for d in dims})
+    if any(not -rank <= d < rank for d in dims):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    if len({d % rank for d in dims}) < len(dims):
+        raise RuntimeError(f"dim {dim} lists a dim more than once")
+    return sorted({d % rank for d in dims})
+
+
+def _reduced_count(t, dim):
+    """How many elements a reduction over `dim` reduces into each result."""
+    return math.prod(t.shape[d] for d in _reduced_dims(t, dim) if d < t.dim())
+
+
+def _reduction_rows(t, dim, keepdim, identity):
+    """`t` as [rows, cols] with the dims `dim` last, its real cols, and the shape torch gives the result.
+
+    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
+    aligned tile rows; kernels read the real cols only (valid_shape), the pad never counts.
+    """
+    dims = _reduced_dims(t, dim)
     kept = [d for d in range(t.dim()) if d not in dims]
-    cols = math.prod(t.shape[d] for d in dims if d < t.dim())
+    cols = _reduced_count(t, dim)
     rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
     rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())), value=identity)
     shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
-    return rows.contiguous(), shape
+    return rows.contiguous(), cols, shape
 
 
 def pypto_mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -245,9 +259,9 @@ def pypto_mean(input, dim=None, keepdim=False, *, dtype=None):
         return torch_path(input)
 
     def kernel_path(input):
-        x, shape = _reduction_rows(input, dim, keepdim, 0.0)
+        x, count, shape = _reduction_rows(input, dim, keepdim, 0.0)
         out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
-        _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], input.numel() // max(out.numel(), 1)), x, out)
+        _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], count), x, out)
         return out.reshape(shape)
 
     return _with_torch_grad(kernel_path, torch_path, input)

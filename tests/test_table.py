@@ -1,12 +1,14 @@
 """The op table: its validator rejects malformed entries, families refuse what they cannot
 honour, and a new op of a known family is one entry whose tests appear by themselves."""
 
+import math
+
 import pytest
 import torch
 
 from table_cases import call_shapes, converting, kernel_cases, staying
 from torch2pypto.mapping import CATEGORIES, FAMILIES, TableError, build_table, load_table
-from torch2pypto.rules import FAMILIES as RULES
+from torch2pypto.rules import FAMILIES as RULES, reduction
 from torch2pypto.translator.engine.translate import translate_source
 
 TABLE = load_table()
@@ -86,6 +88,12 @@ AMAX = {"category": "same-name-different-params", "family": "reduction", "apis":
         ("amax", {**AMAX, "signature": "(input: Tensor, dim: Dims = (), correction: int = 1)"},
          "parameter 'correction' is none of"),
         ("mean", {**AMAX, "pypto": "amax", "average": True}, "average divides a sum"),
+        ("any", {**AMAX, "pypto": "sum", "output": "bool"}, r"no padding identity known for pypto.sum \(reducers of bool results: amin, amax\)"),
+        ("argmax", {**AMAX, "output": "int64", "signature": "(input: Tensor, dim: int = None, *, dtype: DType = None)"},
+         "a int64 result takes no dtype="),
+        ("std", {**AMAX, "pypto": "var", "args": {"then": "exp"}}, "args.then = 'exp': the reduced result may take sqrt"),
+        ("amax", {**AMAX, "args": {"correction": "keepdim"}}, "args.correction means nothing to a pypto.amax reduction"),
+        ("max", {**AMAX, "args": {"indices": "dim"}}, "args.indices means nothing"),
         ("silu", {**GOOD, "category": "composite", "family": "composite", "recipe": "mul(input, sigmoid(input))"},
          "is no elementwise entry of the table"),
         ("half", {**GOOD, "family": "cast", "pypto": "cast"}, "no target dtype"),
@@ -103,6 +111,25 @@ def test_clamp_bounds_and_amax_reducer_reach_the_kernel():
                             table=table).code
     assert "pypto.clip(x_tile, min=min, max=max)" in code and "def clamp_kernel(dtype, cols, min, max):" in code
     assert "pypto.amax(x_tile, dim=-1, keepdim=True)" in code and "-math.inf)" in code and "pypto.sum" not in code
+
+
+# what each reducer pads rows with, and torch's reduction it must leave unchanged
+PADDED = {(None, "sum"): torch.sum, (None, "amax"): torch.amax, (None, "amin"): torch.amin,
+          ("bool", "amin"): torch.all, ("bool", "amax"): torch.any,
+          ("int64", "amax"): torch.argmax, ("int64", "amin"): torch.argmin}  # fmt: skip
+
+
+@pytest.mark.parametrize("output, reducer", [(o, r) for o, rs in reduction.IDENTITIES.items() for r in rs])
+def test_a_reducers_padding_never_changes_its_result(output, reducer):
+    """Rows are padded to 32 bytes with the reducer's identity (kernels also read only the real
+    cols): appending it leaves torch's reduction unchanged. var reads the real cols only."""
+    if reducer == "var":
+        assert (output, reducer) not in PADDED
+        return
+    identity = eval(reduction.IDENTITIES[output][reducer], {"math": math})
+    for row in (torch.randn(37), torch.tensor([0.0, 1.0, -2.0]), torch.tensor([1.0, 1.0]), torch.zeros(3)):
+        padded = torch.cat([row, torch.full((11,), identity)])
+        torch.testing.assert_close(PADDED[output, reducer](padded), PADDED[output, reducer](row), rtol=0, atol=1e-6)
 
 
 EXPM1 = {"category": "same-name", "family": "elementwise", "apis": ["torch.expm1", "torch.Tensor.expm1"],

@@ -1,40 +1,120 @@
-"""The row reduction family: ``pypto.<reducer>`` over any dims, keepdim, an output dtype.
+"""The row reduction family: a reducer over any dims, keepdim, an output dtype.
 
 The host moves the reduced dims last and pads the rows to 32 bytes with the reducer's identity
-(:data:`templates.REDUCTION_ROWS`); the kernel reduces each row. ``compute = "float32"``
-accumulates in FP32 (``pypto.sum`` takes FP32 only); ``average`` divides by the count (mean).
+(:data:`templates.REDUCTION_ROWS`); the kernel reads the real cols of each row (``count``) and
+reduces them. ``compute = "float32"`` accumulates in FP32 (``pypto.sum`` takes FP32 only).
+
+The entry's ``pypto`` names the reducer, ``output`` what it gives:
+
+- ``sum``, ``amax``, ``amin``: that PyPTO reduction; ``average`` divides the sum by the count
+  (mean); ``args.p`` (sum) makes it the p-norm ``sum(|x|^p)^(1/p)``.
+- ``var``: two passes, ``sum((x - mean)^2) / (count - correction)`` (``pypto.var`` breaks on a
+  partial row tile); ``args.correction`` and ``args.unbiased`` name torch's parameters and
+  ``args.then = "sqrt"`` takes the root (std).
+- ``output = "bool"`` with ``amin`` / ``amax``: all / any, the reducer over ``x != 0``.
+- ``output = "int64"`` with ``amax`` / ``amin``: argmax / argmin, the first index holding the
+  extreme (NaN counts as the extreme, as in torch); ``args.indices`` names the dim parameter
+  whose presence makes the call return (values, indices) (``torch.max(x, dim)``), while without
+  it the call gives the values.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Mapping
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 
-IDENTITIES = {"sum": "0.0", "amax": "-math.inf", "amin": "math.inf", "prod": "1.0"}  # pads rows to 32 bytes
-PARAMS = ("input", "dim", "keepdim", "dtype")
+# reducer -> the value its padding holds, which never changes the result (var's two passes read
+# the real cols only, whatever the pad holds)
+IDENTITIES = {
+    None: {"sum": "0.0", "amax": "-math.inf", "amin": "math.inf", "var": "0.0"},
+    "bool": {"amin": "1.0", "amax": "0.0"},  # all: pads are true; any: pads are false
+    "int64": {"amax": "-math.inf", "amin": "math.inf"},  # argmax / argmin: pads never win
+}
+OUT_DTYPES = {"bool": ("torch.bool", "pypto.DT_BOOL"), "int64": ("torch.int64", "pypto.DT_INT64")}
+PARAMS = ("input", "dim", "keepdim", "dtype")  # the input may have another name (linalg.vector_norm: x)
+ARGS = {"p": "sum", "correction": "var", "unbiased": "var", "then": "var", "indices": "amax amin"}
+THEN = ("sqrt",)
+MAX_INDEX = 2**24  # indices are computed in FP32, exact up to here
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
-    if entry.pypto not in IDENTITIES:
-        return f"no padding identity known for pypto.{entry.pypto} (reducers: {', '.join(IDENTITIES)})"
+    if entry.output not in IDENTITIES:
+        return f"output is bool (all/any), int64 (argmax/argmin) or the input's dtype, not {entry.output!r}"
+    reducers = IDENTITIES[entry.output]
+    if entry.pypto not in reducers:
+        return f"no padding identity known for pypto.{entry.pypto} (reducers{_for(entry)}: {', '.join(reducers)})"
     if entry.average and entry.pypto != "sum":
         return "average divides a sum by the count; it needs pypto.sum"
+    names = {p.name for p in entry.params}
+    for keyword, value in entry.args.items():
+        if keyword not in ARGS or entry.pypto not in ARGS[keyword].split() or (keyword == "indices") != (entry.output == "int64"):
+            return f"args.{keyword} means nothing to a{_for(entry)} pypto.{entry.pypto} reduction"
+        if keyword == "then" and value not in THEN:
+            return f"args.then = {value!r}: the reduced result may take {', '.join(THEN)}"
+        if keyword not in ("then",) and value not in names:
+            return f"args.{keyword} = {value!r} is no parameter"
+    used = {entry.params[0].name, *PARAMS[1:]} | {v for k, v in entry.args.items() if k != "then"}
     for p in wrapper_params(entry):
-        if p.name not in PARAMS:
-            return f"parameter {p.name!r} is none of {', '.join(PARAMS)} and not rejected"
-    if "dim" not in {p.name for p in entry.params}:
+        if p.name not in used:
+            return f"parameter {p.name!r} is none of {', '.join(sorted(used))} and not rejected"
+    if "dim" not in names:
         return "a reduction takes a dim parameter"
+    if entry.output and "dtype" in names:
+        return f"a {entry.output} result takes no dtype="
     return None
 
 
-def step(entry: Entry) -> Step:
-    return Step(entry.pypto, (("dim", "-1"), ("keepdim", "True")), entry.compute == "float32")
+def _for(entry: Entry) -> str:
+    return f" of {entry.output} results" if entry.output else ""
+
+
+def step(reducer: str, fp32: bool = False) -> Step:
+    """The tile step reducing each row of a tile to [rows, 1]: composite recipes reuse it."""
+    return Step(reducer, (("dim", "-1"), ("keepdim", "True")), fp32)
+
+
+def program(entry: Entry) -> tuple[Apply, ...]:
+    """The reducer's steps over ``x_tile`` (real cols: ``count``); the last is the result."""
+    fp32 = entry.compute == "float32"
+    reduce = step(entry.pypto, fp32)
+    if entry.output == "bool":  # all / any: reduce the truth of x != 0 as 1.0 / 0.0
+        return (Apply("t0", Step("ne", result="bool"), ("x_tile", "0.0")),
+                Apply("t1", Step("where"), ("t0", "1.0", "0.0")),
+                Apply("t2", reduce, ("t1",)),
+                Apply("result", Step("ne", result="bool"), ("t2", "0.0")))
+    if entry.output == "int64":  # the first index of the extreme; a NaN is the extreme
+        return (Apply("t0", reduce, ("x_tile",)),
+                Apply("t1", Step("eq", result="bool"), ("x_tile", "t0")),
+                Apply("t2", Step("where"), ("t1", "index_tile", "count * 1.0")),
+                Apply("t3", Step("ne", result="bool"), ("x_tile", "x_tile")),
+                Apply("t4", Step("where"), ("t3", "index_tile", "t2")),
+                Apply("result", step("amin", fp32), ("t4",)))
+    if entry.pypto == "var":
+        then = entry.args.get("then")
+        total = step("sum", True)
+        steps = [Apply("t0", total, ("x_tile",)),
+                 Apply("t1", Step("mul"), ("t0", "1.0 / count")),
+                 Apply("t2", Step("sub"), ("x_tile", "t1")),
+                 Apply("t3", Step("mul"), ("t2", "t2")),
+                 Apply("t4", total, ("t3",)),
+                 Apply("result" if not then else "t5", Step("mul"), ("t4", "1.0 / (count - correction)"))]
+        return (*steps, *([Apply("result", Step(then), ("t5",))] if then else []))
+    if "p" in entry.args:  # the p-norm
+        return (Apply("t0", Step("abs"), ("x_tile",)),
+                Apply("t1", Step("pow"), ("t0", "p")),
+                Apply("t2", reduce, ("t1",)),
+                Apply("result", Step("pow"), ("t2", "1.0 / p")))
+    if entry.average:
+        return (Apply("t0", reduce, ("x_tile",)), Apply("result", Step("mul"), ("t0", "1.0 / count")))
+    return (Apply("result", reduce, ("x_tile",)),)
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
@@ -42,44 +122,121 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if rejected:
         return rejected
     entry = site.entry
+    dim = site.args.get("dim")
+    if "indices" in entry.args and dim is not None and type(literal(dim)) is not int:
+        known = "is a tensor" if site.is_tensor("dim") else "is not an int literal, so the call may be"
+        return Unsupported(f"the second argument {known} {_api(entry)}(input, other), the elementwise "
+                           f"{entry.pypto[1:]}imum (torch.{entry.pypto[1:]}imum)")
+    if dim is not None and type(literal(dim)) is bool:
+        return Unsupported(f"a bool as dim: {_api(entry)}(input, unbiased) is an overload this wrapper does not take")
+    power = literal(site.args[entry.args["p"]]) if entry.args.get("p") in site.args else Ellipsis
+    if power is not Ellipsis and power != "fro" and not (type(power) in (int, float) and 0 < power < math.inf):
+        return Unsupported(f"{entry.args['p']}={power!r}: the kernel takes 'fro' and finite p > 0")
+    if "indices" in entry.args and entry.args["indices"] not in site.args:
+        if set(site.args) - {entry.params[0].name}:
+            return Unsupported(f"{', '.join(sorted(set(site.args) - {'input'}))} without {entry.args['indices']}")
+        return Converted(replacement(site, f"pypto_{entry.op}_values"), definitions(entry, values=True),
+                         f"pypto.{entry.pypto}", wrapper_params(entry)[:1])
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), _how(entry), wrapper_params(entry))
 
 
+def _api(entry: Entry) -> str:
+    return entry.torch_function or entry.apis[0]
+
+
 def _how(entry: Entry) -> str:
-    return f"pypto.{entry.pypto}" + (" + pypto.mul" if entry.average else "")
+    return " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for a in program(entry)))
 
 
-def definitions(entry: Entry) -> tuple[Definition, ...]:
-    program = [Apply("result", step(entry), ("x_tile",))]
-    if entry.average:
-        program.append(Apply("result", Step("mul"), ("result", "1.0 / count")))
-    what = "mean" if entry.average else f"pypto.{entry.pypto}"
-    fp32 = ", accumulated in FP32" if entry.compute == "float32" else ""
-    kernel = templates.row_kernel(
-        f"{entry.op}_kernel",
-        f"The {what} of each row of [rows, cols] tiles{fp32}.",
-        "dtype, out_dtype, cols" + (", count" if entry.average else ""),
-        ["x"],
-        program,
-        out_dtype="out_dtype",
-        out_cols="1",
-        buffers=4,
-    )
+def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
+    """The kernel and the wrapper; ``values``: an index entry's call without dim, which gives the
+    extreme's value (``torch.max(x)``)."""
     params = wrapper_params(entry)
     names = {p.name for p in params}
-    out_dtype = "input.dtype if dtype is None else dtype" if "dtype" in names else "input.dtype"
-    keepdim = "keepdim" if "keepdim" in names else "False"
-    count = ", input.numel() // max(out.numel(), 1)" if entry.average else ""
+    first = params[0].name
+    name = f"{entry.op}_values" if values else entry.op
+    if values:
+        entry = dataclasses.replace(entry, output=None, args={})  # torch.max(x): the amax
+    steps = program(entry)
+    index = entry.output == "int64"
+    pair = "indices" in entry.args  # (values, indices), the values being the reduction's first step
+    constants = [c for c in ("correction", "p") if c in entry.args]
+    fp32 = ", accumulated in FP32" if entry.compute == "float32" else ""
+    kernel = templates.row_kernel(
+        f"{name}_kernel",
+        f"The {_what(entry)} of each row of [rows, cols] tiles (count real cols){fp32}.",
+        ", ".join(["dtype", "out_dtype", "cols", "count", *constants]),
+        ["x"],
+        steps,
+        out_dtype="out_dtype",
+        out_cols="1",
+        buffers=4 + index,
+        valid_cols="count",
+        row_inputs=("index",) if index else (),
+        also=(("values", steps[0].target),) if pair else (),
+    )
+    torch_dtype, pypto_dtype = OUT_DTYPES.get(entry.output, (None, None))
+    out_dtype = torch_dtype or (f"{first}.dtype if dtype is None else dtype" if "dtype" in names else f"{first}.dtype")
+    dim, keepdim = ("dim", "keepdim" if "keepdim" in names else "False") if not values else ("None", "False")
+    guard = [f"_on_kernel_path({first})"] if torch_dtype else ["out_dtype in _PYPTO_DTYPES", f"_on_kernel_path({first})"]
+    prologue = f"out_dtype = {out_dtype}\n"
+    factory = ["_PYPTO_DTYPES[x.dtype]", pypto_dtype or "_PYPTO_DTYPES[out_dtype]", "x.shape[1]", "count"]
+    requires = ["_reduction_rows", f"{name}_kernel"]
+    torch_params = params
+    if "correction" in entry.args:
+        correction, unbiased = entry.args["correction"], entry.args.get("unbiased")
+        if unbiased:  # torch's older spelling: the torch call passes the correction it means
+            prologue += (f"if {unbiased} is not None and {correction} is not None:\n"
+                         f"    raise TypeError(\"{_api(entry)}() takes {unbiased}= or {correction}=, not both\")\n"
+                         f"{correction} = (1 if {unbiased} is None or {unbiased} else 0) if {correction} is None else {correction}\n")
+            torch_params = tuple(p for p in params if p.name != unbiased)
+        else:
+            prologue += f"{correction} = 1 if {correction} is None else {correction}\n"
+        guard.append(f"_reduced_count({first}, dim) > {correction}")
+        factory.append(correction)
+    if "p" in entry.args:
+        p = entry.args["p"]
+        fro = f'2 if {p} == "fro" else ' if entry.param(p).default == "fro" else ""
+        prologue += f"power = {fro}{p}\n"
+        guard.append("type(power) in (int, float) and 0 < power < math.inf")
+        factory.append("power")
+    launch, result = "x, out", "out.reshape(shape)"
+    if index:
+        guard.append(f"_reduced_count({first}, dim) <= {MAX_INDEX}")
+        launch = "x, torch.arange(x.shape[1], dtype=torch.float32, device=x.device).reshape(1, -1), out"
+    if pair:  # autograd records through torch: the kernel gives two results, _TorchGradient one
+        guard.append(f"not (torch.is_grad_enabled() and {first}.requires_grad)")
+        launch = launch.replace(", out", ", values, out")
+        result = f"torch.return_types.{entry.op}((values.reshape(shape), out.reshape(shape)))"
     body = (
-        f"x, shape = _reduction_rows(input, dim, {keepdim}, {IDENTITIES[entry.pypto]})\n"
-        "out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)\n"
-        f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1]{count}), x, out)\n"
-        "return out.reshape(shape)\n"
+        f"x, count, shape = _reduction_rows({first}, {dim}, {keepdim}, {_identity(entry)})\n"
+        + (f"values = torch.empty(x.shape[0], 1, dtype={first}.dtype, device=x.device)\n" if pair else "")
+        + "out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)\n"
+        f"_launch({name}_kernel({', '.join(factory)}), {launch})\n"
+        f"return {result}\n"
     )
     how = f"{_how(entry)} over the reduced dims moved last{fp32}"
+    call_params = params[:1] if values else params
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), how, "input",
-        wrappers.torch_call(entry, params), "(out_dtype in _PYPTO_DTYPES and _on_kernel_path(input))", body,
-        ("_reduction_rows", f"{entry.op}_kernel"), prologue=f"out_dtype = {out_dtype}\n",
+        entry, f"pypto_{name}", wrappers.signature(call_params), how, first,
+        wrappers.torch_call(entry, torch_params[:1] if values else torch_params), f"({' and '.join(guard)})", body,
+        tuple(requires), prologue=prologue,
     )
     return kernel, templates.REDUCTION_ROWS, wrapper
+
+
+def _identity(entry: Entry) -> str:
+    return IDENTITIES[entry.output][entry.pypto]
+
+
+def _what(entry: Entry) -> str:
+    if entry.output == "bool":
+        return {"amin": "all-nonzero test", "amax": "any-nonzero test"}[entry.pypto]
+    if entry.output == "int64":
+        extreme = f"{entry.pypto[1:]}imum"
+        return f"{extreme} and its first index" if "indices" in entry.args else f"first index of the {extreme}"
+    if entry.pypto == "var":
+        return "standard deviation" if entry.args.get("then") else "variance"
+    if "p" in entry.args:
+        return "p-norm"
+    return "mean" if entry.average else f"pypto.{entry.pypto}"

@@ -1,7 +1,8 @@
-"""The scan family: ``pypto.<op>`` along one dim (cumsum), whole rows in one tile.
+"""The scan family: ``pypto.<op>`` along one dim (cumsum), rows of any width.
 
-The host moves ``dim`` last; each kernel tile holds whole rows, so the scan never crosses a
-tile. Rows wider than the unified buffer allows run torch. ``compute = "float32"`` scans in FP32.
+The host moves ``dim`` last; the kernel scans each row in column blocks of one tile, each block
+adding the running total of the blocks before it (:func:`templates.scan_kernel`).
+``compute = "float32"`` scans in FP32.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 
 PARAMS = ("input", "dim", "dtype")
-BUFFERS = 3
 
 SCAN_ROWS = Definition(
     "_scan_rows",
@@ -52,15 +52,10 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     fp32 = ", in FP32" if entry.compute == "float32" else ""
-    kernel = templates.row_kernel(
+    kernel = templates.scan_kernel(
         f"{entry.op}_kernel",
-        f"pypto.{entry.pypto} along each row of [rows, cols] tiles of whole rows{fp32}.",
-        "dtype, out_dtype, cols",
-        ["x"],
+        f"pypto.{entry.pypto} along each row of [rows, cols] tiles, in column blocks{fp32}.",
         [Apply("result", step(entry), ("x_tile",))],
-        out_dtype="out_dtype",
-        buffers=BUFFERS,
-        whole_rows=True,
     )
     params = wrapper_params(entry)
     names = {p.name for p in params}
@@ -71,10 +66,10 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1]), x, out)\n"
         "return out.reshape(moved).movedim(-1, dim).contiguous().reshape(input.shape)\n"
     )
-    guard = f"(out_dtype in _PYPTO_DTYPES and _on_kernel_path(input) and _fits_whole_rows(input, dim, {BUFFERS}))"
+    guard = "(out_dtype in _PYPTO_DTYPES and _on_kernel_path(input))"
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), f"pypto.{entry.pypto} along dim moved last{fp32}",
         "input", wrappers.torch_call(entry, params), guard, body,
-        ("_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"), prologue=f"out_dtype = {out_dtype}\n",
+        ("_scan_rows", f"{entry.op}_kernel"), prologue=f"out_dtype = {out_dtype}\n",
     )
-    return kernel, SCAN_ROWS, templates.WHOLE_ROWS, wrapper
+    return kernel, SCAN_ROWS, wrapper
