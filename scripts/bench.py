@@ -1,6 +1,7 @@
 """Benchmark: ``translate`` against libcst's own parse + code generation, on the same corpus files.
 
     .venv/bin/python scripts/bench.py [--cache DIR] [--files N] [--repeat N]
+    .venv/bin/python scripts/bench.py --large-file LINES [--unique] [--against CHECKOUT]
 
 Times, in one run on the transformers modeling files (fetched as by corpus.py):
 (a) ``libcst.parse_module(src).code`` of every file, in this process and in a 2-process pool;
@@ -9,6 +10,13 @@ output to a temporary folder), and ``translate_source`` per file in this process
 Prints lines/s, the time ratios b/a with the targets, and the peak RSS of ``translate -j2`` over
 1/4, 1/2 and all of the files. Each time is the best of ``--repeat`` runs. Figures only: nothing
 is asserted. Run it on an idle machine.
+
+``--large-file LINES``: one generated file of about LINES lines of functions whose every line is a
+converted call (``torch.rsqrt(x)``, ``x.float()``; with ``--unique`` no two calls spelt alike),
+translated by the CLI in a subprocess. Prints CPU seconds and peak RSS, per converted site, and
+their ratios to issue 11's figures (1 ms and 7 KB per site); ``--against`` runs the same file
+through another checkout of torch2pypto (its folder, e.g. made by ``git worktree add``) and
+prints the ratios old / new.
 """
 
 from __future__ import annotations
@@ -61,7 +69,7 @@ if pid == 0:
     os.dup2(null, 2)
     os.execv(sys.argv[1], sys.argv[1:])
 _, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
 """
 
 
@@ -72,7 +80,7 @@ def run_cli(tree: Path, jobs: int, repeat: int) -> tuple[float, int, int]:
         with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-out-") as out:
             command = [*corpus.translate_command(), str(tree), "-o", out, "-j", str(jobs)]
             launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
-            seconds, kib, code = subprocess.run([*launcher, *command], capture_output=True, text=True).stdout.split()
+            seconds, kib, code, _ = subprocess.run([*launcher, *command], capture_output=True, text=True).stdout.split()
         best, peak = min(best, float(seconds)), max(peak, int(kib) * 1024)
     return best, int(code), peak
 
@@ -97,12 +105,77 @@ def translate_each(sources: list[bytes], rels: list[Path], tree: Path) -> int:
     return failed
 
 
+ISSUE_MS, ISSUE_KB = 1.0, 7.0  # issue 11 item 10: 339 s and 1.48 GB for 200,000 lines of converted calls
+GOAL = 5  # the issue's goal: 5x less per site
+
+
+def large_file(lines: int, unique: bool) -> tuple[str, int]:
+    """Source of about ``lines`` lines of functions of converted calls, and how many calls it has."""
+    out, sites, n = ["import torch", "", ""], 0, 0
+    while len(out) < lines:
+        value = "x"
+        out.append(f"def f{n}(x: torch.Tensor) -> torch.Tensor:")
+        for i in range(4):
+            a, b = (f"a{i}_{n}", f"b{i}_{n}") if unique else ("x", "x")
+            out += [f"    {a} = torch.rsqrt({value})", f"    {b} = {a}.float()"]
+            value, sites = b, sites + 2
+        out += [f"    return {value}", "", ""]
+        n += 1
+    return "\n".join(out) + "\n", sites
+
+
+def run_file(checkout: Path, source: Path, out: Path) -> tuple[float, int, int]:
+    """CPU seconds, peak RSS in bytes and exit code of ``translate SOURCE -o OUT`` from ``checkout``."""
+    module = "torch2pypto.translator.run.cli" if (checkout / "torch2pypto/translator/run/cli.py").exists() else "torch2pypto.translator.cli"
+    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
+    command = ["/usr/bin/env", f"PYTHONPATH={checkout}", sys.executable, "-m", module, str(source), "-o", str(out)]
+    run = subprocess.run([*launcher, *command], capture_output=True, text=True, cwd=source.parent)  # not this folder's package
+    _, kib, code, cpu = run.stdout.split()
+    return float(cpu), int(kib) * 1024, int(code)
+
+
+def per_site(checkout: Path, folder: Path, source: Path, sites: int) -> tuple[float, int, int, float, float]:
+    """``run_file``'s figures, and CPU ms and KB per site above those of a file with no call site."""
+    empty = folder / "empty.py"
+    empty.write_text("import torch\n")
+    base_cpu, base_peak, _ = run_file(checkout, empty, folder / "empty_out.py")
+    cpu, peak, code = run_file(checkout, source, folder / "out.py")
+    return cpu, peak, code, (cpu - base_cpu) / sites * 1e3, (peak - base_peak) / sites / 1e3
+
+
+def bench_large_file(lines: int, unique: bool, against: Path | None) -> int:
+    text, sites = large_file(lines, unique)
+    here = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-") as tmp:
+        source = Path(tmp) / "large.py"
+        source.write_text(text)
+        print(f"bench: one file, {text.count(chr(10)):,} lines, {sites:,} converted calls ({'unique' if unique else 'repeated'} spellings)")
+        rows = [("this checkout", *per_site(here, Path(tmp), source, sites))]
+        if against is not None:
+            rows.append((f"{against}", *per_site(against.resolve(), Path(tmp), source, sites)))
+    print("(per site: above the figures of a file with no call site, i.e. start-up and imports)")
+    print(f"\n{'':32} {'CPU s':>8} {'peak MiB':>9} {'exit':>5} {'ms/site':>8} {'KB/site':>8}")
+    for label, cpu, peak, code, ms, kb in rows:
+        print(f"{label[-32:]:32} {cpu:8.1f} {peak / 2**20:9,.0f} {code:5} {ms:8.3f} {kb:8.2f}")
+    ms, kb = rows[0][4:]
+    print(f"\nissue 11 / this checkout, per site: time {ISSUE_MS / ms:.1f}x, memory {ISSUE_KB / kb:.1f}x   (goal: {GOAL}x)")
+    if against is not None:
+        old_ms, old_kb = rows[1][4:]
+        print(f"{against} / this checkout, per site: time {old_ms / ms:.1f}x, memory {old_kb / kb:.1f}x   (goal: {GOAL}x)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=corpus.default_cache(), help="where the wheel is kept")
     parser.add_argument("--files", type=int, help="bench only the first N files (in path order)")
     parser.add_argument("--repeat", type=int, default=1, help="time each step N times, keep the best")
+    parser.add_argument("--large-file", type=int, metavar="LINES", help="bench one generated file of LINES lines instead")
+    parser.add_argument("--unique", action="store_true", help="with --large-file: no two calls spelt alike")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT", help="with --large-file: also run this checkout")
     args = parser.parse_args(argv)
+    if args.large_file:
+        return bench_large_file(args.large_file, args.unique, args.against)
 
     root = corpus.fetch(args.cache)
     files = corpus.corpus_files(root)[: args.files]

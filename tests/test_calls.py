@@ -86,3 +86,21 @@ def test_to_reasons_name_what_the_user_wrote(call, misleading):
     assert misleading not in record.reason
     expected = "host-side" if "device=dev)" in call else "unsupported" if "float64" in call else "converted"
     assert record.status == expected
+
+
+@pytest.mark.parametrize(
+    "call", ["x.sum(axis=1)", "x.sum(-1, keepdims=True)", "torch.mean(x, axis=(0, -1), keepdims=True)", "x.mean(axis=0)"]
+)
+def test_numpy_style_aliases_bind_as_torch_binds_them(call):
+    """Issue 11.8: torch takes axis= and keepdims= for dim= and keepdim= of its reductions; the
+    table's aliases bind them, so they convert (they were 'unexpected keyword argument')."""
+    code = snippet(call)
+    translation = translate(code)
+    assert {r.status for r in translation.records} == {"converted"}, translation.records
+    assert "axis=" not in translation.code and "keepdims=" not in translation.code
+    check_runs_like_torch("sum" if "sum" in call else "mean", code, translation.code)
+
+
+def test_an_alias_and_its_parameter_together_name_the_alias():
+    record = outermost(translate(snippet("x.sum(1, axis=0)")))
+    assert record.status == "unsupported" and "'dim'" in record.reason and "axis=" in record.reason

@@ -84,7 +84,7 @@ def test_a_multiline_kernels_import_counts_as_added():
         "import torch\nfrom ._pypto_kernels import (\n    pypto_exp,\n)\n\n\n"
         "def f(x: torch.Tensor):\n    return pypto_exp(x)\n"
     )
-    fake = Translation(real.path, source, code, "utf-8", (record,))
+    fake = Translation(real.path, source, code, "utf-8", (record,), real.conversions)
     assert violations(fake, kernels_module=KERNELS) == []
 
 

@@ -56,6 +56,9 @@ GOOD = {"category": "same-name", "family": "elementwise", "apis": ["torch.exp"],
         ({"examples": {}}, "at least one example that converts"),
         ({"examples": {"convert": ["torch.exp(x"]}}, "is not an expression"),
         ({"sample": {"domain": "complex"}}, "sample domain"),
+        ({"aliases": {"axis": "dim"}}, "alias 'axis' names unknown parameter 'dim'"),
+        ({"aliases": {"input": "input"}}, "alias 'input' is itself a parameter"),
+        ({"aliases": {"two words": "input"}}, "alias 'two words' is not a keyword name"),
     ],
 )
 def test_validator_rejects(change, message):

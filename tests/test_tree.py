@@ -256,10 +256,10 @@ def test_an_interrupted_run_leaves_no_staged_file(pkg, tmp_path, monkeypatch):
     translate_job = runner.translate_job
     done = []
 
-    def interrupted(job, work):
+    def interrupted(job, work, progress=None):
         if any(r.staged for r in done):
             raise KeyboardInterrupt
-        done.append(translate_job(job, work))
+        done.append(translate_job(job, work, progress))
         return done[-1]
 
     monkeypatch.setattr(runner, "translate_job", interrupted)
@@ -284,8 +284,8 @@ def hold():
 
 if at == "staged":
     translate_job = runner.translate_job
-    def held_job(job, work):
-        result = translate_job(job, work)
+    def held_job(job, work, progress=None):
+        result = translate_job(job, work, progress)
         if job.source.name == "norm.py":
             assert result.staged
             hold()

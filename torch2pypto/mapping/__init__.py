@@ -113,6 +113,7 @@ class Entry:
     recipe: str | None = None
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # keyword torch also takes -> parameter
     reason: str | None = None
     note: str | None = None
     modules: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
@@ -131,12 +132,14 @@ class Entry:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """Entries by op name, by every torch API spelling they cover and by the nn modules whose calls they are."""
+    """Entries by op name, by every torch API spelling they cover, by the nn modules whose calls they
+    are and by the generated wrappers whose calls are their converted sites."""
 
     entries: Mapping[str, Entry]
     by_api: Mapping[str, Entry]
     methods: frozenset[str]
     by_module: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # torch.nn class -> its entry
+    by_wrapper: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # pypto_rsqrt -> rsqrt
 
     def method(self, name: str) -> Entry | None:
         return self.by_api.get(f"torch.Tensor.{name}")
@@ -189,6 +192,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
+        aliases=MappingProxyType(dict(raw.pop("aliases", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
         sample=_sample(op, raw.pop("sample", {})),
@@ -249,10 +253,22 @@ def _check(entry: Entry) -> None:
     for arg in entry.reject:
         if arg not in names:
             raise TableError(f"{op}: reject names unknown parameter {arg!r}")
+    _check_aliases(entry, names)
     _check_modules(entry, names)
     for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target, entry.output])):
         if dtype not in DTYPES:
             raise TableError(f"{op}: unknown dtype {dtype!r}")
+
+
+def _check_aliases(entry: Entry, names: set[str]) -> None:
+    """``aliases``: keyword -> parameter, for the other spellings torch accepts (``axis`` for ``dim``)."""
+    for alias, param in entry.aliases.items():
+        if not alias.isidentifier():
+            raise TableError(f"{entry.op}: alias {alias!r} is not a keyword name")
+        if alias in names:
+            raise TableError(f"{entry.op}: alias {alias!r} is itself a parameter")
+        if param not in names or entry.param(param).variadic:
+            raise TableError(f"{entry.op}: alias {alias!r} names unknown parameter {param!r}")
 
 
 def _check_modules(entry: Entry, names: set[str]) -> None:
@@ -286,7 +302,21 @@ def build_table(raw: Mapping[str, Any]) -> Table:
                 raise TableError(f"{module} is claimed by both {(by_module.get(module) or by_api[module]).op} and {entry.op}")
             by_module[module] = entry
     methods = frozenset(a.rsplit(".", 1)[1] for a in by_api if a.startswith("torch.Tensor."))
-    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module))
+    by_wrapper = MappingProxyType(_by_wrapper(entries))
+    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module), by_wrapper)
+
+
+def _by_wrapper(entries: Mapping[str, Entry]) -> dict[str, Entry]:
+    """Each generated wrapper's entry, as its family names it; a wrapper stands for one entry."""
+    from torch2pypto.rules import wrapper_names  # the families name their wrappers
+
+    by_wrapper: dict[str, Entry] = {}
+    for entry in entries.values():
+        for name in wrapper_names(entry) if entry.family else ():
+            if name in by_wrapper:
+                raise TableError(f"wrapper {name} stands for both {by_wrapper[name].op} and {entry.op}")
+            by_wrapper[name] = entry
+    return by_wrapper
 
 
 def _with_parts(entry: Entry, entries: Mapping[str, Entry]) -> Entry:

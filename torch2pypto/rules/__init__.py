@@ -25,6 +25,13 @@ FAMILIES = {
 }
 
 
+def wrapper_names(entry) -> tuple[str, ...]:
+    """The generated wrappers whose calls are converted sites of ``entry``: ``pypto_<op>`` unless
+    its family says otherwise (several casts share one wrapper)."""
+    family = FAMILIES[entry.family]
+    return family.wrapper_names(entry) if hasattr(family, "wrapper_names") else (f"pypto_{entry.op}",)
+
+
 def _unsupported(site: CallSite) -> Unsupported:
     return Unsupported(site.entry.reason or "no PyPTO equivalent")
 
@@ -32,4 +39,4 @@ def _unsupported(site: CallSite) -> Unsupported:
 RULES: dict[str | None, Rule] = {name: family.rewrite for name, family in FAMILIES.items()}
 RULES[None] = _unsupported  # unsupported entries have no family
 
-__all__ = ["FAMILIES", "RULES", "CallSite", "Converted", "Unsupported", "Rule"]
+__all__ = ["FAMILIES", "RULES", "CallSite", "Converted", "Unsupported", "Rule", "wrapper_names"]

@@ -62,4 +62,4 @@ def replacement(site: CallSite, wrapper: str, params: tuple[Param, ...] | None =
 def dtype_expr(site: CallSite, dtype: str) -> cst.BaseExpression | None:
     """``torch.<dtype>`` spelt with the name that reaches torch at this site, if any."""
     torch_name = site.torch_name()
-    return None if torch_name is None else cst.parse_expression(f"{torch_name}.{dtype}")
+    return None if torch_name is None else cst.Attribute(cst.Name(torch_name), cst.Name(dtype))

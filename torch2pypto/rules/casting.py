@@ -85,6 +85,14 @@ WRAPPERS = {"pypto_cast": (CAST_KERNEL, CAST), "pypto_cast_like": (CAST_KERNEL, 
 OVERLOAD_KINDS = {"dtype", "device", "other", "non_blocking", "copy", "memory_format"}
 
 
+def wrapper_names(entry: Entry) -> tuple[str, ...]:
+    """The wrappers whose calls are sites of ``entry`` (their docstrings name its API): Tensor.to's
+    two and type_as's. ``x.float()`` and the other casts call pypto_cast, Tensor.to's."""
+    if entry.overloads:
+        return ("pypto_cast", "pypto_cast_like")
+    return ("pypto_type_as",) if any(p.name == "other" for p in entry.params) else ()
+
+
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     names = {p.name for p in entry.params}
     if entry.pypto != "cast":

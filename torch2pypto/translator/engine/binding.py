@@ -8,7 +8,7 @@ module's call (``self.act(x)``) reads from its module (``approximate=self.act.ap
 from __future__ import annotations
 
 import ast
-from typing import Sequence, TypeVar
+from typing import Mapping, Sequence, TypeVar
 
 import libcst as cst
 
@@ -40,8 +40,13 @@ def cst_held(call: cst.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg
     return [(p, False, cst.Attribute(call.func, cst.Name(a))) for p, a in held or ()]
 
 
-def bind(params: tuple[Param, ...], args: Sequence[Arg], receiver: T | None = None) -> dict[str, T]:
-    """Map parameter names to argument expressions; a method's receiver binds the first one."""
+def bind(
+    params: tuple[Param, ...], args: Sequence[Arg], receiver: T | None = None, aliases: Mapping[str, str] = {}
+) -> dict[str, T]:
+    """Map parameter names to argument expressions; a method's receiver binds the first one.
+
+    ``aliases`` maps keywords torch also takes to their parameters (``axis`` -> ``dim``).
+    """
     if any(star for _, star, _ in args):
         raise BindError("*args/**kwargs cannot be bound statically")
     bound: dict[str, T] = {}
@@ -58,13 +63,15 @@ def bind(params: tuple[Param, ...], args: Sequence[Arg], receiver: T | None = No
             raise BindError(f"variadic *{param.name} is not mapped")
         bound[param.name] = value
     names = {p.name for p in params if not p.variadic}
-    for keyword, _, value in args:
-        if keyword is None:
+    for written, _, value in args:
+        if written is None:
             continue
+        keyword = aliases.get(written, written)
         if keyword not in names:
-            raise BindError(f"unexpected keyword argument {keyword!r}")
+            raise BindError(f"unexpected keyword argument {written!r}")
         if keyword in bound:
-            raise BindError(f"argument {keyword!r} given twice")
+            spelt = f" (as {written}=)" if written != keyword else ""
+            raise BindError(f"argument {keyword!r} given twice{spelt}")
         bound[keyword] = value
     missing = [p.name for p in params if p.required and p.name not in bound]
     if missing:

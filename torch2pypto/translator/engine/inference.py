@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
@@ -83,8 +83,15 @@ def _through(receiver: str) -> str:
 class Inference:
     """Static facts over one module, answered from its :class:`ModuleIndex`; memoised per node."""
 
-    def __init__(self, index: ModuleIndex, tensor_methods: frozenset[str], hierarchy: Hierarchy | None = None) -> None:
-        """``hierarchy`` answers for base classes that other files define (None: no file is read)."""
+    def __init__(
+        self,
+        index: ModuleIndex,
+        tensor_methods: frozenset[str],
+        hierarchy: Hierarchy | None = None,
+        reads_torch: Callable[[], bool] | None = None,
+    ) -> None:
+        """``hierarchy`` answers for base classes that other files define (None: no file is read);
+        ``reads_torch`` tells whether the module reads a name ``torch``, if ``index`` is only a part of it."""
         self._index = index
         self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
@@ -93,6 +100,8 @@ class Inference:
         self._depth = 0
         self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
+        self._module_reads_torch = reads_torch
+        self._torch_aliases: list[str] | None = None  # module-level names other than torch bound to it
         self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
         self._classes: dict[ast.ClassDef, _ClassIndex] = {}
         self._module_classes: dict[ast.ClassDef, bool] = {}
@@ -609,9 +618,10 @@ class Inference:
         scope = self._index.scope_of.get(node)
         if scope is None:
             return None
-        module = self._index.module.bindings
-        aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
-        for candidate in ["torch", *aliases]:
+        if self._torch_aliases is None:
+            module = self._index.module.bindings
+            self._torch_aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
+        for candidate in ["torch", *self._torch_aliases]:
             bindings = self._index.lookup(scope, candidate)
             if bindings and all(_imports_torch(b) for b in bindings):
                 return candidate
@@ -622,6 +632,8 @@ class Inference:
 
     def _reads_torch(self) -> bool:
         """Whether the module reads a name ``torch`` (importing torch would change what it means)."""
+        if self._torch_read is None and self._module_reads_torch is not None:
+            self._torch_read = self._module_reads_torch()
         if self._torch_read is None:
             self._torch_read = any(type(n) is ast.Name and n.id == "torch" for n in self._index.scope_of)
         return self._torch_read

@@ -70,10 +70,25 @@ class ModuleIndex:
     """Every scope of a module, the scope each name and call is evaluated in, and all calls (and
     ``a @ b`` operations, which are calls of ``__matmul__``)."""
 
-    def __init__(self, tree: ast.Module, skip_lines: range = range(0)) -> None:
-        """Index ``tree``; top-level statements on ``skip_lines`` (generated code) are not seen."""
-        self.module = Scope(tree, None)
-        self.scope_of: dict[ast.AST, Scope] = {}
+    def __init__(
+        self,
+        tree: ast.Module,
+        skip_lines: range = range(0),
+        module: Scope | None = None,
+        scope_of: dict[ast.AST, Scope] | None = None,
+        shallow: bool = False,
+    ) -> None:
+        """Index ``tree``; top-level statements on ``skip_lines`` (generated code) are not seen.
+
+        A large module is indexed a part at a time (:mod:`parts`): first each part ``shallow``
+        (function, lambda and class bodies not walked: what binds module-level names) into one
+        ``module`` scope; then each part in full against that ``module`` scope, which it reads
+        but no longer binds in, with ``scope_of`` holding what the shallow walks recorded.
+        """
+        self.module = Scope(tree, None) if module is None else module
+        self._bind_module = module is None or shallow
+        self._shallow = shallow
+        self.scope_of: dict[ast.AST, Scope] = {} if scope_of is None else scope_of
         self.calls: list[ast.Call] = []
         self.matmuls: list[ast.BinOp] = []
         self.fstrings: list[ast.JoinedStr] = []
@@ -136,7 +151,7 @@ class ModuleIndex:
             if kind is ast.Name:
                 scope_of[node] = scope
                 if type(node.ctx) is ast.Store:
-                    _bind(scope, node.id, Binding(OTHER, node))
+                    self._bind(scope, node.id, Binding(OTHER, node))
                 continue
             if kind is ast.Call:
                 self.calls.append(node)
@@ -182,7 +197,7 @@ class ModuleIndex:
     def _target(self, target: ast.expr, binding: Binding, scope: Scope, push) -> None:
         if type(target) is ast.Name:
             self.scope_of[target] = scope
-            _bind(scope, target.id, binding)
+            self._bind(scope, target.id, binding)
         else:
             push((target, scope))
 
@@ -230,7 +245,7 @@ class ModuleIndex:
         while isinstance(target_scope.node, _COMPREHENSIONS) and target_scope.parent is not None:
             target_scope = target_scope.parent
         self.scope_of[node.target] = scope
-        _bind(target_scope, node.target.id, Binding(NAMED, node.target, node.value))
+        self._bind(target_scope, node.target.id, Binding(NAMED, node.target, node.value))
 
     def _function(self, node, scope: Scope, push) -> None:
         args = node.args
@@ -239,10 +254,15 @@ class ModuleIndex:
                 push((default, scope))
         self.scope_of[node] = scope
         if not isinstance(node, ast.Lambda):
-            _bind(scope, node.name, Binding(DEFINITION, node))
+            self._bind(scope, node.name, Binding(DEFINITION, node))
             for expr in (*node.decorator_list, node.returns):
                 if expr is not None:
                     push((expr, scope))
+        if self._shallow:
+            for arg in (*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg):
+                if arg is not None and arg.annotation is not None:
+                    push((arg.annotation, scope))
+            return
         inner = Scope(node, scope)
         positional = [*args.posonlyargs, *args.args]
         defaults = dict(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
@@ -262,12 +282,14 @@ class ModuleIndex:
     def _param(self, arg: ast.arg, inner: Scope, function, index: int, default, push, outer: Scope) -> None:
         if arg.annotation is not None:
             push((arg.annotation, outer))
-        _bind(inner, arg.arg, Binding(PARAMETER, arg, default, arg.annotation, function=function, index=index))
+        self._bind(inner, arg.arg, Binding(PARAMETER, arg, default, arg.annotation, function=function, index=index))
 
     def _class(self, node: ast.ClassDef, scope: Scope, push) -> None:
-        _bind(scope, node.name, Binding(DEFINITION, node))
+        self._bind(scope, node.name, Binding(DEFINITION, node))
         for expr in (*node.decorator_list, *node.bases, *node.keywords):
             push((expr, scope))
+        if self._shallow:
+            return
         inner = Scope(node, scope)
         for statement in node.body:
             push((statement, inner))
@@ -291,19 +313,21 @@ class ModuleIndex:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
-                    _bind(scope, alias.asname, Binding(IMPORT, node, qualified=alias.name))
+                    self._bind(scope, alias.asname, Binding(IMPORT, node, qualified=alias.name))
                 else:
                     root = alias.name.partition(".")[0]
-                    _bind(scope, root, Binding(IMPORT, node, qualified=root))
+                    self._bind(scope, root, Binding(IMPORT, node, qualified=root))
             return
         module = "." * node.level + (node.module or "")
         prefix = module if module.endswith(".") else module + "."
         for alias in node.names:
             if alias.name != "*":
-                _bind(scope, alias.asname or alias.name, Binding(IMPORT, node, qualified=prefix + alias.name))
+                self._bind(scope, alias.asname or alias.name, Binding(IMPORT, node, qualified=prefix + alias.name))
 
     def _declare(self, node: ast.Global | ast.Nonlocal, scope: Scope, push) -> None:
         how = "global" if isinstance(node, ast.Global) else "nonlocal"
+        if scope is self.module and not self._bind_module:
+            return
         for name in node.names:
             scope.declared[name] = how
 
@@ -314,16 +338,22 @@ class ModuleIndex:
 
     def _except(self, node: ast.ExceptHandler, scope: Scope, push) -> None:
         if node.name:
-            _bind(scope, node.name, Binding(OTHER, node))
+            self._bind(scope, node.name, Binding(OTHER, node))
         for child in ast.iter_child_nodes(node):
             push((child, scope))
 
     def _capture(self, node, scope: Scope, push) -> None:
         name = getattr(node, "name", None) or getattr(node, "rest", None)
         if name:
-            _bind(scope, name, Binding(OTHER, node))
+            self._bind(scope, name, Binding(OTHER, node))
         for child in ast.iter_child_nodes(node):
             push((child, scope))
+
+
+    def _bind(self, scope: Scope, name: str, binding: Binding) -> None:
+        if scope is self.module and not self._bind_module:
+            return  # bound by the shallow walk of this part
+        _bind(scope, name, binding)
 
 
 def _bind(scope: Scope, name: str, binding: Binding) -> None:

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from typing import Callable
+import re
+from typing import AbstractSet as Set, Callable
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
-from torch2pypto.rules import RULES, CallSite, Converted
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules import RULES, CallSite, Converted, Unsupported
+from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine.scopes import ModuleIndex
+from torch2pypto.translator.engine.emit import KERNELS_MODULE
+from torch2pypto.translator.engine.scopes import IMPORT, ModuleIndex
 
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)
@@ -66,6 +67,7 @@ class Resolved:
     method: bool = False
     ambiguous: bool = False
     held: tuple[tuple[str, str], ...] | None = None  # an nn module's call: (parameter, attribute) it holds
+    wrapper: bool = False  # a call of the generated wrapper of ``entry``: converted already
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,12 +97,25 @@ class Attempt:
 class Sites:
     """The torch call sites of one module, decided on its ast."""
 
-    def __init__(self, table: Table, options: Options, index: ModuleIndex, path: str | None = None) -> None:
-        """``path``: the module's file, whose imports name the files base classes are read from."""
+    def __init__(
+        self,
+        table: Table,
+        options: Options,
+        index: ModuleIndex,
+        path: str | None = None,
+        generated: Set[str] = frozenset(),
+        hierarchy: Hierarchy | None = None,
+        reads_torch: Callable[[], bool] | None = None,
+    ) -> None:
+        """``path``: the module's file, whose imports name the files base classes are read from
+        (through ``hierarchy``, if given); ``generated``: the names the module's generated
+        section defines; ``reads_torch``: for a part of a module, whether the module reads ``torch``."""
         self.table = table
+        self.generated = generated
         self.options = options
         self.index = index
-        self.inference = Inference(index, table.methods, Hierarchy(path, options.module_bases))
+        hierarchy = hierarchy or Hierarchy(path, options.module_bases)
+        self.inference = Inference(index, table.methods, hierarchy, reads_torch)
 
     def resolve(self, call: ast.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
@@ -111,6 +126,9 @@ class Sites:
                     continue
                 entry = self.table.by_api.get(name)
                 return Resolved(name, entry) if entry is not None or is_tensor_function(name) else None
+        if type(func) is ast.Name:
+            entry = self._wrapper_entry(func)
+            return Resolved(wrapper_api(entry), entry, wrapper=True) if entry else None
         if type(func) is not ast.Attribute:
             return None
         module = self.inference.held_module(func)
@@ -140,10 +158,25 @@ class Sites:
         self.index.scope_of[call] = self.index.scope_of[node]
         return call, Resolved("torch.Tensor.__matmul__", entry, method=True)
 
+    def _wrapper_entry(self, name: ast.Name) -> Entry | None:
+        """The entry whose generated wrapper ``name`` is: defined in the generated section (which
+        binds nothing the index sees) or imported from a kernels module; None for any other name."""
+        bindings = self.index.bindings(name)
+        if not bindings:
+            return self.table.by_wrapper.get(name.id) if name.id in self.generated else None
+        imported = {b.qualified for b in bindings if b.kind == IMPORT}
+        if len(imported) != 1 or len(bindings) != sum(b.kind == IMPORT for b in bindings):
+            return None
+        module, _, wrapper = imported.pop().rpartition(".")
+        return self.table.by_wrapper.get(wrapper) if module.rpartition(".")[2] == KERNELS_MODULE else None
+
     def attempt(self, call: ast.Call, found: Resolved, span: Span) -> Attempt:
         """Bind the call; the attempt carries the reason when it cannot go to its rule."""
         entry = found.entry
         attempt = Attempt(span, found)
+        if found.wrapper:
+            attempt.status, attempt.pypto_api = CONVERTED, f"pypto.{entry.pypto}"
+            return attempt
         if entry is None:
             attempt.reason = "not in the mapping table"
             return attempt
@@ -154,7 +187,8 @@ class Sites:
             attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
             return attempt
         try:
-            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), call.func.value if found.method else None)
+            receiver = call.func.value if found.method else None
+            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), receiver, entry.aliases)
         except BindError as exc:
             attempt.reason = str(exc)
             return attempt
@@ -179,65 +213,72 @@ class Sites:
 _MOVE = "a device move: host-side memory transfer, no kernel"
 
 
-class SegmentRewriter(cst.CSTTransformer):
-    """Applies the rules to the pending attempts inside one parsed call segment."""
+class CallRewriter:
+    """Rewrites pending calls, remembering each rule's outcome by the call's text.
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    A rule is a function of the call site: its entry, its arguments and the static facts it asks
+    for. A later call spelt the same way, for the same entry, whose facts answer as they did,
+    gets the same outcome without being parsed or generated again.
+    """
 
-    def __init__(self, attempts: dict[Span, Attempt], line: int, column: int) -> None:
-        super().__init__()
-        self.attempts = attempts
-        self.line, self.column = line, column  # where the segment starts in the module
-        self.definitions: list[Definition] = []
-        self.converted: list[tuple[Attempt, cst.Call, tuple[Param, ...]]] = []
+    def __init__(self) -> None:
+        self._outcomes: dict[tuple, tuple[list, object]] = {}
 
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        attempt = self.attempts.get(self._span(original))
-        if attempt is None or attempt.status:
-            return updated
+    def rewrite(self, text: str, attempt: Attempt) -> tuple[str, Converted] | None:
+        """The new text of a pending call (``text``: its source, calls inside it already
+        rewritten) and what its rule made, or None when the rule leaves it torch (the attempt
+        says why). Raises ``libcst.ParserSyntaxError`` or ``RecursionError`` if libcst cannot
+        parse the call."""
         found = attempt.resolved
-        receiver = updated.func.value if found.method else None
-        call = self._apply(attempt, cst_args(updated) + cst_held(updated, found.held), receiver)
-        return updated if call is None else keep_layout(call, updated)
-
-    def leave_BinaryOperation(self, original: cst.BinaryOperation, updated: cst.BinaryOperation) -> cst.BaseExpression:
-        """``a @ b``: the receiver is ``a``, the argument ``b`` (:meth:`Sites.matmul`)."""
-        attempt = self.attempts.get(self._span(original))
-        if attempt is None or attempt.status or not isinstance(updated.operator, cst.MatrixMultiply):
-            return updated
-        call = self._apply(attempt, [(None, False, updated.right)], updated.left)
-        return updated if call is None else call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
-
-    def _apply(self, attempt: Attempt, args, receiver: cst.BaseExpression | None) -> cst.Call | None:
-        """The rule's replacement call for a bound site (None: it stays torch, with the reason)."""
-        entry = attempt.resolved.entry
-        site = CallSite(entry, bind(entry.params, args, receiver), attempt.static_dtype, attempt.torch_name, attempt.is_tensor)
-        result = RULES[entry.family](site)
-        if not isinstance(result, Converted):
-            attempt.status, attempt.reason = UNSUPPORTED, result.reason
+        key = (text, found.entry.op, found.method, found.held)
+        known = self._outcomes.get(key)
+        if known is not None and all(_ask(attempt, question) == answer for question, answer in known[0]):
+            outcome = known[1]
+        else:
+            asked: list = []
+            outcome = _outcome(text, attempt, asked)
+            self._outcomes[key] = (asked, outcome)
+        if isinstance(outcome, Unsupported):
+            attempt.status, attempt.reason = UNSUPPORTED, outcome.reason
             return None
-        attempt.status, attempt.pypto_api = CONVERTED, result.pypto_api
-        self.converted.append((attempt, result.call, result.params))
-        self.definitions.extend(result.definitions)
-        return result.call
-
-    def _span(self, node: cst.CSTNode) -> Span:
-        where = self.get_metadata(PositionProvider, node)
-        start, end = where.start, where.end
-
-        def shift(line: int, column: int) -> tuple[int, int]:  # the segment is parsed as "(" + text + ")"
-            return (self.line, self.column + column - 1) if line == 1 else (self.line + line - 1, column)
-
-        return (*shift(start.line, start.column), *shift(end.line, end.column))
+        attempt.status, attempt.pypto_api = CONVERTED, outcome[1].pypto_api
+        return outcome
 
 
-def rewrite_segment(text: str, line: int, column: int, attempts: dict[Span, Attempt]) -> tuple[str, SegmentRewriter]:
-    """The segment's new text (a call starting at ``line``/``column``) with its attempts applied."""
-    module = cst.parse_module(f"({text})\n")
-    rewriter = SegmentRewriter(attempts, line, column)
-    new = MetadataWrapper(module, unsafe_skip_copy=True).visit(rewriter)
-    expression = new.body[0].body[0].value
-    return new.code_for_node(expression.with_changes(lpar=(), rpar=())), rewriter
+def _ask(attempt: Attempt, question: tuple[str, str | None]):
+    fact, param = question
+    return attempt.torch_name() if param is None else getattr(attempt, fact)(param)
+
+
+def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] | Unsupported:
+    """Run the call's rule; ``asked`` records the static facts it asked for and their answers."""
+
+    def recorded(fact: str):
+        def answer(param: str | None = None):
+            value = _ask(attempt, (fact, param))
+            asked.append(((fact, param), value))
+            return value
+
+        return answer
+
+    call = cst.parse_expression(f"({text})")  # parenthesised: a call may span lines
+    found, entry = attempt.resolved, attempt.resolved.entry
+    if isinstance(call, cst.BinaryOperation):  # a @ b (Sites.matmul): the receiver is a, the argument b
+        receiver, args = call.left, [(None, False, call.right)]
+    else:
+        receiver = call.func.value if found.method else None
+        args = cst_args(call) + cst_held(call, found.held)
+    bound = bind(entry.params, args, receiver, entry.aliases)
+    site = CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor"))
+    result = RULES[entry.family](site)
+    if not isinstance(result, Converted):
+        return result
+    new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else result.call).with_changes(lpar=(), rpar=())
+    newline = _NEWLINE.search(text)  # the parser's default newline, which line breaks it kept print as
+    return cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node(new), result
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def keep_layout(new: cst.Call, old: cst.Call) -> cst.Call:

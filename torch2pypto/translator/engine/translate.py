@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 import tokenize
+from typing import Callable
 
 import libcst as cst
 
@@ -13,8 +15,10 @@ from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine.scopes import ModuleIndex
-from torch2pypto.translator.engine.transform import Attempt, Conversion, Options, Sites, Span, rewrite_segment
+from torch2pypto.translator.engine import parts
+from torch2pypto.translator.engine.hierarchy import Hierarchy
+from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
+from torch2pypto.translator.engine.transform import Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
@@ -46,52 +50,137 @@ def translate_source(
     options: Options = Options(),
     table: Table | None = None,
     kernels_module: str | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> Translation:
     """Translate module source; bytes are decoded as Python would (PEP 263, BOM).
 
     Kernels go into a marked section of the module itself, or, given ``kernels_module`` (an
     import target such as ``._pypto_kernels``), are imported from there and listed in
-    ``Translation.definitions``. Raises ``SyntaxError`` on invalid Python and
+    ``Translation.definitions``. ``progress`` is called with the share of the text done
+    after each call site rewritten. Raises ``SyntaxError`` on invalid Python and
     ``UnicodeDecodeError``/``LookupError`` on undecodable bytes.
     """
     text, encoding = decode(source)
     table = table or load_table()
-    try:
-        tree = ast.parse(text, path)
-    except ValueError as exc:  # null bytes
-        raise SyntaxError(str(exc)) from None
-    except (RecursionError, MemoryError):  # CPython cannot compile it either
-        raise SyntaxError("nested too deeply for Python's parser") from None
+    cut = parts.cut(text)
+    module = _Parted.read(text, path, cut) if cut else None
+    if module is None:
+        try:
+            tree = ast.parse(text, path)
+        except ValueError as exc:  # null bytes
+            raise SyntaxError(str(exc)) from None
+        except (RecursionError, MemoryError):  # CPython cannot compile it either
+            raise SyntaxError("nested too deeply for Python's parser") from None
+        cut, module = [None], _Parted(tree)
     if not _candidates(table).search(text):  # no torch name and no mapped method name
         return Translation(path, text, text, encoding, ())
-    index = ModuleIndex(tree, emit.section_lines(text, tree))  # the generated section is not user code
+    section = emit.section_lines(text, module.outline)
+    module.set_aside(section)
     lines = _Lines(text)
-    sites = Sites(table, options, index, path)
-    attempts = _decide(sites, lines)
-    edits, conversions, definitions = _rewrite(text, lines, attempts)
-    records = {id(a): _record(path, a) for a in attempts}
-    definitions = emit.ordered(definitions)
+    generated = emit.defined_names(text, section)
+    hierarchy = Hierarchy(path, options.module_bases)
+    records, edits, conversions, definitions = [], [], [], {}
+    spelt_free_torch = False
+    for part in cut:
+        index = module.index(text, part, path, section)
+        sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
+        attempts = _decide(sites, lines)
+        part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
+        by_attempt = {id(a): _record(path, a) for a in attempts}
+        records += by_attempt.values()
+        edits += part_edits
+        conversions += [Conversion(by_attempt[id(a)], call, params) for a, call, params in part_conversions]
+        for definition in part_definitions:
+            definitions.setdefault(definition.name, definition)
+        spelt_free_torch |= sites.inference.spelt_free_torch
+    ordered = emit.ordered(definitions.values())
     if kernels_module is None:
-        edits += emit.section_edits(text, tree, definitions) if definitions else []
+        edits += emit.section_edits(text, module.outline, ordered) if ordered else []
     elif conversions:
-        wrappers = sorted({call.func.value for _, call, _ in conversions})
-        edits += emit.import_kernels(text, tree, kernels_module, wrappers, sites.inference.spelt_free_torch)
+        wrappers = sorted({c.call.func.value for c in conversions})
+        edits += emit.import_kernels(text, module.outline, kernels_module, wrappers, spelt_free_torch)
     code = emit.splice(text, edits)  # every edit is in the input's coordinates
-    return Translation(
-        path,
-        text,
-        code,
-        encoding,
-        tuple(records[id(a)] for a in attempts),
-        tuple(Conversion(records[id(a)], call, params) for a, call, params in conversions),
-        tuple(definitions),
-    )
+    return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered))
+
+
+class _Parted:
+    """A module as its parts see it: its whole ``tree``, or for a large module parsed a part at a
+    time (:mod:`parts`) the module-level bindings of every part, an ``outline`` of its top-level
+    statements (imports and docstring whole, the others as placeholders of their lines), and
+    whether it reads a name ``torch``."""
+
+    def __init__(self, tree: ast.Module, scope: Scope | None = None, scope_of=None, read=None) -> None:
+        self.outline = tree
+        self.tree = tree if scope is None else None
+        self.scope, self.scope_of = scope, scope_of
+        self.reads_torch: Callable[[], bool] | None = None  # asked only where torch is free at a site
+        self._read = read  # text, path and cut of a module parsed in parts
+        self._section = range(0)
+
+    @classmethod
+    def read(cls, text: str, path: str, cut: list[tuple[int, int, int]]) -> _Parted | None:
+        """Each part indexed shallowly into one module scope; None if a part does not parse."""
+        scope = Scope(ast.Module([], []), None)
+        scope_of: dict = {}
+        outline: list[ast.stmt] = []
+        for part in cut:
+            try:
+                tree = parts.tree(text, part, path)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None  # parsed whole, it raises what Python says
+            ModuleIndex(tree, module=scope, scope_of=scope_of, shallow=True)
+            outline += [s if _kept(s) else ast.Pass(**_position(s)) for s in tree.body]
+            for bindings in scope.bindings.values():  # what the bindings hold, not the bodies
+                for binding in bindings:
+                    if isinstance(binding.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        binding.node.body = []
+        return cls(ast.Module(outline, []), scope, scope_of, (text, path, cut))
+
+    def set_aside(self, section: range) -> None:
+        """Leave out what the generated section on ``section`` binds: it is not the user's code."""
+        if self.scope is None:
+            return
+        if section:
+            for name, bindings in list(self.scope.bindings.items()):
+                kept = [b for b in bindings if b.node.lineno not in section]
+                if kept:
+                    self.scope.bindings[name] = kept
+                else:
+                    del self.scope.bindings[name]
+        self._section = section
+        self.reads_torch = functools.cache(self._reads_torch)
+
+    def _reads_torch(self) -> bool:
+        """Whether a statement outside the generated section reads a name ``torch`` (parts parsed again)."""
+        text, path, cut = self._read
+        return any(
+            _reads_torch(s) for part in cut for s in parts.tree(text, part, path).body if s.lineno not in self._section
+        )
+
+    def index(self, text: str, part, path: str, section: range) -> ModuleIndex:
+        if self.scope is None:
+            return ModuleIndex(self.tree, section)  # the generated section is not user code
+        return ModuleIndex(parts.tree(text, part, path), section, self.scope, dict(self.scope_of))
+
+
+def _kept(statement: ast.stmt) -> bool:
+    """Top-level statements the emitter reads: imports and a docstring."""
+    kind = type(statement)
+    return kind in (ast.Import, ast.ImportFrom) or (kind is ast.Expr and type(statement.value) is ast.Constant)
+
+
+def _position(node: ast.AST) -> dict[str, int]:
+    return {k: getattr(node, k) for k in ("lineno", "col_offset", "end_lineno", "end_col_offset")}
+
+
+def _reads_torch(statement: ast.stmt) -> bool:
+    return any(type(n) is ast.Name and n.id == "torch" for n in ast.walk(statement))
 
 
 def _candidates(table: Table) -> re.Pattern[str]:
     """Text a module must contain to hold a torch call site (re caches the compiled pattern)."""
     methods = "|".join(sorted(table.methods))
-    return re.compile(rf"torch|\.\s*(?:{methods})\b")
+    return re.compile(rf"torch|pypto_|\.\s*(?:{methods})\b")
 
 
 def decode(source: str | bytes) -> tuple[str, str]:
@@ -135,7 +224,7 @@ def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
     return attempts
 
 
-def _rewrite(text: str, lines: _Lines, attempts: list[Attempt]):
+def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callable[[float], None] | None = None):
     """Run the rules on pending attempts, one outermost call segment at a time."""
     pending = sorted((a for a in attempts if not a.status), key=lambda a: (a.span[:2], -a.span[2], -a.span[3]))
     groups: list[list[Attempt]] = []
@@ -145,23 +234,39 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt]):
         else:
             groups.append([attempt])
     edits, conversions, definitions = [], [], []
+    rewriter = CallRewriter()
     for group in groups:
-        line, column, end_line, end_column = group[0].span
-        start, end = lines.offset(line, column), lines.offset(end_line, end_column)
-        segment = text[start:end]
-        try:
-            new, rewriter = rewrite_segment(segment, line, column, {a.span: a for a in group})
-        except (cst.ParserSyntaxError, RecursionError):  # e.g. nested beyond libcst's stack
-            new, rewriter = segment, None
-        for attempt in group:
-            if not attempt.status:
-                attempt.status, attempt.reason = UNSUPPORTED, "could not be rewritten in place"
-        if rewriter is None or not rewriter.converted:
-            continue
-        edits.append((start, end, new))
-        conversions.extend(rewriter.converted)
-        definitions.extend(rewriter.definitions)
+        start, end = lines.offset(*group[0].span[:2]), lines.offset(*group[0].span[2:])
+        calls = [(lines.offset(*a.span[:2]) - start, lines.offset(*a.span[2:]) - start, a) for a in group]
+        new, converted = _rewrite_segment(rewriter, text[start:end], calls)
+        if converted:
+            edits.append((start, end, new))
+        for attempt, result in converted:
+            conversions.append((attempt, result.call, result.params))
+            definitions.extend(result.definitions)
+        if progress is not None:
+            progress(end / len(text))
     return edits, conversions, definitions
+
+
+def _rewrite_segment(rewriter: CallRewriter, segment: str, calls: list[tuple[int, int, Attempt]]):
+    """The segment with its calls (offsets into it) rewritten, inner calls first, so that an outer
+    call's rule sees its arguments already converted; and the converted ones, inner first."""
+    applied: list[tuple[int, int, int]] = []  # start, end (before any edit), change of length
+    converted = []
+    for start, end, attempt in sorted(calls, key=lambda c: (-c[0], c[1])):
+        stop = end + sum(delta for s, e, delta in applied if start <= s and e <= end)  # edits inside it
+        try:
+            done = rewriter.rewrite(segment[start:stop], attempt)
+        except (cst.ParserSyntaxError, RecursionError):  # e.g. nested beyond libcst's stack
+            attempt.status, attempt.reason = UNSUPPORTED, "could not be rewritten in place"
+            continue
+        if done is not None:
+            new, result = done
+            segment = segment[:start] + new + segment[stop:]
+            applied.append((start, end, len(new) - (stop - start)))
+            converted.append((end, attempt, result))
+    return segment, [(attempt, result) for _, attempt, result in sorted(converted, key=lambda c: c[0])]
 
 
 def _record(path: str, attempt: Attempt) -> Record:

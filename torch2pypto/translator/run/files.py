@@ -17,7 +17,8 @@ from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
-KERNELS_MODULE = "_pypto_kernels"
+from torch2pypto.translator.engine.emit import KERNELS_MODULE
+
 KERNELS_FILE = f"{KERNELS_MODULE}.py"
 SKIPPED_FOLDERS = frozenset({"__pycache__", "__pypackages__", "_build", "buck-out", "build", "dist", "venv"})
 

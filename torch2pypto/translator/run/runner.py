@@ -18,13 +18,14 @@ import contextlib
 import dataclasses
 import difflib
 import errno
+import functools
 import multiprocessing
 import os
 import secrets
 import shutil
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import libcst as cst
@@ -149,7 +150,7 @@ def run(jobs: Sequence[Job], work: Work, workers: int, progress: Console | None 
     with _ProgressBar(progress, sizes) as bar:
         if workers <= 1 or len(jobs) <= 1:
             for i, job in enumerate(jobs):
-                results[i] = translate_job(job, work)
+                results[i] = translate_job(job, work, functools.partial(bar.within, i))
                 bar.advance(i)
         else:
             _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar, results)
@@ -160,12 +161,15 @@ def _run_in_pool(
     jobs: Sequence[Job], work: Work, workers: int, sizes: list[int], bar: _ProgressBar, results: list[Result | None]
 ) -> None:
     biggest_first = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # no straggler at the end
-    pool = concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work,))
+    shares = multiprocessing.SimpleQueue()  # (job, share of its text done) from the workers
+    pool = concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work, shares))
     others = set(multiprocessing.active_children())
     try:
-        pending = {pool.submit(_translate_in_worker, jobs[i]): i for i in biggest_first}
+        pending = {pool.submit(_translate_in_worker, i, jobs[i]): i for i in biggest_first}
         while pending:
             done, _ = concurrent.futures.wait(pending, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
+            while not shares.empty():
+                bar.within(*shares.get())
             for future in done:
                 i = pending.pop(future)
                 try:
@@ -184,23 +188,35 @@ def _run_in_pool(
 
 
 _work: Work | None = None  # set once in each worker process
+_shares = None  # the queue a worker reports its progress within a file on
 
 
-def _set_work(work: Work) -> None:
-    global _work
-    _work = work
+def _set_work(work: Work, shares) -> None:
+    global _work, _shares
+    _work, _shares = work, shares
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the caller handles it
 
 
-def _translate_in_worker(job: Job) -> Result:
+def _translate_in_worker(i: int, job: Job) -> Result:
     assert _work is not None
-    return translate_job(job, _work)
+    last = time.monotonic()
+
+    def report(share: float) -> None:  # a few times a second, not per call site
+        nonlocal last
+        if time.monotonic() - last >= _ProgressBar.EVERY:
+            last = time.monotonic()
+            _shares.put((i, share))
+
+    return translate_job(job, _work, report)
 
 
-def translate_job(job: Job, work: Work) -> Result:
-    """Translate one file; any failure becomes a failed ``Result`` with a one-line reason."""
+def translate_job(job: Job, work: Work, progress: Callable[[float], None] | None = None) -> Result:
+    """Translate one file; any failure becomes a failed ``Result`` with a one-line reason.
+
+    ``progress`` is called with the share of the file done, call site by call site.
+    """
     try:
-        translation = translate(job, work.options)
+        translation = translate(job, work.options, progress)
     except Exception as exc:  # a translator bug must not stop the other files either
         return failure(job.path, exc)
     try:
@@ -215,11 +231,11 @@ class NotSource(ValueError):
     """A file that cannot be Python source: the message says what it is."""
 
 
-def translate(job: Job, options: Options) -> Translation:
+def translate(job: Job, options: Options, progress: Callable[[float], None] | None = None) -> Translation:
     """The whole translation of one file (raises ``NotSource`` and what reading and ``translate_source`` raise)."""
     data = job.source.read_bytes()
     _check_text(data)
-    return translate_source(data, job.path, options, kernels_module=job.kernels_module)
+    return translate_source(data, job.path, options, kernels_module=job.kernels_module, progress=progress)
 
 
 _WIDE_BOMS = (
@@ -324,14 +340,17 @@ def _size(path: Path) -> int:
 class _ProgressBar:
     """A transient rich progress bar, shown only on a terminal and only once a run has taken a while.
 
-    It measures bytes, so the time left holds although the biggest files go first.
+    It measures bytes, so the time left holds although the biggest files go first, and moves
+    within a file as its call sites are rewritten (:meth:`within`).
     """
 
     DELAY = 1.0  # seconds; shorter runs finish before a bar would help
+    EVERY = 0.2  # seconds between reports of progress within a file
 
     def __init__(self, console: Console | None, sizes: list[int]) -> None:
         self.console, self.sizes = console, sizes
         self.files = self.done = 0
+        self.partial: dict[int, float] = {}  # job -> bytes done of a file under way
         self.start = time.monotonic()
         self.progress: Progress | None = None
 
@@ -345,6 +364,12 @@ class _ProgressBar:
     def advance(self, job: int) -> None:
         self.files += 1
         self.done += self.sizes[job]
+        self.partial.pop(job, None)
+        self.refresh()
+
+    def within(self, job: int, share: float) -> None:
+        """``share`` of the job's file is done."""
+        self.partial[job] = share * self.sizes[job]
         self.refresh()
 
     def refresh(self) -> None:
@@ -357,4 +382,4 @@ class _ProgressBar:
             )  # fmt: skip
             self.task = self.progress.add_task("", total=sum(self.sizes) or 1, files=0)
             self.progress.start()
-        self.progress.update(self.task, completed=self.done, files=self.files)
+        self.progress.update(self.task, completed=self.done + sum(self.partial.values()), files=self.files)

@@ -1,0 +1,151 @@
+"""A large module is parsed a part at a time (issue 11 item 10): the parts' trees are the whole
+module's, and the translation is the one made from the whole tree. Progress within a file is
+reported call site by call site."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from torch2pypto.translator.engine import parts
+from torch2pypto.translator.engine.translate import translate_source
+from torch2pypto.translator.run import runner
+from torch2pypto.translator.run.runner import Job, Work
+
+SAMPLES = Path(__file__).parent.parent / "samples"
+
+TRICKY = '''\
+"""Docstring with code at column 0:
+def not_a_function():
+    pass
+"""
+import torch
+from torch import rsqrt as r
+
+
+@decorator(
+    "a ) string",
+)
+def f(x: torch.Tensor):
+    s = 'it\\'s (' + "[" + r"\\\\" + f"{x!r}("
+    return r(x) + torch.exp(x)  # a comment with a quote ' and a bracket (
+
+
+if torch.cuda.is_available():
+    dev = "cuda"
+else:
+    dev = "cpu"
+value = (1,
+2)
+line = 1 + \\
+2
+text = b"""
+class Inside:
+"""
+
+
+class Norm(torch.nn.Module):
+    def forward(self, h):
+        return h.float() * helper(h)
+
+
+class Later(Norm):
+    def forward(self, h):
+        return h.to(torch.float16)
+
+
+def helper(h: torch.Tensor) -> torch.Tensor:
+    return h.pow(2).mean(-1, keepdim=True)
+'''
+
+
+def whole_dump(text):
+    return ast.dump(ast.parse(text), include_attributes=True)
+
+
+@pytest.mark.parametrize("every", [1, 2, 3, 7])
+def test_parts_parse_to_the_whole_modules_tree(every):
+    cut = parts.cut(TRICKY, every)
+    assert cut is not None and len(cut) > 3
+    body = [s for part in cut for s in parts.tree(TRICKY, part, "t.py").body]
+    assert ast.dump(ast.Module(body, []), include_attributes=True) == whole_dump(TRICKY)
+    firsts = [first for first, _, _ in cut]
+    lines = TRICKY.splitlines()
+    assert all(lines[i - 1][:1] not in " #)e" and lines[i - 1] != "def f(x: torch.Tensor):" for i in firsts[1:])  # never inside, after a decorator or at else
+
+
+def translations(text, monkeypatch, **kwargs):
+    whole = translate_source(text, "t.py", **kwargs)
+    monkeypatch.setattr(parts, "PART_LINES", 3)
+    assert parts.cut(text) is not None
+    parted = translate_source(text, "t.py", **kwargs)
+    return whole, parted
+
+
+SOURCES = [TRICKY, *(p.read_text() for p in sorted(SAMPLES.glob("*.py")))]
+
+
+@pytest.mark.parametrize("kernels_module", [None, "._pypto_kernels"])
+@pytest.mark.parametrize("text", SOURCES, ids=["tricky", *(p.stem for p in sorted(SAMPLES.glob("*.py")))])
+def test_a_module_translated_in_parts_is_translated_as_a_whole(text, kernels_module, monkeypatch):
+    whole, parted = translations(text, monkeypatch, kernels_module=kernels_module)
+    assert parted.code == whole.code
+    assert parted.records == whole.records and parted.definitions == whole.definitions
+    assert [c.record for c in parted.conversions] == [c.record for c in whole.conversions]
+    assert any(r.status == "converted" for r in whole.records)
+
+
+def test_names_bound_in_other_parts_resolve_as_in_the_whole_module(monkeypatch):
+    # helper's parameter is a tensor by its annotation, Later is a module through Norm, r is torch.rsqrt:
+    # each is bound in another part than the call it decides
+    whole, parted = translations(TRICKY, monkeypatch)
+    statuses = [(r.api, r.status) for r in parted.records]
+    assert ("torch.rsqrt", "converted") in statuses and ("torch.Tensor.to", "converted") in statuses
+    assert ("torch.Tensor.float", "converted") in statuses and ("torch.Tensor.mean", "converted") in statuses
+
+
+def test_a_syntax_error_in_a_part_is_the_whole_modules(monkeypatch):
+    text = TRICKY + "\n\ndef broken(:\n    pass\n"
+    with pytest.raises(SyntaxError) as whole:
+        translate_source(text, "t.py")
+    monkeypatch.setattr(parts, "PART_LINES", 3)
+    with pytest.raises(SyntaxError) as parted:
+        translate_source(text, "t.py")
+    assert (parted.value.msg, parted.value.lineno) == (whole.value.msg, whole.value.lineno)
+
+
+def test_progress_is_reported_call_site_by_call_site(tmp_path):
+    body = "".join(f"def f{i}(x: torch.Tensor):\n    return torch.rsqrt(x) + x.float()\n\n\n" for i in range(50))
+    source = tmp_path / "big.py"
+    source.write_text("import torch\n\n\n" + body)
+    shares = []
+    translation = translate_source(source.read_text(), str(source), progress=shares.append)
+    converted = sum(r.status == "converted" for r in translation.records)
+    assert converted == 100 and len(shares) == 100  # one report per outermost call rewritten
+    assert shares == sorted(shares) and 0 < shares[0] and shares[-1] <= 1
+
+    class Bar(runner._ProgressBar):
+        seen: list = []
+
+        def within(self, job, share):
+            self.seen.append((job, share))
+
+    original = runner._ProgressBar
+    runner._ProgressBar = Bar
+    try:
+        runner.run([Job(source, str(source))], Work(runner.Options()), workers=1)
+    finally:
+        runner._ProgressBar = original
+    assert len(Bar.seen) == 100 and {job for job, _ in Bar.seen} == {0}
+
+
+FREE_TORCH = "from torch import Tensor\n\n\ndef f(x: Tensor):\n    return x.float()\n\n\ndef g(y):\n    return y\n"
+
+
+@pytest.mark.parametrize("text", [FREE_TORCH, FREE_TORCH.replace("return y", "return torch")])
+def test_a_torch_name_read_in_another_part_decides_as_in_the_whole_module(text, monkeypatch):
+    # x.float() spells torch.float32 with a torch the module does not import: an added import
+    # gives it meaning, unless the module reads a name torch already (in another part)
+    whole, parted = translations(text, monkeypatch)
+    assert (parted.code, parted.records) == (whole.code, whole.records)
+    assert ("import torch" in whole.code) == ("return torch" not in text)
