@@ -30,6 +30,11 @@ def whole_tiles(program: Sequence[Apply]) -> bool:
     return any(a.step.op in WHOLE_TILE_OPS for a in program)
 
 
+def reduces(program: Sequence[Apply]) -> bool:
+    """Whether a program reduces along the row: its kernel reads whole, 32-byte aligned rows."""
+    return any(a.step.reduces for a in program)
+
+
 def row_kernel(
     name: str,
     doc: str,
@@ -42,38 +47,51 @@ def row_kernel(
     out_cols: str = "cols",
     buffers: int = 2,
     whole_rows: bool = False,
+    vectors: Sequence[str] = (),
 ) -> Definition:
     """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype``).
 
     Each input ``a`` is available to the program as the tile ``a_tile``; the program's last
     target is the result, stored as ``out_dtype`` ([rows, ``out_cols``]). ``whole_rows``: a
     tile spans every column (scans), which the host checks fits (:data:`WHOLE_ROWS`).
+    A program that reduces along the row (:func:`reduces`) reads whole rows ``width`` wide
+    (``cols`` padded to 32 bytes on the host, :data:`ALIGNED_ROWS`) whose padding the tiles'
+    valid shape masks; ``vectors`` are inputs of one such row ([1, width]) that broadcast over
+    the tile's rows (a norm's weight).
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
     result = program[-1].target if program else f"{inputs[0]}_tile"
     whole = whole_tiles(program)
-    valid = "" if whole else ", valid_shape=valid"
-    body = "".join(f"{i}_tile = pypto.view({i}, [rows, cols], [r, 0]{valid})\n" for i in inputs)
+    masked = reduces(program)
+    width = "width" if masked else "cols"
+    whole_rows = whole_rows or masked
+    valid = "" if whole and not masked else ", valid_shape=valid"
+    body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
+    body += "".join(f"{v}_tile = pypto.view({v}, [1, width], [0, 0], valid_shape=[1, cols])\n" for v in vectors)
     setup = ""
     if fp32:
         body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in inputs
+            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in (*inputs, *vectors)
         )
     body += render(program)
     if fixed is None:
         setup, store = cast(result, FP32 if fp32 else in_dtype, out_dtype)
         body += store
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {in_dtype}),\n" for i in inputs)
+    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, {width}], {in_dtype}),\n" for i in inputs)
+    params += "".join(f"        {v}: pypto.Tensor([1, width], {in_dtype}),\n" for v in vectors)
     if whole:  # the host gives at least MIN_ROWS rows; the last tile ends at the last row
         start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
+        if masked:
+            start += " " * 12 + "valid = [rows, cols]\n"
     else:
         start = " " * 12 + "r = i * rows\n" + " " * 12 + "valid = [(n - r).min(rows), cols]\n"
+    out_cols = width if out_cols == "cols" else out_cols
     source = f'''\
 @functools.cache
 def {name}({factory_params}):
     """{doc}"""
-    rows, tile_cols = {"_whole_rows_tile(cols, buffers=" if whole_rows else "_tile_shape(cols, buffers="}{buffers})
+    rows, tile_cols = {"_whole_rows_tile(" + width + ", buffers=" if whole_rows else "_tile_shape(cols, buffers="}{buffers})
 {textwrap.indent(setup, " " * 4)}
     @pypto.frontend.jit()
     @_annotated(locals())
@@ -140,4 +158,22 @@ def _whole_rows_tile(cols, buffers):
     """Vector tile [rows, cols] of whole rows whose FP32 copies (`buffers` of them) fit the unified buffer."""
     return max(1, min(64, _TILE_BYTES // (4 * cols), _UB_BYTES // (4 * buffers * cols))), cols
 ''',
+)
+
+
+ALIGNED_ROWS = Definition(
+    "_aligned_rows",
+    '''\
+def _aligned_rows(t, cols):
+    """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
+    tile rows, and the kernel's valid shape leaves the padding out."""
+    rows = t.reshape(-1, cols)
+    return torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size()))).contiguous()
+
+
+def _fits_row(cols, buffers):
+    """Whether FP32 tiles of one whole row of `cols` (`buffers` of them) fit the unified buffer."""
+    return (cols + 7) * 4 * buffers <= _UB_BYTES
+''',
+    ("_fits_whole_rows",),
 )
