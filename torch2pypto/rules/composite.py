@@ -63,7 +63,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     except RecipeError as exc:
         return f"recipe {entry.recipe!r}: {exc}"
     tensors = operands(entry)
-    used = {p.name for p in tensors} | set(_names(entry))
+    used = {p.name for p in tensors} | set(constants(entry)) | set(_choices(entry))
     if entry.along:
         if entry.along not in {p.name for p in entry.params}:
             return f"along = {entry.along!r} is no parameter"
@@ -238,7 +238,7 @@ def _tile(name: str) -> str:
     return "x" if name == "input" else name
 
 
-def _kernel(entry: Entry, name: str, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = ()) -> Definition:
+def _kernel(entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = ()) -> Definition:
     rename = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry)}
     fp32 = entry.compute == "float32"  # the whole recipe computes in FP32
     steps = tuple(
@@ -246,9 +246,11 @@ def _kernel(entry: Entry, name: str, steps: tuple[Apply, ...], inputs: list[str]
         for a in steps
     )
     row = bool(entry.along)
+    given = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors]
     return templates.row_kernel(
         name,
-        f"{entry.op} on [rows, cols] tiles: {entry.recipe}.".replace("; ", ", then "),
+        f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(given) + ')' if given else ''}"
+        + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.",
         ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry)]),
         [_tile(i) for i in inputs],
         steps,
@@ -258,7 +260,7 @@ def _kernel(entry: Entry, name: str, steps: tuple[Apply, ...], inputs: list[str]
 
 
 def _how(entry: Entry) -> str:
-    return f"{entry.recipe} over tiles".replace("; ", ", then ")
+    return entry.note or f"{entry.recipe} over tiles".replace("; ", ", then ")
 
 
 def _choose(entry: Entry, kernels, factory: str) -> str:
@@ -291,7 +293,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
-    defined = [_kernel(entry, name, steps, names) for name, _, _, steps in kernels]
+    defined = [_kernel(entry, name, choice, steps, names) for name, choice, _, steps in kernels]
     factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
     result = "out[:n]" if whole else "out"
     body = (
@@ -321,7 +323,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     rows = names[1:]
-    defined = [_kernel(entry, name, steps, ["input"], [r for r in rows if r not in absent]) for name, _, absent, steps in kernels]
+    defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, steps in kernels]
     buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
     factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
     dim = entry.param(entry.along).kinds == ("int",)
