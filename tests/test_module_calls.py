@@ -110,3 +110,64 @@ def _raw_table():
     from importlib import resources
 
     return tomllib.loads(resources.files("torch2pypto.mapping").joinpath("ops.toml").read_text())
+
+
+# Every module class the table maps, built as a model would build it: (construction, entry).
+HELD = [
+    ("nn.ReLU()", "relu"), ("nn.Dropout(0.1)", "dropout"), ("nn.SiLU()", "silu"), ("nn.Sigmoid()", "sigmoid"),
+    ("nn.Tanh()", "tanh"), ("nn.GELU()", "gelu"), ("nn.GELU(approximate='tanh')", "gelu"),
+    ("nn.Softplus(beta=2.0)", "softplus"), ("nn.Mish()", "mish"), ("nn.ELU(alpha=0.5)", "elu"),
+    ("nn.Hardtanh(-2.0, 2.0)", "hardtanh"), ("nn.ReLU6()", "relu6"), ("nn.LeakyReLU(0.2)", "leaky_relu"),
+    ("nn.Softmax(dim=-1)", "softmax"), ("nn.Softmax(1)", "softmax"), ("nn.LogSoftmax(dim=0)", "log_softmax"),
+    ("nn.LayerNorm(40)", "layer_norm"), ("nn.LayerNorm([3, 40], elementwise_affine=False)", "layer_norm"),
+    ("nn.LayerNorm(40, bias=False)", "layer_norm"), ("nn.RMSNorm(40)", "rms_norm"), ("nn.RMSNorm([3, 40], eps=1e-6)", "rms_norm"),
+]  # fmt: skip
+HELD_SOURCE = """\
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = {}
+
+    def forward(self, x):
+        return self.layer(x)
+"""
+
+
+def test_every_module_class_of_the_table_is_tried():
+    assert {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, _ in HELD} == set(load_table().by_module)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("construction, op", [h for h in HELD if h[1] != "dropout"], ids=[c for c, op in HELD if op != "dropout"])
+def test_a_held_module_runs_its_kernel_and_matches_the_module_with_its_gradient(tmp_path, construction, op):
+    source = HELD_SOURCE.format(construction)
+    translation = translate(source)
+    assert [r.status for r in translation.records] == ["converted"], translation.records
+    path = tmp_path / "held_pypto.py"
+    path.write_text(translation.code)
+    spec = importlib.util.spec_from_file_location("held_pypto", path)
+    translated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(translated)
+    original = {}
+    exec(compile(source, "held.py", "exec"), original)
+    reference = original["M"]()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.copy_(sample(*p.shape, seed=1))
+    model = translated.M()
+    model.load_state_dict(reference.state_dict())
+    x, y = sample(5, 3, 40).requires_grad_(), sample(5, 3, 40).requires_grad_()
+    ran = counting()
+    with torch2pypto.interpreted(translated):
+        got = model(x)
+    assert sum(ran().values()) == 1, ran()
+    expected = reference(y)
+    torch.testing.assert_close(got, expected)
+    got.sum().backward(), expected.sum().backward()
+    torch.testing.assert_close(x.grad, y.grad)
+    for mine, theirs in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(mine.grad, theirs.grad)

@@ -13,7 +13,7 @@ operand (a norm without weight).
 (``int``: moved last on the host) or a normalized shape (``Dims``: the trailing dims, folded
 into the row; the other tensors are rows of that shape, the norm's weight and bias). A ``dtype``
 parameter casts the input first (torch's ``softmax(dtype=)``). A Number constant that may be
-None (``F.rms_norm``'s eps) is the input dtype's epsilon when it is. ``compute = "float32"``
+None (``F.rms_norm``'s eps) is FP32's epsilon when it is, as in torch. ``compute = "float32"``
 computes the whole recipe in FP32.
 """
 
@@ -182,8 +182,11 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
                 if len(given) != 1:
                     raise RecipeError(f"{ast.unparse(node)} drops an absent tensor but has not one other operand")
                 return given[0]
+            step, arity = _step(node.func.id, entries)
+            if len(args) != arity:
+                raise RecipeError(f"{ast.unparse(node)}: {node.func.id} takes {arity} operand(s)")
             target = f"t{len(applied)}"
-            applied.append(Apply(target, _step(node.func.id, entries), tuple(args)))
+            applied.append(Apply(target, step, tuple(args)))
             return target
         raise RecipeError(f"{ast.unparse(node)} is no operand, constant, number or call of an elementwise entry or reducer")
 
@@ -208,13 +211,14 @@ def _number(node: ast.expr) -> object:
         return None
 
 
-def _step(name: str, entries: Mapping[str, Entry]) -> Step:
+def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
+    """The step a recipe's call applies, and how many operands it takes."""
     if name in REDUCERS:
-        return row_reduction(name)
+        return row_reduction(name), 1
     part = entries.get(name)
     if part is None or part.family != "elementwise":
         raise RecipeError(f"{name} is no elementwise entry of the table nor a reducer ({', '.join(REDUCERS)})")
-    return elementwise.step(part)
+    return elementwise.step(part), len(elementwise.operands(part))
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
@@ -283,9 +287,19 @@ def _accepted(entry: Entry) -> list[str]:
     return [f"{name} in {values!r}" for name, values in _choices(entry).items()]
 
 
-def _factory_constants(entry: Entry) -> list[str]:
+def _nullable(entry: Entry) -> list[str]:
+    """Constants that may be None: FP32's epsilon then (``F.rms_norm``'s eps: torch takes that of
+    the dtype it computes in, FP32 for every kernel dtype)."""
     params = {p.name: p for p in wrapper_params(entry)}
-    return [f"torch.finfo(input.dtype).eps if {c} is None else {c}" if params[c].default is None else c for c in constants(entry)]
+    return [c for c in constants(entry) if params[c].default is None]
+
+
+def _factory_constants(entry: Entry) -> list[str]:
+    return [f"{c}_value" if c in _nullable(entry) else c for c in constants(entry)]
+
+
+def _defaults(entry: Entry) -> str:
+    return "".join(f"{c}_value = torch.finfo(torch.float32).eps if {c} is None else {c}\n" for c in _nullable(entry))
 
 
 def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
@@ -300,7 +314,8 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         f"rows, shape = _broadcast_rows({', '.join(names)})\n"
         + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
         + "x = rows[0]\n"
-        "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + _defaults(entry)
+        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
         + _choose(entry, kernels, factory)
         + "_launch(kernel, *rows, out)\n"
         f"return _in_layout_of({result}.reshape(shape), input)\n"
@@ -348,11 +363,12 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         body = (
             "cols = math.prod(shape)\n"
             f"x = _aligned_rows({cast}, cols)\n"
-            + (f"rows = [_aligned_rows(r, cols) for r in ({', '.join(rows)},) if r is not None]\n" if rows else "")
+            + (f"rows = [_aligned_rows(r, cols) for r in ({', '.join(rows)}{',' if len(rows) == 1 else ''}) if r is not None]\n" if rows else "")
         )
         shaped = "out[:, :cols].reshape(input.shape)"
     body += (
-        "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        _defaults(entry)
+        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
         + _choose(entry, kernels, factory)
         + f"_launch(kernel, x, {'*rows, ' if rows and not dim else ''}out)\n"
         f"return _in_layout_of({shaped}, input)\n"
@@ -361,7 +377,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     requires = ["_aligned_rows", "_in_layout_of", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
     along = "the dim moved last" if dim else "the normalized dims folded into rows"
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), f"{_how(entry)}, along {along}, padded to 32 bytes",
+        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, along {along}, padded to 32 bytes",
         spelled, wrappers.torch_call(entry, params), f"({' and '.join(guards)})", body, tuple(requires), prologue=prologue,
     )
     extra = () if dim else (ROW_OPERANDS,)
