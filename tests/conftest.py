@@ -5,6 +5,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 # The interpreter's calculator takes ~40 s to build; keep it across test runs, outside the home dir.
 os.environ.setdefault("TORCH2PYPTO_CALC_CACHE", os.path.join(tempfile.gettempdir(), "torch2pypto-calc-cache"))
 
@@ -13,3 +15,24 @@ _scratch = tempfile.mkdtemp(prefix="torch2pypto-tests-")
 atexit.register(shutil.rmtree, _scratch, True)
 for _var, _sub in (("TILE_FWK_OUTPUT_DIR", "output"), ("PYPTO_HOME", "pypto"), ("ASCEND_PROCESS_LOG_PATH", "log")):
     os.environ.setdefault(_var, os.path.join(_scratch, _sub))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--shard", metavar="K/N", help="run the K-th of N interleaved shards of the selected tests (scripts/test.py)")
+
+
+def pytest_configure(config):
+    shard = config.getoption("--shard")
+    if shard:
+        k, _, n = shard.partition("/")
+        if not (k.isdigit() and n.isdigit() and int(k) < int(n)):
+            raise pytest.UsageError(f"--shard takes K/N with 0 <= K < N, not {shard!r}")
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected
+def pytest_collection_modifyitems(config, items):
+    shard = config.getoption("--shard")
+    if shard:
+        k, n = map(int, shard.split("/"))
+        config.hook.pytest_deselected(items=[t for i, t in enumerate(items) if i % n != k])
+        items[:] = items[k::n]
