@@ -1,6 +1,8 @@
 """The op table: its validator rejects malformed entries, families refuse what they cannot
 honour, and a new op of a known family is one entry whose tests appear by themselves."""
 
+import re
+
 import pytest
 import torch
 
@@ -150,13 +152,13 @@ ROW = {**GOOD, "category": "composite", "family": "composite", "apis": ["torch.s
         ({"recipe": "e = exp(input); input"}, "the result is no step's"),
         ({"recipe": "exp(sub(input, amin(input, -1)))"}, "amin takes 1 operand"),
         ({"recipe": "exp(input, input)"}, "exp takes 1 operand"),
-        ({"recipe": "mul(input, other)", "along": None, "signature": "(input: Tensor, dim: int = -1, other: Tensor = None)"},
+        ({"recipe": "exp(mul(input, other))", "along": None, "signature": "(input: Tensor, dim: int = -1, other: Tensor = None)"},
          "optional tensors are rows of a normalized shape"),
     ],
 )
 def test_a_composite_recipe_its_family_cannot_honour_is_refused_when_the_table_loads(change, message):
     body = {k: v for k, v in {**ROW, **change}.items() if v is not None}
-    with pytest.raises(TableError, match=message):
+    with pytest.raises(TableError, match=re.escape(message)):
         build_table(_with("special_softmax", body))
 
 
