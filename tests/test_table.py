@@ -2,6 +2,7 @@
 honour, and a new op of a known family is one entry whose tests appear by themselves."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -151,3 +152,52 @@ def test_a_new_op_is_one_entry_and_its_tests_appear():
     assert [(e.op, call, dtype) for e, call, dtype, _ in cases] == [
         ("expm1", "torch.expm1(x)", dtype) for dtype in (torch.float32, torch.float16, torch.bfloat16)
     ] + [("expm1", "x.expm1()", torch.float32)]
+
+
+def _with(op, body):
+    import tomllib
+    from importlib import resources
+
+    raw = tomllib.loads(resources.files("torch2pypto.mapping").joinpath("ops.toml").read_text())
+    return {**raw, op: body}
+
+
+ROW = {**GOOD, "category": "composite", "family": "composite", "apis": ["torch.special.softmax"], "pypto": "softmax",
+       "signature": "(input: Tensor, dim: int = -1)", "recipe": "e = exp(sub(input, amax(input))); div(e, sum(e))",
+       "along": "dim", "examples": {"convert": ["torch.special.softmax(x, -1)"]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"along": None}, "a recipe that reduces along the row names its row (along)"),
+        ({"along": "input"}, "is a dim (int) or a normalized shape (Dims), not Tensor"),
+        ({"along": "axis"}, "along = 'axis' is no parameter"),
+        ({"signature": "(input: Tensor, dim: int = -1, scale: Number = 1.0)"}, "parameter 'scale' is neither an operand"),
+        ({"signature": "(input: Tensor, dim: int = -1, other: Tensor = None)"}, "a recipe along a dim takes one tensor"),
+        ({"recipe": "mul(input, sigmoid(sum(input)))"}, "a row recipe cannot use ops that read whole tiles"),
+        ({"recipe": "exp(input) if dim == 'a' else input"}, "is no comparison of a str parameter"),
+        ({"recipe": "e = exp(input)"}, "ends with its result expression"),
+        ({"recipe": "e = exp(input); input"}, "the result is no step's"),
+        ({"recipe": "exp(sub(input, amin(input, -1)))"}, "amin takes 1 operand"),
+        ({"recipe": "exp(input, input)"}, "exp takes 1 operand"),
+        ({"recipe": "exp(mul(input, other))", "along": None, "signature": "(input: Tensor, dim: int = -1, other: Tensor = None)"},
+         "optional tensors are rows of a normalized shape"),
+    ],
+)
+def test_a_composite_recipe_its_family_cannot_honour_is_refused_when_the_table_loads(change, message):
+    body = {k: v for k, v in {**ROW, **change}.items() if v is not None}
+    with pytest.raises(TableError, match=re.escape(message)):
+        build_table(_with("special_softmax", body))
+
+
+def test_a_recipe_branch_not_taken_adds_no_steps_and_an_absent_weight_drops_its_step():
+    table = load_table()
+    from torch2pypto.rules import composite
+
+    gelu, norm = table.entries["gelu"], table.entries["rms_norm"]
+    tanh = composite.program(gelu, gelu.parts, (("approximate", "tanh"),))
+    assert "relu" not in {a.step.op for a in tanh} and "abs" not in {a.step.op for a in tanh}
+    bare = composite.program(norm, norm.parts, (), frozenset({"weight"}))
+    weighted = composite.program(norm, norm.parts)
+    assert len(weighted) == len(bare) + 1 and weighted[-1].operands[1] == "weight"

@@ -111,6 +111,7 @@ class Entry:
     average: bool = False
     rank: int | None = None
     recipe: str | None = None
+    along: str | None = None  # a composite's row: the dim (int) or normalized shape (Dims) it reduces
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # keyword torch also takes -> parameter
@@ -324,9 +325,9 @@ def _with_parts(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
     if not entry.recipe:
         return entry
     try:
-        tree = ast.parse(entry.recipe, mode="eval")
+        tree = ast.parse(entry.recipe)
     except SyntaxError as exc:
-        raise TableError(f"{entry.op}: recipe {entry.recipe!r} is not an expression") from exc
+        raise TableError(f"{entry.op}: recipe {entry.recipe!r} is not Python statements") from exc
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     parts = {op: entries[op] for op in sorted(called) if op in entries}
     return dataclasses.replace(entry, parts=MappingProxyType(parts))

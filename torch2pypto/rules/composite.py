@@ -1,64 +1,224 @@
 """The composite family: a short recipe of other entries' tile steps.
 
-``recipe`` is an expression over the entry's operands, numbers and other elementwise entries
-(``"mul(input, sigmoid(input))"``): each call applies that entry's step, so a composite reuses
-the steps of its parts. The kernel and wrapper are the elementwise family's.
+``recipe`` is Python over the entry's parameters: assignments, then the result expression
+(``"e = exp(sub(input, amax(input))); div(e, sum(e))"``). A call applies an elementwise entry's
+step, or reduces along the row (:data:`REDUCERS`: a [rows, 1] tile in FP32 that broadcasts over
+the row); names are the tensor parameters, the entry's other parameters (kernel constants) and
+``cols``, the row's width. ``a if approximate == 'tanh' else b`` picks a recipe by a str
+parameter's value (one kernel each, chosen on the host; other values run torch). An optional
+tensor (default None) that is None drops the step applying it: its result is the step's other
+operand (a norm without weight).
+
+``along`` makes a row recipe: the parameter naming the row its reductions run along, a dim
+(``int``: moved last on the host) or a normalized shape (``Dims``: the trailing dims, folded
+into the row; the other tensors are rows of that shape, the norm's weight and bias). A ``dtype``
+parameter casts the input first (torch's ``softmax(dtype=)``). A Number constant that may be
+None (``F.rms_norm``'s eps) is FP32's epsilon when it is, as in torch. ``compute = "float32"``
+computes the whole recipe in FP32.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import itertools
 from typing import Mapping
 
-from torch2pypto.mapping import Entry
-from torch2pypto.rules import elementwise
+from torch2pypto.mapping import Entry, Param
+from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
-from torch2pypto.rules.steps import Apply
+from torch2pypto.rules.steps import Apply, Step, row_reduction
+from torch2pypto.rules import elementwise
+
+REDUCERS = ("sum", "amax", "amin")  # row reductions a recipe may call
+
+ROW_OPERANDS = Definition(
+    "_row_operands",
+    '''\
+def _row_operands(input, shape, *rows):
+    """Whether a row kernel takes these: `input` ending in the dims `shape`, each of `rows` None
+    or a tensor of exactly that shape, all of input's dtype, on the kernel path."""
+    given = [r for r in rows if r is not None]
+    if not shape or tuple(input.shape[max(input.dim() - len(shape), 0):]) != shape:
+        return False
+    if any(not isinstance(r, torch.Tensor) or tuple(r.shape) != shape or r.dtype != input.dtype for r in given):
+        return False
+    return _on_kernel_path(input, *given)
+''',
+    ("_on_kernel_path",),
+)
 
 
 class RecipeError(ValueError):
-    """The recipe names something that is no elementwise step or operand."""
+    """The recipe names something that is no step, operand or constant."""
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if not entry.recipe:
         return "a composite gives its recipe"
     try:
-        program(entry, entry.parts)
+        programs = [program(entry, entries, choice, absent) for choice, absent in variants(entry)]
     except RecipeError as exc:
         return f"recipe {entry.recipe!r}: {exc}"
-    return elementwise.problem(entry, entries)
+    tensors = operands(entry)
+    used = {p.name for p in tensors} | set(constants(entry)) | set(_choices(entry))
+    if entry.along:
+        if entry.along not in {p.name for p in entry.params}:
+            return f"along = {entry.along!r} is no parameter"
+        kinds = entry.param(entry.along).kinds
+        if kinds not in (("int",), ("Dims",)):
+            return f"along = {entry.along!r} is a dim (int) or a normalized shape (Dims), not {' | '.join(kinds)}"
+        if kinds == ("int",) and len(tensors) > 1:
+            return "a recipe along a dim takes one tensor; rows of a normalized shape (Dims) take more"
+        if any(templates.whole_tiles(p) for p in programs):
+            return f"a row recipe cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
+        used |= {entry.along, "dtype"}
+    elif any(templates.reduces(p) for p in programs):
+        return "a recipe that reduces along the row names its row (along)"
+    elif any("Tensor" in p.kinds and p.default is None for p in tensors):
+        return "optional tensors are rows of a normalized shape: only in a row recipe (along)"
+    for p in wrapper_params(entry):
+        if p.name not in used:
+            return f"parameter {p.name!r} is neither an operand, a name of the recipe, the row (along) nor rejected"
+    for p in tensors:
+        if set(p.kinds) != {"Tensor"}:
+            return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors"
+    return None
 
 
-def program(entry: Entry, entries: Mapping[str, Entry]) -> tuple[Apply, ...]:
-    """The recipe as applied steps over the operand names; the last one is the result."""
+def operands(entry: Entry) -> tuple[Param, ...]:
+    return tuple(p for p in wrapper_params(entry) if "Tensor" in p.kinds)
+
+
+def _optional(entry: Entry) -> tuple[Param, ...]:
+    return tuple(p for p in operands(entry) if p.default is None)
+
+
+def _tree(entry: Entry) -> tuple[list[tuple[str, ast.expr]], ast.expr]:
+    """The recipe's assignments and its result expression."""
     try:
-        tree = ast.parse(entry.recipe or "", mode="eval").body
+        body = ast.parse(entry.recipe or "").body
     except SyntaxError as exc:
-        raise RecipeError("not an expression") from exc
-    names = {p.name for p in elementwise.operands(entry)} | {p.name for p in elementwise.constants(entry)}
+        raise RecipeError("not Python statements") from exc
+    if not body or not isinstance(body[-1], ast.Expr):
+        raise RecipeError("a recipe ends with its result expression")
+    assigned = []
+    for statement in body[:-1]:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+            raise RecipeError(f"{ast.unparse(statement)} is no assignment to a name")
+        assigned.append((statement.targets[0].id, statement.value))
+    return assigned, body[-1].value
+
+
+def _choices(entry: Entry) -> dict[str, tuple[str, ...]]:
+    """str parameter -> the values the recipe's conditions name (its default first)."""
+    seen: dict[str, list[str]] = {}
+    for node in ast.walk(ast.parse(entry.recipe or "")):
+        if isinstance(node, ast.IfExp):
+            name, value = _condition(entry, node.test)
+            seen.setdefault(name, [entry.param(name).default])
+            if value not in seen[name]:
+                seen[name].append(value)
+    return {name: tuple(values) for name, values in seen.items()}
+
+
+def _condition(entry: Entry, test: ast.expr) -> tuple[str, str]:
+    if (
+        isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant)
+        and isinstance(test.comparators[0].value, str)
+        and test.left.id in {p.name for p in entry.params if p.kinds == ("str",)}
+    ):
+        return test.left.id, test.comparators[0].value
+    raise RecipeError(f"{ast.unparse(test)} is no comparison of a str parameter with a string")
+
+
+def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[str]]]:
+    """(str parameter values, absent optional tensors) of each kernel, the defaults first."""
+    try:
+        choices = _choices(entry)
+    except SyntaxError as exc:
+        raise RecipeError("not Python statements") from exc
+    picks = [tuple(zip(choices, values)) for values in itertools.product(*choices.values())]
+    optional = [p.name for p in _optional(entry)]
+    absents = [frozenset(c) for r in range(len(optional), -1, -1) for c in itertools.combinations(optional, r)]
+    return [(pick, absent) for pick in picks for absent in absents]
+
+
+def _names(entry: Entry) -> tuple[str, ...]:
+    """The kernel constants the recipe may name: parameters that are no tensors, and ``cols``."""
+    return (*(p.name for p in wrapper_params(entry) if "Tensor" not in p.kinds and p.name != entry.along), "cols")
+
+
+def constants(entry: Entry) -> tuple[str, ...]:
+    """The constants the recipe uses, in signature order (the kernel factory's parameters)."""
+    used = {n.id for n in ast.walk(ast.parse(entry.recipe or "")) if isinstance(n, ast.Name)}
+    choices = _choices(entry)
+    return tuple(n for n in _names(entry) if n in used and n not in choices and n != "cols")
+
+
+def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: frozenset[str] = frozenset()) -> tuple[Apply, ...]:
+    """The recipe as applied steps over operand and constant names; the last one is the result."""
+    assigned, result = _tree(entry)
+    chosen = dict(choice)
+    tensors = {p.name for p in operands(entry)}
+    names = {n: n for n in (*tensors, *_names(entry))}
     applied: list[Apply] = []
 
-    def walk(node: ast.expr) -> str:
-        if isinstance(node, ast.Name) and node.id in names:
-            return node.id
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return repr(node.value)
+    def walk(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name) and (node.id in names or node.id in bound):
+            return None if node.id in absent else walk_name(node.id)
+        if isinstance(node, (ast.Constant, ast.UnaryOp)) and type(_number(node)) in (int, float):
+            return repr(_number(node))
+        if isinstance(node, ast.IfExp):
+            name, value = _condition(entry, node.test)
+            return walk(node.body if chosen.get(name) == value else node.orelse)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            part = entries.get(node.func.id)
-            if part is None or part.family != "elementwise":
-                raise RecipeError(f"{node.func.id} is no elementwise entry of the table")
-            operands = tuple(walk(a) for a in node.args)
-            target = "result" if node is tree else f"t{len(applied)}"
-            applied.append(Apply(target, elementwise.step(part), operands))
+            args = [walk(a) for a in node.args]
+            if None in args:  # an absent optional tensor: the step is the identity on its other operand
+                given = [a for a in args if a is not None]
+                if len(given) != 1:
+                    raise RecipeError(f"{ast.unparse(node)} drops an absent tensor but has not one other operand")
+                return given[0]
+            step, arity = _step(node.func.id, entries)
+            if len(args) != arity:
+                raise RecipeError(f"{ast.unparse(node)}: {node.func.id} takes {arity} operand(s)")
+            target = f"t{len(applied)}"
+            applied.append(Apply(target, step, tuple(args)))
             return target
-        raise RecipeError(f"{ast.unparse(node)} is no operand, number or call of an elementwise entry")
+        raise RecipeError(f"{ast.unparse(node)} is no operand, constant, number or call of an elementwise entry or reducer")
 
-    if not isinstance(tree, ast.Call):
-        raise RecipeError("a recipe is a call")
-    walk(tree)
-    return tuple(applied)
+    bound = dict(assigned)  # walked where first used, so a branch not taken adds no steps
+
+    def walk_name(name: str) -> str | None:
+        if name not in names:
+            names[name] = walk(bound.pop(name))
+        return names[name]
+
+    last = walk(result)
+    if not applied or last != applied[-1].target:
+        raise RecipeError("the result is no step's")
+    *rest, final = applied
+    return (*rest, Apply("result", final.step, final.operands))
+
+
+def _number(node: ast.expr) -> object:
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
+    """The step a recipe's call applies, and how many operands it takes."""
+    if name in REDUCERS:
+        return row_reduction(name), 1
+    part = entries.get(name)
+    if part is None or part.family != "elementwise":
+        raise RecipeError(f"{name} is no elementwise entry of the table nor a reducer ({', '.join(REDUCERS)})")
+    return elementwise.step(part), len(elementwise.operands(part))
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
@@ -66,8 +226,160 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if rejected:
         return rejected
     entry = site.entry
-    steps = program(entry, entry.parts)
-    how = f"{entry.recipe} over tiles"
-    pypto = " + ".join(f"pypto.{a.step.op}" for a in steps)
-    return Converted(replacement(site, f"pypto_{entry.op}"), elementwise.definitions(entry, steps, how), pypto, wrapper_params(entry))
+    kernels = [(_kernel_name(entry, c, a), c, a, program(entry, entry.parts, c, a)) for c, a in variants(entry)]
+    pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
+    definitions = _row_definitions(entry, kernels) if entry.along else _definitions(entry, kernels)
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions, pypto, wrapper_params(entry))
 
+
+def _kernel_name(entry: Entry, choice, absent) -> str:
+    parts = [v for name, v in choice if v != entry.param(name).default]
+    parts += [p.name for p in _optional(entry) if p.name not in absent]
+    return "_".join([entry.op, *parts, "kernel"])
+
+
+def _tile(name: str) -> str:
+    return "x" if name == "input" else name
+
+
+def _kernel(entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = ()) -> Definition:
+    rename = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry)}
+    fp32 = entry.compute == "float32"  # the whole recipe computes in FP32
+    steps = tuple(
+        Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
+        for a in steps
+    )
+    row = bool(entry.along)
+    given = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors]
+    return templates.row_kernel(
+        name,
+        f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(given) + ')' if given else ''}"
+        + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.",
+        ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry)]),
+        [_tile(i) for i in inputs],
+        steps,
+        buffers=len(inputs) + len(vectors) + len(steps),
+        vectors=[_tile(v) for v in vectors],
+    )
+
+
+def _how(entry: Entry) -> str:
+    return entry.note or f"{entry.recipe} over tiles".replace("; ", ", then ")
+
+
+def _choose(entry: Entry, kernels, factory: str) -> str:
+    """Statements choosing the kernel variant for this call (str parameters, tensors given)."""
+    if len(kernels) == 1:
+        return f"kernel = {kernels[0][0]}({factory})\n"
+    lines = []
+    for i, (name, choice, absent, _) in enumerate(kernels):
+        tests = [f"{p} == {v!r}" for p, v in choice] + [
+            f"{p.name} is {'' if p.name in absent else 'not '}None" for p in _optional(entry)
+        ]
+        keyword = "if" if i == 0 else "elif" if i < len(kernels) - 1 else "else"
+        head = "else:" if keyword == "else" else f"{keyword} {' and '.join(tests)}:"
+        lines.append(f"{head}\n    kernel = {name}({factory})\n")
+    return "".join(lines)
+
+
+def _accepted(entry: Entry) -> list[str]:
+    """Guards: each str parameter has a value the recipe names."""
+    return [f"{name} in {values!r}" for name, values in _choices(entry).items()]
+
+
+def _nullable(entry: Entry) -> list[str]:
+    """Constants that may be None: FP32's epsilon then (``F.rms_norm``'s eps: torch takes that of
+    the dtype it computes in, FP32 for every kernel dtype)."""
+    params = {p.name: p for p in wrapper_params(entry)}
+    return [c for c in constants(entry) if params[c].default is None]
+
+
+def _factory_constants(entry: Entry) -> list[str]:
+    return [f"{c}_value" if c in _nullable(entry) else c for c in constants(entry)]
+
+
+def _defaults(entry: Entry) -> str:
+    return "".join(f"{c}_value = torch.finfo(torch.float32).eps if {c} is None else {c}\n" for c in _nullable(entry))
+
+
+def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
+    """Elementwise composites: the tensors broadcast on the host, one kernel per variant."""
+    params = wrapper_params(entry)
+    names = [p.name for p in operands(entry)]
+    whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
+    defined = [_kernel(entry, name, choice, steps, names) for name, choice, _, steps in kernels]
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
+    result = "out[:n]" if whole else "out"
+    body = (
+        f"rows, shape = _broadcast_rows({', '.join(names)})\n"
+        + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
+        + "x = rows[0]\n"
+        + _defaults(entry)
+        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + _choose(entry, kernels, factory)
+        + "_launch(kernel, *rows, out)\n"
+        f"return _in_layout_of({result}.reshape(shape), input)\n"
+    )
+    spelled = ", ".join(names)
+    guard = " and ".join([*_accepted(entry), f"_kernel_operands({spelled})"])
+    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(d.name for d in defined)]
+    if whole:
+        requires.append("_whole_tile_rows")
+    how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "")
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
+        wrappers.torch_call(entry, params), f"({guard})" if " and " in guard else guard, body, tuple(requires),
+    )
+    return (*defined, wrapper)
+
+
+def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
+    """Row composites: the row moved last (a dim) or folded (a normalized shape), padded to 32 bytes."""
+    params = wrapper_params(entry)
+    names = [p.name for p in operands(entry)]
+    rows = names[1:]
+    defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, steps in kernels]
+    buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
+    dim = entry.param(entry.along).kinds == ("int",)
+    cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
+    guards = _accepted(entry)
+    if dim:
+        prologue = ""
+        guards += [f"{entry.along} is not None", "input.dim() > 0"]
+        if "dtype" in {p.name for p in params}:
+            guards.append("(dtype is None or dtype in _PYPTO_DTYPES)")
+        guards += ["_on_kernel_path(input)", f"_fits_row(input.shape[{entry.along}], {buffers})"]
+        body = (
+            f"moved = ({cast}).movedim({entry.along}, -1)\n"
+            "cols = moved.shape[-1]\n"
+            "x = _aligned_rows(moved, cols)\n"
+        )
+        shaped = f"out[:, :cols].reshape(moved.shape).movedim(-1, {entry.along}).contiguous()"
+    else:
+        shape = entry.along
+        prologue = f"shape = ({shape},) if isinstance({shape}, int) else tuple({shape})\n"
+        guards += [f"_row_operands(input, shape{''.join(', ' + r for r in rows)})", f"_fits_row(math.prod(shape), {buffers})"]
+        body = (
+            "cols = math.prod(shape)\n"
+            f"x = _aligned_rows({cast}, cols)\n"
+            + (f"rows = [_aligned_rows(r, cols) for r in ({', '.join(rows)}{',' if len(rows) == 1 else ''}) if r is not None]\n" if rows else "")
+        )
+        shaped = "out[:, :cols].reshape(input.shape)"
+    body += (
+        _defaults(entry)
+        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + _choose(entry, kernels, factory)
+        + f"_launch(kernel, x, {'*rows, ' if rows and not dim else ''}out)\n"
+        f"return _in_layout_of({shaped}, input)\n"
+    )
+    spelled = ", ".join(names)
+    requires = ["_aligned_rows", "_in_layout_of", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
+    along = "the dim moved last" if dim else "the normalized dims folded into rows"
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, along {along}, padded to 32 bytes",
+        spelled, wrappers.torch_call(entry, params), f"({' and '.join(guards)})", body, tuple(requires), prologue=prologue,
+    )
+    extra = () if dim else (ROW_OPERANDS,)
+    wrapper = dataclasses.replace(wrapper, imports=("math",)) if not dim else wrapper
+    return (*defined, templates.ALIGNED_ROWS, templates.WHOLE_ROWS, *extra, wrapper)

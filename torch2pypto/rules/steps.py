@@ -19,17 +19,25 @@ class Step:
     ``keywords`` are ``(pypto keyword, expression)`` pairs: a factory constant's name or a
     literal. ``fp32``: the op takes FP32 tiles only (the template computes in FP32).
     ``result``: the result's fixed dtype ("bool" for comparisons), else the operands' dtype.
+    ``reduces``: the op reduces each tile row to a [rows, 1] tile (templates give it whole,
+    32-byte aligned rows).
     """
 
     op: str
     keywords: tuple[tuple[str, str], ...] = ()
     fp32: bool = False
     result: str | None = None
+    reduces: bool = False
 
     def render(self, target: str, operands: Sequence[str]) -> str:
         """The statement assigning this step's tile to ``target``."""
         args = [*operands, *(f"{keyword}={value}" for keyword, value in self.keywords)]
         return f"{target} = pypto.{self.op}({', '.join(args)})\n"
+
+
+def row_reduction(op: str) -> Step:
+    """``pypto.<op>`` along each tile row, in FP32: a [rows, 1] tile that broadcasts over the row."""
+    return Step(op, (("dim", "-1"), ("keepdim", "True")), fp32=True, reduces=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,11 @@ def whole_tiles(program: Sequence[Apply]) -> bool:
     return any(a.step.op in WHOLE_TILE_OPS for a in program)
 
 
+def reduces(program: Sequence[Apply]) -> bool:
+    """Whether a program reduces along the row: its kernel reads whole, 32-byte aligned rows."""
+    return any(a.step.reduces for a in program)
+
+
 def row_kernel(
     name: str,
     doc: str,
@@ -47,6 +52,8 @@ def row_kernel(
     valid_cols: str = "cols",
     row_inputs: Sequence[str] = (),
     also: Sequence[tuple[str, str]] = (),
+    whole_rows: bool = False,
+    vectors: Sequence[str] = (),
 ) -> Definition:
     """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype``).
 
@@ -55,19 +62,28 @@ def row_kernel(
     ``valid_cols``: the columns the tiles hold data in (a reduction's real cols; the rest is
     32-byte padding). ``row_inputs``: FP32 tensors of one row, the same for every tile (an
     index row). ``also``: (output, tile) pairs, further outputs like ``out`` stored as ``in_dtype``
-    (torch.max(x, dim) gives values and indices).
+    (torch.max(x, dim) gives values and indices). ``whole_rows``: a tile spans every column,
+    which the host checks fits (:data:`WHOLE_ROWS`).
+    A program that reduces along the row (:func:`reduces`) reads whole rows ``width`` wide
+    (``cols`` padded to 32 bytes on the host, :data:`ALIGNED_ROWS`) whose padding the tiles'
+    valid shape masks; ``vectors`` are inputs of one such row ([1, width]) that broadcast over
+    the tile's rows (a norm's weight).
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
     result = program[-1].target if program else f"{inputs[0]}_tile"
     whole = whole_tiles(program)
-    valid = "" if whole else ", valid_shape=valid"
-    body = "".join(f"{i}_tile = pypto.view({i}, [rows, cols], [r, 0]{valid})\n" for i in inputs)
+    masked = reduces(program)
+    width = "width" if masked else "cols"
+    whole_rows = whole_rows or masked
+    valid = "" if whole and not masked else ", valid_shape=valid"
+    body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
     body += "".join(f"{i}_tile = pypto.view({i}, [1, cols], [0, 0], valid_shape=[1, {valid_cols}])\n" for i in row_inputs)
+    body += "".join(f"{v}_tile = pypto.view({v}, [1, width], [0, 0], valid_shape=[1, cols])\n" for v in vectors)
     setup = ""
     if fp32:
         body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in inputs
+            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in (*inputs, *vectors)
         )
     body += render(program)
     if fixed is None:
@@ -77,18 +93,22 @@ def row_kernel(
         more, store = cast(tile, FP32 if fp32 else in_dtype, in_dtype)
         setup += more
         body += store + f"pypto.assemble({tile}, [r, 0], {output})\n"
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {in_dtype}),\n" for i in inputs)
+    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, {width}], {in_dtype}),\n" for i in inputs)
     params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
+    params += "".join(f"        {v}: pypto.Tensor([1, width], {in_dtype}),\n" for v in vectors)
     params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)
     if whole:  # the host gives at least MIN_ROWS rows; the last tile ends at the last row
         start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
+        if masked:
+            start += " " * 12 + "valid = [rows, cols]\n"
     else:
         start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
+    out_cols = width if out_cols == "cols" else out_cols
     source = f'''\
 @functools.cache
 def {name}({factory_params}):
     """{doc}"""
-    rows, tile_cols = _tile_shape(cols, buffers={buffers})
+    rows, tile_cols = {"_whole_rows_tile(" + width + ", buffers=" if whole_rows else "_tile_shape(cols, buffers="}{buffers})
 {textwrap.indent(setup, " " * 4)}
     @pypto.frontend.jit()
     @_annotated(locals())
@@ -102,7 +122,7 @@ def {name}({factory_params}):
 
     return kernel
 '''
-    return Definition(name, source, ("_tile_shape", "_annotated"))
+    return Definition(name, source, ("_fits_whole_rows" if whole_rows else "_tile_shape", "_annotated"))
 
 
 def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
@@ -316,4 +336,37 @@ def _zero_padded(t, cols, rows=0):
     return torch.nn.functional.pad(t, (0, cols, 0, rows)) if cols or rows else t
 ''',
     imports=("math",),
+)
+
+
+WHOLE_ROWS = Definition(
+    "_fits_whole_rows",
+    '''\
+def _fits_whole_rows(t, dim, buffers):
+    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
+    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
+
+
+def _whole_rows_tile(cols, buffers):
+    """Vector tile [rows, cols] of whole rows whose FP32 copies (`buffers` of them) fit the unified buffer."""
+    return max(1, min(64, _TILE_BYTES // (4 * cols), _UB_BYTES // (4 * buffers * cols))), cols
+''',
+)
+
+
+ALIGNED_ROWS = Definition(
+    "_aligned_rows",
+    '''\
+def _aligned_rows(t, cols):
+    """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
+    tile rows, and the kernel's valid shape leaves the padding out."""
+    rows = t.reshape(-1, cols)
+    return torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size()))).contiguous()
+
+
+def _fits_row(cols, buffers):
+    """Whether FP32 tiles of one whole row of `cols` (`buffers` of them) fit the unified buffer."""
+    return (cols + 7) * 4 * buffers <= _UB_BYTES
+''',
+    ("_fits_whole_rows",),
 )
