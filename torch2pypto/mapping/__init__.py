@@ -27,8 +27,8 @@ CATEGORIES = (
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
 FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite")  # how code is made (rules/)
 KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
-DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "int32", "int64")
-DOMAINS = ("real", "positive", "unit")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
+DOMAINS = ("real", "positive", "unit", "small", "nonfinite")
 _NO_DEFAULT = object()
 
 
@@ -72,6 +72,7 @@ SAMPLE_NAMES = {
     "w": "a tensor of x's last dim (a broadcast row)",
     "xs": "a list of tensors (star-args)",
     "dev": "x's device",
+    "m": "a bool tensor of x's shape (a mask)",
 }
 
 
@@ -79,7 +80,8 @@ SAMPLE_NAMES = {
 class Sample:
     """How to sample inputs for an entry's tests and --verify: value domain and shapes.
 
-    ``domain``: real, positive (> 0: rsqrt, log) or unit (in (0, 1)); ``shapes``: the shapes of
+    ``domain``: real, positive (> 0: rsqrt, log), unit (in (0, 1)), small (integers in [0, 8):
+    shift amounts) or nonfinite (real with inf, -inf and nan mixed in); ``shapes``: the shapes of
     ``x`` if the op needs particular ones (else the generated shapes: tail tiles, unaligned
     widths, rank 1 to 4).
     """
@@ -105,8 +107,10 @@ class Entry:
     target: str | None = None
     commutative: bool = False
     inplace: bool = False
+    bool_operands: tuple[str, ...] = ()
     average: bool = False
     recipe: str | None = None
+    number_first: str | None = None  # the entry computing op(number, x) as itself with the operands swapped
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     reason: str | None = None
@@ -182,6 +186,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         params=params,
         apis=tuple(raw.pop("apis")),
         dtypes=tuple(raw.pop("dtypes", ())),
+        bool_operands=tuple(raw.pop("bool_operands", ())),
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
@@ -263,6 +268,7 @@ def build_table(raw: Mapping[str, Any]) -> Table:
     """Validate raw TOML data into a Table; API spellings must be unique across entries."""
     entries = {op: _entry(op, body) for op, body in raw.items()}
     entries = {op: _with_parts(entry, entries) for op, entry in entries.items()}
+    entries = {op: _with_number_first(entry, entries) for op, entry in entries.items()}
     for entry in entries.values():
         _honoured(entry, entries)
     by_api: dict[str, Entry] = {}
@@ -291,6 +297,16 @@ def _with_parts(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
         raise TableError(f"{entry.op}: recipe {entry.recipe!r} is not an expression") from exc
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     parts = {op: entries[op] for op in sorted(called) if op in entries}
+    return dataclasses.replace(entry, parts=MappingProxyType(parts))
+
+
+def _with_number_first(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
+    """The entry with its ``number_first`` entry (which computes ``op(number, x)``) attached."""
+    if not entry.number_first:
+        return entry
+    if entry.number_first not in entries:
+        raise TableError(f"{entry.op}: number_first names no entry: {entry.number_first!r}")
+    parts = {**entry.parts, entry.number_first: entries[entry.number_first]}
     return dataclasses.replace(entry, parts=MappingProxyType(parts))
 
 

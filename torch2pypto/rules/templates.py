@@ -13,12 +13,13 @@ cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned ro
 from __future__ import annotations
 
 import textwrap
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.steps import Apply, render
 
 FP32 = "pypto.DT_FP32"
+BOOL = "pypto.DT_BOOL"
 # ops that break on a partial tile (they build full-size constants): their kernels read whole
 # tiles, the last one moved back over rows already done, and the host pads inputs to MIN_ROWS
 WHOLE_TILE_OPS = frozenset({"sigmoid"})
@@ -42,8 +43,10 @@ def row_kernel(
     out_cols: str = "cols",
     buffers: int = 2,
     whole_rows: bool = False,
+    masks: Sequence[str] = (),
 ) -> Definition:
-    """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype``).
+    """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype`` but the bool
+    ``masks``).
 
     Each input ``a`` is available to the program as the tile ``a_tile``; the program's last
     target is the result, stored as ``out_dtype`` ([rows, ``out_cols``]). ``whole_rows``: a
@@ -58,13 +61,13 @@ def row_kernel(
     setup = ""
     if fp32:
         body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in inputs
+            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in inputs if i not in masks
         )
     body += render(program)
     if fixed is None:
         setup, store = cast(result, FP32 if fp32 else in_dtype, out_dtype)
         body += store
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {in_dtype}),\n" for i in inputs)
+    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
     if whole:  # the host gives at least MIN_ROWS rows; the last tile ends at the last row
         start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
     else:

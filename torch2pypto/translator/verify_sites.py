@@ -45,6 +45,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 if param.name not in bound:
                     continue
                 tensor_dtype = other if args and entry.family == "cast" else dtype
+                tensor_dtype = torch.bool if param.name in entry.bool_operands else tensor_dtype
                 value = _value(entry, param.kinds, bound[param.name], shape, tensor_dtype, other, generator)
                 if param.required:
                     args.append(value)
