@@ -27,7 +27,7 @@ import libcst as cst
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402 - the harness next to this script: fetch, file list, CLI command
 
-from torch2pypto.translator.translate import translate_source  # noqa: E402
+from torch2pypto.translator.engine.translate import translate_source  # noqa: E402
 
 PACONVERT = 7_500  # lines/s per core: PaConvert (ast-based, formatting off) on this corpus
 TARGET_RATIO = 1.3  # translate within 1.3x the time of libcst parse + code generation

@@ -33,12 +33,12 @@ import zipfile
 from pathlib import Path
 
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.translator.emit import kernels_module_source
-from torch2pypto.translator.files import KERNELS_FILE
-from torch2pypto.translator.invariants import violations
-from torch2pypto.translator.json_report import STATUS_NAMES
-from torch2pypto.translator.report import Record
-from torch2pypto.translator.translate import Translation, translate_source
+from torch2pypto.translator.engine.emit import kernels_module_source
+from torch2pypto.translator.engine.report import Record
+from torch2pypto.translator.engine.translate import Translation, translate_source
+from torch2pypto.translator.oracle.invariants import violations
+from torch2pypto.translator.run.files import KERNELS_FILE
+from torch2pypto.translator.run.json_report import STATUS_NAMES
 
 REQUIREMENT = "transformers==5.23.0"
 WHEEL_GLOB = "transformers-5.23.0-*.whl"

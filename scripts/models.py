@@ -32,9 +32,9 @@ from pathlib import Path
 import torch
 
 from torch2pypto import Translation, interpreted, translate_source
-from torch2pypto.translator.interpreter import counting, setup
-from torch2pypto.translator.json_report import STATUS_NAMES
-from torch2pypto.translator.report import CONVERTED
+from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.run.json_report import STATUS_NAMES
+from torch2pypto.translator.verification.interpreter import counting, setup
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from torch2pypto.translator.cli import main
+from torch2pypto.translator.run.cli import main
 
 SAMPLE = Path(__file__).parent.parent / "samples" / "qwen3_5_rmsnorm.py"
 
@@ -46,7 +46,7 @@ def test_files_given_one_by_one_check_then_in_place_as_pre_commit_runs_them(tmp_
 def test_diff_writes_nothing_and_prints_a_plain_diff_when_piped(tmp_path):
     before = set(tmp_path.iterdir())
     result = subprocess.run(
-        [sys.executable, "-m", "torch2pypto.translator.cli", str(SAMPLE), "--diff"],
+        [sys.executable, "-m", "torch2pypto.translator.run.cli", str(SAMPLE), "--diff"],
         capture_output=True, text=True, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0

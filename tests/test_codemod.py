@@ -11,7 +11,7 @@ import yaml
 from libcst.codemod import CodemodContext, TransformSkip, TransformSuccess, transform_module
 
 from torch2pypto.codemod import TranslateCommand
-from torch2pypto.translator import cli
+from torch2pypto.translator.run import cli
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "samples" / "qwen3_5_rmsnorm.py"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from torch2pypto.translator.config import ConfigError, apply_config, load_config
+from torch2pypto.translator.run.config import ConfigError, apply_config, load_config
 
 
 def terms(value: str) -> list[str]:
@@ -160,7 +160,7 @@ def test_flags_win_over_the_config(tmp_path):
 
 
 def test_the_real_command_line_takes_every_contract_key(tmp_path):
-    from torch2pypto.translator import cli
+    from torch2pypto.translator.run import cli
 
     real = cli._parser()
     flags = {s for a in real._actions for s in a.option_strings}
@@ -188,7 +188,7 @@ def test_the_real_command_line_takes_every_contract_key(tmp_path):
 )
 def test_out_of_range_settings_say_what_they_expect(tmp_path, line, message):
     """Issue 11 item 9: not 'invalid value 0: 0'."""
-    from torch2pypto.translator import cli
+    from torch2pypto.translator.run import cli
 
     src = project(tmp_path, f"[tool.torch2pypto]\n{line}\n")
     with pytest.raises(ConfigError) as info:

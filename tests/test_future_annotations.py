@@ -7,7 +7,7 @@ import torch
 import torch2pypto
 from helpers import sample, translate
 from table_cases import load
-from torch2pypto.translator.interpreter import counting
+from torch2pypto.translator.verification.interpreter import counting
 
 pytestmark = pytest.mark.interpreter
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from torch2pypto import Options, translate_source
-from torch2pypto.translator.cli import main
+from torch2pypto.translator.run.cli import main
 
 MODEL = """\
 import torch

@@ -10,9 +10,9 @@ import pypto
 import pytest
 import torch
 
-from torch2pypto.translator import interpreter
-from torch2pypto.translator.interpreter import interpreted, run_kernel
-from torch2pypto.translator.verify import NOT_EXERCISED, Case, verify
+from torch2pypto.translator.verification import interpreter
+from torch2pypto.translator.verification.interpreter import interpreted, run_kernel
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, verify
 
 pytestmark = pytest.mark.interpreter
 

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from torch2pypto import translate_source
-from torch2pypto.translator import emit
-from torch2pypto.translator.invariants import violations
-from torch2pypto.translator.report import CONVERTED
-from torch2pypto.translator.translate import Translation
+from torch2pypto.translator.engine import emit
+from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.translate import Translation
+from torch2pypto.translator.oracle.invariants import violations
 
 SAMPLES = sorted((Path(__file__).parent.parent / "samples").glob("*.py"))
 KERNELS = "._pypto_kernels"

@@ -8,9 +8,9 @@ import jsonschema
 import pytest
 
 from torch2pypto.mapping import CATEGORIES
-from torch2pypto.translator.json_report import SCHEMA_VERSION, report_data, schema, write_report
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
-from torch2pypto.translator.summary import CHANGED, FAILED, UNCHANGED, FileOutcome, summarize_run
+from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
+from torch2pypto.translator.run.json_report import SCHEMA_VERSION, report_data, schema, write_report
+from torch2pypto.translator.run.summary import CHANGED, FAILED, UNCHANGED, FileOutcome, summarize_run
 
 
 def site(api, status, reason="", category="same-name", line=1):

@@ -13,7 +13,7 @@ import torch2pypto
 from table_cases import TABLE, inputs, kernel_cases, load, snippet
 from torch2pypto import translate_source
 from torch2pypto.mapping import build_table
-from torch2pypto.translator import interpreter
+from torch2pypto.translator.verification import interpreter
 
 pytestmark = pytest.mark.interpreter
 

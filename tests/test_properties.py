@@ -19,8 +19,8 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from torch2pypto import Options, translate_source
 from torch2pypto.mapping import load_table
-from torch2pypto.translator import emit
-from torch2pypto.translator.invariants import violations
+from torch2pypto.translator.engine import emit
+from torch2pypto.translator.oracle.invariants import violations
 
 _HOME = tempfile.mkdtemp(prefix="torch2pypto-hypothesis-")  # hypothesis caches; keep the repo clean
 atexit.register(shutil.rmtree, _HOME, True)

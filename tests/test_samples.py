@@ -8,7 +8,7 @@ import torch
 
 import torch2pypto
 from torch2pypto import translate_source
-from torch2pypto.translator import interpreter
+from torch2pypto.translator.verification import interpreter
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 MODELS = {"qwen3_5_rmsnorm": "Qwen3_5RMSNorm", "llama_rmsnorm": "LlamaRMSNorm"}

@@ -5,8 +5,8 @@ import io
 import pytest
 from rich.console import Console
 
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.summary import (
+from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.run.summary import (
     CHANGED,
     FAILED,
     UNCHANGED,

@@ -2,13 +2,12 @@
 honour, and a new op of a known family is one entry whose tests appear by themselves."""
 
 import pytest
-
 import torch
 
 from table_cases import call_shapes, converting, kernel_cases, staying
 from torch2pypto.mapping import CATEGORIES, FAMILIES, TableError, build_table, load_table
 from torch2pypto.rules import FAMILIES as RULES
-from torch2pypto.translator.translate import translate_source
+from torch2pypto.translator.engine.translate import translate_source
 
 TABLE = load_table()
 

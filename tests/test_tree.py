@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from torch2pypto.translator import runner
-from torch2pypto.translator.cli import main
-from torch2pypto.translator.files import gather
+from torch2pypto.translator.run import runner
+from torch2pypto.translator.run.cli import main
+from torch2pypto.translator.run.files import gather
 
 MODEL = '''\
 """RMSNorm as LLaMA writes it."""
@@ -95,7 +95,7 @@ def translate(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, prefix: Sequence[str] = ()
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "torch2pypto.translator.cli", *args],
+        [*prefix, sys.executable, "-m", "torch2pypto.translator.run.cli", *args],
         capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})},
     )  # fmt: skip
 
@@ -273,7 +273,7 @@ def test_an_interrupted_run_leaves_no_staged_file(pkg, tmp_path, monkeypatch):
 HOLD = """
 import sys, time
 from pathlib import Path
-from torch2pypto.translator import cli, runner
+from torch2pypto.translator.run import cli, runner
 
 ready, at = Path(sys.argv[1]), sys.argv[2]
 

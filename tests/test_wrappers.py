@@ -7,7 +7,7 @@ import torch
 import torch2pypto
 from helpers import translate
 from table_cases import load
-from torch2pypto.translator import interpreter
+from torch2pypto.translator.verification import interpreter
 
 pytestmark = pytest.mark.interpreter
 

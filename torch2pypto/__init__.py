@@ -4,13 +4,13 @@
 kernels in PyPTO's CPU interpreter (it imports pypto on first use).
 """
 
-from torch2pypto.translator.transform import Options
-from torch2pypto.translator.translate import Translation, translate_source
+from torch2pypto.translator.engine.transform import Options
+from torch2pypto.translator.engine.translate import Translation, translate_source
 
 
 def interpreted(*modules):
     """Context manager: translated modules launch their kernels on PyPTO's CPU interpreter."""
-    from torch2pypto.translator.interpreter import interpreted as _interpreted
+    from torch2pypto.translator.verification.interpreter import interpreted as _interpreted
 
     return _interpreted(*modules)
 

@@ -15,9 +15,9 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 
 from torch2pypto.mapping import load_table
-from torch2pypto.translator.report import AMBIGUOUS, UNSUPPORTED
-from torch2pypto.translator.transform import Options
-from torch2pypto.translator.translate import translate_source
+from torch2pypto.translator.engine.report import AMBIGUOUS, UNSUPPORTED
+from torch2pypto.translator.engine.transform import Options
+from torch2pypto.translator.engine.translate import translate_source
 
 _OUTCOMES = {UNSUPPORTED: "left as torch", AMBIGUOUS: "ambiguous"}
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
+from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
 
 UNCHANGED, CHANGED, FAILED = "unchanged", "changed", "failed"
 

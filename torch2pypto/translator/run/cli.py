@@ -23,12 +23,15 @@ from rich.console import Console
 from rich.text import Text
 
 from torch2pypto.mapping import load_table
-from torch2pypto.translator import emit, files, runner
-from torch2pypto.translator.config import ConfigError, apply_config, load_config
-from torch2pypto.translator.json_report import write_report
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE
-from torch2pypto.translator.runner import Job, Result, Work
-from torch2pypto.translator.summary import (
+from torch2pypto.translator.engine import emit
+from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, HOST_SIDE
+from torch2pypto.translator.engine.transform import Options
+from torch2pypto.translator.engine.translate import Translation
+from torch2pypto.translator.run import files, runner
+from torch2pypto.translator.run.config import ConfigError, apply_config, load_config
+from torch2pypto.translator.run.json_report import write_report
+from torch2pypto.translator.run.runner import Job, Result, Work
+from torch2pypto.translator.run.summary import (
     CHANGED,
     FAILED,
     UNCHANGED,
@@ -38,8 +41,6 @@ from torch2pypto.translator.summary import (
     print_run_summary,
     summarize_run,
 )
-from torch2pypto.translator.transform import Options
-from torch2pypto.translator.translate import Translation
 
 
 class InputError(Exception):
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     status = _finish(args, plan, results, kernels, unread, err)
     if args.verify:
         try:
-            from torch2pypto.translator.verify_sites import verify_translation  # imports torch
+            from torch2pypto.translator.verification.sites import verify_translation  # imports torch
         except ImportError as exc:
             err.print(f"translate: error: --verify needs torch and pypto: pip install 'torch2pypto[verify]' ({exc})", markup=False, soft_wrap=True)
             return 2

@@ -14,11 +14,11 @@ from rich.table import Table
 
 from torch2pypto.mapping import load_table, samples
 from torch2pypto.rules.calls import literal, source_of
-from torch2pypto.translator.binding import bind, cst_args
-from torch2pypto.translator.inference import DTYPE_NAMES
-from torch2pypto.translator.transform import Conversion
-from torch2pypto.translator.translate import Translation
-from torch2pypto.translator.verify import NOT_EXERCISED, Case, Outcome, verify
+from torch2pypto.translator.engine.binding import bind, cst_args
+from torch2pypto.translator.engine.inference import DTYPE_NAMES
+from torch2pypto.translator.engine.transform import Conversion
+from torch2pypto.translator.engine.translate import Translation
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Outcome, verify
 
 _NUMBERS = {"Number": 0.5, "Dims": -1, "bool": False}  # non-literal arguments of these kinds
 

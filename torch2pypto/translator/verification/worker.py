@@ -1,4 +1,4 @@
-"""Worker process of verify(): ``python -m torch2pypto.translator.verify_worker MODULE CASES START``.
+"""Worker process of verify(): ``python -m torch2pypto.translator.verification.worker MODULE CASES START``.
 
 Runs cases[START:] of the torch.save'd CASES against the wrappers in MODULE and prints one JSON
 Outcome per line on stdout. Stops after a kernel failure, since that poisons the process.
@@ -15,8 +15,8 @@ from dataclasses import asdict
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-from torch2pypto.translator import interpreter
-from torch2pypto.translator.verify import NOT_EXERCISED, Case, Outcome
+from torch2pypto.translator.verification import interpreter
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Outcome
 
 
 def main(module_path: str, cases_path: str, start: int) -> None:

@@ -11,10 +11,10 @@ import libcst as cst
 
 from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.translator import emit
-from torch2pypto.translator.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.scopes import ModuleIndex
-from torch2pypto.translator.transform import Attempt, Conversion, Options, Sites, Span, rewrite_segment
+from torch2pypto.translator.engine import emit
+from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.engine.scopes import ModuleIndex
+from torch2pypto.translator.engine.transform import Attempt, Conversion, Options, Sites, Span, rewrite_segment
 
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 

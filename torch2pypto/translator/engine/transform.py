@@ -19,11 +19,11 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.translator.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
-from torch2pypto.translator.hierarchy import Hierarchy
-from torch2pypto.translator.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.scopes import ModuleIndex
+from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
+from torch2pypto.translator.engine.hierarchy import Hierarchy
+from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
+from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
+from torch2pypto.translator.engine.scopes import ModuleIndex
 
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)

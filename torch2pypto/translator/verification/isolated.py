@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from torch2pypto.translator.interpreter import _KERNEL_LOG
+from torch2pypto.translator.verification.interpreter import _KERNEL_LOG
 
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
 NOT_EXERCISED = "not exercised: no kernel launched (the wrapper took its torch path)"
@@ -78,7 +78,7 @@ def _run_worker(tmp: Path, cases: list[Case], start: int, timeout: float) -> lis
     outcomes: list[Outcome] = []
     with open(home / "stderr.log", "wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "torch2pypto.translator.verify_worker",
+            [sys.executable, "-m", "torch2pypto.translator.verification.worker",
              str(tmp / "translated.py"), str(tmp / "cases.pt"), str(start)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, cwd=home, env=_worker_env(home))
     lines = _lines(proc.stdout)

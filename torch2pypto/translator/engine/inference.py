@@ -15,8 +15,8 @@ import dataclasses
 from typing import Iterable, Mapping
 
 from torch2pypto.mapping.facts import load_facts
-from torch2pypto.translator.hierarchy import Hierarchy
-from torch2pypto.translator.scopes import (
+from torch2pypto.translator.engine.hierarchy import Hierarchy
+from torch2pypto.translator.engine.scopes import (
     ANNOTATED,
     ASSIGN,
     AUGMENTED,

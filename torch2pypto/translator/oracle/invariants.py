@@ -13,10 +13,10 @@ import collections
 import difflib
 import re
 
-from torch2pypto.translator import emit
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED
-from torch2pypto.translator.transform import Options
-from torch2pypto.translator.translate import Translation, decode, translate_source
+from torch2pypto.translator.engine import emit
+from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED
+from torch2pypto.translator.engine.transform import Options
+from torch2pypto.translator.engine.translate import Translation, decode, translate_source
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # Python's line breaks (not \f or \u2028)
 _ADDED_IMPORT = re.compile(r"import (?:torch|functools|math|pypto)[ \t]*(?:\r\n|\r|\n)?\Z")

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from importlib import metadata, resources
 from pathlib import Path
 
-from torch2pypto.translator.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
-from torch2pypto.translator.summary import FileOutcome, RunSummary
+from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
+from torch2pypto.translator.run.summary import FileOutcome, RunSummary
 
 SCHEMA_VERSION = 1
 

@@ -32,9 +32,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.translator.report import Record
-from torch2pypto.translator.transform import Options
-from torch2pypto.translator.translate import Translation, translate_source
+from torch2pypto.translator.engine.report import Record
+from torch2pypto.translator.engine.transform import Options
+from torch2pypto.translator.engine.translate import Translation, translate_source
 
 
 @dataclasses.dataclass(frozen=True)

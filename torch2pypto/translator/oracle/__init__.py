@@ -1,0 +1,1 @@
+"""Output checks the tests and the corpus harness apply to every translation."""

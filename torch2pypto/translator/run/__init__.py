@@ -1,0 +1,1 @@
+"""The ``translate`` command: gathering trees, worker processes, config, summaries and reports."""

@@ -1,0 +1,1 @@
+"""Running generated kernels: PyPTO's CPU interpreter, ``interpreted()`` and ``--verify``."""
