@@ -74,8 +74,8 @@ def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
     tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
     if not tensors or tensors[0].dtype not in dtypes or any(t.dtype != tensors[0].dtype for t in tensors):
         return False
-    if any(b.dtype != torch.bool for b in bools):
-        return False
+    if any(b.dtype != torch.bool for b in bools) or options and all(o is None for o in options):
+        return False  # no option set (clamp(x)): torch decides, and raises
     dtype = tensors[0].dtype
     for n in (o for o in (*numbers, *options) if o is not None and not isinstance(o, torch.Tensor)):
         if dtype.is_floating_point:
@@ -84,6 +84,11 @@ def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
         elif dtype == torch.bool or type(n) is not int or not torch.iinfo(dtype).min <= n <= torch.iinfo(dtype).max:
             return False
     return _on_kernel_path(*tensors, *bools, dtypes=(*dtypes, torch.bool))
+
+
+def _kernel_number(n, dtype):
+    """A Python number (or None) as a kernel constant for `dtype` tensors: a float for float dtypes."""
+    return float(n) if n is not None and dtype.is_floating_point else n
 
 
 def _broadcast_rows(*operands):
@@ -195,7 +200,7 @@ def pypto_pow(input, exponent):
         if isinstance(exponent, torch.Tensor):
             kernel = pow_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1])
         else:
-            kernel = pow_exponent_number_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], exponent)
+            kernel = pow_exponent_number_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], _kernel_number(exponent, dtype))
         _launch(kernel, *rows, out)
         return _in_layout_of(out.reshape(shape), input)
 

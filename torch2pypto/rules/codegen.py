@@ -108,8 +108,8 @@ def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
     tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
     if not tensors or tensors[0].dtype not in dtypes or any(t.dtype != tensors[0].dtype for t in tensors):
         return False
-    if any(b.dtype != torch.bool for b in bools):
-        return False
+    if any(b.dtype != torch.bool for b in bools) or options and all(o is None for o in options):
+        return False  # no option set (clamp(x)): torch decides, and raises
     dtype = tensors[0].dtype
     for n in (o for o in (*numbers, *options) if o is not None and not isinstance(o, torch.Tensor)):
         if dtype.is_floating_point:
@@ -120,6 +120,14 @@ def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
     return _on_kernel_path(*tensors, *bools, dtypes=(*dtypes, torch.bool))
 ''',
         ("_on_kernel_path",),
+    ),
+    Definition(
+        "_kernel_number",
+        '''\
+def _kernel_number(n, dtype):
+    """A Python number (or None) as a kernel constant for `dtype` tensors: a float for float dtypes."""
+    return float(n) if n is not None and dtype.is_floating_point else n
+''',
     ),
     Definition(
         "_broadcast_rows",

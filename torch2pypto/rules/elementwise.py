@@ -173,8 +173,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     numbers = {p for _, chosen, _ in variants for p in chosen}
     launch = []
     for i, (kernel, chosen, _) in enumerate(variants):
-        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "x.shape[1]", *(p.name for p in chosen),
-                             *(p.name for p in constants(entry))])
+        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "x.shape[1]", *(_number(p) for p in (*chosen, *constants(entry)))])
         test = " and ".join(
             f"{'not ' if p in chosen else ''}isinstance({p.name}, torch.Tensor)" for p in sorted(numbers, key=lambda p: names.index(p.name))
         )
@@ -205,6 +204,8 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     ])
     guard = f"_kernel_operands({guard})"
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(k for k, _, _ in variants)]
+    if any(chosen for _, chosen, _ in variants) or any("Number" in p.kinds for p in constants(entry)):
+        requires.append("_kernel_number")
     if whole:
         requires.append("_whole_tile_rows")
     if entry.inplace:
@@ -217,6 +218,11 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
         wrappers.torch_call(entry, params), guard, body, tuple(requires),
     )
+
+
+def _number(param: Param) -> str:
+    """A number as the kernel takes it: a float for float tensors (pypto compares no int with them)."""
+    return f"_kernel_number({param.name}, dtype)" if "Number" in param.kinds else param.name
 
 
 def _keyword(name: str, values: list[str]) -> list[str]:
