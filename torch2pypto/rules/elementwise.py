@@ -102,7 +102,8 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     call = replacement(site, f"pypto_{entry.op}")
     if all(is_number(site.args.get(p.name)) for p in shared(entry)):
         return Unsupported(f"only Python numbers as {', '.join(p.name for p in shared(entry))}: no tensor gives the dtype")
-    if is_number(site.args.get(first.name)) and entry.number_first:  # sub(2, x) is rsub(x, 2)
+    if is_number(site.args.get(first.name)) and entry.number_first and site.is_tensor(rest[0].name):
+        # sub(2, x) is rsub(x, 2), for an x known to be a tensor (torch.rsub takes no number first)
         swapped = entry.parts[entry.number_first]
         one, two = (p.name for p in operands(swapped)[:2])
         args = {**site.args, one: site.args[rest[0].name], two: site.args[first.name]}
