@@ -15,13 +15,18 @@ import pypto
 # unless torch2pypto.interpreted() has set PYPTO_LAUNCHER to run them on PyPTO's CPU interpreter.
 PYPTO_LAUNCHER = None
 _PYPTO_DTYPES = {torch.float32: pypto.DT_FP32, torch.float16: pypto.DT_FP16, torch.bfloat16: pypto.DT_BF16}
+_PYPTO_ALL_DTYPES = {  # also bool and integers, for the entries that declare them
+    **_PYPTO_DTYPES, torch.bool: pypto.DT_BOOL, torch.uint8: pypto.DT_UINT8, torch.int8: pypto.DT_INT8,
+    torch.int16: pypto.DT_INT16, torch.int32: pypto.DT_INT32, torch.int64: pypto.DT_INT64,
+}
 _UB_BYTES = 192 * 1024  # unified buffer of one AI vector core
 _TILE_BYTES = 32 * 1024  # target FP32 tile size; tune per kernel if profiling says so
 
 
-def _on_kernel_path(*tensors):
-    """Whether a kernel runs: non-empty tensors of PyPTO dtypes, on an NPU or under a launcher."""
-    if not all(t.dtype in _PYPTO_DTYPES and t.numel() for t in tensors):
+def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
+    """Whether a kernel runs: non-empty tensors of `dtypes` (default: the float dtypes), on an NPU
+    or under a launcher."""
+    if not all(t.dtype in dtypes and t.numel() for t in tensors):
         return False
     return PYPTO_LAUNCHER is not None or all(t.device.type == "npu" for t in tensors)
 
@@ -58,16 +63,32 @@ def _tile_shape(cols, buffers):
     return max(rows, 1), tile_cols
 
 
-def _kernel_operands(first, *others):
-    """Whether a kernel takes these operands: a tensor first, then tensors of its dtype or Python
-    numbers (not bools), on the kernel path. Any other mix runs torch, which keeps its promotion."""
-    if not isinstance(first, torch.Tensor):
+def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
+    """Whether a kernel built for `dtypes` takes these operands: `tensors` and any tensors among
+    `numbers` of one of those dtypes; the rest of `numbers` (and the `options`, kernel constants
+    such as clip bounds, which may be None) Python numbers the dtype holds (ints in range for
+    integer tensors, no bools); `bools` bool tensors; all on the kernel path. Any other mix runs
+    torch, which keeps its type promotion."""
+    if not all(isinstance(t, torch.Tensor) for t in (*tensors, *bools)):
         return False
-    tensors = [first, *(o for o in others if isinstance(o, torch.Tensor))]
-    numbers = [o for o in others if not isinstance(o, torch.Tensor)]
-    if any(t.dtype != first.dtype for t in tensors) or any(type(n) not in (int, float) for n in numbers):
+    tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
+    if not tensors or tensors[0].dtype not in dtypes or any(t.dtype != tensors[0].dtype for t in tensors):
         return False
-    return _on_kernel_path(*tensors)
+    if any(b.dtype != torch.bool for b in bools) or options and all(o is None for o in options):
+        return False  # no option set (clamp(x)): torch decides, and raises
+    dtype = tensors[0].dtype
+    for n in (o for o in (*numbers, *options) if o is not None and not isinstance(o, torch.Tensor)):
+        if dtype.is_floating_point:
+            if type(n) not in (int, float):
+                return False
+        elif dtype == torch.bool or type(n) is not int or not torch.iinfo(dtype).min <= n <= torch.iinfo(dtype).max:
+            return False
+    return _on_kernel_path(*tensors, *bools, dtypes=(*dtypes, torch.bool))
+
+
+def _kernel_number(n, dtype):
+    """A Python number (or None) as a kernel constant for `dtype` tensors: a float for float dtypes."""
+    return float(n) if n is not None and dtype.is_floating_point else n
 
 
 def _broadcast_rows(*operands):
@@ -221,17 +242,17 @@ def pypto_pow(input, exponent):
     def torch_path(input, exponent):
         return torch.pow(input, exponent)
 
-    if not _kernel_operands(input, exponent):
+    if not _kernel_operands((torch.float32, torch.float16, torch.bfloat16), input, numbers=(exponent,)):
         return torch_path(input, exponent)
 
     def kernel_path(input, exponent):
         rows, shape = _broadcast_rows(input, exponent)
-        x = rows[0]
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        x, dtype = rows[0], input.dtype
+        out = torch.empty(x.shape, dtype=dtype, device=x.device)
         if isinstance(exponent, torch.Tensor):
-            kernel = pow_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1])
+            kernel = pow_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1])
         else:
-            kernel = pow_exponent_number_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], exponent)
+            kernel = pow_exponent_number_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], _kernel_number(exponent, dtype))
         _launch(kernel, *rows, out)
         return _in_layout_of(out.reshape(shape), input)
 
@@ -351,14 +372,14 @@ def pypto_rsqrt(input):
     def torch_path(input):
         return torch.rsqrt(input)
 
-    if not _kernel_operands(input):
+    if not _kernel_operands((torch.float32, torch.float16, torch.bfloat16), input):
         return torch_path(input)
 
     def kernel_path(input):
         rows, shape = _broadcast_rows(input)
-        x = rows[0]
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        kernel = rsqrt_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1])
+        x, dtype = rows[0], input.dtype
+        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        kernel = rsqrt_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1])
         _launch(kernel, *rows, out)
         return _in_layout_of(out.reshape(shape), input)
 

@@ -15,7 +15,7 @@ TABLE = load_table()
 
 def snippet(call: str) -> str:
     """A module whose function ``f`` returns ``call``; tensors are annotated so methods resolve."""
-    params = ", ".join(f"{n}: torch.Tensor" if n in ("x", "y", "w") else n for n in SAMPLE_NAMES)
+    params = ", ".join(f"{n}: torch.Tensor" if n in ("x", "y", "w", "m") else n for n in SAMPLE_NAMES)
     return f"import torch\n\n\ndef f({params}):\n    return {call}\n"
 
 
@@ -43,7 +43,7 @@ def call_shapes(entry: Entry) -> dict[str, str]:
     bound.update({k.arg: ast.unparse(k.value) for k in call.keywords})
     order = [p for p in params if p.name in bound]
     name = entry.torch_function or func
-    receiver, rest = bound[params[0].name], [p for p in order if p is not params[0]]
+    receiver = bound[params[0].name]
 
     def spell(parts: list[str]) -> str:
         if entry.torch_function:

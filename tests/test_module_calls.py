@@ -7,7 +7,7 @@ import torch
 
 import torch2pypto
 from helpers import sample, statuses, translate
-from torch2pypto import Options, translate_source
+from torch2pypto import translate_source
 from torch2pypto.mapping import TableError, build_table, load_table
 from torch2pypto.translator.verification.interpreter import counting
 

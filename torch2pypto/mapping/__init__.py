@@ -27,8 +27,8 @@ CATEGORIES = (
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
 FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube")  # how code is made (rules/)
 KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
-DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "int32", "int64")
-DOMAINS = ("real", "positive", "unit")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
+DOMAINS = ("real", "positive", "unit", "small", "nonfinite")
 _NO_DEFAULT = object()
 
 
@@ -72,6 +72,7 @@ SAMPLE_NAMES = {
     "w": "a tensor of x's last dim (a broadcast row)",
     "xs": "a list of tensors (star-args)",
     "dev": "x's device",
+    "m": "a bool tensor of x's shape (a mask)",
 }
 
 
@@ -79,7 +80,8 @@ SAMPLE_NAMES = {
 class Sample:
     """How to sample inputs for an entry's tests and --verify: value domain and shapes.
 
-    ``domain``: real, positive (> 0: rsqrt, log) or unit (in (0, 1)); ``shapes``: the shapes of
+    ``domain``: real, positive (> 0: rsqrt, log), unit (in (0, 1)), small (integers in [0, 8):
+    shift amounts) or nonfinite (real with inf, -inf and nan mixed in); ``shapes``: the shapes of
     ``x`` if the op needs particular ones (else the generated shapes: tail tiles, unaligned
     widths, rank 1 to 4); ``y`` and ``w``: the shapes of those names, one per shape of ``x``
     (matmul operands whose k matches).
@@ -108,6 +110,7 @@ class Entry:
     target: str | None = None
     commutative: bool = False
     inplace: bool = False
+    bool_operands: tuple[str, ...] = ()
     average: bool = False
     rank: int | None = None
     recipe: str | None = None
@@ -190,6 +193,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         params=params,
         apis=tuple(raw.pop("apis")),
         dtypes=tuple(raw.pop("dtypes", ())),
+        bool_operands=tuple(raw.pop("bool_operands", ())),
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),

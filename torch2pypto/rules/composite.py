@@ -308,7 +308,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     names = [p.name for p in operands(entry)]
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
     defined = [_kernel(entry, name, choice, steps, names) for name, choice, _, steps in kernels]
-    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
+    factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
     result = "out[:n]" if whole else "out"
     body = (
         f"rows, shape = _broadcast_rows({', '.join(names)})\n"
@@ -321,7 +321,8 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         f"return _in_layout_of({result}.reshape(shape), input)\n"
     )
     spelled = ", ".join(names)
-    guard = " and ".join([*_accepted(entry), f"_kernel_operands({spelled})"])
+    declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
+    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {spelled})"])
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(d.name for d in defined)]
     if whole:
         requires.append("_whole_tile_rows")

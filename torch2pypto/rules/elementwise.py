@@ -4,9 +4,12 @@ Operands are the signature's tensor parameters, in order; a ``Tensor | Number`` 
 a Python number, which the kernel takes as a constant (one kernel variant per such choice).
 Tensors broadcast on the host. The entry's ``args`` name the PyPTO op's extra keyword arguments
 (``{ min = "min" }``: pypto keyword = torch parameter or literal); ``output = "bool"`` gives a
-bool result; ``compute = "float32"`` computes in FP32. ``commutative`` ops take a number first by
-swapping it second; other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write
-the result back into the receiver and return it; with autograd recording they run torch.
+bool result; ``compute = "float32"`` computes in FP32. ``bool_operands`` are bool tensors
+whatever the dtype (``where``'s condition); the other operands share one of the entry's
+``dtypes``, which the wrapper checks before it launches (torch's type promotion of any other mix
+stays torch's). ``commutative`` ops take a number first by swapping it second; other
+number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
+receiver and return it; with autograd recording they run torch.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 
 OUTPUTS = {None: None, "bool": "torch.bool"}
-_PYPTO_OUTPUT = {"bool": "pypto.DT_BOOL"}
+_PYPTO_OUTPUT = {"bool": templates.BOOL}
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
@@ -43,6 +46,11 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     for p in operands(entry):
         if set(p.kinds) - {"Tensor", "Number"}:
             return f"operand {p.name!r} takes {' | '.join(p.kinds)}: operands are tensors or numbers"
+    for name in entry.bool_operands:
+        if name not in names or not entry.param(name).is_tensor or name in entry.reject:
+            return f"bool operand {name!r} is no Tensor operand"
+    if not shared(entry):
+        return "every operand is a bool mask: nothing gives the dtype"
     if entry.commutative and len(operands(entry)) != 2:
         return "only a binary op can be commutative"
     if entry.output not in OUTPUTS:
@@ -66,6 +74,11 @@ def operands(entry: Entry) -> tuple[Param, ...]:
     return tuple(p for p in wrapper_params(entry) if "Tensor" in p.kinds)
 
 
+def shared(entry: Entry) -> tuple[Param, ...]:
+    """The operands of the kernel's dtype (all but the bool masks)."""
+    return tuple(p for p in operands(entry) if p.name not in entry.bool_operands)
+
+
 def constants(entry: Entry) -> tuple[Param, ...]:
     """Parameters the kernel takes as factory constants (named in ``args``)."""
     return tuple(p for p in wrapper_params(entry) if p.name in entry.args.values())
@@ -83,6 +96,8 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     entry = site.entry
     first, *rest = operands(entry)
     call = replacement(site, f"pypto_{entry.op}")
+    if all(is_number(site.args.get(p.name)) for p in shared(entry)):
+        return Unsupported(f"only Python numbers as {', '.join(p.name for p in shared(entry))}: no tensor gives the dtype")
     if is_number(site.args.get(first.name)):
         if not (entry.commutative and not is_number(site.args.get(rest[0].name))):
             return Unsupported(f"a Python number as {first.name}: pypto.{entry.pypto} takes a tensor first")
@@ -98,6 +113,8 @@ def definitions(entry: Entry, program: tuple[Apply, ...] | None = None, how: str
     numbers = [p for p in tensors[1:] if "Number" in p.kinds]
     variants = []
     for chosen in _choices(numbers):
+        if set(chosen) >= set(shared(entry)):
+            continue  # no tensor gives the dtype: torch
         name = f"{entry.op}_kernel" if not chosen else f"{entry.op}_{'_'.join(p.name for p in chosen)}_number_kernel"
         variants.append((name, chosen, _kernel(entry, name, chosen, program)))
     how = how or f"pypto.{entry.pypto}" + (", computed in FP32" if entry.compute == "float32" else "")
@@ -130,6 +147,7 @@ def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...], program: tuple[A
         program,
         out_dtype=out,
         buffers=len(inputs) + 1 + len(program) - 1,
+        masks=[_tile(n) for n in entry.bool_operands],
     )
 
 
@@ -142,11 +160,9 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     numbers = {p for _, chosen, _ in variants for p in chosen}
-    out_dtype = OUTPUTS[entry.output] or "x.dtype"
     launch = []
     for i, (kernel, chosen, _) in enumerate(variants):
-        factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "x.shape[1]", *(p.name for p in chosen),
-                             *(p.name for p in constants(entry))])
+        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "x.shape[1]", *(_number(p) for p in (*chosen, *constants(entry)))])
         test = " and ".join(
             f"{'not ' if p in chosen else ''}isinstance({p.name}, torch.Tensor)" for p in sorted(numbers, key=lambda p: names.index(p.name))
         )
@@ -158,16 +174,25 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         "rows, shape = _broadcast_rows(" + ", ".join(names) + ")\n"
         + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {variants[0][0]} reads whole tiles\n"
            if whole else "")
-        + "x = rows[0]\n"
-        f"out = torch.empty(x.shape, dtype={out_dtype}, device=x.device)\n"
+        + f"x, dtype = rows[0], {_dtype(shared(entry))}\n"
+        f"out = torch.empty(x.shape, dtype={OUTPUTS[entry.output] or 'dtype'}, device=x.device)\n"
         + "".join(launch)
         + "_launch(kernel, *rows, out)\n"
-        + (f"return input.copy_({result}.reshape(shape))\n" if entry.inplace
-           else f"return _in_layout_of({result}.reshape(shape), input)\n")
+        + (f"return {names[0]}.copy_({result}.reshape(shape))\n" if entry.inplace
+           else f"return _in_layout_of({result}.reshape(shape), {names[0]})\n")
     )
     spelled = ", ".join(names)
-    guard = f"_kernel_operands({spelled})"
+    guard = ", ".join([
+        f"({', '.join(f'torch.{d}' for d in entry.dtypes)}{',' if len(entry.dtypes) == 1 else ''})",
+        *(p.name for p in shared(entry) if "Number" not in p.kinds),
+        *_keyword("numbers", [p.name for p in shared(entry) if "Number" in p.kinds]),
+        *_keyword("bools", [p.name for p in operands(entry) if p.name in entry.bool_operands]),
+        *_keyword("options", [p.name for p in constants(entry)]),
+    ])
+    guard = f"_kernel_operands({guard})"
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(k for k, _, _ in variants)]
+    if any(chosen for _, chosen, _ in variants) or any("Number" in p.kinds for p in constants(entry)):
+        requires.append("_kernel_number")
     if whole:
         requires.append("_whole_tile_rows")
     if entry.inplace:
@@ -180,3 +205,22 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
         wrappers.torch_call(entry, params), guard, body, tuple(requires),
     )
+
+
+def _number(param: Param) -> str:
+    """A number as the kernel takes it: a float for float tensors (pypto compares no int with them)."""
+    return f"_kernel_number({param.name}, dtype)" if "Number" in param.kinds else param.name
+
+
+def _keyword(name: str, values: list[str]) -> list[str]:
+    """``name=(a, b)`` for the guard, or nothing."""
+    return [f"{name}=({', '.join(values)}{',' if len(values) == 1 else ''})"] if values else []
+
+
+def _dtype(params: tuple[Param, ...]) -> str:
+    """The dtype of the first of ``params`` that is a tensor (the guard saw one)."""
+    first, *rest = params
+    if "Number" not in first.kinds or not rest:
+        return f"{first.name}.dtype"
+    return f"({first.name} if isinstance({first.name}, torch.Tensor) else {rest[0].name}).dtype" if len(rest) == 1 \
+        else f"({first.name}.dtype if isinstance({first.name}, torch.Tensor) else {_dtype(tuple(rest))})"

@@ -19,6 +19,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.steps import Apply, render
 
 FP32 = "pypto.DT_FP32"
+BOOL = "pypto.DT_BOOL"
 # ops that break on a partial tile (they build full-size constants): their kernels read whole
 # tiles, the last one moved back over rows already done, and the host pads inputs to MIN_ROWS
 WHOLE_TILE_OPS = frozenset({"sigmoid"})
@@ -54,8 +55,10 @@ def row_kernel(
     also: Sequence[tuple[str, str]] = (),
     whole_rows: bool = False,
     vectors: Sequence[str] = (),
+    masks: Sequence[str] = (),
 ) -> Definition:
-    """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype``).
+    """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype`` but the bool
+    ``masks``).
 
     Each input ``a`` is available to the program as the tile ``a_tile``; the program's last
     target is the result, stored as ``out_dtype`` ([rows, ``out_cols``]).
@@ -83,7 +86,7 @@ def row_kernel(
     setup = ""
     if fp32:
         body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in (*inputs, *vectors)
+            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in (*inputs, *vectors) if i not in masks
         )
     body += render(program)
     if fixed is None:
@@ -93,7 +96,7 @@ def row_kernel(
         more, store = cast(tile, FP32 if fp32 else in_dtype, in_dtype)
         setup += more
         body += store + f"pypto.assemble({tile}, [r, 0], {output})\n"
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, {width}], {in_dtype}),\n" for i in inputs)
+    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, {width}], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
     params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
     params += "".join(f"        {v}: pypto.Tensor([1, width], {in_dtype}),\n" for v in vectors)
     params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)

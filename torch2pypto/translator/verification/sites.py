@@ -47,6 +47,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 if param.name not in bound:
                     continue
                 tensor_dtype = other if args and entry.family == "cast" else dtype
+                tensor_dtype = torch.bool if param.name in entry.bool_operands else tensor_dtype
                 name = names.get(param.name)
                 param_shape = samples.operand_shape(entry, name, shape) if name in ("y", "w") else shape
                 value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
