@@ -66,7 +66,9 @@ def fits(rows: int, k: tuple[int, int], n: tuple[int, int], size: int = 2) -> bo
 
 def _init(folder: str) -> None:
     global _module
-    os.environ.setdefault("TILE_FWK_OUTPUT_DIR", str(Path(folder) / "out"))
+    # PyPTO writes ./output, ~/.pypto and ~/ascend/log unless told otherwise: all into the run's folder
+    for variable, sub in (("TILE_FWK_OUTPUT_DIR", "out"), ("PYPTO_HOME", "home"), ("ASCEND_PROCESS_LOG_PATH", "log")):
+        os.environ.setdefault(variable, str(Path(folder) / sub))
     _module = generated(Path(folder))
 
 
