@@ -107,8 +107,8 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return Converted(call, definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
 
 
-def definitions(entry: Entry, program: tuple[Apply, ...] | None = None, how: str | None = None) -> tuple[Definition, ...]:
-    """The kernel variants and the wrapper of an elementwise op (or of a composite ``program``)."""
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    """The kernel variants and the wrapper of an elementwise op."""
     tensors = operands(entry)
     numbers = [p for p in tensors[1:] if "Number" in p.kinds]
     variants = []
@@ -116,9 +116,9 @@ def definitions(entry: Entry, program: tuple[Apply, ...] | None = None, how: str
         if set(chosen) >= set(shared(entry)):
             continue  # no tensor gives the dtype: torch
         name = f"{entry.op}_kernel" if not chosen else f"{entry.op}_{'_'.join(p.name for p in chosen)}_number_kernel"
-        variants.append((name, chosen, _kernel(entry, name, chosen, program)))
-    how = how or f"pypto.{entry.pypto}" + (", computed in FP32" if entry.compute == "float32" else "")
-    whole = templates.whole_tiles(program or (Apply("result", step(entry), ()),))
+        variants.append((name, chosen, _kernel(entry, name, chosen)))
+    how = f"pypto.{entry.pypto}" + (", computed in FP32" if entry.compute == "float32" else "")
+    whole = templates.whole_tiles((Apply("result", step(entry), ()),))
     return (*(kernel for _, _, kernel in variants), _wrapper(entry, variants, how, whole))
 
 
@@ -127,16 +127,12 @@ def _choices(numbers: list[Param]) -> list[tuple[Param, ...]]:
     return [c for r in range(len(numbers) + 1) for c in itertools.combinations(numbers, r)]
 
 
-def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...], program: tuple[Apply, ...] | None) -> Definition:
+def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...]) -> Definition:
     tensors = [p.name for p in operands(entry) if p not in chosen]
     inputs = [_tile(n) for n in tensors]
     constants_ = [*(p.name for p in chosen), *(p.name for p in constants(entry))]
-    if program is None:
-        args = [f"{_tile(p.name)}_tile" if p not in chosen else p.name for p in operands(entry)]
-        program = (Apply("result", step(entry), tuple(args)),)
-    else:  # a composite's program names its operands; numbers become the factory constants
-        rename = {f"{p.name}": f"{_tile(p.name)}_tile" for p in operands(entry) if p not in chosen}
-        program = tuple(Apply(a.target, a.step, tuple(rename.get(o, o) for o in a.operands)) for a in program)
+    args = [f"{_tile(p.name)}_tile" if p not in chosen else p.name for p in operands(entry)]
+    program = (Apply("result", step(entry), tuple(args)),)
     numbers = f" with {', '.join(p.name for p in chosen)} a Python number" if chosen else ""
     out = _PYPTO_OUTPUT.get(entry.output, "dtype")
     return templates.row_kernel(
