@@ -13,9 +13,8 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -389,13 +388,13 @@ def _output(
     elif _to_stdout(args, plan):
         _write_stdout(results[0].code or plan.files[0].read_bytes())
     elif args.in_place:
-        with _interrupts_held():
+        with runner.interrupts_deferred():
             for module in kernels:  # first: the files renamed next import from them
                 if module.changed:
                     _write_atomically(staging, module.path, module.after.encode("utf-8"))
             _rename_staged(jobs, results)
     elif args.output is not None:
-        with _interrupts_held():
+        with runner.interrupts_deferred():
             return _write_output(args.output, plan, jobs, results, kernels, staging)
     return []
 
@@ -432,19 +431,6 @@ def _rename_staged(jobs: list[Job], results: list[Result]) -> None:
 def _write_atomically(staging: runner.Staging, path: Path, data: bytes) -> None:
     """Write via a temporary file in the same folder, so a reader never sees half a file."""
     os.replace(staging.stage(path, data), path)
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Ctrl-C while files are written takes effect once they all are (KeyboardInterrupt then)."""
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
 
 
 def _write_stdout(data: bytes) -> None:

@@ -24,8 +24,9 @@ import os
 import secrets
 import shutil
 import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import libcst as cst
@@ -162,29 +163,52 @@ def _run_in_pool(
 ) -> None:
     biggest_first = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # no straggler at the end
     shares = multiprocessing.SimpleQueue()  # (job, share of its text done) from the workers
-    pool = concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work, shares))
-    others = set(multiprocessing.active_children())
+    # Ctrl-C is taken between two polls, never inside the executor's own locking, which a
+    # KeyboardInterrupt raised halfway through can leave held (shutdown then hangs).
+    with interrupts_deferred() as interrupted:
+        pool = concurrent.futures.ProcessPoolExecutor(workers, initializer=_set_work, initargs=(work, shares))
+        others = set(multiprocessing.active_children())
+        finished = False
+        try:
+            pending = {pool.submit(_translate_in_worker, i, jobs[i]): i for i in biggest_first}
+            while pending and not interrupted:
+                done, _ = concurrent.futures.wait(pending, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
+                while not shares.empty():
+                    bar.within(*shares.get())
+                for future in done:
+                    i = pending.pop(future)
+                    try:
+                        results[i] = future.result()
+                    except Exception as exc:  # the worker died (killed, out of memory) or the result did not pickle
+                        reason = _one_line(str(exc) or type(exc).__name__)
+                        results[i] = Result(jobs[i].path, error=f"worker failed: {reason}")
+                    bar.advance(i)
+                bar.refresh()
+            finished = not interrupted
+        finally:
+            if not finished:  # Ctrl-C or a failure here: stop the workers, even halfway through a file
+                for worker in set(multiprocessing.active_children()) - others:
+                    worker.terminate()
+            pool.shutdown(cancel_futures=True)  # the jobs still queued are not run
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[list[int]]:
+    """Hold Ctrl-C: the yielded list records it, and KeyboardInterrupt is raised on leaving.
+
+    Outside the main thread, where no signal handler can be set, Ctrl-C is not held.
+    """
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
-        pending = {pool.submit(_translate_in_worker, i, jobs[i]): i for i in biggest_first}
-        while pending:
-            done, _ = concurrent.futures.wait(pending, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
-            while not shares.empty():
-                bar.within(*shares.get())
-            for future in done:
-                i = pending.pop(future)
-                try:
-                    results[i] = future.result()
-                except Exception as exc:  # the worker died (killed, out of memory) or the result did not pickle
-                    reason = _one_line(str(exc) or type(exc).__name__)
-                    results[i] = Result(jobs[i].path, error=f"worker failed: {reason}")
-                bar.advance(i)
-            bar.refresh()
-    except BaseException:  # Ctrl-C: stop the workers, even halfway through a file
-        for worker in set(multiprocessing.active_children()) - others:
-            worker.terminate()
-        raise
+        yield caught
     finally:
-        pool.shutdown(cancel_futures=True)  # the jobs still queued are not run
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 _work: Work | None = None  # set once in each worker process
