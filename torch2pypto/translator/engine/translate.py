@@ -15,7 +15,7 @@ from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine import parts
+from torch2pypto.translator.engine import fusion, parts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
 from torch2pypto.translator.engine.transform import Attempt, CallRewriter, Conversion, Options, Sites, Span
@@ -38,6 +38,7 @@ class Translation:
     records: tuple[Record, ...]
     conversions: tuple[Conversion, ...] = ()
     definitions: tuple[Definition, ...] = ()
+    regions: tuple[fusion.Region, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -79,13 +80,17 @@ def translate_source(
     lines = _Lines(text)
     generated = emit.defined_names(text, section)
     hierarchy = Hierarchy(path, options.module_bases)
-    records, edits, conversions, definitions = [], [], [], {}
+    records, edits, conversions, definitions, regions = [], [], [], {}, []
     spelt_free_torch = False
     for part in cut:
         index = module.index(text, part, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
         attempts = _decide(sites, lines)
+        fused = fusion.fuse(sites, attempts, lines, text, index.tree) if options.fuse else fusion.Fused([], [], [])
         part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
+        part_edits += fused.edits
+        part_definitions = [*fused.definitions, *part_definitions]
+        regions += fused.regions
         by_attempt = {id(a): _record(path, a) for a in attempts}
         records += by_attempt.values()
         edits += part_edits
@@ -96,11 +101,11 @@ def translate_source(
     ordered = emit.ordered(definitions.values())
     if kernels_module is None:
         edits += emit.section_edits(text, module.outline, ordered) if ordered else []
-    elif conversions:
-        wrappers = sorted({c.call.func.value for c in conversions})
+    elif conversions or regions:
+        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions})
         edits += emit.import_kernels(text, module.outline, kernels_module, wrappers, spelt_free_torch)
     code = emit.splice(text, edits)  # every edit is in the input's coordinates
-    return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered))
+    return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered), tuple(regions))
 
 
 class _Parted:
