@@ -262,7 +262,7 @@ def name_of(function: str, torch_source: str) -> str:
     """The region's wrapper name: the function's, and a digest of its statements (so a shared
     kernels module holds one kernel per distinct region)."""
     digest = hashlib.sha1(torch_source.encode()).hexdigest()[:6]
-    return f"pypto_fused_{function.strip('_') or 'region'}_{digest}"
+    return f"pypto_fused_{function.strip('_') or 'region'}_{digest}"  # engine.transform.FUSED_PREFIX
 
 
 def definitions(

@@ -44,6 +44,7 @@ class Region:
     """A fused region: its statements' span (1-based lines, 0-based columns), the ops fused, the
     wrapper its statements call and the kernel it launches."""
 
+    path: str
     span: tuple[int, int, int, int]
     function: str
     ops: tuple[str, ...]
@@ -58,13 +59,14 @@ class Fused:
     definitions: list[Definition]
 
 
-def fuse(sites, attempts, lines, text: str, tree: ast.Module) -> Fused:
+def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fused:
     """Find the regions of ``tree``'s functions; mark their call sites converted; the edits that
     replace their statements and the definitions their calls need."""
     pending = {a.span: a for a in attempts if not a.status}
     found = Fused([], [], [])
     for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
         finder = _Finder(sites, pending, lines, text, function)
+        finder.path = path
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
@@ -183,7 +185,7 @@ class _Finder:
         new = "".join(f"{c}\n{indent}" for c in comments) + statement
         for attempt in built.attempts:
             attempt.status, attempt.pypto_api = CONVERTED, f"{wrapper} (fused)"
-        found.regions.append(Region(span, self.function.name, tuple(built.program.ops), wrapper, f"{wrapper.removeprefix('pypto_')}_kernel"))
+        found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, f"{wrapper.removeprefix('pypto_')}_kernel"))
         found.edits.append((start, end, new))
         found.definitions.extend(defined)
 

@@ -18,7 +18,7 @@ from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine import fusion, parts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
-from torch2pypto.translator.engine.transform import Attempt, CallRewriter, Conversion, Options, Sites, Span
+from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
@@ -86,7 +86,7 @@ def translate_source(
         index = module.index(text, part, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
         attempts = _decide(sites, lines)
-        fused = fusion.fuse(sites, attempts, lines, text, index.tree) if options.fuse else fusion.Fused([], [], [])
+        fused = fusion.fuse(sites, attempts, lines, text, index.tree, path) if options.fuse else fusion.Fused([], [], [])
         part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
         part_edits += fused.edits
         part_definitions = [*fused.definitions, *part_definitions]
@@ -276,7 +276,7 @@ def _rewrite_segment(rewriter: CallRewriter, segment: str, calls: list[tuple[int
 
 def _record(path: str, attempt: Attempt) -> Record:
     found, entry = attempt.resolved, attempt.resolved.entry
-    category = entry.category if entry else "unmapped"
+    category = entry.category if entry else FUSED if found.api == FUSED_API else "unmapped"
     pypto_api = attempt.pypto_api or (f"pypto.{entry.pypto}" if entry and entry.pypto else "")
     line, column, end_line, end_column = attempt.span
     reason = "" if attempt.status == CONVERTED else attempt.reason
