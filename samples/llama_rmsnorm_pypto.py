@@ -56,6 +56,33 @@ def _annotated(namespace):
     return evaluate
 
 
+class _TorchGradient(torch.autograd.Function):
+    """The kernel's result forward; backward, torch's gradient of the original expression."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, torch_path, *args):
+        ctx.torch_path = torch_path
+        ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        return kernel_path(*args)
+
+    @staticmethod
+    def backward(ctx, grad):
+        wants = ctx.needs_input_grad[2:]
+        args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
+        with torch.enable_grad():
+            result = ctx.torch_path(*args)
+        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad))
+        return (None, None, *(next(grads) if w else None for w in wants))
+
+
+def _with_torch_grad(kernel_path, torch_path, *args):
+    """kernel_path(*args); when autograd records and a tensor argument requires grad, the result
+    carries torch's gradient (recomputed from the original expression in backward)."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _TorchGradient.apply(kernel_path, torch_path, *args)
+    return kernel_path(*args)
+
+
 def _fits_whole_rows(t, dim, buffers):
     """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
     return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
@@ -136,11 +163,12 @@ def _torch_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_d
     return weight * hidden_states.to(input_dtype)
 
 
-def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=()):
+def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=(), grad=True):
     """Whether a fused kernel takes these operands: float tensors `rows` of one shape (dim >= 1)
     and `vectors` of its last dim, Python numbers, float dtypes, tensors `like` whose dtype it
-    reads; all on the kernel path, and autograd not recording (the fallback keeps torch's
-    gradients). Any other mix runs the region's torch statements."""
+    reads; all on the kernel path; unless `grad`, autograd not recording (a region of several
+    results keeps torch's gradients by running torch). Any other mix runs the region's torch
+    statements."""
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
@@ -149,7 +177,7 @@ def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=()):
         return False
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
         return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
     return _on_kernel_path(*tensors)
 
@@ -164,13 +192,17 @@ def pypto_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_dt
     """
     if not (_fused_operands((hidden_states,), (weight,), numbers=(variance_epsilon,), dtypes=(input_dtype,), like=()) and _fits_row(hidden_states.shape[-1], 3)):
         return _torch_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_dtype)
-    shape, cols = hidden_states.shape, hidden_states.shape[-1]
-    hidden_states_rows = _aligned_rows(hidden_states, cols)
-    weight_rows = _aligned_rows(weight, cols)
-    promoted_dtype = torch.promote_types(weight.dtype, input_dtype)
-    result_out = torch.empty(hidden_states_rows.shape[0], hidden_states_rows.shape[1], dtype=promoted_dtype, device=hidden_states.device)
-    _launch(fused_forward_3d2561_kernel(_PYPTO_ALL_DTYPES[hidden_states.dtype], _PYPTO_ALL_DTYPES[weight.dtype], _PYPTO_ALL_DTYPES[input_dtype], _PYPTO_ALL_DTYPES[promoted_dtype], cols, hidden_states_rows.shape[1], float(variance_epsilon)), hidden_states_rows, weight_rows, result_out)
-    return result_out[:, :cols].reshape(shape)
+
+    def kernel_path(hidden_states, variance_epsilon, weight, input_dtype):
+        shape, cols = hidden_states.shape, hidden_states.shape[-1]
+        hidden_states_rows = _aligned_rows(hidden_states, cols)
+        weight_rows = _aligned_rows(weight, cols)
+        promoted_dtype = torch.promote_types(weight.dtype, input_dtype)
+        result_out = torch.empty(hidden_states_rows.shape[0], hidden_states_rows.shape[1], dtype=promoted_dtype, device=hidden_states.device)
+        _launch(fused_forward_3d2561_kernel(_PYPTO_ALL_DTYPES[hidden_states.dtype], _PYPTO_ALL_DTYPES[weight.dtype], _PYPTO_ALL_DTYPES[input_dtype], _PYPTO_ALL_DTYPES[promoted_dtype], cols, hidden_states_rows.shape[1], float(variance_epsilon)), hidden_states_rows, weight_rows, result_out)
+        return result_out[:, :cols].reshape(shape)
+
+    return _with_torch_grad(kernel_path, _torch_fused_forward_3d2561, hidden_states, variance_epsilon, weight, input_dtype)
 
 
 # ---- end of torch2pypto kernels ----

@@ -56,6 +56,33 @@ def _annotated(namespace):
     return evaluate
 
 
+class _TorchGradient(torch.autograd.Function):
+    """The kernel's result forward; backward, torch's gradient of the original expression."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, torch_path, *args):
+        ctx.torch_path = torch_path
+        ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        return kernel_path(*args)
+
+    @staticmethod
+    def backward(ctx, grad):
+        wants = ctx.needs_input_grad[2:]
+        args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
+        with torch.enable_grad():
+            result = ctx.torch_path(*args)
+        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad))
+        return (None, None, *(next(grads) if w else None for w in wants))
+
+
+def _with_torch_grad(kernel_path, torch_path, *args):
+    """kernel_path(*args); when autograd records and a tensor argument requires grad, the result
+    carries torch's gradient (recomputed from the original expression in backward)."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _TorchGradient.apply(kernel_path, torch_path, *args)
+    return kernel_path(*args)
+
+
 def _fits_whole_rows(t, dim, buffers):
     """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
     return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
@@ -118,11 +145,12 @@ def _torch_fused_norm_5d7727(x, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=()):
+def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=(), grad=True):
     """Whether a fused kernel takes these operands: float tensors `rows` of one shape (dim >= 1)
     and `vectors` of its last dim, Python numbers, float dtypes, tensors `like` whose dtype it
-    reads; all on the kernel path, and autograd not recording (the fallback keeps torch's
-    gradients). Any other mix runs the region's torch statements."""
+    reads; all on the kernel path; unless `grad`, autograd not recording (a region of several
+    results keeps torch's gradients by running torch). Any other mix runs the region's torch
+    statements."""
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
@@ -131,7 +159,7 @@ def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=()):
         return False
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
         return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
     return _on_kernel_path(*tensors)
 
@@ -145,11 +173,15 @@ def pypto_fused_norm_5d7727(x, eps):
     """
     if not (_fused_operands((x,), (), numbers=(eps,), dtypes=(), like=()) and _fits_row(x.shape[-1], 3)):
         return _torch_fused_norm_5d7727(x, eps)
-    shape, cols = x.shape, x.shape[-1]
-    x_rows = _aligned_rows(x, cols)
-    result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
-    _launch(fused_norm_5d7727_kernel(_PYPTO_ALL_DTYPES[x.dtype], cols, x_rows.shape[1], float(eps)), x_rows, result_out)
-    return result_out[:, :cols].reshape(shape)
+
+    def kernel_path(x, eps):
+        shape, cols = x.shape, x.shape[-1]
+        x_rows = _aligned_rows(x, cols)
+        result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
+        _launch(fused_norm_5d7727_kernel(_PYPTO_ALL_DTYPES[x.dtype], cols, x_rows.shape[1], float(eps)), x_rows, result_out)
+        return result_out[:, :cols].reshape(shape)
+
+    return _with_torch_grad(kernel_path, _torch_fused_norm_5d7727, x, eps)
 
 
 @functools.cache
@@ -211,12 +243,16 @@ def pypto_fused_forward_22a741(x, eps, self, weight):
     """
     if not (_fused_operands((x,), (weight,), numbers=(eps,), dtypes=(), like=()) and _fits_row(x.shape[-1], 3)):
         return _torch_fused_forward_22a741(x, eps, self, weight)
-    shape, cols = x.shape, x.shape[-1]
-    x_rows = _aligned_rows(x, cols)
-    weight_rows = _aligned_rows(weight, cols)
-    result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
-    _launch(fused_forward_22a741_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[weight.dtype], cols, x_rows.shape[1], float(eps)), x_rows, weight_rows, result_out)
-    return result_out[:, :cols].reshape(shape)
+
+    def kernel_path(x, eps, self, weight):
+        shape, cols = x.shape, x.shape[-1]
+        x_rows = _aligned_rows(x, cols)
+        weight_rows = _aligned_rows(weight, cols)
+        result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
+        _launch(fused_forward_22a741_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[weight.dtype], cols, x_rows.shape[1], float(eps)), x_rows, weight_rows, result_out)
+        return result_out[:, :cols].reshape(shape)
+
+    return _with_torch_grad(kernel_path, _torch_fused_forward_22a741, x, eps, self, weight)
 
 
 # ---- end of torch2pypto kernels ----

@@ -293,9 +293,10 @@ def definitions(
     factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers)]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_fits_whole_rows" if program.reduces else "_tile_shape", "_annotated"))
+    single = len(outputs) == 1  # autograd may record: torch's gradient of the fallback (_with_torch_grad)
     guard = (f"_fused_operands(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({_tuple(p.name for p in params if p.kind == 'like')}))")
+             f"like=({_tuple(p.name for p in params if p.kind == 'like')}){'' if single else ', grad=False'})")
     if program.reduces:
         guard = f"({guard} and _fits_row({rows[0].name}.shape[-1], {buffers}))"
     first = rows[0].name
@@ -333,7 +334,13 @@ def definitions(
         92, initial_indent="    ", subsequent_indent="    ",
     )
     source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-              f"    if not {guard}:\n        return {fallback}({signature})\n" + textwrap.indent(body, "    "))
+              f"    if not {guard}:\n        return {fallback}({signature})\n")
+    if single:
+        source += (f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
+                   + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n")
+        requires.append("_with_torch_grad")
+    else:
+        source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
     extra = (templates.ALIGNED_ROWS, templates.WHOLE_ROWS) if program.reduces else ()
     return (*extra, kernel_def, fallback_def, FUSED_OPERANDS, wrapper_def)
@@ -390,11 +397,12 @@ def {name}({", ".join(factory)}):
 FUSED_OPERANDS = Definition(
     "_fused_operands",
     '''\
-def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=()):
+def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=(), grad=True):
     """Whether a fused kernel takes these operands: float tensors `rows` of one shape (dim >= 1)
     and `vectors` of its last dim, Python numbers, float dtypes, tensors `like` whose dtype it
-    reads; all on the kernel path, and autograd not recording (the fallback keeps torch's
-    gradients). Any other mix runs the region's torch statements."""
+    reads; all on the kernel path; unless `grad`, autograd not recording (a region of several
+    results keeps torch's gradients by running torch). Any other mix runs the region's torch
+    statements."""
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
@@ -403,7 +411,7 @@ def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=()):
         return False
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
         return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
     return _on_kernel_path(*tensors)
 ''',
