@@ -163,23 +163,31 @@ def _torch_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_d
     return weight * hidden_states.to(input_dtype)
 
 
-def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=(), grad=True):
-    """Whether a fused kernel takes these operands: float tensors `rows` of one shape (dim >= 1)
-    and `vectors` of its last dim, Python numbers, float dtypes, tensors `like` whose dtype it
-    reads; all on the kernel path; unless `grad`, autograd not recording (a region of several
-    results keeps torch's gradients by running torch). Any other mix runs the region's torch
-    statements."""
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
+    """The shape of a fused kernel's rows for these operands, or None if it does not take them.
+
+    It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
+    `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
+    numbers, float dtypes, tensors `like` whose dtype it reads; all on the kernel path; unless
+    `grad`, autograd not recording (a region of several results keeps torch's gradients by
+    running torch). Any other mix runs the region's torch statements.
+    """
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return False
-    shape = rows[0].shape
-    if not shape or any(t.shape != shape for t in rows) or any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
-        return False
+        return None
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in rows))
+        if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+    except RuntimeError:
+        return None
+    if any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
+        return None
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
-        return False
+        return None
     if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return False
-    return _on_kernel_path(*tensors)
+        return None
+    return shape if _on_kernel_path(*tensors) else None
 
 
 def pypto_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_dtype):
@@ -190,11 +198,12 @@ def pypto_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_dt
     dtypes, rounded where torch rounds. Operands the kernel does not take (other shapes or
     dtypes, tensors that need grad, off the NPU) run _torch_fused_forward_3d2561.
     """
-    if not (_fused_operands((hidden_states,), (weight,), numbers=(variance_epsilon,), dtypes=(input_dtype,), like=()) and _fits_row(hidden_states.shape[-1], 3)):
+    shape = _fused_shape((hidden_states,), (weight,), numbers=(variance_epsilon,), dtypes=(input_dtype,), like=(), results=((hidden_states,),))
+    if not (shape is not None and _fits_row(shape[-1], 3)):
         return _torch_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_dtype)
 
     def kernel_path(hidden_states, variance_epsilon, weight, input_dtype):
-        shape, cols = hidden_states.shape, hidden_states.shape[-1]
+        cols = shape[-1]
         hidden_states_rows = _aligned_rows(hidden_states, cols)
         weight_rows = _aligned_rows(weight, cols)
         promoted_dtype = torch.promote_types(weight.dtype, input_dtype)

@@ -145,23 +145,31 @@ def _torch_fused_norm_5d7727(x, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=(), grad=True):
-    """Whether a fused kernel takes these operands: float tensors `rows` of one shape (dim >= 1)
-    and `vectors` of its last dim, Python numbers, float dtypes, tensors `like` whose dtype it
-    reads; all on the kernel path; unless `grad`, autograd not recording (a region of several
-    results keeps torch's gradients by running torch). Any other mix runs the region's torch
-    statements."""
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
+    """The shape of a fused kernel's rows for these operands, or None if it does not take them.
+
+    It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
+    `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
+    numbers, float dtypes, tensors `like` whose dtype it reads; all on the kernel path; unless
+    `grad`, autograd not recording (a region of several results keeps torch's gradients by
+    running torch). Any other mix runs the region's torch statements.
+    """
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return False
-    shape = rows[0].shape
-    if not shape or any(t.shape != shape for t in rows) or any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
-        return False
+        return None
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in rows))
+        if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+    except RuntimeError:
+        return None
+    if any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
+        return None
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
-        return False
+        return None
     if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return False
-    return _on_kernel_path(*tensors)
+        return None
+    return shape if _on_kernel_path(*tensors) else None
 
 
 def pypto_fused_norm_5d7727(x, eps):
@@ -171,11 +179,12 @@ def pypto_fused_norm_5d7727(x, eps):
     where torch rounds. Operands the kernel does not take (other shapes or dtypes, tensors
     that need grad, off the NPU) run _torch_fused_norm_5d7727.
     """
-    if not (_fused_operands((x,), (), numbers=(eps,), dtypes=(), like=()) and _fits_row(x.shape[-1], 3)):
+    shape = _fused_shape((x,), (), numbers=(eps,), dtypes=(), like=(), results=((x,),))
+    if not (shape is not None and _fits_row(shape[-1], 3)):
         return _torch_fused_norm_5d7727(x, eps)
 
     def kernel_path(x, eps):
-        shape, cols = x.shape, x.shape[-1]
+        cols = shape[-1]
         x_rows = _aligned_rows(x, cols)
         result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
         _launch(fused_norm_5d7727_kernel(_PYPTO_ALL_DTYPES[x.dtype], cols, x_rows.shape[1], float(eps)), x_rows, result_out)
@@ -241,11 +250,12 @@ def pypto_fused_forward_22a741(x, eps, self, weight):
     dtypes, rounded where torch rounds. Operands the kernel does not take (other shapes or
     dtypes, tensors that need grad, off the NPU) run _torch_fused_forward_22a741.
     """
-    if not (_fused_operands((x,), (weight,), numbers=(eps,), dtypes=(), like=()) and _fits_row(x.shape[-1], 3)):
+    shape = _fused_shape((x,), (weight,), numbers=(eps,), dtypes=(), like=(), results=((x,),))
+    if not (shape is not None and _fits_row(shape[-1], 3)):
         return _torch_fused_forward_22a741(x, eps, self, weight)
 
     def kernel_path(x, eps, self, weight):
-        shape, cols = x.shape, x.shape[-1]
+        cols = shape[-1]
         x_rows = _aligned_rows(x, cols)
         weight_rows = _aligned_rows(weight, cols)
         result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)

@@ -45,6 +45,7 @@ class Operand:
     text: str
     role: str | None = None
     dtype: str | None = None
+    deps: frozenset[str] = frozenset()  # the tensor parameters the value is computed from
 
     @property
     def is_tile(self) -> bool:
@@ -105,7 +106,7 @@ class Program:
         """A tensor parameter's tile (rows or vector), or for a ``like`` one its dtype symbol only."""
         symbol = f"{param.name}_dtype"
         self.symbols[symbol] = f"{param.name}.dtype"
-        return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol)
+        return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}))
 
     def dtype(self, param: Param) -> str:
         self.symbols[param.name] = param.name
@@ -144,7 +145,7 @@ class Program:
             setup, statements = templates.cast(target, value.dtype, dtype)
             self.setup.append(setup)
             self._emit(f"{target} = {value.text}\n" + statements, [value])
-            self._casts[key] = Operand(target, value.role, dtype)
+            self._casts[key] = Operand(target, value.role, dtype, value.deps)
         return self._casts[key]
 
     # --- ops -------------------------------------------------------------------------------
@@ -194,7 +195,8 @@ class Program:
             target = self._fresh("t")
             out_dtype = BOOL if a.step.result == "bool" else compute
             self._emit(a.step.render(target, [text.get(o, o) for o in a.operands]), [kinds[o] for o in a.operands if o in kinds])
-            last = kinds[a.target] = Operand(target, role, out_dtype)
+            deps = frozenset().union(*(kinds[o].deps for o in a.operands if o in kinds))
+            last = kinds[a.target] = Operand(target, role, out_dtype, deps)
             text[a.target] = target
             self.pypto.append(f"pypto.{a.step.op}")
         self.ops.append(op)
@@ -294,17 +296,20 @@ def definitions(
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_fits_whole_rows" if program.reduces else "_tile_shape", "_annotated"))
     single = len(outputs) == 1  # autograd may record: torch's gradient of the fallback (_with_torch_grad)
-    guard = (f"_fused_operands(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
+    names = {p.name for p in rows}
+    results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
+    guard = (f"_fused_shape(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({_tuple(p.name for p in params if p.kind == 'like')}){'' if single else ', grad=False'})")
-    if program.reduces:
-        guard = f"({guard} and _fits_row({rows[0].name}.shape[-1], {buffers}))"
+             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
+    prologue = f"shape = {guard}\n"
+    guard = "shape is not None" + (f" and _fits_row(shape[-1], {buffers})" if program.reduces else "")
     first = rows[0].name
-    body = f"shape, cols = {first}.shape, {first}.shape[-1]\n"
+    body = "cols = shape[-1]\n"
+    expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host
     if program.reduces:
-        body += "".join(f"{p.name}_rows = _aligned_rows({p.name}, cols)\n" for p in tensors)
+        body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
     else:
-        body += "".join(f"{p.name}_rows = _as_rows({p.name})\n" for p in rows)
+        body += "".join(f"{p.name}_rows = _as_rows({expanded[p.name]})\n" for p in rows)
         body += "".join(f"{p.name}_rows = {p.name}.reshape(1, cols).contiguous()\n" for p in vectors)
     if program.whole:
         body += f"n = {first}_rows.shape[0]\n" + "".join(f"{p.name}_rows = _whole_tile_rows({p.name}_rows)  # {kernel} reads whole tiles\n" for p in rows)
@@ -324,7 +329,7 @@ def definitions(
         shaped = f"{o.name}_out{cut}[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out{cut}.reshape(*shape[:-1], 1)"
         results.append(shaped)
     body += f"return {', '.join(results)}\n"
-    requires = ["_fused_operands", "_launch", "_as_rows", kernel, fallback]
+    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback]
     requires += ["_aligned_rows"] if program.reduces else []
     requires += ["_whole_tile_rows"] if program.whole else []
     doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
@@ -334,7 +339,7 @@ def definitions(
         92, initial_indent="    ", subsequent_indent="    ",
     )
     source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-              f"    if not {guard}:\n        return {fallback}({signature})\n")
+              f"    {prologue}    if not ({guard}):\n        return {fallback}({signature})\n")
     if single:
         source += (f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
                    + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n")
@@ -343,7 +348,7 @@ def definitions(
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
     extra = (templates.ALIGNED_ROWS, templates.WHOLE_ROWS) if program.reduces else ()
-    return (*extra, kernel_def, fallback_def, FUSED_OPERANDS, wrapper_def)
+    return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 
 def _tuple(names) -> str:
@@ -394,26 +399,34 @@ def {name}({", ".join(factory)}):
     return source.replace("\n\n\n", "\n\n")
 
 
-FUSED_OPERANDS = Definition(
-    "_fused_operands",
+FUSED_SHAPE = Definition(
+    "_fused_shape",
     '''\
-def _fused_operands(rows, vectors=(), numbers=(), dtypes=(), like=(), grad=True):
-    """Whether a fused kernel takes these operands: float tensors `rows` of one shape (dim >= 1)
-    and `vectors` of its last dim, Python numbers, float dtypes, tensors `like` whose dtype it
-    reads; all on the kernel path; unless `grad`, autograd not recording (a region of several
-    results keeps torch's gradients by running torch). Any other mix runs the region's torch
-    statements."""
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
+    """The shape of a fused kernel's rows for these operands, or None if it does not take them.
+
+    It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
+    `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
+    numbers, float dtypes, tensors `like` whose dtype it reads; all on the kernel path; unless
+    `grad`, autograd not recording (a region of several results keeps torch's gradients by
+    running torch). Any other mix runs the region's torch statements.
+    """
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return False
-    shape = rows[0].shape
-    if not shape or any(t.shape != shape for t in rows) or any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
-        return False
+        return None
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in rows))
+        if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+    except RuntimeError:
+        return None
+    if any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
+        return None
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
-        return False
+        return None
     if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return False
-    return _on_kernel_path(*tensors)
+        return None
+    return shape if _on_kernel_path(*tensors) else None
 ''',
     ("_on_kernel_path",),
 )

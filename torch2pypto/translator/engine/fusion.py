@@ -310,6 +310,7 @@ class _Built:
 
     def elementwise(self, op: str, nodes: list[ast.expr], env, entry: Entry | None = None) -> Operand:
         """An elementwise entry's step on its operands (an infix operator is its entry's)."""
+        infix = entry is None
         entry = entry or self.entry(op)
         values = [self.value(n, env) if n is not None else None for n in nodes]
         names = [p.name for p in elementwise.operands(entry)]
@@ -318,8 +319,9 @@ class _Built:
         if not values[0].is_tile:
             if entry.commutative:
                 values = values[::-1]
-            elif op == "sub" and values[1].is_tile:  # 1 - x as -x + 1: the same single rounding
+            elif op == "sub" and values[1].is_tile and infix:  # 1 - x as -x + 1: the same single rounding
                 negated = self.program.apply("neg", (Apply("result", elementwise.step(self.entry("neg")), ("input",)),), {"input": values[1]})
+                self.program.ops.pop()  # one torch op, two steps
                 values = [negated, values[0]]
                 entry = self.entry("add")
             else:
