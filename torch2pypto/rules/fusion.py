@@ -260,11 +260,18 @@ class Output:
     value: Operand
 
 
-def name_of(function: str, torch_source: str) -> str:
-    """The region's wrapper name: the function's, and a digest of its statements (so a shared
-    kernels module holds one kernel per distinct region)."""
+def name_of(function: str, torch_source: str, sites: int) -> str:
+    """The region's wrapper name: the function's, a digest of its statements (so a shared
+    kernels module holds one kernel per distinct region) and how many torch call sites it
+    fused (a later run counts its call as that many converted sites)."""
     digest = hashlib.sha1(torch_source.encode()).hexdigest()[:6]
-    return f"pypto_fused_{function.strip('_') or 'region'}_{digest}"  # engine.transform.FUSED_PREFIX
+    return f"pypto_fused_{function.strip('_') or 'region'}_{digest}_{sites}sites"  # engine.transform.FUSED_PREFIX
+
+
+def fused_sites(wrapper: str) -> int:
+    """The torch call sites a fused wrapper's call stands for (its name says)."""
+    count = wrapper.rpartition("_")[2].removesuffix("sites")
+    return int(count) if count.isdigit() else 1
 
 
 def definitions(
@@ -272,7 +279,7 @@ def definitions(
 ) -> tuple[Definition, ...]:
     """The kernel factory, the torch fallback (``torch_source``: the region's statements, with the
     parameters' names) and the wrapper ``wrapper`` of a built region."""
-    base = wrapper.removeprefix("pypto_")
+    base = wrapper.removeprefix("pypto_").rpartition("_")[0]  # without the sites count
     kernel, fallback = f"{base}_kernel", f"_torch_{base}"
     params = program.params
     signature = ", ".join(p.name for p in params)

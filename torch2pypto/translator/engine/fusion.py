@@ -56,7 +56,7 @@ class Region:
 class Fused:
     regions: list[Region]
     edits: list[tuple[int, int, str]]
-    definitions: list[Definition]
+    definitions: list[tuple[int, Definition]]  # (offset of the region, definition)
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fused:
@@ -174,7 +174,7 @@ class _Finder:
         start, end = self.lines.offset(*span[:2]), self.lines.offset(*span[2:])
         torch_source = built.fallback_source(start, end, first.col_offset)
         kinds = "".join(f"{p.name}:{p.kind}," for p in built.program.params)
-        wrapper = name_of(self.function.name, kinds + torch_source)
+        wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
         outputs = [dataclasses.replace(o, name=_output_name(o.name, built.program)) for o in built.outputs]
         where = f"{self.function.name}'s region"
         defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
@@ -182,12 +182,13 @@ class _Finder:
         statement = f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
         comments = _comments(self.text[start:end])
-        new = "".join(f"{c}\n{indent}" for c in comments) + statement
+        newline = "\r\n" if "\r\n" in self.text[start:end] else "\r" if "\r" in self.text[start:end] else "\n"
+        new = "".join(f"{c}{newline}{indent}" for c in comments) + statement
         for attempt in built.attempts:
             attempt.status, attempt.pypto_api = CONVERTED, f"{wrapper} (fused)"
-        found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, f"{wrapper.removeprefix('pypto_')}_kernel"))
+        found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, f"{wrapper.removeprefix('pypto_').rpartition('_')[0]}_kernel"))
         found.edits.append((start, end, new))
-        found.definitions.extend(defined)
+        found.definitions.extend((start, d) for d in defined)
 
 
 def _output_name(name: str, program: Program) -> str:

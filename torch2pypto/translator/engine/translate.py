@@ -13,6 +13,7 @@ import libcst as cst
 
 from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import fused_sites
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine import fusion, parts
@@ -89,7 +90,7 @@ def translate_source(
         fused = fusion.fuse(sites, attempts, lines, text, index.tree, path) if options.fuse else fusion.Fused([], [], [])
         part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
         part_edits += fused.edits
-        part_definitions = [*fused.definitions, *part_definitions]
+        part_definitions = [d for _, d in sorted([*fused.definitions, *part_definitions], key=lambda p: p[0])]  # source order
         regions += fused.regions
         by_attempt = {id(a): _record(path, a) for a in attempts}
         records += by_attempt.values()
@@ -224,7 +225,9 @@ def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
         if id(call) in in_fstrings:
             attempts.append(Attempt(span, found, reason="inside an f-string"))
         else:
-            attempts.append(sites.attempt(call, found, span))
+            # a fused region's call stands for the torch call sites it fused: the rate holds after a migration
+            repeat = fused_sites(call.func.id) if found.api == FUSED_API else 1
+            attempts += [sites.attempt(call, found, span) for _ in range(repeat)]
     attempts.sort(key=lambda a: a.span)
     return attempts
 
@@ -248,7 +251,7 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callab
             edits.append((start, end, new))
         for attempt, result in converted:
             conversions.append((attempt, result.call, result.params))
-            definitions.extend(result.definitions)
+            definitions.extend((start, d) for d in result.definitions)
         if progress is not None:
             progress(end / len(text))
     return edits, conversions, definitions

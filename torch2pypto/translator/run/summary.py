@@ -163,9 +163,12 @@ def print_run_summary(console: Console, summary: RunSummary, *, top: int | None 
     lines.add_row("Conversion rate", format_rate(s.rate), "of the sites that are not host-side" if s.host_side else "")
     console.print(lines)
     if s.regions:
-        console.print(f"Fused regions: {len(s.regions)}, one kernel each")
+        regions = Table.grid(padding=(0, 1))
+        regions.add_column(overflow="fold")
+        regions.add_row(f"Fused regions: {len(s.regions)}, one kernel each")
         for r in s.regions:
-            console.print(f"  {r.path}:{r.span[0]}-{r.span[2]} {r.function}: {r.kernel}: {', '.join(r.ops)}", markup=False, soft_wrap=True)
+            regions.add_row(escape(f"  {r.path}:{r.span[0]}-{r.span[2]} {r.function}: {r.kernel}: {', '.join(r.ops)}"))
+        console.print(regions)
     if not s.ops:
         return
     shown = s.ops if top is None else s.ops[:top]
