@@ -19,13 +19,11 @@ import ast
 import dataclasses
 import io
 import tokenize
-from typing import Callable
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import composite, elementwise, reduction
-from torch2pypto.rules.calls import wrapper_params
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.fusion import COLUMN, ROWS, VECTOR, Operand, Output, Program, Unfusible, definitions, name_of, static_dtype
+from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Program, Unfusible, definitions, name_of, static_dtype
 from torch2pypto.rules.steps import Apply
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
@@ -175,7 +173,7 @@ class _Finder:
         torch_source = built.fallback_source(start, end, first.col_offset)
         kinds = "".join(f"{p.name}:{p.kind}," for p in built.program.params)
         wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
-        outputs = [dataclasses.replace(o, name=_output_name(o.name, built.program)) for o in built.outputs]
+        outputs = built.outputs
         where = f"{self.function.name}'s region"
         defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params)})"
@@ -189,11 +187,6 @@ class _Finder:
         found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, f"{wrapper.removeprefix('pypto_').rpartition('_')[0]}_kernel"))
         found.edits.append((start, end, new))
         found.definitions.extend((start, d) for d in defined)
-
-
-def _output_name(name: str, program: Program) -> str:
-    """Output names distinct from the wrapper's parameters (``x = f(x)``: out param ``x_out``)."""
-    return name
 
 
 def _comments(segment: str) -> list[str]:
