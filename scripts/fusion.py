@@ -26,7 +26,7 @@ HBM = 1.42e12  # bytes/s
 CASES = {
     "rmsnorm": ("samples/qwen3_5_rmsnorm.py", "Qwen3_5RMSNorm"),
     "silu_gate": ("import torch\nimport torch.nn.functional as F\n\n\n"
-                  "def f(gate: torch.Tensor, up: torch.Tensor):\n    return F.silu(gate) * up\n", 2),
+                  "def f(gate: torch.Tensor, up: torch.Tensor):\n    return torch.mul(F.silu(gate), up)\n", 2),
     "softmax": ("import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)\n", 1),
 }
 ROOT = Path(__file__).resolve().parent.parent
