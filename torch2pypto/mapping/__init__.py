@@ -25,8 +25,8 @@ CATEGORIES = (
     "host-side",
 )
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
-FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube")  # how code is made (rules/)
-KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
+FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube", "movement")  # how code is made (rules/)
+KINDS = ("Tensor", "Tensors", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
 DOMAINS = ("real", "positive", "unit", "small", "nonfinite")
 _NO_DEFAULT = object()
@@ -249,8 +249,8 @@ def _check(entry: Entry) -> None:
         raise TableError(f"{op}: an {entry.category} op has no kernel family")
     if kernel and not entry.examples.convert:
         raise TableError(f"{op}: a mapped op gives at least one example that converts")
-    if entry.category != HOST_SIDE and (not entry.params or not entry.params[0].is_tensor):
-        raise TableError(f"{op}: the first parameter must be the input Tensor")
+    if entry.category != HOST_SIDE and (not entry.params or entry.params[0].kinds not in (("Tensor",), ("Tensors",))):
+        raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them)")
     for api in entry.apis:
         if not api.startswith("torch."):
             raise TableError(f"{op}: API {api!r} is not a torch name")

@@ -373,3 +373,55 @@ def _fits_row(cols, buffers):
 ''',
     ("_fits_whole_rows",),
 )
+
+
+def assemble_kernel(name: str, inputs: int) -> Definition:
+    """A kernel factory ``name(dtype, cols, width, places, fills=(), value=0.0)`` copying column
+    runs of ``inputs`` [rows, cols[i]] matrices into a [rows, width] output, row tile by row tile.
+
+    ``places[i]`` lists input i's runs as (source col, size, output col); ``fills`` lists the
+    output's other runs as (output col, size), set to ``value``. Runs may start at any column and
+    be any width: view and assemble copy them as they are, only the tile's width is 32-byte
+    aligned (PyPTO refuses other vector tiles). pypto.full
+    makes FP32 tiles only: a fill of another dtype is cast.
+    """
+    params = "".join(f"        x{i}: pypto.Tensor([pypto.DYNAMIC, cols[{i}]], dtype),\n" for i in range(inputs))
+    copies = [
+        f"            for p in range(len(places[{i}])):  # unrolled\n"
+        f"                src, size, dst = places[{i}][p]\n"
+        f"                piece = pypto.view(x{i}, [rows, size], [r, src], valid_shape=[valid, size])\n"
+        f"                pypto.assemble(piece, [r, dst], out)\n"
+        for i in range(inputs)
+    ]
+    _, store = cast("piece", FP32, "dtype")
+    fill = (
+        "            for p in range(len(fills)):  # unrolled\n"
+        "                dst, size = fills[p]\n"
+        f"                piece = pypto.full([rows, size], value, {FP32}, valid_shape=[valid, size])\n"
+        f"{textwrap.indent(store, ' ' * 16)}"
+        "                pypto.assemble(piece, [r, dst], out)\n"
+    )
+    copies = "".join(copies)
+    setup, _ = cast("piece", FP32, "dtype")
+    source = f'''\
+@functools.cache
+def {name}(dtype, cols, width, places, fills=(), value=0.0):
+    """Column runs of {inputs} [rows, cols[i]] input{"s" if inputs > 1 else ""} (places) and fills assembled into [rows, width]."""
+    widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
+    rows, tile_cols = _tile_shape(-(-widest // 16) * 16, buffers=2)  # tiles 32-byte aligned: runs need not be
+{textwrap.indent(setup, " " * 4)}
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+{params}        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),
+    ):
+        n = x0.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+            r = i * rows
+            valid = (n - r).min(rows)
+            pypto.set_vec_tile_shapes(rows, tile_cols)
+{copies}            if len(fills) > 0:  # the parser refuses a loop over nothing
+{textwrap.indent(fill, "    ")}
+    return kernel
+'''
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
