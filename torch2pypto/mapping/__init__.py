@@ -84,11 +84,12 @@ class Sample:
     shift amounts) or nonfinite (real with inf, -inf and nan mixed in); ``shapes``: the shapes of
     ``x`` if the op needs particular ones (else the generated shapes: tail tiles, unaligned
     widths, rank 1 to 4); ``y`` and ``w``: the shapes of those names, one per shape of ``x``
-    (matmul operands whose k matches).
+    (matmul operands whose k matches); ``matrix``: more shapes of ``x`` that ``-m matrix`` adds.
     """
 
     domain: str = "real"
     shapes: tuple[tuple[int, ...], ...] = ()
+    matrix: tuple[tuple[int, ...], ...] = ()
     y: tuple[tuple[int, ...], ...] = ()
     w: tuple[tuple[int, ...], ...] = ()
 
@@ -221,10 +222,12 @@ def _examples(op: str, raw: dict[str, Any]) -> Examples:
 
 
 def _sample(op: str, raw: dict[str, Any]) -> Sample:
-    extra = set(raw) - {"domain", "shapes", "y", "w"}
+    extra = set(raw) - {"domain", "shapes", "y", "w", "matrix"}
     if extra:
         raise TableError(f"{op}: unknown sample field(s) {sorted(extra)}")
-    shapes = {name: tuple(tuple(s) for s in raw.get(name, ())) for name in ("shapes", "y", "w")}
+    shapes = {name: tuple(tuple(s) for s in raw.get(name, ())) for name in ("shapes", "y", "w", "matrix")}
+    if shapes["matrix"] and not shapes["shapes"]:
+        raise TableError(f"{op}: sample.matrix adds to sample.shapes, which it needs")
     sample = Sample(raw.get("domain", "real"), **shapes)
     for name in ("y", "w"):
         if shapes[name] and len(shapes[name]) != len(sample.shapes):

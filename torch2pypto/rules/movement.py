@@ -1,14 +1,15 @@
 """The movement family: data copied into place, column run by column run (cat, stack, roll,
 repeat_interleave, F.pad's constant mode).
 
-``args.layout`` names the layout. The host folds each input into [rows, cols] (the dims before
-the ones the op moves become rows) and computes which column runs of each input land where in
-the [rows, width] output, and which output runs are filled with a constant
-(:data:`PIECES`); :func:`templates.assemble_kernel` copies them with ``pypto.view`` and
-``pypto.assemble``, one launch. cat and stack take a list or tuple literal of tensors (the
-kernel has one parameter per tensor): a list whose length is not known at the call stays torch.
-Calls torch refuses (mismatched shapes, dims out of range, mixed dtypes) and geometries of more
-than :data:`MAX_PIECES` runs per input run torch, which raises or computes as it does.
+``args.layout`` names the layout. The host folds each input into [rows, cols] at the dim the op
+moves (the dims before it become rows) and says which column runs of the input land where in
+the [rows, width] output and which output runs are filled with a constant;
+:func:`templates.assemble_kernel` copies them with ``pypto.view`` and ``pypto.assemble``. cat
+and stack join every tensor in one launch; they take a list or tuple literal (the kernel has
+one parameter per tensor): a list whose length is not known at the call stays torch. roll and
+pad launch once per dim they move (:data:`ALONG`); repeat_interleave fills a new dim with
+copies, up to :data:`MAX_PIECES`. Calls torch refuses (mismatched shapes, dims out of range,
+mixed dtypes) run torch, which raises as it does.
 """
 
 from __future__ import annotations
@@ -26,46 +27,27 @@ from torch2pypto.rules.site import CallSite, Converted, Unsupported
 MAX_INPUTS = 32  # tensors a cat or stack kernel takes
 MAX_PIECES = 64  # column runs per kernel (each is an unrolled view and assemble)
 
-PIECES = Definition(
-    "_pieces",
+ALONG = Definition(
+    "_moved_along",
     f'''\
-def _pieces(shape, moves):
-    """How a [rows, prod(shape)] input lands in its [rows, prod(out shape)] output, as column runs:
-    `moves[d]` = (out size, [(source start, count, output start), ...]) along dim d of `shape`.
-    Returns the input's runs ((source col, size, output col), ...), the output's runs no input
-    reaches ((output col, size), ...), and the output's width; None past {MAX_PIECES} runs."""
-    sizes = [size for size, _ in moves]
-    identity = [runs == [(0, n, 0)] and size == n for n, (size, runs) in zip(shape, moves)]
-    inner, outer = [1] * len(shape), [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        inner[d], outer[d] = inner[d + 1] * shape[d + 1], outer[d + 1] * sizes[d + 1]
-    pieces = []
-
-    def walk(d, src, dst):
-        for start, count, at in moves[d][1]:
-            if count <= 0:
-                continue
-            if all(identity[d + 1:]):  # the dims inside are whole: one run
-                pieces.append((src + start * inner[d], count * inner[d], dst + at * outer[d]))
-            else:
-                for j in range(count):
-                    walk(d + 1, src + (start + j) * inner[d], dst + (at + j) * outer[d])
-            if len(pieces) > {MAX_PIECES}:
-                return
-
-    walk(0, 0, 0)
-    width = math.prod(sizes)
+def _moved_along(x, dim, size, runs, value=0.0):
+    """`x` with dim `dim` rebuilt to `size` entries from `runs` of its own ((source start, count,
+    output start), ...), the entries no run reaches set to `value`: one assemble kernel on `x`
+    folded to [rows, cols] at `dim`."""
+    rows, inner = math.prod(x.shape[:dim]), math.prod(x.shape[dim + 1:])
+    places = tuple((start * inner, count * inner, at * inner) for start, count, at in runs if count > 0)
     fills, done = [], 0
-    for src, size, dst in sorted(pieces, key=lambda p: p[2]):
-        if dst > done:
-            fills.append((done, dst - done))
-        done = max(done, dst + size)
-    if done < width:
-        fills.append((done, width - done))
-    if len(pieces) + len(fills) > {MAX_PIECES}:
-        return None
-    return tuple(pieces), tuple(fills), width
+    for _, count, at in sorted(places, key=lambda run: run[2]):
+        fills += [(done, at - done)] if at > done else []
+        done = at + count
+    fills += [(done, size * inner - done)] if done < size * inner else []
+    matrix = x.reshape(rows, -1).contiguous()
+    out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
+    kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
+    _launch(kernel, matrix, out)
+    return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
 ''',
+    ("_launch", "assemble1_kernel"),
     imports=("math",),
 )
 
@@ -192,75 +174,64 @@ def _join(entry: Entry, name: str, count: int) -> tuple[Definition, ...]:
     return templates.assemble_kernel(kernel, count), JOINED, wrapper
 
 
-MOVES = {  # host code: `rows` (the folded leading dims), `shape` (the dims moved), `moves`, `result`
+MOVES = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs
     "roll": '''\
 def _rolled(input, shifts, dims):
-    """The fold, moves and result shape of torch.roll(input, shifts, dims), or None if torch
-    would refuse or compute it another way."""
-    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    """torch.roll(input, shifts, dims) as `input` (flattened for dims None), the moves along its
+    dims ((dim, size, runs), ...: a dim rolled by s puts its last s entries first) and the shape
+    to restore (None: the input's); or None."""
+    shifts = (shifts,) if type(shifts) is int else tuple(shifts)
+    shape = None
     if dims is None:
         if len(shifts) != 1:
             return None
-        return 1, [input.numel()], [_rolled_runs(input.numel(), shifts[0])], input.shape
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    rank = input.dim()
+        shape, input, dims = input.shape, input.reshape(-1), 0
+    dims = (dims,) if type(dims) is int else tuple(dims)
     if len(dims) != len(shifts) or not dims or not all(type(v) is int for v in (*dims, *shifts)):
         return None
-    if any(not -rank <= d < rank for d in dims):
+    if input.dim() == 0 or any(not -input.dim() <= d < input.dim() for d in dims):
         return None
     by_dim = {}
     for d, s in zip(dims, shifts):
-        by_dim[d % rank] = by_dim.get(d % rank, 0) + s
-    first = min(by_dim)
-    shape = list(input.shape[first:])
-    moves = [_rolled_runs(n, by_dim.get(first + d, 0)) for d, n in enumerate(shape)]
-    return math.prod(input.shape[:first]), shape, moves, input.shape
-
-
-def _rolled_runs(n, shift):
-    """Dim n rolled by `shift`: its last `shift` entries first."""
-    shift %= n
-    return n, [(n - shift, shift, 0), (0, n - shift, shift)] if shift else [(0, n, 0)]
+        by_dim[d % input.dim()] = by_dim.get(d % input.dim(), 0) + s
+    moves = []
+    for d, s in sorted(by_dim.items()):
+        n, s = input.shape[d], s % input.shape[d]
+        moves.append((d, n, [(n - s, s, 0), (0, n - s, s)]))
+    return input, moves, shape
 ''',
     "repeat_interleave": '''\
 def _repeated(input, repeats, dim):
-    """The fold, moves and result shape of torch.repeat_interleave(input, repeats, dim) for an
-    int `repeats`, or None: each slice along dim is repeated `repeats` times in a row."""
-    if type(repeats) is not int or repeats < 0 or dim is not None and not isinstance(dim, int):
+    """torch.repeat_interleave(input, repeats, dim) for an int `repeats` as `input` with a new
+    dim of 1 after `dim` (the flattened input's, for dim None) that `repeats` copies fill, and
+    the result's shape; or None."""
+    if type(repeats) is not int or not 0 < repeats <= MAX_RUNS or dim is not None and type(dim) is not int:
         return None
     if dim is None:
-        return input.numel(), [1], [(repeats, [(0, 1, j) for j in range(repeats)])], (input.numel() * repeats,)
-    rank = max(input.dim(), 1)
-    if not -rank <= dim < rank or input.dim() == 0:
+        return input.reshape(-1, 1), [(1, repeats, [(0, 1, j) for j in range(repeats)])], (input.numel() * repeats,)
+    if input.dim() == 0 or not -input.dim() <= dim < input.dim():
         return None
-    dim %= rank
-    shape = list(input.shape[dim + 1:]) or [1]
-    inner = math.prod(shape)
-    moves = [(repeats * inner, [(0, inner, j * inner) for j in range(repeats)])]
+    dim %= input.dim()
     result = (*input.shape[:dim], input.shape[dim] * repeats, *input.shape[dim + 1:])
-    return math.prod(input.shape[:dim + 1]), [inner], moves, result
+    spread = input.reshape(*input.shape[:dim + 1], 1, *input.shape[dim + 1:])
+    return spread, [(dim + 1, repeats, [(0, 1, j) for j in range(repeats)])], result
 ''',
     "pad": '''\
 def _padded(input, pad, mode, value):
-    """The fold, moves and result shape of F.pad(input, pad, "constant", value), or None: pad's
-    pairs, last dim first, add (or, negative, remove) entries before and after each dim."""
-    if mode != "constant" or not isinstance(pad, (list, tuple)) or len(pad) % 2 or not pad:
+    """F.pad(input, pad, "constant", value) as the moves along its last len(pad) // 2 dims: pad's
+    pairs, last dim first, add (negative: remove) entries before and after a dim; or None."""
+    if mode != "constant" or not isinstance(pad, (list, tuple)) or not pad or len(pad) % 2:
         return None
-    if not all(type(p) is int for p in pad) or len(pad) // 2 > input.dim():
+    if not all(type(p) is int for p in pad) or len(pad) // 2 > input.dim() or value is not None and type(value) not in (int, float):
         return None
-    if value is not None and type(value) not in (int, float):
-        return None
-    k = len(pad) // 2
-    shape = list(input.shape[input.dim() - k:])
     moves = []
-    for d, n in enumerate(shape):
-        before, after = pad[2 * (k - 1 - d)], pad[2 * (k - 1 - d) + 1]
-        size = n + before + after
-        if size <= 0:
+    for i in range(len(pad) // 2):
+        d, before, after = input.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
+        n = input.shape[d]
+        if n + before + after <= 0:
             return None
-        moves.append((size, [(max(0, -before), n - max(0, -before) - max(0, -after), max(0, before))]))
-    result = (*input.shape[:input.dim() - k], *(size for size, _ in moves))
-    return math.prod(input.shape[:input.dim() - k]), shape, moves, result
+        moves.append((d, n + before + after, [(max(0, -before), n - max(0, -before) - max(0, -after), max(0, before))]))
+    return input, moves, None
 ''',
 }
 HOSTS = {"roll": "_rolled", "repeat_interleave": "_repeated", "pad": "_padded"}
@@ -272,24 +243,18 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     args = ", ".join(p.name for p in params)
     value = ", 0.0 if value is None else float(value)" if kind == "pad" else ""
-    prologue = (
-        f"geometry = {host}({args}) if isinstance(input, torch.Tensor) and _on_kernel_path(input) else None\n"
-        "pieces = geometry and _pieces(*geometry[1:3])  # the runs, the fills, the output's width\n"
-    )
+    prologue = f"moved = {host}({args}) if isinstance(input, torch.Tensor) and _on_kernel_path(input) else None\n"
     body = (
-        "rows, _, _, result = geometry\n"
-        "places, fills, width = pieces\n"
-        "x = input.reshape(rows, -1).contiguous()\n"
-        "out = torch.empty(rows, width, dtype=input.dtype, device=input.device)\n"
-        f"_launch(assemble1_kernel(_PYPTO_DTYPES[x.dtype], (x.shape[1],), width, (places,), fills{value}), x, out)\n"
-        "return out.reshape(result)\n"
+        "x, moves, shape = moved\n"
+        "for dim, size, runs in moves:  # one kernel per dim\n"
+        f"    x = _moved_along(x, dim, size, runs{value})\n"
+        "return x if shape is None else x.reshape(shape)\n"
     )
-    guard = "(pieces is not None and pieces[2] > 0)"
-    how = (f"{LAYOUTS[kind]}: the input, folded to [rows, cols] before the dims it moves, is assembled run by run "
+    how = (f"{LAYOUTS[kind]}: per dim moved, the input folded to [rows, cols] at that dim is assembled run by run "
            "into the output (pypto.view, pypto.assemble" + (", pypto.full for the constant)" if kind == "pad" else ")"))
-    host_definition = Definition(host, MOVES[kind], ("_on_kernel_path",), imports=("math",))
+    host_definition = Definition(host, MOVES[kind].replace("MAX_RUNS", str(MAX_PIECES)), ("_on_kernel_path",))
     wrapper = wrappers.wrapper(
-        entry, name, wrappers.signature(params), how, "input", wrappers.torch_call(entry, params), guard, body,
-        (host, "_pieces", "assemble1_kernel"), prologue=prologue,
+        entry, name, wrappers.signature(params), how, "input", wrappers.torch_call(entry, params), "moved", body,
+        (host, "_moved_along"), prologue=prologue,
     )
-    return templates.assemble_kernel("assemble1_kernel", 1), PIECES, host_definition, wrapper
+    return templates.assemble_kernel("assemble1_kernel", 1), ALONG, host_definition, wrapper
