@@ -29,7 +29,7 @@ MAX_PIECES = 64  # column runs per kernel (each is an unrolled view and assemble
 
 ALONG = Definition(
     "_moved_along",
-    f'''\
+    '''\
 def _moved_along(x, dim, size, runs, value=0.0):
     """`x` with dim `dim` rebuilt to `size` entries from `runs` of its own ((source start, count,
     output start), ...), the entries no run reaches set to `value`: one assemble kernel on `x`

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
@@ -46,11 +46,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    rejected = rejection(site)
-    if rejected:
-        return rejected
-    entry = site.entry
-    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), "pypto.one_hot", wrapper_params(entry))
+    return wrapped(site, definitions)
 
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:

@@ -393,6 +393,8 @@ def assemble_kernel(name: str, inputs: int) -> Definition:
         f"                pypto.assemble(piece, [r, dst], out)\n"
         for i in range(inputs)
     ]
+    if inputs == 1:  # a pad may crop its one input away: the parser refuses a loop over nothing
+        copies = [f"            if len(places[0]) > 0:\n{textwrap.indent(copies[0], '    ')}"]
     _, store = cast("piece", FP32, "dtype")
     fill = (
         "            for p in range(len(fills)):  # unrolled\n"
