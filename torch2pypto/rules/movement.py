@@ -146,9 +146,9 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if kind == "repeat_interleave" and site.is_tensor("repeats"):
         return Unsupported("tensor repeats: the output's size depends on the values, which a kernel's static layout cannot follow")
     if kind == "pad":
-        mode = site.args.get("mode")
-        if mode is not None and literal(mode) != "constant":
-            return Unsupported(f"mode={literal(mode)!r}: only the constant mode is a copy and a fill")
+        mode = literal(site.args["mode"]) if "mode" in site.args else "constant"
+        if mode not in ("constant", Ellipsis):  # a mode known only at run time is checked then
+            return Unsupported(f"mode={mode!r}: only the constant mode is a copy and a fill")
     name = f"pypto_{entry.op}"
     return Converted(replacement(site, name), _moved(entry, name), "pypto.assemble", wrapper_params(entry))
 
