@@ -15,7 +15,7 @@ TABLE = load_table()
 
 def snippet(call: str) -> str:
     """A module whose function ``f`` returns ``call``; tensors are annotated so methods resolve."""
-    params = ", ".join(f"{n}: torch.Tensor" if n in ("x", "y", "w", "m") else n for n in SAMPLE_NAMES)
+    params = ", ".join(f"{n}: torch.Tensor" if n in ("x", "y", "w", "m", "i") else n for n in SAMPLE_NAMES)
     return f"import torch\n\n\ndef f({params}):\n    return {call}\n"
 
 

@@ -40,6 +40,22 @@ def rejection(site: CallSite) -> Unsupported | None:
     return None
 
 
+def fallback(site: CallSite) -> Unsupported | None:
+    """The reason the call stays torch, if it passes a literal other than its default for a
+    ``fallback`` parameter (a value known at run time only, the wrapper checks)."""
+    for name, reason in site.entry.fallback.items():
+        given = site.args.get(name)
+        value = Ellipsis if given is None else literal(given)
+        if value is not Ellipsis and value != site.entry.param(name).default:
+            return Unsupported(reason)
+    return None
+
+
+def fallback_checks(entry: Entry) -> list[str]:
+    """The wrapper's run-time tests that each ``fallback`` parameter is at its default."""
+    return [f"{p} is None" if entry.param(p).default is None else f"{p} == {entry.param(p).default!r}" for p in entry.fallback]
+
+
 def wrapper_params(entry: Entry) -> tuple[Param, ...]:
     """The parameters a wrapper takes: the torch signature minus rejected arguments."""
     return tuple(p for p in entry.params if p.name not in entry.reject)

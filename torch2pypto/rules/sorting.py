@@ -1,0 +1,96 @@
+"""The sorting family: ``pypto.topk`` and ``pypto.argsort`` along one dim (topk, sort, argsort).
+
+The host moves ``dim`` last; row tiles of whole rows (PyPTO sorts within a tile) are sorted in
+FP32 (topk is documented FP32-only). ``pypto = "topk"`` gives (values, indices) as torch's
+return type of the entry's name; ``args.k`` names the count (a parameter, or ``"cols"``: the
+whole row, sort) and ``args.largest`` the parameter choosing the largest (topk's ``largest``,
+sort's ``descending``). ``pypto = "argsort"`` gives the indices, ``args.descending`` naming the
+order. Indices come back as torch's int64. Ties may be ordered unlike torch (torch leaves
+them unspecified but with ``stable=True``); rows holding NaN, and calls recording autograd for
+two results, run torch.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import fallback, fallback_checks, rejection, replacement, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.scan import SCAN_ROWS
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.steps import Apply, Step
+
+ARGS = {"topk": ("k", "largest"), "argsort": ("descending",)}
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    if entry.pypto not in ARGS:
+        return f"pypto.{entry.pypto} is neither pypto.topk nor pypto.argsort"
+    names = {p.name for p in entry.params}
+    if set(entry.args) != set(ARGS[entry.pypto]):
+        return f"args: pypto.{entry.pypto} needs {', '.join(ARGS[entry.pypto])}"
+    for keyword, param in entry.args.items():
+        if param not in names and not (keyword == "k" and param == "cols"):
+            return f"args.{keyword} = {param!r} is no parameter"
+    if "dim" not in names:
+        return "a sort takes a dim parameter"
+    used = {entry.params[0].name, "dim", *entry.args.values(), *entry.fallback, *entry.torch_only}
+    for p in wrapper_params(entry):
+        if p.name not in used:
+            return f"parameter {p.name!r} is no argument of pypto.{entry.pypto}, fallback, torch_only nor rejected"
+    return None
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    refused = rejection(site) or fallback(site)
+    if refused:
+        return refused
+    entry = site.entry
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    x = entry.params[0].name
+    topk = entry.pypto == "topk"
+    checks = fallback_checks(entry)
+    guard = ["d is not None", f"_on_kernel_path({x})", f"_fits_whole_rows({x}, d, buffers=4)",
+             f"not bool(torch.isnan({x}).any())", *checks]
+    if topk:
+        k = "x.shape[1]" if entry.args["k"] == "cols" else entry.args["k"]
+        largest = entry.args["largest"]
+        if entry.args["k"] != "cols":
+            guard.insert(1, f"type({k}) is int and 0 < {k} <= {x}.shape[d]")
+        guard.append(f"not (torch.is_grad_enabled() and {x}.requires_grad)")  # two results: autograd runs torch
+        program = [Apply("values, indices", Step("topk", fp32=True), ("x_tile", "k", "-1", "largest"))]
+        outputs = [("values", "values", "dtype", "k"), ("out", "indices", templates.INDEX, "k")]
+        factory, doc = "dtype, x_cols, k, largest", "The k largest (or smallest) of each whole row of [rows, cols] tiles and their indices, in FP32."
+        body = (f"x, moved = _scan_rows({x}, d)\n"
+                f"k = {k}\n"
+                f"values = torch.empty(x.shape[0], k, dtype={x}.dtype, device=x.device)\n"
+                "out = torch.empty(x.shape[0], k, dtype=torch.int32, device=x.device)\n"
+                f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], k, bool({largest})), x, values, out)\n"
+                "shape = (*moved[:-1], k)\n"
+                f"return torch.return_types.{entry.op}((values.reshape(shape).movedim(-1, d).contiguous(),\n"
+                f"    out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()))\n")
+        how = "pypto.topk along dim moved last, in FP32: values and indices"
+    else:
+        descending = entry.args["descending"]
+        program = [Apply("indices", Step("argsort", fp32=True), ("x_tile", "-1", "descending"))]
+        outputs = [("out", "indices", templates.INDEX, "x_cols")]
+        factory, doc = "dtype, x_cols, descending", "The indices sorting each whole row of [rows, cols] tiles, in FP32."
+        body = (f"x, moved = _scan_rows({x}, d)\n"
+                "out = torch.empty(x.shape, dtype=torch.int32, device=x.device)\n"
+                f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], bool({descending})), x, out)\n"
+                "return out.reshape(moved).movedim(-1, d).to(torch.int64).contiguous()\n")
+        how = "pypto.argsort along dim moved last, in FP32"
+    kernel = templates.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_whole_rows_tile(x_cols, buffers=4)",
+                                      [("x", "rows")], program, outputs)
+    params = wrapper_params(entry)
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, x, wrappers.torch_call(entry, params),
+        f"({' and '.join(guard)})", body, ("_kernel_indices", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
+        prologue=f"d = _indexed_dim({x}, dim)\n",
+    )
+    return kernel, templates.INDICES, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
