@@ -134,11 +134,11 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
     factory += [k for k, _ in keywords]
     what = {"gather": "Gather along the rows of [rows, cols] tiles by an index of the same rows",
             "scatter": "Scatter source rows into [rows, cols] tiles along the row at an index's columns",
-            "index_add": "Add the columns of source rows into [rows, cols] tiles at the columns a 1-D index names"}
+            "index_add": "Add the columns of source rows into [rows, cols] tiles at the columns a 1-D index names, in FP32 as torch"}
     kernel = templates.indexed_kernel(
         f"{entry.op}_kernel", f"{what[op]} (whole rows: PyPTO cannot tile the indexed dim).",
         ", ".join(factory), f"_whole_rows_tile(max({', '.join(f for f in factory if f.endswith('_cols'))}), buffers=4)",
-        inputs, [Apply("result", Step(op, keywords), tuple(operands))], [("out", "result", "dtype", widths[op])])
+        inputs, [Apply("result", Step(op, keywords, fp32=op == "index_add"), tuple(operands))], [("out", "result", "dtype", widths[op])])
     index_rows = f"indices.reshape({index}.shape)"
     body = f"x, moved = _scan_rows({x}, d)\n"
     if op == "gather":  # the input's other dims cut to the index's
