@@ -63,15 +63,15 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         if entry.args["k"] != "cols":
             guard.insert(1, f"type({k}) is int and 0 < {k} <= {x}.shape[d]")
         guard.append(f"not (torch.is_grad_enabled() and {x}.requires_grad)")  # two results: autograd runs torch
-        program = [Apply("values, indices", Step("topk", fp32=True), ("x_tile", "k", "-1", "largest"))]
-        outputs = [("values", "values", "dtype", "k"), ("out", "indices", templates.INDEX, "k")]
+        program = [Apply("result, indices", Step("topk", fp32=True), ("x_tile", "k", "-1", "largest"))]
+        outputs = [("values", "result", "dtype", "k"), ("out", "indices", templates.INDEX, "k")]
         factory, doc = "dtype, x_cols, k, largest", "The k largest (or smallest) of each whole row of [rows, cols] tiles and their indices, in FP32."
         body = (f"x, moved = _scan_rows({x}, d)\n"
-                f"k = {k}\n"
-                f"values = torch.empty(x.shape[0], k, dtype={x}.dtype, device=x.device)\n"
-                "out = torch.empty(x.shape[0], k, dtype=torch.int32, device=x.device)\n"
-                f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], k, bool({largest})), x, values, out)\n"
-                "shape = (*moved[:-1], k)\n"
+                f"count = {k}\n"
+                f"values = torch.empty(x.shape[0], count, dtype={x}.dtype, device=x.device)\n"
+                "out = torch.empty(x.shape[0], count, dtype=torch.int32, device=x.device)\n"
+                f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], count, bool({largest})), x, values, out)\n"
+                "shape = (*moved[:-1], count)\n"
                 f"return torch.return_types.{entry.op}((values.reshape(shape).movedim(-1, d).contiguous(),\n"
                 f"    out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()))\n")
         how = "pypto.topk along dim moved last, in FP32: values and indices"
