@@ -75,8 +75,20 @@ def load(path):
     return module
 
 
-def inputs(entry: Entry, shape, dtype: torch.dtype, seed: int = 0) -> dict[str, object]:
-    return samples.values(entry, shape, dtype, seed)
+def inputs(entry: Entry, shape, dtype: torch.dtype, seed: int = 0, call: str | None = None) -> dict[str, object]:
+    return samples.values(entry, shape, dtype, seed, call_dim(entry, call))
+
+
+def call_dim(entry: Entry, call: str | None) -> int | None:
+    """The int literal an example passes as ``dim`` (where its index ``i`` points), else None."""
+    if call is None or "dim" not in {p.name for p in entry.params}:
+        return None
+    node = ast.parse(call, mode="eval").body
+    method = isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) in SAMPLE_NAMES
+    values = ([node.func.value] if method else []) + list(node.args)
+    bound = {p.name: v for p, v in zip(entry.params, values)} | {k.arg: k.value for k in node.keywords}
+    dim = _literal(ast.unparse(bound["dim"])) if "dim" in bound else None
+    return dim if type(dim) is int else None
 
 
 def tolerance(entry: Entry, dtype: torch.dtype) -> dict[str, float]:

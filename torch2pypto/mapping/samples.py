@@ -103,17 +103,18 @@ def tensor(entry: Entry, shape, dtype: torch.dtype, generator: torch.Generator) 
     return t.to(dtype)
 
 
-def values(entry: Entry, shape, dtype: torch.dtype, seed: int = 0) -> dict[str, object]:
+def values(entry: Entry, shape, dtype: torch.dtype, seed: int = 0, dim: int | None = None) -> dict[str, object]:
     """The example names' values for one case: x of ``shape``, y alike, w a row of x (or the
-    shapes the entry's hints give them), m a mask."""
+    shapes the entry's hints give them), m a mask, i an index along ``dim`` (the call's; None:
+    the hint's)."""
     generator = torch.Generator().manual_seed(seed)
     x = tensor(entry, shape, dtype, generator)
     return {
         "x": x,
-        "y": tensor(entry, operand_shape(entry, "y", shape), dtype, generator),
+        "y": tensor(entry, operand_shape(entry, "y", shape, dim), dtype, generator),
         "w": tensor(entry, operand_shape(entry, "w", shape), dtype, generator),
         "xs": [x],
         "dev": x.device,
         "m": torch.rand(shape, generator=generator) < 0.5,
-        "i": index(entry, shape, generator),
+        "i": index(entry, shape, generator, dim),
     }
