@@ -2,13 +2,12 @@
 torch refuses, gradients, in-place writes, NaN rows and --verify's index samples (the generated
 kernel cases are in test_kernels.py)."""
 
-import importlib.util
-
 import pytest
 import torch
 
 import torch2pypto
 from helpers import sample, translate
+from table_cases import load
 from torch2pypto.mapping import load_table
 from torch2pypto.translator.engine.translate import translate_source
 from torch2pypto.translator.verification import sites
@@ -30,12 +29,8 @@ class Embed(nn.Module):
 
 
 def _load(tmp_path, code, name):
-    path = tmp_path / f"{name}.py"
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    (tmp_path / f"{name}.py").write_text(code)
+    return load(tmp_path / f"{name}.py")
 
 
 def test_held_embedding_reads_its_weight_and_options_at_run_time():

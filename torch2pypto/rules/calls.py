@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from torch2pypto.mapping import Entry, Param
-from torch2pypto.rules.site import CallSite, Unsupported
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 _EMPTY = cst.Module([])
 _EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
@@ -49,6 +49,16 @@ def fallback(site: CallSite) -> Unsupported | None:
         if value is not Ellipsis and value != site.entry.param(name).default:
             return Unsupported(reason)
     return None
+
+
+def convert(site: CallSite, definitions) -> Converted | Unsupported:
+    """The call as ``pypto_<op>(...)`` with ``definitions(entry)``, unless a rejected or a
+    literal ``fallback`` argument keeps it torch."""
+    refused = rejection(site) or fallback(site)
+    if refused:
+        return refused
+    entry = site.entry
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
 
 
 def fallback_checks(entry: Entry) -> list[str]:

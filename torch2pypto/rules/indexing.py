@@ -24,7 +24,7 @@ from typing import Mapping
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import fallback, fallback_checks, rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -66,11 +66,7 @@ def _bound(entry: Entry) -> dict[str, str]:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    refused = rejection(site) or fallback(site)
-    if refused:
-        return refused
-    entry = site.entry
-    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
+    return convert(site, definitions)
 
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:
