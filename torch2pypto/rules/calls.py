@@ -63,7 +63,8 @@ def convert(site: CallSite, definitions) -> Converted | Unsupported:
 
 def fallback_checks(entry: Entry) -> list[str]:
     """The wrapper's run-time tests that each ``fallback`` parameter is at its default."""
-    return [f"{p} is None" if entry.param(p).default is None else f"{p} == {entry.param(p).default!r}" for p in entry.fallback]
+    spelt = {None: "{} is None", False: "not {}", True: "{}"}
+    return [spelt.get(entry.param(p).default, "{} == " + repr(entry.param(p).default)).format(p) for p in entry.fallback]
 
 
 def wrapper_params(entry: Entry) -> tuple[Param, ...]:

@@ -6,8 +6,9 @@ The entry's ``pypto`` names the op; its operands are PyPTO's parameters, ``input
 that name unless ``args`` maps it (embedding: ``{ input = "weight", index = "input", dim = "0" }``).
 
 - ``index_select``: the rows of a table (``input`` with ``dim`` moved first) that a 1-D index
-  picks, walked in row tiles of the index. A ``dim`` the entry fixes (embedding's 0) takes an
-  index of any shape, which the result takes in the dim's place; ``rank`` is the table's.
+  picks, walked in row tiles of the index. A ``dim`` the entry fixes (embedding's, which must be
+  0) takes an index of any shape, which the result takes in the dim's place; ``rank`` is the
+  table's.
 - ``gather``, ``scatter``, ``index_add``: along ``dim`` moved last, row tiles of whole rows (PyPTO
   cannot tile the indexed dim). gather's and scatter's index has the input's rank (scatter's
   covers every other dim); index_add's is 1-D.
@@ -55,6 +56,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
             return f"parameter {p.name!r} is no operand of pypto.{entry.pypto}, fallback, torch_only nor rejected"
     if entry.inplace and (entry.pypto == "index_select" or any(not a.startswith("torch.Tensor.") for a in entry.apis)):
         return "an in-place op is a tensor method writing what it scatters or adds"
+    if entry.pypto == "index_select" and bound["dim"] not in names and bound["dim"] != "0":
+        return "an index_select the entry fixes the dim of picks rows: dim = \"0\""
     if entry.rank is not None and entry.pypto != "index_select":
         return "rank is the table's rank of index_select"
     return None
@@ -78,11 +81,16 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         fixed = dim not in {p.name for p in entry.params}
         prologue = (f"d = _indexed_dim({table}, {dim}{f', rank={entry.rank}' if entry.rank else ''})\n"
                     f"indices = None if d is None else _kernel_indices({index}, {table}.shape[d]{'' if fixed else ', rank=1'})\n")
-        body = (f"table = {table}.movedim(d, 0)\n"
-                "rows = table.reshape(table.shape[0], -1).contiguous()\n"
-                f"out = torch.empty(indices.shape[0], rows.shape[1], dtype={table}.dtype, device={table}.device)\n"
-                f"_launch({entry.op}_kernel(_PYPTO_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
-                f"return out.reshape(*{index}.shape, *table.shape[1:]).movedim(0, d).contiguous()\n")
+        if fixed:  # dim 0: the index's shape takes its place
+            body = f"rows = {table}.reshape({table}.shape[0], -1).contiguous()\n"
+            result = f"out.reshape(*{index}.shape, *{table}.shape[1:])"
+        else:
+            body = (f"table = {table}.movedim(d, 0)\n"
+                    "rows = table.reshape(table.shape[0], -1).contiguous()\n")
+            result = f"out.reshape(*{index}.shape, *table.shape[1:]).movedim(0, d).contiguous()"
+        body += (f"out = torch.empty(indices.shape[0], rows.shape[1], dtype={table}.dtype, device={table}.device)\n"
+                 f"_launch({entry.op}_kernel(_PYPTO_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
+                 f"return {result}\n")
         kernel = templates.indexed_kernel(
             f"{entry.op}_kernel", "The rows of a [n, cols] table a 1-D index picks, in row tiles of the index.",
             "dtype, cols", "_tile_shape(cols, buffers=2)", [("table", "table"), ("index", "index")],
