@@ -1,11 +1,11 @@
-"""The sorting family: ``pypto.topk`` and ``pypto.argsort`` along one dim (topk, sort, argsort).
+"""The sorting family: ``pypto.topk`` along one dim (topk, sort, argsort).
 
 The host moves ``dim`` last; row tiles of whole rows (PyPTO sorts within a tile) are sorted in
 FP32 (topk is documented FP32-only). ``pypto = "topk"`` gives (values, indices) as torch's
 return type of the entry's name; ``args.k`` names the count (a parameter, or ``"cols"``: the
 whole row, sort) and ``args.largest`` the parameter choosing the largest (topk's ``largest``,
-sort's ``descending``). ``pypto = "argsort"`` gives the indices, ``args.descending`` naming the
-order. Indices come back as torch's int64. Ties may be ordered unlike torch (torch leaves
+sort's ``descending``); ``output = "int64"`` gives the indices only (argsort: pypto.argsort
+fails to compile on some rows, F7A001 ``idx < size_``, and wants tiles 32 wide). Indices come back as torch's int64. Ties may be ordered unlike torch (torch leaves
 them unspecified but with ``stable=True``); rows holding NaN, and calls recording autograd for
 two results, run torch.
 """
@@ -22,15 +22,17 @@ from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 
-ARGS = {"topk": ("k", "largest"), "argsort": ("descending",)}
+ARGS = ("k", "largest")
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
-    if entry.pypto not in ARGS:
-        return f"pypto.{entry.pypto} is neither pypto.topk nor pypto.argsort"
+    if entry.pypto != "topk":
+        return f"the sorting op is pypto.topk, not pypto.{entry.pypto}"
+    if entry.output not in (None, "int64"):
+        return f"output is int64 (the indices only) or none (values and indices), not {entry.output!r}"
     names = {p.name for p in entry.params}
-    if set(entry.args) != set(ARGS[entry.pypto]):
-        return f"args: pypto.{entry.pypto} needs {', '.join(ARGS[entry.pypto])}"
+    if set(entry.args) != set(ARGS):
+        return f"args: pypto.topk needs {', '.join(ARGS)}"
     for keyword, param in entry.args.items():
         if param not in names and not (keyword == "k" and param == "cols"):
             return f"args.{keyword} = {param!r} is no parameter"
@@ -49,38 +51,35 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     x = entry.params[0].name
-    topk = entry.pypto == "topk"
+    indices_only = entry.output == "int64"
     checks = fallback_checks(entry)
     guard = ["d is not None", f"_on_kernel_path({x})", f"_fits_whole_rows({x}, d, buffers=4)",
              f"not bool(torch.isnan({x}).any())", *checks]
-    if topk:
-        k = "x.shape[1]" if entry.args["k"] == "cols" else entry.args["k"]
-        largest = entry.args["largest"]
-        if entry.args["k"] != "cols":
-            guard.insert(1, f"type({k}) is int and 0 < {k} <= {x}.shape[d]")
-        guard.append(f"not (torch.is_grad_enabled() and {x}.requires_grad)")  # two results: autograd runs torch
-        program = [Apply("result, indices", Step("topk", fp32=True), ("x_tile", "k", "-1", "largest"))]
-        outputs = [("values", "result", "dtype", "k"), ("out", "indices", templates.INDEX, "k")]
-        factory, doc = "dtype, x_cols, k, largest", "The k largest (or smallest) of each whole row of [rows, cols] tiles and their indices, in FP32."
-        body = (f"x, moved = _scan_rows({x}, d)\n"
-                f"count = {k}\n"
-                f"values = torch.empty(x.shape[0], count, dtype={x}.dtype, device=x.device)\n"
-                "out = torch.empty(x.shape[0], count, dtype=torch.int32, device=x.device)\n"
-                f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], count, bool({largest})), x, values, out)\n"
-                "shape = (*moved[:-1], count)\n"
-                f"return torch.return_types.{entry.op}((values.reshape(shape).movedim(-1, d).contiguous(),\n"
-                f"    out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()))\n")
-        how = "pypto.topk along dim moved last, in FP32: values and indices"
+    k = "x.shape[1]" if entry.args["k"] == "cols" else entry.args["k"]
+    largest = entry.args["largest"]
+    if entry.args["k"] != "cols":
+        guard.insert(1, f"type({k}) is int and 0 < {k} <= {x}.shape[d]")
+    program = [Apply("result, indices", Step("topk", fp32=True), ("x_tile", "k", "-1", "largest"))]
+    launch = f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], count, bool({largest})), x, {{}}out)\n"
+    body = (f"x, moved = _scan_rows({x}, d)\n"
+            f"count = {k}\n"
+            "out = torch.empty(x.shape[0], count, dtype=torch.int32, device=x.device)\n")
+    indices = "out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()"
+    if indices_only:
+        outputs = [("out", "indices", templates.INDEX, "k")]
+        doc = "The indices ordering each whole row of [rows, cols] tiles (the k largest or smallest), in FP32."
+        body += launch.format("") + "shape = (*moved[:-1], count)\n" + f"return {indices}\n"
+        how = "the indices of pypto.topk of the whole row along dim moved last, in FP32"
     else:
-        descending = entry.args["descending"]
-        program = [Apply("indices", Step("argsort", fp32=True), ("x_tile", "-1", "descending"))]
-        outputs = [("out", "indices", templates.INDEX, "x_cols")]
-        factory, doc = "dtype, x_cols, descending", "The indices sorting each whole row of [rows, cols] tiles, in FP32."
-        body = (f"x, moved = _scan_rows({x}, d)\n"
-                "out = torch.empty(x.shape, dtype=torch.int32, device=x.device)\n"
-                f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], bool({descending})), x, out)\n"
-                "return out.reshape(moved).movedim(-1, d).to(torch.int64).contiguous()\n")
-        how = "pypto.argsort along dim moved last, in FP32"
+        guard.append(f"not (torch.is_grad_enabled() and {x}.requires_grad)")  # two results: autograd runs torch
+        outputs = [("values", "result", "dtype", "k"), ("out", "indices", templates.INDEX, "k")]
+        doc = "The k largest (or smallest) of each whole row of [rows, cols] tiles and their indices, in FP32."
+        body += (f"values = torch.empty(x.shape[0], count, dtype={x}.dtype, device=x.device)\n"
+                 + launch.format("values, ") + "shape = (*moved[:-1], count)\n"
+                 f"return torch.return_types.{entry.op}((values.reshape(shape).movedim(-1, d).contiguous(),\n"
+                 f"    {indices}))\n")
+        how = "pypto.topk along dim moved last, in FP32: values and indices"
+    factory = "dtype, x_cols, k, largest"
     kernel = templates.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_whole_rows_tile(x_cols, buffers=4)",
                                       [("x", "rows")], program, outputs)
     params = wrapper_params(entry)

@@ -376,9 +376,6 @@ def _fits_row(cols, buffers):
 
 
 INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
-# ops refusing a tile whose last axis is no multiple of this (argsort: FC1001 "The size of the
-# tile shape along axis 1 must be a multiple of 32"): the tile is widened, the valid shape keeps the row
-TILE_MULTIPLE = {"argsort": 32}
 
 
 def indexed_kernel(
@@ -402,8 +399,6 @@ def indexed_kernel(
     its results are cast back.
     """
     fp32 = any(a.step.fp32 for a in program)
-    multiple = max((TILE_MULTIPLE.get(a.step.op, 1) for a in program), default=1)
-    widen = f"tile_cols = -(-tile_cols // {multiple}) * {multiple}  # pypto.{program[-1].step.op} takes tiles a multiple of {multiple} wide\n" if multiple > 1 else ""
     walked = [n for n, layout in inputs if layout in ("rows", "index_rows", "index")]
     params, body = "", ""
     for n, layout in inputs:
@@ -432,7 +427,7 @@ def indexed_kernel(
 def {name}({factory_params}):
     """{doc}"""
     rows, tile_cols = {tiles}
-{textwrap.indent(widen + setup, " " * 4)}
+{textwrap.indent(setup, " " * 4)}
     @pypto.frontend.jit()
     @_annotated(locals())
     def kernel(
