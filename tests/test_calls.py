@@ -32,9 +32,10 @@ def outermost(translation):
     return next(r for r in translation.records if (r.line, r.column) == (5, 12))
 
 
-def check_runs_like_torch(op, code, translated):
+def check_runs_like_torch(op, code, translated, call=None):
     entry = TABLE.entries[op]
-    names = inputs(entry, entry.sample.shapes[0] if entry.sample.y else (3, 5, 37), (dtypes(entry) or [torch.float32])[0])
+    shape = entry.sample.shapes[0] if entry.sample.shapes else (3, 5, 37)
+    names = inputs(entry, shape, (dtypes(entry) or [torch.float32])[0], call=call)
     expected = run(code)["f"](**names)
     got = run(translated)["f"](**names)
     same(got, expected, names)
@@ -46,7 +47,7 @@ def test_example_converts(op, call):
     translation = translate(code)
     assert {r.status for r in translation.records} == {"converted"}, translation.records
     assert outermost(translation).api in TABLE.entries[op].apis
-    check_runs_like_torch(op, code, translation.code)
+    check_runs_like_torch(op, code, translation.code, call)
 
 
 @pytest.mark.parametrize("op, call, reason", staying(), ids=[c for _, c, _ in staying()])
@@ -67,7 +68,7 @@ def test_call_shape_binds_like_torch(op, shape, call):
     code = snippet(call)
     translation = translate(code)
     assert {r.status for r in translation.records} == {"converted"}, translation.records
-    check_runs_like_torch(op, code, translation.code)
+    check_runs_like_torch(op, code, translation.code, call)
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ def modules(tmp_path_factory):
 def run_case(modules, entry, call, dtype, shapes, table=TABLE):
     translated, original = modules(call, table)
     for shape in shapes:
-        torch_inputs, kernel_inputs = inputs(entry, shape, dtype), inputs(entry, shape, dtype)  # in-place ops write
+        torch_inputs, kernel_inputs = inputs(entry, shape, dtype, call=call), inputs(entry, shape, dtype, call=call)  # in-place ops write
         try:
             expected = original.f(**torch_inputs)
         except (RuntimeError, IndexError, TypeError) as exc:  # not defined on this shape: raise as torch

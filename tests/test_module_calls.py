@@ -146,7 +146,8 @@ def test_a_module_built_with_arguments_reads_a_rejected_attribute_and_stays_torc
 
 
 def test_every_module_class_of_the_table_is_tried():
-    assert {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, _ in HELD} == set(load_table().by_module)
+    tried_elsewhere = {"torch.nn.Embedding"}  # test_indexing.py: its input is indices
+    assert {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, _ in HELD} | tried_elsewhere == set(load_table().by_module)
 
 
 @pytest.mark.interpreter

@@ -25,10 +25,11 @@ CATEGORIES = (
     "host-side",
 )
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
-FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube", "movement", "triangle", "one_hot")  # how code is made (rules/)
+FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube", "movement", "triangle", "one_hot", "indexing", "sorting")  # how code is made (rules/)
 KINDS = ("Tensor", "Tensors", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
-DOMAINS = ("real", "positive", "unit", "small", "nonfinite")
+DOMAINS = ("real", "positive", "unit", "small", "nonfinite", "distinct")
+INDEX_SAMPLES = ("", "row", "like", "unique", "any")  # sample.index: how an index tensor `i` is shaped
 _NO_DEFAULT = object()
 
 
@@ -73,6 +74,7 @@ SAMPLE_NAMES = {
     "xs": "a list of tensors (star-args)",
     "dev": "x's device",
     "m": "a bool tensor of x's shape (a mask)",
+    "i": "an int64 index tensor into x along sample.dim, shaped as sample.index says",
 }
 
 
@@ -85,6 +87,11 @@ class Sample:
     ``x`` if the op needs particular ones (else the generated shapes: tail tiles, unaligned
     widths, rank 1 to 4); ``y`` and ``w``: the shapes of those names, one per shape of ``x``
     (matmul operands whose k matches); ``matrix``: more shapes of ``x`` that ``-m matrix`` adds.
+    ``distinct``: no two values of a row alike (sorting, whose order of ties is unspecified).
+    ``index``: the index ``i`` into x along ``dim``: ``row`` 1-D
+    (index_select, index_add: y then is x with that dim's size the index's), ``like`` x's rank
+    (gather), ``unique`` x's rank, no index twice along dim (scatter: y is the index's shape),
+    ``any`` a 2-D index of x's rows (embedding).
     """
 
     domain: str = "real"
@@ -92,6 +99,8 @@ class Sample:
     matrix: tuple[tuple[int, ...], ...] = ()
     y: tuple[tuple[int, ...], ...] = ()
     w: tuple[tuple[int, ...], ...] = ()
+    index: str = ""
+    dim: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +127,8 @@ class Entry:
     along: str | None = None  # a composite's row: the dim (int) or normalized shape (Dims) it reduces
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    fallback: Mapping[str, str] = dataclasses.field(default_factory=dict)  # parameter -> why a non-default value runs torch
+    torch_only: tuple[str, ...] = ()  # parameters the kernel ignores: they reach torch's fallback and gradient
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # keyword torch also takes -> parameter
     reason: str | None = None
     note: str | None = None
@@ -198,6 +209,8 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
+        fallback=MappingProxyType(dict(raw.pop("fallback", {}))),
+        torch_only=tuple(raw.pop("torch_only", ())),
         aliases=MappingProxyType(dict(raw.pop("aliases", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
@@ -222,13 +235,15 @@ def _examples(op: str, raw: dict[str, Any]) -> Examples:
 
 
 def _sample(op: str, raw: dict[str, Any]) -> Sample:
-    extra = set(raw) - {"domain", "shapes", "y", "w", "matrix"}
+    extra = set(raw) - {"domain", "shapes", "y", "w", "matrix", "index", "dim"}
     if extra:
         raise TableError(f"{op}: unknown sample field(s) {sorted(extra)}")
     shapes = {name: tuple(tuple(s) for s in raw.get(name, ())) for name in ("shapes", "y", "w", "matrix")}
     if shapes["matrix"] and not shapes["shapes"]:
         raise TableError(f"{op}: sample.matrix adds to sample.shapes, which it needs")
-    sample = Sample(raw.get("domain", "real"), **shapes)
+    sample = Sample(raw.get("domain", "real"), **shapes, index=raw.get("index", ""), dim=raw.get("dim", 0))
+    if sample.index not in INDEX_SAMPLES:
+        raise TableError(f"{op}: sample index is one of {', '.join(INDEX_SAMPLES[1:])}, not {sample.index!r}")
     for name in ("y", "w"):
         if shapes[name] and len(shapes[name]) != len(sample.shapes):
             raise TableError(f"{op}: sample.{name} gives one shape per shape of x ({len(sample.shapes)})")
@@ -258,9 +273,10 @@ def _check(entry: Entry) -> None:
         if not api.startswith("torch."):
             raise TableError(f"{op}: API {api!r} is not a torch name")
     names = {p.name for p in entry.params}
-    for arg in entry.reject:
-        if arg not in names:
-            raise TableError(f"{op}: reject names unknown parameter {arg!r}")
+    for field in ("reject", "fallback", "torch_only"):
+        for arg in getattr(entry, field):
+            if arg not in names:
+                raise TableError(f"{op}: {field} names unknown parameter {arg!r}")
     _check_aliases(entry, names)
     _check_modules(entry, names)
     for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target, entry.output])):

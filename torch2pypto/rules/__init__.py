@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-from torch2pypto.rules import casting, composite, cube, elementwise, movement, onehot, reduction, scan, triangle
+from torch2pypto.rules import (
+    casting,
+    composite,
+    cube,
+    elementwise,
+    indexing,
+    movement,
+    onehot,
+    reduction,
+    scan,
+    sorting,
+    triangle,
+)
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 Rule = Callable[[CallSite], "Converted | Unsupported"]
@@ -25,6 +37,8 @@ FAMILIES = {
     "movement": movement,
     "triangle": triangle,
     "one_hot": onehot,
+    "indexing": indexing,
+    "sorting": sorting,
 }
 
 

@@ -40,6 +40,33 @@ def rejection(site: CallSite) -> Unsupported | None:
     return None
 
 
+def fallback(site: CallSite) -> Unsupported | None:
+    """The reason the call stays torch, if it passes a literal other than its default for a
+    ``fallback`` parameter (a value known at run time only, the wrapper checks)."""
+    for name, reason in site.entry.fallback.items():
+        given = site.args.get(name)
+        value = Ellipsis if given is None else literal(given)
+        if value is not Ellipsis and value != site.entry.param(name).default:
+            return Unsupported(reason)
+    return None
+
+
+def convert(site: CallSite, definitions) -> Converted | Unsupported:
+    """The call as ``pypto_<op>(...)`` with ``definitions(entry)``, unless a rejected or a
+    literal ``fallback`` argument keeps it torch."""
+    refused = rejection(site) or fallback(site)
+    if refused:
+        return refused
+    entry = site.entry
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
+
+
+def fallback_checks(entry: Entry) -> list[str]:
+    """The wrapper's run-time tests that each ``fallback`` parameter is at its default."""
+    spelt = {None: "{} is None", False: "not {}", True: "{}"}
+    return [spelt.get(entry.param(p).default, "{} == " + repr(entry.param(p).default)).format(p) for p in entry.fallback]
+
+
 def wrapper_params(entry: Entry) -> tuple[Param, ...]:
     """The parameters a wrapper takes: the torch signature minus rejected arguments."""
     return tuple(p for p in entry.params if p.name not in entry.reject)

@@ -497,3 +497,98 @@ def {name}(dtype, classes):
     return kernel
 '''
     return Definition(name, source, ("_annotated", "PYPTO_LAUNCHER"))
+
+
+INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
+
+
+def indexed_kernel(
+    name: str,
+    doc: str,
+    factory_params: str,
+    tiles: str,
+    inputs: Sequence[tuple[str, str]],
+    program: Sequence[Apply],
+    outputs: Sequence[tuple[str, str, str, str]],
+) -> Definition:
+    """A kernel factory walking row tiles of its tensors, for indexing and sorting ops.
+
+    ``inputs`` are ``(name, layout)``: ``"rows"`` a [rows, <name>_cols] matrix of ``dtype``
+    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of int32 indices,
+    ``"index"`` a 1-D int32 index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
+    taken whole (the rows an index picks), ``"indices"`` a whole 1-D int32 index. ``tiles`` is the factory's expression for the vector
+    tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
+    ``(name, tile, dtype, cols)``: each assembles its program tile at the row tile's offset. A
+    program step computing in FP32 (``fp32``: topk) gets FP32 copies of the ``dtype`` tiles and
+    its results are cast back.
+    """
+    fp32 = any(a.step.fp32 for a in program)
+    walked = [n for n, layout in inputs if layout in ("rows", "index_rows", "index")]
+    params, body = "", ""
+    for n, layout in inputs:
+        shape = {"rows": f"[pypto.DYNAMIC, {n}_cols]", "index_rows": f"[pypto.DYNAMIC, {n}_cols]", "index": "[pypto.DYNAMIC]",
+                 "table": "[pypto.DYNAMIC, cols]", "indices": f"[{n}_count]"}[layout]
+        params += f"        {n}: pypto.Tensor({shape}, {'dtype' if layout in ('rows', 'table') else INDEX}),\n"
+        if layout == "index":
+            body += (f"pypto.set_vec_tile_shapes(rows)\n"
+                     f"{n}_tile = pypto.view({n}, [rows], [r], valid_shape=[valid])\n")
+    body += "pypto.set_vec_tile_shapes(rows, tile_cols)\n"
+    for n, layout in inputs:
+        if layout in ("rows", "index_rows"):
+            body += f"{n}_tile = pypto.view({n}, [rows, {n}_cols], [r, 0], valid_shape=[valid, {n}_cols])\n"
+            if fp32 and layout == "rows":
+                body += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n    {n}_tile = pypto.cast({n}_tile, {FP32})\n"
+    body += render(program)
+    setup = ""
+    for out, tile, dtype, _ in outputs:
+        if fp32 and dtype == "dtype":
+            more, store = cast(tile, FP32, dtype)
+            setup, body = setup + more, body + store
+        body += f"pypto.assemble({tile}, [r, 0], {out})\n"
+    params += "".join(f"        {out}: pypto.Tensor([pypto.DYNAMIC, {cols}], {dtype}),\n" for out, _, dtype, cols in outputs)
+    source = f'''\
+@functools.cache
+def {name}({factory_params}):
+    """{doc}"""
+    rows, tile_cols = {tiles}
+{textwrap.indent(setup, " " * 4)}
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+{params}    ):
+        n = {walked[0]}.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+            r = i * rows
+            valid = (n - r).min(rows)
+{textwrap.indent(body, " " * 12)}
+    return kernel
+'''
+    tiling = "_fits_whole_rows" if "_whole_rows_tile" in tiles else "_tile_shape"
+    return Definition(name, source.replace("\n\n\n", "\n\n"), (tiling, "_annotated"))
+
+
+INDICES = Definition(
+    "_kernel_indices",
+    '''\
+def _indexed_dim(t, dim, rank=None):
+    """`dim` of tensor `t` as a dim in [0, t.dim()), or None: no such dim (torch raises), or `t`
+    is not of `rank` when one is given."""
+    if not isinstance(t, torch.Tensor) or not t.dim() or rank is not None and t.dim() != rank:
+        return None
+    return dim % t.dim() if type(dim) is int and -t.dim() <= dim < t.dim() else None
+
+
+def _kernel_indices(index, count, rank=None):
+    """`index` flattened to the int32 indices a kernel takes, or None: not a non-empty int32 or
+    int64 tensor (of `rank`, if given), or an index outside [0, count), where torch raises and
+    PyPTO would read out of bounds."""
+    if not isinstance(index, torch.Tensor) or index.dtype not in (torch.int32, torch.int64) or not index.numel():
+        return None
+    if rank is not None and index.dim() != rank or count > 2**31 - 1:
+        return None
+    flat = index.reshape(-1)
+    if not (0 <= int(flat.min()) and int(flat.max()) < count):
+        return None
+    return flat.to(torch.int32).contiguous()
+''',
+)

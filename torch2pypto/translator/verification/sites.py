@@ -37,6 +37,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     wrapper = source_of(conversion.call.func)
     kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
     names = _sample_names(entry)
+    dim = literal(bound["dim"]) if "dim" in bound else None  # an index's dim: the call's if it is a literal
+    dim = dim if type(dim) is int else None
     result = []
     for i, dtype in enumerate(kernel_dtypes):
         other = kernel_dtypes[(i + 1) % len(kernel_dtypes)]
@@ -49,8 +51,11 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 tensor_dtype = other if args and entry.family == "cast" else dtype
                 tensor_dtype = torch.bool if param.name in entry.bool_operands else tensor_dtype
                 name = names.get(param.name)
-                param_shape = samples.operand_shape(entry, name, shape) if name in ("y", "w") else shape
-                value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
+                param_shape = samples.operand_shape(entry, name, shape, dim) if name in ("y", "w") else shape
+                if name == "i":  # an index in range along the call's dim
+                    value = samples.index(entry, shape, generator, dim)
+                else:
+                    value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
                 if param.required:
                     args.append(value)
                 else:

@@ -1,0 +1,136 @@
+"""The indexing and sorting families beyond the table's examples: nn.Embedding modules, indices
+torch refuses, gradients, in-place writes, NaN rows and --verify's index samples (the generated
+kernel cases are in test_kernels.py)."""
+
+import pytest
+import torch
+
+import torch2pypto
+from helpers import sample, translate
+from table_cases import load
+from torch2pypto.mapping import load_table
+from torch2pypto.translator.engine.translate import translate_source
+from torch2pypto.translator.verification import sites
+from torch2pypto.translator.verification.interpreter import counting
+
+EMBEDDING = """\
+import torch
+from torch import nn
+
+
+class Embed(nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(11, 37, **options)
+
+    def forward(self, input_ids):
+        return self.embed_tokens(input_ids)
+"""
+
+
+def _load(tmp_path, code, name):
+    (tmp_path / f"{name}.py").write_text(code)
+    return load(tmp_path / f"{name}.py")
+
+
+def test_held_embedding_reads_its_weight_and_options_at_run_time():
+    code = translate(EMBEDDING).code
+    assert ("return pypto_embedding(input_ids, self.embed_tokens.weight, padding_idx=self.embed_tokens.padding_idx, "
+            "max_norm=self.embed_tokens.max_norm") in code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("options, kernels", [({}, 1), ({"padding_idx": 0}, 1), ({"max_norm": 1.0}, 0)])
+def test_held_embedding_matches_the_module_and_max_norm_runs_torch(tmp_path, options, kernels):
+    translated = _load(tmp_path, translate(EMBEDDING).code, "embed_pypto")
+    original = {}
+    exec(compile(EMBEDDING, "embed.py", "exec"), original)
+    torch.manual_seed(0)
+    model = translated.Embed(**options).to(torch.bfloat16)
+    reference = original["Embed"](**options).to(torch.bfloat16)
+    reference.load_state_dict(model.state_dict())
+    ids = torch.tensor([[0, 3, 10, 3], [7, 0, 1, 2]])
+    ran = counting()
+    with torch2pypto.interpreted(translated), torch.no_grad():
+        got = model(ids)
+    assert ran() == ({"embedding_kernel.kernel": 1} if kernels else {})
+    with torch.no_grad():
+        torch.testing.assert_close(got, reference(ids))
+    torch.testing.assert_close(model.embed_tokens.weight, reference.embed_tokens.weight)  # max_norm renormalised both
+
+
+SNIPPET = "import torch\n\n\ndef f(x: torch.Tensor, i: torch.Tensor, y: torch.Tensor):\n    return {}\n"
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("call, index", [
+    ("torch.gather(x, 1, i)", [[0, 37]]), ("torch.index_select(x, 0, i)", [-1]),
+    ("torch.nn.functional.embedding(i, x)", [[7]]), ("x.index_add(0, i, y)", [7]),
+])  # fmt: skip
+def test_indices_out_of_range_run_torch_and_raise_its_error(tmp_path, call, index):
+    module = _load(tmp_path, translate_source(SNIPPET.format(call)).code, "refused")
+    x, i = sample(7, 37), torch.tensor(index)
+    y = sample(i.numel(), 37)
+    ran = counting()
+    with torch2pypto.interpreted(module), pytest.raises((RuntimeError, IndexError)) as got:
+        module.f(x, i, y)
+    with pytest.raises((RuntimeError, IndexError)) as expected:
+        eval(call, {"torch": torch, "x": x, "i": i, "y": y})
+    assert type(got.value) is type(expected.value) and ran() == {}
+
+
+@pytest.mark.interpreter
+def test_gradients_flow_through_gather_embedding_and_index_add(tmp_path):
+    call = "(torch.nn.functional.embedding(i, x, padding_idx=1) * x.gather(1, i.repeat(7, 1)[:, :3])[0, 0]).sum() + x.index_add(0, i[0], y).sum()"
+    module = _load(tmp_path, translate_source(SNIPPET.format(call)).code, "grads")
+    x, y = sample(7, 37).requires_grad_(), sample(4, 37, seed=1).requires_grad_()
+    i = torch.tensor([[1, 3, 3, 6]])
+    ran = counting()
+    with torch2pypto.interpreted(module):
+        module.f(x, i, y).backward()
+    assert {"embedding_kernel.kernel", "gather_kernel.kernel", "index_add_kernel.kernel"} <= set(ran())
+    got = x.grad, y.grad
+    x.grad = y.grad = None
+    eval(call, {"torch": torch, "x": x, "i": i, "y": y}).backward()
+    torch.testing.assert_close(got, (x.grad, y.grad))
+
+
+@pytest.mark.interpreter
+def test_in_place_scatter_writes_through_a_view_of_its_receiver(tmp_path):
+    module = _load(tmp_path, translate_source(SNIPPET.format("x.t().scatter_(1, i, y)")).code, "inplace")
+    x, i, y = sample(37, 7), torch.tensor([[3, 1], [0, 36]] * 3 + [[5, 2]]), sample(7, 2)
+    expected = x.clone()
+    expected.t().scatter_(1, i, y)
+    ran = counting()
+    with torch2pypto.interpreted(module):
+        got = module.f(x, i, y)
+    assert ran() == {"scatter__kernel.kernel": 1}
+    assert got.data_ptr() == x.data_ptr() and torch.equal(x, expected)
+
+
+@pytest.mark.interpreter
+def test_rows_holding_nan_sort_on_torch(tmp_path):
+    module = _load(tmp_path, translate_source(SNIPPET.format("torch.sort(x, descending=True)")).code, "nan")
+    x = sample(3, 37)
+    x[1, 4] = float("nan")
+    ran = counting()
+    with torch2pypto.interpreted(module):
+        got = module.f(x, None, None)
+    assert ran() == {}
+    torch.testing.assert_close(tuple(got), tuple(torch.sort(x, descending=True)), equal_nan=True)
+
+
+def test_verify_samples_indices_in_range_along_the_calls_dim():
+    table = load_table()
+    for call in ["torch.gather(x, 0, i)", "x.index_select(-1, i)", "torch.nn.functional.embedding(i, x)",
+                 "x.scatter(0, i, y)", "x.index_add(1, i, y)"]:  # fmt: skip
+        translation = translate_source(SNIPPET.format(call))
+        entry = table.by_api[translation.conversions[0].record.api]
+        cases = sites.cases(translation.conversions[0], "0")
+        assert len(cases) == len(entry.dtypes) * len(sites.samples.shapes(entry))
+        for case in cases:
+            args = list(case.args) + list(case.kwargs.values())
+            try:
+                eval(entry.apis[0], {"torch": torch})(*args)
+            except (RuntimeError, IndexError) as exc:  # only where x lacks the call's dim
+                assert "dim" in str(exc).lower() or "Dimension out of range" in str(exc), (call, exc)

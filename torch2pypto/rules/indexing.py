@@ -1,0 +1,197 @@
+"""The indexing family: pick, gather, scatter and add by an index (``pypto.index_select``,
+``gather``, ``scatter``, ``index_add``).
+
+The entry's ``pypto`` names the op; its operands are PyPTO's parameters, ``input``, ``dim``,
+``index`` and the ``src`` / ``source`` a scatter or an add writes, each the torch parameter of
+that name unless ``args`` maps it (embedding: ``{ input = "weight", index = "input", dim = "0" }``).
+
+- ``index_select``: the rows of a table (``input`` with ``dim`` moved first) that a 1-D index
+  picks, walked in row tiles of the index. A ``dim`` the entry fixes (embedding's, which must be
+  0) takes an index of any shape, which the result takes in the dim's place; ``rank`` is the
+  table's.
+- ``gather``, ``scatter``, ``index_add``: along ``dim`` moved last, row tiles of whole rows (PyPTO
+  cannot tile the indexed dim). gather's and scatter's index has the input's rank (scatter's
+  covers every other dim); index_add's is 1-D.
+
+Indices are int64 or int32 in torch and int32 in the kernel: the host converts them and runs
+torch (which raises) when one is out of range. ``inplace`` entries (``x.scatter_``) write the
+result back into the receiver and return it; ``fallback`` arguments other than their default
+run torch, and ``torch_only`` ones (embedding's padding_idx) only shape torch's gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.scan import SCAN_ROWS
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.steps import Apply, Step
+
+OPERANDS = {"index_select": ("input", "dim", "index"), "gather": ("input", "dim", "index"),
+            "scatter": ("input", "dim", "index", "src"), "index_add": ("input", "dim", "index", "source")}
+KEYWORDS = {"index_add": ("alpha",)}  # PyPTO keywords: kernel constants
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    if entry.pypto not in OPERANDS:
+        return f"pypto.{entry.pypto} is none of {', '.join('pypto.' + o for o in OPERANDS)}"
+    names = {p.name for p in entry.params}
+    known = {*OPERANDS[entry.pypto], *KEYWORDS.get(entry.pypto, ())}
+    if set(entry.args) - known:
+        return f"args: pypto.{entry.pypto} takes {', '.join(sorted(known))}"
+    bound = _bound(entry)
+    for operand, param in bound.items():
+        if param not in names and not (operand == "dim" and param.lstrip("-").isdigit()):
+            return f"pypto.{entry.pypto}'s {operand} is {param!r}: no parameter (dim may be an int literal)"
+    for operand in OPERANDS[entry.pypto]:
+        if operand != "dim" and not entry.param(bound[operand]).is_tensor:
+            return f"pypto.{entry.pypto}'s {operand} {bound[operand]!r} is no Tensor parameter"
+    used = {*bound.values(), *entry.fallback, *entry.torch_only}
+    for p in wrapper_params(entry):
+        if p.name not in used:
+            return f"parameter {p.name!r} is no operand of pypto.{entry.pypto}, fallback, torch_only nor rejected"
+    if entry.inplace and (entry.pypto == "index_select" or any(not a.startswith("torch.Tensor.") for a in entry.apis)):
+        return "an in-place op is a tensor method writing what it scatters or adds"
+    if entry.pypto == "index_select" and bound["dim"] not in names and bound["dim"] != "0":
+        return "an index_select the entry fixes the dim of picks rows: dim = \"0\""
+    if entry.rank is not None and entry.pypto != "index_select":
+        return "rank is the table's rank of index_select"
+    return None
+
+
+def _bound(entry: Entry) -> dict[str, str]:
+    """PyPTO operand -> the torch parameter (or dim literal) it takes."""
+    return {o: entry.args.get(o, o) for o in (*OPERANDS[entry.pypto], *KEYWORDS.get(entry.pypto, ()))}
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    return convert(site, definitions)
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    b = _bound(entry)
+    op = entry.pypto
+    table, index, dim = b["input"], b["index"], b["dim"]
+    checks = fallback_checks(entry)
+    if op == "index_select":
+        fixed = dim not in {p.name for p in entry.params}
+        prologue = (f"d = _indexed_dim({table}, {dim}{f', rank={entry.rank}' if entry.rank else ''})\n"
+                    f"indices = None if d is None else _kernel_indices({index}, {table}.shape[d]{'' if fixed else ', rank=1'})\n")
+        if fixed:  # dim 0: the index's shape takes its place
+            body = f"rows = {table}.reshape({table}.shape[0], -1).contiguous()\n"
+            result = f"out.reshape(*{index}.shape, *{table}.shape[1:])"
+        else:
+            body = (f"table = {table}.movedim(d, 0)\n"
+                    "rows = table.reshape(table.shape[0], -1).contiguous()\n")
+            result = f"out.reshape(*{index}.shape, *table.shape[1:]).movedim(0, d).contiguous()"
+        body += (f"out = torch.empty(indices.shape[0], rows.shape[1], dtype={table}.dtype, device={table}.device)\n"
+                 f"_launch({entry.op}_kernel(_PYPTO_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
+                 f"return {result}\n")
+        kernel = templates.indexed_kernel(
+            f"{entry.op}_kernel", "The rows of a [n, cols] table a 1-D index picks, in row tiles of the index.",
+            "dtype, cols", "_tile_shape(cols, buffers=2)", [("table", "table"), ("index", "index")],
+            [Apply("result", Step("index_select"), ("table", "0", "index_tile"))], [("out", "result", "dtype", "cols")])
+        how = f"pypto.index_select of the rows of {table} with dim moved first that {index} picks"
+        guard = [f"_on_kernel_path({table})"]
+        tensors = [table]
+    else:
+        source = b.get("src") or b.get("source")
+        prologue = (f"d = _indexed_dim({table}, {dim})\n"
+                    f"indices = None if d is None else _kernel_indices({index}, {table}.shape[d]{', rank=1' if op == 'index_add' else ''})\n")
+        kernel, body, how, shapes = _along_rows(entry, table, index, source)
+        guard = [shapes, f"_on_kernel_path({', '.join(filter(None, (table, source)))})",
+                 f"_fits_whole_rows({table}, d, buffers=4)"]
+        tensors = [t for t in (table, source) if t]
+    guard = ["indices is not None", *guard, *checks]
+    if entry.inplace:  # autograd's in-place checks stay torch's
+        body = body.replace("return ", f"return {table}.copy_(", 1).rstrip("\n") + ")\n"
+        guard.append(f"not (torch.is_grad_enabled() and ({' or '.join(t + '.requires_grad' for t in tensors)}))")
+    requires = ["_kernel_indices", f"{entry.op}_kernel"]
+    if op != "index_select":
+        requires += ["_scan_rows", "_gathers", "_fits_whole_rows", *(["_kernel_number"] if op == "index_add" else [])]
+    params = wrapper_params(entry)
+    operands = ", ".join(p.name for p in params if p.is_tensor)
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, operands, wrappers.torch_call(entry, params),
+        f"({' and '.join(guard)})", body, tuple(requires), prologue=prologue,
+    )
+    extra = (templates.WHOLE_ROWS, SCAN_ROWS, SHAPES) if op != "index_select" else ()
+    return kernel, templates.INDICES, *extra, wrapper
+
+
+def _along_rows(entry: Entry, x: str, index: str, source: str | None):
+    """The kernel, wrapper body, description and shape check of gather, scatter and index_add."""
+    op = entry.pypto
+    inputs = [("x", "rows"), ("index", "indices" if op == "index_add" else "index_rows")]
+    operands = ["x_tile", "1", "index" if op == "index_add" else "index_tile"]
+    if source:
+        inputs.append(("source", "rows"))
+        operands.append("source_tile")
+    keywords = (("alpha", "alpha"),) if op == "index_add" else ()
+    widths = {"gather": "index_cols", "scatter": "x_cols", "index_add": "x_cols"}
+    factory = ["dtype", "x_cols", "index_count" if op == "index_add" else "index_cols"]
+    factory += ["source_cols"] if source else []
+    factory += [k for k, _ in keywords]
+    what = {"gather": "Gather along the rows of [rows, cols] tiles by an index of the same rows",
+            "scatter": "Scatter source rows into [rows, cols] tiles along the row at an index's columns",
+            "index_add": "Add the columns of source rows into [rows, cols] tiles at the columns a 1-D index names, in FP32 as torch"}
+    kernel = templates.indexed_kernel(
+        f"{entry.op}_kernel", f"{what[op]} (whole rows: PyPTO cannot tile the indexed dim).",
+        ", ".join(factory), f"_whole_rows_tile(max({', '.join(f for f in factory if f.endswith('_cols'))}), buffers=4)",
+        inputs, [Apply("result", Step(op, keywords, fp32=op == "index_add"), tuple(operands))], [("out", "result", "dtype", widths[op])])
+    index_rows = f"indices.reshape({index}.shape)"
+    body = f"x, moved = _scan_rows({x}, d)\n"
+    if op == "gather":  # the input's other dims cut to the index's
+        body = (f"x, _ = _scan_rows({x}[tuple(slice(None) if k == d else slice(0, s) for k, s in enumerate({index}.shape))], d)\n"
+                f"idx, moved = _scan_rows({index_rows}, d)\n")
+        launch, args, out = "x.shape[1], idx.shape[1]", "x, idx", "idx.shape"
+        shapes = f"_gathers({x}, {index}, d)"
+    elif op == "scatter":
+        body += (f"idx, _ = _scan_rows({index_rows}, d)\n"
+                 f"src, _ = _scan_rows({source}[tuple(slice(0, s) for s in {index}.shape)], d)\n")
+        launch, args, out = "x.shape[1], idx.shape[1], src.shape[1]", "x, idx, src", "x.shape"
+        shapes = f"_scatters({x}, {index}, {source}, d)"
+    else:
+        body += f"src, _ = _scan_rows({source}, d)\n"
+        alpha = entry.args.get("alpha", "alpha")
+        launch, args, out = f"x.shape[1], indices.shape[0], src.shape[1], _kernel_number({alpha}, {x}.dtype)", "x, indices, src", "x.shape"
+        shapes = f"_adds({x}, indices, {source}, d, {alpha})"
+    body += (f"out = torch.empty({out}, dtype={x}.dtype, device={x}.device)\n"
+             f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], {launch}), {args}, out)\n"
+             "return out.reshape(moved).movedim(-1, d).contiguous()\n")
+    how = f"pypto.{op} along dim moved last, in row tiles of whole rows"
+    return kernel, body, how, shapes
+
+
+SHAPES = Definition(
+    "_gathers",
+    '''\
+def _gathers(input, index, d):
+    """Whether torch's gather of `input` by `index` along `d` is defined: one rank, the index no
+    larger than the input in the other dims."""
+    return index.dim() == input.dim() and all(k == d or i <= n for k, (i, n) in enumerate(zip(index.shape, input.shape)))
+
+
+def _scatters(input, index, src, d):
+    """Whether a scatter kernel writes torch's scatter of `src` into `input` by `index` along
+    `d`: the index covers the input's other dims (the kernel's rows), src is a tensor of the
+    input's dtype and rank, no smaller than the index."""
+    if not (isinstance(src, torch.Tensor) and src.dtype == input.dtype and index.dim() == input.dim() == src.dim()):
+        return False
+    return all(k == d or i == n for k, (i, n) in enumerate(zip(index.shape, input.shape))) and all(
+        i <= s for i, s in zip(index.shape, src.shape))
+
+
+def _adds(input, indices, source, d, alpha):
+    """Whether an index_add kernel adds `alpha` * `source` into `input` at `indices` along `d` as
+    torch does: source is the input's shape with `d` as long as the indices, and its dtype;
+    alpha a Python number."""
+    shape = [*input.shape[:d], indices.shape[0], *input.shape[d + 1:]]
+    return isinstance(source, torch.Tensor) and source.dtype == input.dtype and list(source.shape) == shape and type(
+        alpha) in (int, float)
+''',
+)

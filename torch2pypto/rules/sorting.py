@@ -1,0 +1,91 @@
+"""The sorting family: ``pypto.topk`` along one dim (topk, sort, argsort).
+
+The host moves ``dim`` last; row tiles of whole rows (PyPTO sorts within a tile) are sorted in
+FP32 (topk is documented FP32-only). ``pypto = "topk"`` gives (values, indices) as torch's
+return type of the entry's name; ``args.k`` names the count (a parameter, or ``"cols"``: the
+whole row, sort) and ``args.largest`` the parameter choosing the largest (topk's ``largest``,
+sort's ``descending``); ``output = "int64"`` gives the indices only (argsort: pypto.argsort
+fails to compile on some rows, F7A001 ``idx < size_``, and wants tiles 32 wide). Indices come back as torch's int64. Ties may be ordered unlike torch (torch leaves
+them unspecified but with ``stable=True``); rows holding NaN, and calls recording autograd for
+two results, run torch.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.scan import SCAN_ROWS
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.steps import Apply, Step
+
+ARGS = ("k", "largest")
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    if entry.pypto != "topk":
+        return f"the sorting op is pypto.topk, not pypto.{entry.pypto}"
+    if entry.output not in (None, "int64"):
+        return f"output is int64 (the indices only) or none (values and indices), not {entry.output!r}"
+    names = {p.name for p in entry.params}
+    if set(entry.args) != set(ARGS):
+        return f"args: pypto.topk needs {', '.join(ARGS)}"
+    for keyword, param in entry.args.items():
+        if param not in names and not (keyword == "k" and param == "cols"):
+            return f"args.{keyword} = {param!r} is no parameter"
+    if "dim" not in names:
+        return "a sort takes a dim parameter"
+    used = {entry.params[0].name, "dim", *entry.args.values(), *entry.fallback, *entry.torch_only}
+    for p in wrapper_params(entry):
+        if p.name not in used:
+            return f"parameter {p.name!r} is no argument of pypto.{entry.pypto}, fallback, torch_only nor rejected"
+    return None
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    return convert(site, definitions)
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    x = entry.params[0].name
+    indices_only = entry.output == "int64"
+    checks = fallback_checks(entry)
+    guard = ["d is not None", f"_on_kernel_path({x})", f"_fits_whole_rows({x}, d, buffers=4)",
+             f"not bool(torch.isnan({x}).any())", *checks]
+    k = "x.shape[1]" if entry.args["k"] == "cols" else entry.args["k"]
+    largest = entry.args["largest"]
+    if entry.args["k"] != "cols":
+        guard.insert(1, f"type({k}) is int and 0 < {k} <= {x}.shape[d]")
+    program = [Apply("result, indices", Step("topk", fp32=True), ("x_tile", "k", "-1", "largest"))]
+    launch = f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], count, bool({largest})), x, {{}}out)\n"
+    body = (f"x, moved = _scan_rows({x}, d)\n"
+            f"count = {k}\n"
+            "out = torch.empty(x.shape[0], count, dtype=torch.int32, device=x.device)\n")
+    indices = "out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()"
+    if indices_only:
+        outputs = [("out", "indices", templates.INDEX, "k")]
+        doc = "The indices ordering each whole row of [rows, cols] tiles (the k largest or smallest), in FP32."
+        body += launch.format("") + "shape = (*moved[:-1], count)\n" + f"return {indices}\n"
+        how = "the indices of pypto.topk of the whole row along dim moved last, in FP32"
+    else:
+        guard.append(f"not (torch.is_grad_enabled() and {x}.requires_grad)")  # two results: autograd runs torch
+        outputs = [("values", "result", "dtype", "k"), ("out", "indices", templates.INDEX, "k")]
+        doc = "The k largest (or smallest) of each whole row of [rows, cols] tiles and their indices, in FP32."
+        body += (f"values = torch.empty(x.shape[0], count, dtype={x}.dtype, device=x.device)\n"
+                 + launch.format("values, ") + "shape = (*moved[:-1], count)\n"
+                 f"return torch.return_types.{entry.op}((values.reshape(shape).movedim(-1, d).contiguous(),\n"
+                 f"    {indices}))\n")
+        how = "pypto.topk along dim moved last, in FP32: values and indices"
+    factory = "dtype, x_cols, k, largest"
+    kernel = templates.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_whole_rows_tile(x_cols, buffers=4)",
+                                      [("x", "rows")], program, outputs)
+    params = wrapper_params(entry)
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, x, wrappers.torch_call(entry, params),
+        f"({' and '.join(guard)})", body, ("_kernel_indices", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
+        prologue=f"d = _indexed_dim({x}, dim)\n",
+    )
+    return kernel, templates.INDICES, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
