@@ -47,9 +47,9 @@ def test_second_run_changes_nothing():
 
 
 def test_a_new_call_extends_the_existing_section_and_keeps_hand_edits():
-    once = translate(SOURCE).code.replace("_TILE_BYTES = 32 * 1024", "_TILE_BYTES = 16 * 1024")
+    once = translate(SOURCE).code.replace("_TILE_BUDGET = 256 * 1024", "_TILE_BUDGET = 128 * 1024")
     twice = translate(once + "\n\ndef g(x: torch.Tensor):\n    return torch.rsqrt(x)\n").code
-    assert "_TILE_BYTES = 16 * 1024" in twice
+    assert "_TILE_BUDGET = 128 * 1024" in twice
     assert twice.count("def pypto_cast(") == 1 and twice.count("def pypto_rsqrt(") == 1
     assert translate(twice).code == twice
 
