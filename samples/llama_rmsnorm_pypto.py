@@ -20,7 +20,6 @@ _PYPTO_ALL_DTYPES = {  # also bool and integers, for the entries that declare th
     torch.int16: pypto.DT_INT16, torch.int32: pypto.DT_INT32, torch.int64: pypto.DT_INT64,
 }
 _UB_BYTES = 192 * 1024  # unified buffer of one AI vector core
-_TILE_BYTES = 32 * 1024  # target FP32 tile size; tune per kernel if profiling says so
 
 
 def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
@@ -56,11 +55,39 @@ def _annotated(namespace):
     return evaluate
 
 
-def _tile_shape(cols, buffers):
-    """Vector tile [rows, tile_cols] whose FP32 copies (`buffers` of them) fit the unified buffer."""
-    tile_cols = min(cols, _UB_BYTES // (4 * buffers))
-    rows = min(64, _TILE_BYTES // (4 * tile_cols), _UB_BYTES // (4 * buffers * tile_cols))
-    return max(rows, 1), tile_cols
+# Vector tiles, from PyPTO's cost model (scripts/tiles.py sweeps them). Under _VECTOR_PASSES a row
+# tile is one task however many column tiles it holds, and a launch costs about its task count
+# times a fixed cost once the vector cores are busy. So a launch splits into _SPREAD_TILES row
+# tiles (fewer leave cores idle) unless a tile would hold under _MIN_TILE elements (more tasks
+# then cost more than they spread), and its column tiles are as wide as the unified buffer
+# takes, at least _WIDE_TILE columns (narrower ones cost more per element).
+_VECTOR_PASSES = {"pg_skip_partition": True}  # PyPTO's own partition makes each column tile a task
+_TILE_BUDGET = 256 * 1024  # bytes of a tile's live copies (PyPTO reuses the buffers of dead ones)
+_SPREAD_TILES = 32
+_MIN_TILE = 4096
+_WIDE_TILE = 1024
+
+
+def _spread_rows(n, cols):
+    """The most rows a tile of a launch over n x cols has: n / _SPREAD_TILES but at least
+    _MIN_TILE elements, a power of two up to 64 (kernels are built once per value)."""
+    rows = max(1, max(n * cols // _SPREAD_TILES, _MIN_TILE) // cols)
+    return min(64, 1 << (rows.bit_length() - 1))
+
+
+def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=False):
+    """Vector tile [rows, tile_cols] of a kernel with `buffers` live tiles in the widest of
+    `dtypes` (BF16 counts as FP32: PyPTO computes it in FP32) within _TILE_BUDGET: rows a power
+    of two up to `max_rows` (_spread_rows); tile_cols the whole row while it fits, a power of two
+    if not; `whole_rows`: cols (the host checks it fits); `split_cols` (elementwise kernels): a
+    power of two that leaves max_rows rows, but at least _WIDE_TILE."""
+    size = max(2 if d == pypto.DT_FP16 else 8 if d == pypto.DT_INT64 else 4 for d in dtypes)
+    elements = _TILE_BUDGET // (size * buffers)
+    tile_cols = cols if whole_rows else min(cols, 1 << (elements.bit_length() - 1))
+    if split_cols:
+        tile_cols = min(tile_cols, 1 << (max(_WIDE_TILE, elements // max_rows).bit_length() - 1))
+    rows = max(1, elements // tile_cols)
+    return min(max_rows, 1 << (rows.bit_length() - 1)), tile_cols
 
 
 def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
@@ -133,12 +160,12 @@ def _with_torch_grad(kernel_path, torch_path, *args):
 
 
 @functools.cache
-def cast_kernel(dtype, out_dtype, cols):
+def cast_kernel(dtype, out_dtype, cols, max_rows):
     """pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`."""
-    rows, tile_cols = _tile_shape(cols, buffers=2)
+    rows, tile_cols = _tile_shape(cols, max_rows, 2, (dtype, out_dtype), split_cols=True)
     x_tile_via_fp32 = {dtype, out_dtype} == {pypto.DT_BF16, pypto.DT_FP16}
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -178,18 +205,18 @@ def pypto_cast(input, dtype, device=None, non_blocking=False):
     def kernel_path(input):
         x = _as_rows(input)
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
-        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
+        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape)), x, out)
         return _in_layout_of(out.reshape(input.shape), input)
 
     return _with_torch_grad(kernel_path, torch_path, input)
 
 
 @functools.cache
-def pow_kernel(dtype, cols):
+def pow_kernel(dtype, cols, max_rows):
     """pypto.pow on [rows, cols] tiles."""
-    rows, tile_cols = _tile_shape(cols, buffers=3)
+    rows, tile_cols = _tile_shape(cols, max_rows, 3, (dtype,), split_cols=True)
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -210,11 +237,11 @@ def pow_kernel(dtype, cols):
 
 
 @functools.cache
-def pow_exponent_number_kernel(dtype, cols, exponent):
+def pow_exponent_number_kernel(dtype, cols, exponent, max_rows):
     """pypto.pow on [rows, cols] tiles with exponent a Python number."""
-    rows, tile_cols = _tile_shape(cols, buffers=2)
+    rows, tile_cols = _tile_shape(cols, max_rows, 2, (dtype,), split_cols=True)
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -250,9 +277,9 @@ def pypto_pow(input, exponent):
         x, dtype = rows[0], input.dtype
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
         if isinstance(exponent, torch.Tensor):
-            kernel = pow_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1])
+            kernel = pow_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape))
         else:
-            kernel = pow_exponent_number_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], _kernel_number(exponent, dtype))
+            kernel = pow_exponent_number_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], _kernel_number(exponent, dtype), _spread_rows(*x.shape))
         _launch(kernel, *rows, out)
         return _in_layout_of(out.reshape(shape), input)
 
@@ -260,11 +287,11 @@ def pypto_pow(input, exponent):
 
 
 @functools.cache
-def mean_kernel(dtype, out_dtype, cols, count):
+def mean_kernel(dtype, out_dtype, cols, count, max_rows):
     """The mean of each row of [rows, cols] tiles (count real cols), accumulated in FP32."""
-    rows, tile_cols = _tile_shape(cols, buffers=4)
+    rows, tile_cols = _tile_shape(cols, max_rows, 4, (dtype, out_dtype, pypto.DT_FP32))
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -334,18 +361,18 @@ def pypto_mean(input, dim=None, keepdim=False, *, dtype=None):
     def kernel_path(input):
         x, count, shape = _reduction_rows(input, dim, keepdim, 0.0)
         out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
-        _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], count), x, out)
+        _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], count, _spread_rows(*x.shape)), x, out)
         return out.reshape(shape)
 
     return _with_torch_grad(kernel_path, torch_path, input)
 
 
 @functools.cache
-def rsqrt_kernel(dtype, cols):
+def rsqrt_kernel(dtype, cols, max_rows):
     """pypto.rsqrt on [rows, cols] tiles."""
-    rows, tile_cols = _tile_shape(cols, buffers=2)
+    rows, tile_cols = _tile_shape(cols, max_rows, 2, (dtype,), split_cols=True)
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -379,7 +406,7 @@ def pypto_rsqrt(input):
         rows, shape = _broadcast_rows(input)
         x, dtype = rows[0], input.dtype
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
-        kernel = rsqrt_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1])
+        kernel = rsqrt_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape))
         _launch(kernel, *rows, out)
         return _in_layout_of(out.reshape(shape), input)
 
