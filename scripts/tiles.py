@@ -36,7 +36,7 @@ from torch2pypto.rules.templates import SCAN_BLOCK
 GOAL = 1.2
 FIT_SHAPE = (2048, 4096)  # rows enough for _spread_rows' 64: the largest tiles
 DATA = Path(__file__).with_name("tiles.csv")
-BENCH = Path(__file__).with_name("tiles_bench.csv")  # the generated kernels' runs, per label
+BENCH = "tiles_{}.csv"  # the generated kernels' runs under a label (before, after), next to this script
 BENCH_FIELDS = ("label", "kernel", "dtype", "rows", "cols", "us", "tasks", "tile")
 FIELDS = ("kernel", "dtype", "rows", "cols", "tile_rows", "tile_cols", "skip", "us", "tasks")
 SHAPES = ((7, 64), (33, 200), (1, 4096), (64, 4096), (4096, 4096))
@@ -216,25 +216,27 @@ def fit(args, worker_folder: str) -> int:
 
 
 def bench(args, worker_folder: str) -> int:
-    """Run (or, with --cached, read from BENCH) the generated kernels and print the ratio table."""
-    runs = {}
-    if BENCH.exists():
-        with BENCH.open() as f:
+    """Run the generated kernels not yet in their label's file (none with --cached) and print the ratio table."""
+    runs, path = {}, DATA.with_name(BENCH.format(args.label))
+    if path.exists():
+        with path.open() as f:
             runs = {(r["label"], r["kernel"], r["dtype"], int(r["rows"]), int(r["cols"])): r for r in csv.DictReader(f)}
     if not args.cached:
         worker = Worker(simulate, _init, worker_folder)
         for k, d, s in itertools.product(args.kernels, args.dtypes, args.shapes):
+            if (args.label, k, d, *s) in runs:
+                continue  # kept from an earlier run (delete its row to run it again)
             result = worker.run(k, d, s, None)
             failed = isinstance(result, BaseException)
             runs[args.label, k, d, *s] = dict(label=args.label, kernel=k, dtype=d, rows=s[0], cols=s[1],
                                               us="" if failed else f"{result[0]:.2f}", tasks="" if failed else result[1],
                                               tile="" if failed else "x".join(map(str, result[2])))
             print(f"{k} {d} {s}: {runs[args.label, k, d, *s]['us'] or 'failed'}", flush=True)
+            with path.open("w", newline="") as f:  # after each run: the file is the cache
+                out = csv.DictWriter(f, BENCH_FIELDS)
+                out.writeheader()
+                out.writerows(sorted(runs.values(), key=lambda r: (r["label"], r["kernel"], r["dtype"], int(r["rows"]), int(r["cols"]))))
         worker.close()
-        with BENCH.open("w", newline="") as f:
-            out = csv.DictWriter(f, BENCH_FIELDS)
-            out.writeheader()
-            out.writerows(sorted(runs.values(), key=lambda r: (r["label"], r["kernel"], r["dtype"], int(r["rows"]), int(r["cols"]))))
     data, worse = load(), 0
     print(f"\n{args.label}: generated tiles against the sweep's best (tile rows x cols, +s: pg_skip_partition)")
     print(f"{'kernel':8} {'dtype':9} {'shape':>10} {'generated µs':>13} {'tile':>8} {'best µs':>9} {'best tile':>10} "
