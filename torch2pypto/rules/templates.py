@@ -155,7 +155,8 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
 def {name}(dtype, out_dtype, cols, max_rows):
     """{doc}"""
     block = min(cols, {SCAN_BLOCK})  # pypto.cumsum transposes its tile: wider blocks overflow the UB
-    rows, _ = _tile_shape(block, max_rows, 2, {_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))}, whole_rows=True)
+    # pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)
+    rows, _ = _tile_shape(block, max_rows, 16 if dtype == {FP32} else 4, {_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))}, whole_rows=True)
     blocks = (cols + block - 1) // block
 {textwrap.indent(setup, " " * 4)}
     @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
