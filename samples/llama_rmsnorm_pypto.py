@@ -70,11 +70,11 @@ _WIDE_TILE = 512
 _BF16_ROW_TILE = 32 * 1024
 
 
-def _spread_rows(n, cols):
-    """The most rows a tile of a launch over n x cols has: n / _SPREAD_TILES but at least
-    _MIN_TILE elements, a power of two up to 64 (kernels are built once per value)."""
-    rows = max(1, max(n * cols // _SPREAD_TILES, _MIN_TILE) // cols)
-    return min(64, 1 << (rows.bit_length() - 1))
+def _spread_rows(n, cols, tiles=_SPREAD_TILES):
+    """The most rows a tile of a launch over n x cols has: n / `tiles` but at least _MIN_TILE
+    elements, a power of two up to 64 and n's next (kernels are built once per value)."""
+    rows = max(1, max(n * cols // tiles, _MIN_TILE) // cols)
+    return min(64, 1 << (rows.bit_length() - 1), 1 << (n - 1).bit_length())
 
 
 def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=False):
