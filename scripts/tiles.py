@@ -15,6 +15,13 @@ over 1.42 TB/s, which the cost model does not charge). ``fit`` runs the first ex
 table entry (but the cube's) at FIT_SHAPE in SIM mode, where the generated tiles are the largest
 the tile rule gives, and lists the kernels PyPTO cannot build (a tile over the unified buffer).
 Figures only; not a test.
+
+Last run (pypto 0.2.0, A2A3): the sweep is 760 runs (about 75 min at -j 2 on a shared 2-core
+machine); every generated kernel is within 1.2x of the sweep's best at the five shapes and three
+float dtypes (``bench --label after --cached``), against up to 12.8x before (bf16 mul 64x4096
+39.6 µs, now 3.1; exp, cast and mul at 4096x4096 190-266 µs, now 19-85; fp32 cumsum at 4096
+cols did not build). The cost model charges no HBM bandwidth: at 4096x4096 several kernels
+come out at 0.3-0.6x of their HBM floor.
 """
 
 from __future__ import annotations
