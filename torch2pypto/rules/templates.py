@@ -418,9 +418,9 @@ def assemble_kernel(name: str, inputs: int) -> Definition:
 def {name}(dtype, cols, width, places, fills=(), value=0.0):
     """Column runs of {inputs} [rows, cols[i]] input{"s" if inputs > 1 else ""} (places) and fills assembled into [rows, width]."""
     widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
-    rows, tile_cols = _tile_shape(-(-widest // 16) * 16, buffers=2)  # tiles 32-byte aligned: runs need not be
+    rows, tile_cols = _tile_shape(-(-widest // 16) * 16, 64, 2, (dtype, pypto.DT_FP32))  # tiles 32-byte aligned: runs need not be
 {textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
 {params}        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),
@@ -456,9 +456,9 @@ def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
 @functools.cache
 def {name}(dtype, h, w, diagonal):
     """{doc}"""
-    rows, tile_cols = _tile_shape(-(-w // 16) * 16, buffers=4)  # 32-byte aligned tiles
+    rows, tile_cols = _tile_shape(-(-w // 16) * 16, 64, 4, (dtype,))  # 32-byte aligned tiles
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, w], dtype),
@@ -486,7 +486,7 @@ def {name}(dtype, classes):
     """{doc}"""
     rows = max(1, min(64, _UB_BYTES // (8 * 3 * classes)))
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC], dtype),
@@ -504,4 +504,4 @@ def {name}(dtype, classes):
 
     return kernel
 '''
-    return Definition(name, source, ("_annotated", "PYPTO_LAUNCHER"))
+    return Definition(name, source, ("_tile_shape", "_annotated", "PYPTO_LAUNCHER"))
