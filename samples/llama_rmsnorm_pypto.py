@@ -20,7 +20,6 @@ _PYPTO_ALL_DTYPES = {  # also bool and integers, for the entries that declare th
     torch.int16: pypto.DT_INT16, torch.int32: pypto.DT_INT32, torch.int64: pypto.DT_INT64,
 }
 _UB_BYTES = 192 * 1024  # unified buffer of one AI vector core
-_TILE_BYTES = 32 * 1024  # target FP32 tile size; tune per kernel if profiling says so
 
 
 def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
@@ -56,6 +55,46 @@ def _annotated(namespace):
     return evaluate
 
 
+# Vector tiles, from PyPTO's cost model (scripts/tiles.py sweeps them). Under _VECTOR_PASSES a row
+# tile is one task however many column tiles it holds, and a launch costs about its task count
+# times a fixed cost once the vector cores are busy. So a launch splits into _SPREAD_TILES row
+# tiles (fewer leave cores idle) unless a tile would hold under _MIN_TILE elements (more tasks
+# then cost more than they spread), and its column tiles are as wide as the unified buffer
+# takes, at least _WIDE_TILE columns (narrower ones cost more per element). A BF16 input's row
+# tile holds at most _BF16_ROW_TILE elements: PyPTO keeps its FP32 copy whole.
+_VECTOR_PASSES = {"pg_skip_partition": True}  # PyPTO's own partition makes each column tile a task
+_TILE_BUDGET = 256 * 1024  # bytes of a tile's live copies (PyPTO reuses the buffers of dead ones)
+_SPREAD_TILES = 32
+_MIN_TILE = 4096
+_WIDE_TILE = 512
+_BF16_ROW_TILE = 32 * 1024
+
+
+def _spread_rows(n, cols, tiles=_SPREAD_TILES):
+    """The most rows a tile of a launch over n x cols has: n / `tiles` but at least _MIN_TILE
+    elements, a power of two up to 64 and n's next (kernels are built once per value)."""
+    rows = max(1, max(n * cols // tiles, _MIN_TILE) // cols)
+    return min(64, 1 << (rows.bit_length() - 1), 1 << (n - 1).bit_length())
+
+
+def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=False):
+    """Vector tile [rows, tile_cols] of a kernel with `buffers` live tiles in the widest of
+    `dtypes` (the input's first; BF16 counts as FP32: PyPTO computes it in FP32) within
+    _TILE_BUDGET: rows a power of two up to `max_rows` (_spread_rows); tile_cols the whole row
+    while it fits, a power of two if not; `whole_rows`: cols (the host checks it fits);
+    `split_cols` (elementwise kernels): a power of two that leaves max_rows rows, but at least
+    _WIDE_TILE."""
+    size = max(2 if d == pypto.DT_FP16 else 8 if d == pypto.DT_INT64 else 4 for d in dtypes)
+    if dtypes[0] == pypto.DT_BF16:
+        max_rows = min(max_rows, 1 << (max(1, _BF16_ROW_TILE // cols).bit_length() - 1))
+    elements = _TILE_BUDGET // (size * buffers)
+    tile_cols = cols if whole_rows else min(cols, 1 << (elements.bit_length() - 1))
+    if split_cols:
+        tile_cols = min(tile_cols, 1 << (max(_WIDE_TILE, elements // max_rows).bit_length() - 1))
+    rows = max(1, elements // tile_cols)
+    return min(max_rows, 1 << (rows.bit_length() - 1)), tile_cols
+
+
 class _TorchGradient(torch.autograd.Function):
     """The kernel's result forward; backward, torch's gradient of the original expression."""
 
@@ -88,11 +127,6 @@ def _fits_whole_rows(t, dim, buffers):
     return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
 
 
-def _whole_rows_tile(cols, buffers):
-    """Vector tile [rows, cols] of whole rows whose FP32 copies (`buffers` of them) fit the unified buffer."""
-    return max(1, min(64, _TILE_BYTES // (4 * cols), _UB_BYTES // (4 * buffers * cols))), cols
-
-
 def _aligned_rows(t, cols):
     """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
     tile rows, and the kernel's valid shape leaves the padding out."""
@@ -106,14 +140,14 @@ def _fits_row(cols, buffers):
 
 
 @functools.cache
-def fused_forward_3d2561_kernel(hidden_states_dtype, weight_dtype, input_dtype, promoted_dtype, cols, width, variance_epsilon):
+def fused_forward_3d2561_kernel(hidden_states_dtype, weight_dtype, input_dtype, promoted_dtype, cols, width, variance_epsilon, max_rows):
     """forward's region: pypto.cast + pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt on [rows, cols] tiles, one launch."""
-    rows, tile_cols = _whole_rows_tile(width, buffers=3)
+    rows, tile_cols = _tile_shape(width, max_rows, 3, (hidden_states_dtype, weight_dtype, input_dtype, promoted_dtype, pypto.DT_FP32), whole_rows=True)
     count = cols  # the real cols a row reduction counts
     weight_as_promoted_dtype_via_fp32 = {weight_dtype, promoted_dtype} == {pypto.DT_BF16, pypto.DT_FP16}
     t7_as_promoted_dtype_via_fp32 = {input_dtype, promoted_dtype} == {pypto.DT_BF16, pypto.DT_FP16}
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         hidden_states: pypto.Tensor([pypto.DYNAMIC, width], hidden_states_dtype),
@@ -208,7 +242,7 @@ def pypto_fused_forward_3d2561_5sites(hidden_states, variance_epsilon, weight, i
         weight_rows = _aligned_rows(weight, cols)
         promoted_dtype = torch.promote_types(weight.dtype, input_dtype)
         result_out = torch.empty(hidden_states_rows.shape[0], hidden_states_rows.shape[1], dtype=promoted_dtype, device=hidden_states.device)
-        _launch(fused_forward_3d2561_kernel(_PYPTO_ALL_DTYPES[hidden_states.dtype], _PYPTO_ALL_DTYPES[weight.dtype], _PYPTO_ALL_DTYPES[input_dtype], _PYPTO_ALL_DTYPES[promoted_dtype], cols, hidden_states_rows.shape[1], float(variance_epsilon)), hidden_states_rows, weight_rows, result_out)
+        _launch(fused_forward_3d2561_kernel(_PYPTO_ALL_DTYPES[hidden_states.dtype], _PYPTO_ALL_DTYPES[weight.dtype], _PYPTO_ALL_DTYPES[input_dtype], _PYPTO_ALL_DTYPES[promoted_dtype], cols, hidden_states_rows.shape[1], float(variance_epsilon), _spread_rows(*hidden_states_rows.shape)), hidden_states_rows, weight_rows, result_out)
         return result_out[:, :cols].reshape(shape)
 
     return _with_torch_grad(kernel_path, _torch_fused_forward_3d2561, hidden_states, variance_epsilon, weight, input_dtype)

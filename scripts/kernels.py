@@ -19,15 +19,14 @@ best at 2048x4096x4096 was the same 427.5.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import importlib.util
 import itertools
-import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from costmodel import Worker, scratch, sim_time
 
 GOAL = 1.2
 SHAPES = {"prefill": (2048, 4096, 4096), "decode": (1, 4096, 11008)}  # M, K, N
@@ -66,9 +65,7 @@ def fits(rows: int, k: tuple[int, int], n: tuple[int, int], size: int = 2) -> bo
 
 def _init(folder: str) -> None:
     global _module
-    # PyPTO writes ./output, ~/.pypto and ~/ascend/log unless told otherwise: all into the run's folder
-    for variable, sub in (("TILE_FWK_OUTPUT_DIR", "out"), ("PYPTO_HOME", "home"), ("ASCEND_PROCESS_LOG_PATH", "log")):
-        os.environ.setdefault(variable, str(Path(folder) / sub))
+    scratch(folder)  # PyPTO's output, home and log dirs: all into the run's folder
     _module = generated(Path(folder))
 
 
@@ -90,39 +87,14 @@ def simulate(kernel: str, shape: str, tiles: tuple | None) -> tuple[float, tuple
         factory.cache_clear()
         jit = factory(pypto.DT_BF16, pypto.DT_BF16, k_, n_, rows)
         used = rows, *module._cube_tiles(k_, n_, pypto.DT_BF16, rows)
-        jit._runtime_options = dict(jit._runtime_options or {}, run_mode=pypto.RunMode.SIM.value)
         a = torch.zeros(m_, k_, dtype=torch.bfloat16)
         b = torch.zeros(*right(k_, n_), dtype=torch.bfloat16)
         out = torch.empty(m_, n_, dtype=torch.bfloat16)
-        jit(a, b, out)
+        us, tasks = sim_time(jit, a, b, out)
     finally:
         module._CUBE_K, module._CUBE_N = defaults
         factory.cache_clear()
-    swim = Path(pypto.pypto_impl.LogTopFolder()) / "CostModelSimulationOutput" / "_simulate.swim.json"
-    cores = json.loads(swim.read_text())
-    tasks = [t for core in cores for t in core["tasks"]]
-    span = max(t["execEnd"] for t in tasks) - min(t["execStart"] for t in tasks)
-    return span / 1800, (used[0], tuple(used[1]), tuple(used[2])), len(tasks)
-
-
-class Worker:
-    """One worker process for the cost model, restarted after a crash."""
-
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
-        self.pool = self._start()
-
-    def _start(self):
-        return concurrent.futures.ProcessPoolExecutor(1, initializer=_init, initargs=(self.folder,))
-
-    def run(self, *args):
-        try:
-            return self.pool.submit(simulate, *args).result()
-        except concurrent.futures.process.BrokenProcessPool as exc:
-            self.pool = self._start()
-            return exc
-        except Exception as exc:  # noqa: BLE001 - a tile PyPTO refuses: reported, the sweep goes on
-            return exc
+    return us, (used[0], tuple(used[1]), tuple(used[2])), tasks
 
 
 def sweep(shape: str, quick: bool):
@@ -138,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="torch2pypto-kernels-") as folder:
         _init(folder)  # the sweep's candidates use this process's copy of the buffer sizes
-        worker = Worker(folder)
+        worker = Worker(simulate, _init, folder)
         rows = []
         for kernel, shape in itertools.product(args.kernels, args.shapes):
             start = time.perf_counter()

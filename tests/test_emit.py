@@ -53,9 +53,9 @@ def test_a_fused_region_keeps_its_comments_above_its_call():
 
 
 def test_a_new_call_extends_the_existing_section_and_keeps_hand_edits():
-    once = translate(SOURCE, fuse=False).code.replace("_TILE_BYTES = 32 * 1024", "_TILE_BYTES = 16 * 1024")
+    once = translate(SOURCE, fuse=False).code.replace("_TILE_BUDGET = 256 * 1024", "_TILE_BUDGET = 128 * 1024")
     twice = translate(once + "\n\ndef g(x: torch.Tensor):\n    return torch.rsqrt(x)\n", fuse=False).code
-    assert "_TILE_BYTES = 16 * 1024" in twice
+    assert "_TILE_BUDGET = 128 * 1024" in twice
     assert twice.count("def pypto_cast(") == 1 and twice.count("def pypto_rsqrt(") == 1
     assert translate(twice, fuse=False).code == twice
 

@@ -45,7 +45,7 @@ def pypto_cast(input, dtype, device=None, non_blocking=False):
     def kernel_path(input):
         x = _as_rows(input)
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
-        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
+        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape)), x, out)
         return _in_layout_of(out.reshape(input.shape), input)
 
     return _with_torch_grad(kernel_path, torch_path, input)

@@ -258,7 +258,7 @@ def _kernel(entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: l
         ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry)]),
         [_tile(i) for i in inputs],
         steps,
-        buffers=len(inputs) + len(vectors) + len(steps),
+        buffers=len(inputs) + len(vectors) + sum(not a.step.reduces for a in steps),  # a reduced row is one column
         vectors=[_tile(v) for v in vectors],
     )
 
@@ -308,7 +308,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     names = [p.name for p in operands(entry)]
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
     defined = [_kernel(entry, name, choice, steps, names) for name, choice, _, steps in kernels]
-    factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
+    factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry), templates.SPREAD_ROWS])
     result = "out[:n]" if whole else "out"
     body = (
         f"rows, shape = _broadcast_rows({', '.join(names)})\n"
@@ -341,7 +341,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     rows = names[1:]
     defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, steps in kernels]
     buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
-    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry), templates.SPREAD_ROWS])
     dim = entry.param(entry.along).kinds == ("int",)
     cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
     guards = _accepted(entry)

@@ -158,7 +158,8 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     numbers = {p for _, chosen, _ in variants for p in chosen}
     launch = []
     for i, (kernel, chosen, _) in enumerate(variants):
-        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "x.shape[1]", *(_number(p) for p in (*chosen, *constants(entry)))])
+        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "x.shape[1]", *(_number(p) for p in (*chosen, *constants(entry))),
+                             templates.SPREAD_ROWS])
         test = " and ".join(
             f"{'not ' if p in chosen else ''}isinstance({p.name}, torch.Tensor)" for p in sorted(numbers, key=lambda p: names.index(p.name))
         )

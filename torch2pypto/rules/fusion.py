@@ -299,9 +299,9 @@ def definitions(
     buffers = program.buffers([f"{p.name}_tile" for p in rows], [o.value.text for o in outputs if o.value.role == ROWS])
     promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
     dtypes = [s for s in program.symbols if s != FP32 and s not in promoted]
-    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers)]
+    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
-    kernel_def = Definition(kernel, source, ("_fits_whole_rows" if program.reduces else "_tile_shape", "_annotated"))
+    kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     single = len(outputs) == 1  # autograd may record: torch's gradient of the fallback (_with_torch_grad)
     names = {p.name for p in rows}
     results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
@@ -327,7 +327,7 @@ def definitions(
         cols = width if o.value.role == ROWS else "1"
         body += f"{o.name}_out = torch.empty({first}_rows.shape[0], {cols}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
     args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
-    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers)]
+    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), f"_spread_rows(*{first}_rows.shape)"]
     launched = ", ".join([*(f"{p.name}_rows" for p in tensors), *(f"{o.name}_out" for o in outputs)])
     body += f"_launch({kernel}({', '.join(args)}), {launched})\n"
     results = []
@@ -384,7 +384,9 @@ def _kernel_source(name, where, program: Program, rows, vectors, outputs, factor
         start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
     else:
         start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
-    tile = f"_whole_rows_tile(width, buffers={buffers})" if program.reduces else f"_tile_shape(cols, buffers={buffers})"
+    tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
+    mode = "width, max_rows, {}, ({}), whole_rows=True" if program.reduces else "cols, max_rows, {}, ({}), split_cols=True"
+    tile = f"_tile_shape({mode.format(buffers, tile_dtypes)})"
     setup = "".join(s for s in dict.fromkeys(program.setup) if s)
     setup = ("count = cols  # the real cols a row reduction counts\n" if program.reduces else "") + setup
     source = f'''\
@@ -393,7 +395,7 @@ def {name}({", ".join(factory)}):
     """{where}: {" + ".join(dict.fromkeys(program.pypto))} on [rows, cols] tiles, one launch."""
     rows, tile_cols = {tile}
 {textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
 {params}    ):

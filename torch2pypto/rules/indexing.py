@@ -93,7 +93,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
                  f"return {result}\n")
         kernel = templates.indexed_kernel(
             f"{entry.op}_kernel", "The rows of a [n, cols] table a 1-D index picks, in row tiles of the index.",
-            "dtype, cols", "_tile_shape(cols, buffers=2)", [("table", "table"), ("index", "index")],
+            "dtype, cols", "_tile_shape(cols, 64, 8, (dtype, pypto.DT_FP32))", [("table", "table"), ("index", "index")],
             [Apply("result", Step("index_select"), ("table", "0", "index_tile"))], [("out", "result", "dtype", "cols")])
         how = f"pypto.index_select of the rows of {table} with dim moved first that {index} picks"
         guard = [f"_on_kernel_path({table})"]
@@ -141,7 +141,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
             "index_add": "Add the columns of source rows into [rows, cols] tiles at the columns a 1-D index names, in FP32 as torch"}
     kernel = templates.indexed_kernel(
         f"{entry.op}_kernel", f"{what[op]} (whole rows: PyPTO cannot tile the indexed dim).",
-        ", ".join(factory), f"_whole_rows_tile(max({', '.join(f for f in factory if f.endswith('_cols'))}), buffers=4)",
+        ", ".join(factory), f"_tile_shape(max({', '.join(f for f in factory if f.endswith('_cols'))}), 64, 8, (dtype, pypto.DT_FP32), whole_rows=True)",
         inputs, [Apply("result", Step(op, keywords, fp32=op == "index_add"), tuple(operands))], [("out", "result", "dtype", widths[op])])
     index_rows = f"indices.reshape({index}.shape)"
     body = f"x, moved = _scan_rows({x}, d)\n"

@@ -200,6 +200,7 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         prologue += f"power = {fro}{p}\n"
         guard.append("type(power) in (int, float) and 0 < power < math.inf")
         factory.append("power")
+    factory.append(templates.SPREAD_ROWS)
     launch, result = "x, out", "out.reshape(shape)"
     if index:
         guard.append(f"_reduced_count({first}, dim) <= {MAX_INDEX}")

@@ -59,7 +59,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     body = (
         "x, moved = _scan_rows(input, dim)\n"
         "out = torch.empty(x.shape, dtype=out_dtype, device=x.device)\n"
-        f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1]), x, out)\n"
+        f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], _spread_rows(*x.shape, tiles=8)), x, out)\n"  # scan tiles run one after another
         "return out.reshape(moved).movedim(-1, dim).contiguous().reshape(input.shape)\n"
     )
     guard = "(out_dtype in _PYPTO_DTYPES and _on_kernel_path(input))"

@@ -80,7 +80,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
                  f"    {indices}))\n")
         how = "pypto.topk along dim moved last, in FP32: values and indices"
     factory = "dtype, x_cols, k, largest"
-    kernel = templates.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_whole_rows_tile(x_cols, buffers=4)",
+    kernel = templates.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_tile_shape(x_cols, 64, 8, (dtype, pypto.DT_FP32), whole_rows=True)",
                                       [("x", "rows")], program, outputs)
     params = wrapper_params(entry)
     wrapper = wrappers.wrapper(

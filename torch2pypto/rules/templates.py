@@ -23,7 +23,10 @@ BOOL = "pypto.DT_BOOL"
 # ops that break on a partial tile (they build full-size constants): their kernels read whole
 # tiles, the last one moved back over rows already done, and the host pads inputs to MIN_ROWS
 WHOLE_TILE_OPS = frozenset({"sigmoid"})
-MIN_ROWS = 64  # the most rows a tile has (_tile_shape)
+MIN_ROWS = 64  # the most rows a tile has (_spread_rows)
+# the factory argument every vector kernel's wrapper passes last, for its [rows, cols] matrix x:
+# the most rows a tile of this launch has (kernels are built per value)
+SPREAD_ROWS = "_spread_rows(*x.shape)"
 # scan blocks: pypto.cumsum of a [rows, 2048] FP32 tile overflows the 192 KB UB in 0.2.0 (its
 # TRANSPOSE_VNCHWCONV needs 204800 bytes); [8, 1024] blocks fit
 SCAN_BLOCK = 1024
@@ -107,13 +110,16 @@ def row_kernel(
     else:
         start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
     out_cols = width if out_cols == "cols" else out_cols
+    dtypes = _dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
+    # a row splits into column tiles only where no step works along it
+    mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
     source = f'''\
 @functools.cache
-def {name}({factory_params}):
+def {name}({factory_params}, max_rows):
     """{doc}"""
-    rows, tile_cols = {"_whole_rows_tile(" + width + ", buffers=" if whole_rows else "_tile_shape(cols, buffers="}{buffers})
+    rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})
 {textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
 {params}        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),
@@ -125,7 +131,7 @@ def {name}({factory_params}):
 
     return kernel
 '''
-    return Definition(name, source, ("_fits_whole_rows" if whole_rows else "_tile_shape", "_annotated"))
+    return Definition(name, source, ("_tile_shape", "_annotated"))
 
 
 def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
@@ -146,13 +152,14 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
             + store + f"pypto.assemble({result}, [r, b * block], out)\n")
     source = f'''\
 @functools.cache
-def {name}(dtype, out_dtype, cols):
+def {name}(dtype, out_dtype, cols, max_rows):
     """{doc}"""
     block = min(cols, {SCAN_BLOCK})  # pypto.cumsum transposes its tile: wider blocks overflow the UB
-    rows = min(64, _TILE_BYTES // (4 * block))
+    # pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)
+    rows, _ = _tile_shape(block, max_rows, 16 if dtype == {FP32} else 4, {_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))}, whole_rows=True)
     blocks = (cols + block - 1) // block
 {textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
@@ -166,7 +173,13 @@ def {name}(dtype, out_dtype, cols):
 {textwrap.indent(body, " " * 16)}
     return kernel
 '''
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_annotated", "PYPTO_LAUNCHER"))
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
+
+
+def _dtypes(*dtypes: str) -> str:
+    """A kernel's tile dtypes as the tuple _tile_shape takes."""
+    unique = list(dict.fromkeys(dtypes))
+    return f"({', '.join(unique)}{',' if len(unique) == 1 else ''})"
 
 
 def cast(var: str, src: str, dst: str) -> tuple[str, str]:
@@ -268,9 +281,9 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
 def {name}(dtype, out_dtype, k, n, rows):
     """{doc}"""
     k_tiles, n_tiles = _cube_tiles(k, n, dtype, rows)
-    vec_rows, vec_cols = _tile_shape(n, buffers=3)
+    vec_rows, vec_cols = _tile_shape(n, rows, 3, (pypto.DT_FP32,))
 {textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options={{"pg_skip_partition": False}})  # set either way: PyPTO keeps pass options
     @_annotated(locals())
     def kernel(
 {params}        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),
@@ -348,11 +361,6 @@ WHOLE_ROWS = Definition(
 def _fits_whole_rows(t, dim, buffers):
     """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
     return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
-
-
-def _whole_rows_tile(cols, buffers):
-    """Vector tile [rows, cols] of whole rows whose FP32 copies (`buffers` of them) fit the unified buffer."""
-    return max(1, min(64, _TILE_BYTES // (4 * cols), _UB_BYTES // (4 * buffers * cols))), cols
 ''',
 )
 
@@ -410,9 +418,9 @@ def assemble_kernel(name: str, inputs: int) -> Definition:
 def {name}(dtype, cols, width, places, fills=(), value=0.0):
     """Column runs of {inputs} [rows, cols[i]] input{"s" if inputs > 1 else ""} (places) and fills assembled into [rows, width]."""
     widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
-    rows, tile_cols = _tile_shape(-(-widest // 16) * 16, buffers=2)  # tiles 32-byte aligned: runs need not be
+    rows, tile_cols = _tile_shape(-(-widest // 16) * 16, 64, 2, (dtype, pypto.DT_FP32))  # tiles 32-byte aligned: runs need not be
 {textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
 {params}        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),
@@ -448,9 +456,9 @@ def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
 @functools.cache
 def {name}(dtype, h, w, diagonal):
     """{doc}"""
-    rows, tile_cols = _tile_shape(-(-w // 16) * 16, buffers=4)  # 32-byte aligned tiles
+    rows, tile_cols = _tile_shape(-(-w // 16) * 16, 64, 4, (dtype,))  # 32-byte aligned tiles
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC, w], dtype),
@@ -478,7 +486,7 @@ def {name}(dtype, classes):
     """{doc}"""
     rows = max(1, min(64, _UB_BYTES // (8 * 3 * classes)))
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
         x: pypto.Tensor([pypto.DYNAMIC], dtype),
@@ -496,7 +504,7 @@ def {name}(dtype, classes):
 
     return kernel
 '''
-    return Definition(name, source, ("_annotated", "PYPTO_LAUNCHER"))
+    return Definition(name, source, ("_tile_shape", "_annotated", "PYPTO_LAUNCHER"))
 
 
 INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
@@ -552,7 +560,7 @@ def {name}({factory_params}):
     """{doc}"""
     rows, tile_cols = {tiles}
 {textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
     @_annotated(locals())
     def kernel(
 {params}    ):
@@ -563,8 +571,7 @@ def {name}({factory_params}):
 {textwrap.indent(body, " " * 12)}
     return kernel
 '''
-    tiling = "_fits_whole_rows" if "_whole_rows_tile" in tiles else "_tile_shape"
-    return Definition(name, source.replace("\n\n\n", "\n\n"), (tiling, "_annotated"))
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
 
 
 INDICES = Definition(
