@@ -111,6 +111,7 @@ class Entry:
     commutative: bool = False
     inplace: bool = False
     bool_operands: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()  # the PyPTO op's operands in its own order (masked_fill: where(mask, value, input))
     average: bool = False
     rank: int | None = None
     recipe: str | None = None
@@ -194,6 +195,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         apis=tuple(raw.pop("apis")),
         dtypes=tuple(raw.pop("dtypes", ())),
         bool_operands=tuple(raw.pop("bool_operands", ())),
+        order=tuple(raw.pop("order", ())),
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),

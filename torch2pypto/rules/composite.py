@@ -218,6 +218,8 @@ def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
     part = entries.get(name)
     if part is None or part.family != "elementwise":
         raise RecipeError(f"{name} is no elementwise entry of the table nor a reducer ({', '.join(REDUCERS)})")
+    if part.order:
+        raise RecipeError(f"{name} takes its operands in an order of its own (order): call where directly")
     return elementwise.step(part), len(elementwise.operands(part))
 
 

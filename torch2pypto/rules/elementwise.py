@@ -7,7 +7,9 @@ Tensors broadcast on the host. The entry's ``args`` name the PyPTO op's extra ke
 bool result; ``compute = "float32"`` computes in FP32. ``bool_operands`` are bool tensors
 whatever the dtype (``where``'s condition); the other operands share one of the entry's
 ``dtypes``, which the wrapper checks before it launches (torch's type promotion of any other mix
-stays torch's). ``commutative`` ops take a number first by swapping it second; other
+stays torch's). ``order`` gives the PyPTO op's operands in its own order where it differs from
+the signature's; a Number parameter named there is a kernel constant (``masked_fill`` is
+``where(mask, value, input)``). Numbers the dtype cannot hold run torch. ``commutative`` ops take a number first by swapping it second; other
 number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
 receiver and return it; with autograd recording they run torch.
 """
@@ -39,7 +41,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
             return f"args.{keyword} = {value!r} is neither a parameter nor a literal"
         if value in names and "Tensor" in entry.param(value).kinds:
             return f"args.{keyword} = {value!r} is a tensor; tensors are operands, not arguments"
-    used = {p.name for p in operands(entry)} | set(entry.args.values())
+    used = {p.name for p in operands(entry)} | set(entry.args.values()) | set(entry.order)
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is neither an operand, an argument of pypto.{entry.pypto} (args) nor rejected"
@@ -49,6 +51,13 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     for name in entry.bool_operands:
         if name not in names or not entry.param(name).is_tensor or name in entry.reject:
             return f"bool operand {name!r} is no Tensor operand"
+    if entry.order:
+        tensors = {p.name for p in operands(entry)}
+        if len(set(entry.order)) != len(entry.order) or not tensors <= set(entry.order):
+            return f"order {list(entry.order)} names each operand once"
+        for name in set(entry.order) - tensors:
+            if name not in names or entry.param(name).kinds != ("Number",) or name in entry.reject:
+                return f"order names {name!r}, which is neither an operand nor a Number parameter"
     if not shared(entry):
         return "every operand is a bool mask: nothing gives the dtype"
     if entry.commutative and len(operands(entry)) != 2:
@@ -80,8 +89,9 @@ def shared(entry: Entry) -> tuple[Param, ...]:
 
 
 def constants(entry: Entry) -> tuple[Param, ...]:
-    """Parameters the kernel takes as factory constants (named in ``args``)."""
-    return tuple(p for p in wrapper_params(entry) if p.name in entry.args.values())
+    """Parameters the kernel takes as factory constants (named in ``args``, or Numbers in ``order``)."""
+    named = {*entry.args.values(), *entry.order}
+    return tuple(p for p in wrapper_params(entry) if p.name in named and "Tensor" not in p.kinds)
 
 
 def step(entry: Entry) -> Step:
@@ -131,7 +141,8 @@ def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...]) -> Definition:
     tensors = [p.name for p in operands(entry) if p not in chosen]
     inputs = [_tile(n) for n in tensors]
     constants_ = [*(p.name for p in chosen), *(p.name for p in constants(entry))]
-    args = [f"{_tile(p.name)}_tile" if p not in chosen else p.name for p in operands(entry)]
+    tiles = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry) if p not in chosen}
+    args = [tiles.get(name, name) for name in entry.order or [p.name for p in operands(entry)]]
     program = (Apply("result", step(entry), tuple(args)),)
     numbers = f" with {', '.join(p.name for p in chosen)} a Python number" if chosen else ""
     out = _PYPTO_OUTPUT.get(entry.output, "dtype")
