@@ -118,6 +118,7 @@ class Entry:
     along: str | None = None  # a composite's row: the dim (int) or normalized shape (Dims) it reduces
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    omitted: Mapping[str, str] = dataclasses.field(default_factory=dict)  # required parameter -> why leaving it out stays torch
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # keyword torch also takes -> parameter
     reason: str | None = None
     note: str | None = None
@@ -199,6 +200,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
+        omitted=MappingProxyType(dict(raw.pop("omitted", {}))),
         aliases=MappingProxyType(dict(raw.pop("aliases", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
@@ -260,6 +262,9 @@ def _check(entry: Entry) -> None:
     for arg in entry.reject:
         if arg not in names:
             raise TableError(f"{op}: reject names unknown parameter {arg!r}")
+    for arg in entry.omitted:
+        if arg not in names or not entry.param(arg).required:
+            raise TableError(f"{op}: omitted names {arg!r}, which is no required parameter")
     _check_aliases(entry, names)
     _check_modules(entry, names)
     for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target, entry.output])):

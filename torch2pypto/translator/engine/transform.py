@@ -190,7 +190,7 @@ class Sites:
             receiver = call.func.value if found.method else None
             bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), receiver, entry.aliases)
         except BindError as exc:
-            attempt.reason = str(exc)
+            attempt.reason = entry.omitted.get(exc.missing, str(exc))  # torch.where(condition): nonzero
             return attempt
         inference = self.inference
         attempt.static_dtype = lambda param: inference.static_dtype(bound[param])
