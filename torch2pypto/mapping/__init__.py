@@ -115,6 +115,7 @@ class Entry:
     average: bool = False
     rank: int | None = None
     recipe: str | None = None
+    number_first: str | None = None  # the entry computing op(number, x) as itself with the operands swapped
     along: str | None = None  # a composite's row: the dim (int) or normalized shape (Dims) it reduces
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -299,6 +300,7 @@ def build_table(raw: Mapping[str, Any]) -> Table:
     """Validate raw TOML data into a Table; API spellings must be unique across entries."""
     entries = {op: _entry(op, body) for op, body in raw.items()}
     entries = {op: _with_parts(entry, entries) for op, entry in entries.items()}
+    entries = {op: _with_number_first(entry, entries) for op, entry in entries.items()}
     for entry in entries.values():
         _honoured(entry, entries)
     by_api: dict[str, Entry] = {}
@@ -341,6 +343,16 @@ def _with_parts(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
         raise TableError(f"{entry.op}: recipe {entry.recipe!r} is not Python statements") from exc
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     parts = {op: entries[op] for op in sorted(called) if op in entries}
+    return dataclasses.replace(entry, parts=MappingProxyType(parts))
+
+
+def _with_number_first(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
+    """The entry with its ``number_first`` entry (which computes ``op(number, x)``) attached."""
+    if not entry.number_first:
+        return entry
+    if entry.number_first not in entries:
+        raise TableError(f"{entry.op}: number_first names no entry: {entry.number_first!r}")
+    parts = {**entry.parts, entry.number_first: entries[entry.number_first]}
     return dataclasses.replace(entry, parts=MappingProxyType(parts))
 
 

@@ -4,7 +4,9 @@
 (``"e = exp(sub(input, amax(input))); div(e, sum(e))"``). A call applies an elementwise entry's
 step, or reduces along the row (:data:`REDUCERS`: a [rows, 1] tile in FP32 that broadcasts over
 the row); names are the tensor parameters, the entry's other parameters (kernel constants) and
-``cols``, the row's width. ``a if approximate == 'tanh' else b`` picks a recipe by a str
+``cols``, the row's width. A ``Tensor | Number`` operand after the first may be a Python number: a
+kernel constant then (one kernel each way), which no step may take first (PyPTO's ops take a
+tensor first). ``a if approximate == 'tanh' else b`` picks a recipe by a str
 parameter's value (one kernel each, chosen on the host; other values run torch). An optional
 tensor (default None) that is None drops the step applying it: its result is the step's other
 operand (a norm without weight).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import textwrap
 from typing import Mapping
 
 from torch2pypto.mapping import Entry, Param
@@ -59,10 +62,14 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if not entry.recipe:
         return "a composite gives its recipe"
     try:
-        programs = [program(entry, entries, choice, absent) for choice, absent in variants(entry)]
+        programs = [program(entry, entries, choice, absent) for choice, absent, _ in variants(entry)]
     except RecipeError as exc:
         return f"recipe {entry.recipe!r}: {exc}"
     tensors = operands(entry)
+    for (_, _, given), steps in zip(variants(entry), programs):
+        first = next((a for a in steps if a.operands and a.operands[0] in given), None)
+        if first:
+            return f"pypto.{first.step.op} takes a tensor first, but {first.operands[0]!r} may be a Python number"
     used = {p.name for p in tensors} | set(constants(entry)) | set(_choices(entry))
     if entry.along:
         if entry.along not in {p.name for p in entry.params}:
@@ -83,13 +90,20 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         if p.name not in used:
             return f"parameter {p.name!r} is neither an operand, a name of the recipe, the row (along) nor rejected"
     for p in tensors:
-        if set(p.kinds) != {"Tensor"}:
-            return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors"
+        if set(p.kinds) - {"Tensor", "Number"} or p is tensors[0] and p.kinds != ("Tensor",):
+            return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors, or numbers after the first"
+    if entry.along and _numeric(entry):
+        return "a row recipe's operands are tensors"
     return None
 
 
 def operands(entry: Entry) -> tuple[Param, ...]:
     return tuple(p for p in wrapper_params(entry) if "Tensor" in p.kinds)
+
+
+def _numeric(entry: Entry) -> tuple[Param, ...]:
+    """The operands that may be Python numbers."""
+    return tuple(p for p in operands(entry) if "Number" in p.kinds)
 
 
 def _optional(entry: Entry) -> tuple[Param, ...]:
@@ -135,8 +149,9 @@ def _condition(entry: Entry, test: ast.expr) -> tuple[str, str]:
     raise RecipeError(f"{ast.unparse(test)} is no comparison of a str parameter with a string")
 
 
-def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[str]]]:
-    """(str parameter values, absent optional tensors) of each kernel, the defaults first."""
+def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[str], frozenset[str]]]:
+    """(str parameter values, absent optional tensors, operands given as numbers) of each kernel,
+    the defaults and all tensors first."""
     try:
         choices = _choices(entry)
     except SyntaxError as exc:
@@ -144,7 +159,9 @@ def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[
     picks = [tuple(zip(choices, values)) for values in itertools.product(*choices.values())]
     optional = [p.name for p in _optional(entry)]
     absents = [frozenset(c) for r in range(len(optional), -1, -1) for c in itertools.combinations(optional, r)]
-    return [(pick, absent) for pick in picks for absent in absents]
+    numeric = [p.name for p in _numeric(entry)]
+    numbers = [frozenset(c) for r in range(len(numeric) + 1) for c in itertools.combinations(numeric, r)]
+    return [(pick, absent, given) for pick in picks for absent in absents for given in numbers]
 
 
 def _names(entry: Entry) -> tuple[str, ...]:
@@ -228,36 +245,47 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if rejected:
         return rejected
     entry = site.entry
-    kernels = [(_kernel_name(entry, c, a), c, a, program(entry, entry.parts, c, a)) for c, a in variants(entry)]
+    kernels = [(_kernel_name(entry, c, a, g), c, a, g, program(entry, entry.parts, c, a)) for c, a, g in variants(entry)]
     pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
     definitions = _row_definitions(entry, kernels) if entry.along else _definitions(entry, kernels)
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions, pypto, wrapper_params(entry))
 
 
-def _kernel_name(entry: Entry, choice, absent) -> str:
+def _kernel_name(entry: Entry, choice, absent, given=frozenset()) -> str:
     parts = [v for name, v in choice if v != entry.param(name).default]
     parts += [p.name for p in _optional(entry) if p.name not in absent]
+    parts += [*_in_order(entry, given), "number"] if given else []
     return "_".join([entry.op, *parts, "kernel"])
+
+
+def _in_order(entry: Entry, given) -> list[str]:
+    """The operands given as Python numbers, in signature order."""
+    return [p.name for p in _numeric(entry) if p.name in given]
 
 
 def _tile(name: str) -> str:
     return "x" if name == "input" else name
 
 
-def _kernel(entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = ()) -> Definition:
-    rename = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry)}
+def _kernel(
+    entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = (), given=frozenset()
+) -> Definition:
+    """The kernel of one variant; the operands ``given`` as Python numbers are its constants."""
+    inputs = [i for i in inputs if i not in given]
+    rename = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry) if p.name not in given}
     fp32 = entry.compute == "float32"  # the whole recipe computes in FP32
     steps = tuple(
         Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
         for a in steps
     )
     row = bool(entry.along)
-    given = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors]
+    numbers = _in_order(entry, given)
+    told = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors] + [f"{n} a Python number" for n in numbers]
     return templates.row_kernel(
         name,
-        f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(given) + ')' if given else ''}"
+        f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(told) + ')' if told else ''}"
         + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.",
-        ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry)]),
+        ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry), *numbers]),
         [_tile(i) for i in inputs],
         steps,
         buffers=len(inputs) + len(vectors) + len(steps),
@@ -271,16 +299,19 @@ def _how(entry: Entry) -> str:
 
 def _choose(entry: Entry, kernels, factory: str) -> str:
     """Statements choosing the kernel variant for this call (str parameters, tensors given)."""
+    def made(name, given):
+        return f"kernel = {name}({factory}{''.join(f', _kernel_number({n}, x.dtype)' for n in _in_order(entry, given))})\n"
+
     if len(kernels) == 1:
-        return f"kernel = {kernels[0][0]}({factory})\n"
+        return made(kernels[0][0], kernels[0][3])
     lines = []
-    for i, (name, choice, absent, _) in enumerate(kernels):
+    for i, (name, choice, absent, given, _) in enumerate(kernels):
         tests = [f"{p} == {v!r}" for p, v in choice] + [
             f"{p.name} is {'' if p.name in absent else 'not '}None" for p in _optional(entry)
-        ]
+        ] + [f"{'not ' if p.name in given else ''}isinstance({p.name}, torch.Tensor)" for p in _numeric(entry)]
         keyword = "if" if i == 0 else "elif" if i < len(kernels) - 1 else "else"
         head = "else:" if keyword == "else" else f"{keyword} {' and '.join(tests)}:"
-        lines.append(f"{head}\n    kernel = {name}({factory})\n")
+        lines.append(f"{head}\n" + textwrap.indent(made(name, given), "    "))
     return "".join(lines)
 
 
@@ -309,7 +340,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
-    defined = [_kernel(entry, name, choice, steps, names) for name, choice, _, steps in kernels]
+    defined = [_kernel(entry, name, choice, steps, names, given=given) for name, choice, _, given, steps in kernels]
     factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
     result = "out[:n]" if whole else "out"
     body = (
@@ -324,11 +355,16 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     )
     spelled = ", ".join(names)
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
-    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {spelled})"])
+    numeric = [p.name for p in _numeric(entry)]
+    taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
+    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})"])
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(d.name for d in defined)]
     if whole:
         requires.append("_whole_tile_rows")
-    how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "")
+    if numeric:
+        requires.append("_kernel_number")
+    how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
+        ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
         wrappers.torch_call(entry, params), f"({guard})" if " and " in guard else guard, body, tuple(requires),
@@ -341,7 +377,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     rows = names[1:]
-    defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, steps in kernels]
+    defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, _, steps in kernels]
     buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
     factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
     dim = entry.param(entry.along).kinds == ("int",)

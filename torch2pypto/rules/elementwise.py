@@ -9,14 +9,15 @@ whatever the dtype (``where``'s condition); the other operands share one of the 
 ``dtypes``, which the wrapper checks before it launches (torch's type promotion of any other mix
 stays torch's). ``order`` gives the PyPTO op's operands in its own order where it differs from
 the signature's; a Number parameter named there is a kernel constant (``masked_fill`` is
-``where(mask, value, input)``). Numbers the dtype cannot hold run torch. ``commutative`` ops take a number first by swapping it second; other
-number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
+``where(mask, value, input)``). Numbers the dtype cannot hold run torch. ``commutative`` ops take a number first by swapping it second; a ``number_first`` entry
+computes the swapped call (``sub(2, x)`` is ``rsub(x, 2)``); other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
 receiver and return it; with autograd recording they run torch.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 from typing import Mapping
 
@@ -62,6 +63,9 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         return "every operand is a bool mask: nothing gives the dtype"
     if entry.commutative and len(operands(entry)) != 2:
         return "only a binary op can be commutative"
+    if entry.number_first and (entry.commutative or len(operands(entry)) != 2
+                               or len(operands(entry.parts[entry.number_first])) != 2):
+        return "number_first swaps the operands of a binary op that is not commutative"
     if entry.output not in OUTPUTS:
         return f"output is bool or the operands' dtype, not {entry.output!r}"
     if entry.inplace and (entry.output or entry.commutative):
@@ -108,6 +112,14 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     call = replacement(site, f"pypto_{entry.op}")
     if all(is_number(site.args.get(p.name)) for p in shared(entry)):
         return Unsupported(f"only Python numbers as {', '.join(p.name for p in shared(entry))}: no tensor gives the dtype")
+    if is_number(site.args.get(first.name)) and entry.number_first and site.is_tensor(rest[0].name):
+        # sub(2, x) is rsub(x, 2), for an x known to be a tensor (torch.rsub takes no number first)
+        swapped = entry.parts[entry.number_first]
+        one, two = (p.name for p in operands(swapped)[:2])
+        args = {**site.args, one: site.args[rest[0].name], two: site.args[first.name]}
+        from torch2pypto.rules import RULES  # the swapped entry's family
+
+        return RULES[swapped.family](dataclasses.replace(site, entry=swapped, args=args))
     if is_number(site.args.get(first.name)):
         if not (entry.commutative and not is_number(site.args.get(rest[0].name))):
             return Unsupported(f"a Python number as {first.name}: pypto.{entry.pypto} takes a tensor first")
