@@ -66,6 +66,10 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     except RecipeError as exc:
         return f"recipe {entry.recipe!r}: {exc}"
     tensors = operands(entry)
+    if entry.output not in (None, "bool"):
+        return f"output is bool or the operands' dtype, not {entry.output!r}"
+    if any((steps[-1].step.result == "bool") != (entry.output == "bool") for steps in programs):
+        return "output = 'bool' is for a recipe whose result is a comparison's (bool), and only then"
     for (_, _, given), steps in zip(variants(entry), programs):
         first = next((a for a in steps if a.operands and a.operands[0] in given), None)
         if first:
@@ -92,8 +96,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     for p in tensors:
         if set(p.kinds) - {"Tensor", "Number"} or p is tensors[0] and p.kinds != ("Tensor",):
             return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors, or numbers after the first"
-    if entry.along and _numeric(entry):
-        return "a row recipe's operands are tensors"
+    if entry.along and (_numeric(entry) or entry.output):
+        return "a row recipe's operands are tensors, and its result has the input's dtype"
     return None
 
 
@@ -290,6 +294,7 @@ def _kernel(
         steps,
         buffers=len(inputs) + len(vectors) + len(steps),
         vectors=[_tile(v) for v in vectors],
+        out_dtype=templates.BOOL if entry.output == "bool" else "dtype",
     )
 
 
@@ -348,7 +353,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
         + "x = rows[0]\n"
         + _defaults(entry)
-        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.output == 'bool' else 'x.dtype'}, device=x.device)\n"
         + _choose(entry, kernels, factory)
         + "_launch(kernel, *rows, out)\n"
         f"return _in_layout_of({result}.reshape(shape), input)\n"
