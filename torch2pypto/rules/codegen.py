@@ -101,8 +101,9 @@ def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
     """Whether a kernel built for `dtypes` takes these operands: `tensors` and any tensors among
     `numbers` of one of those dtypes; the rest of `numbers` (and the `options`, kernel constants
     such as clip bounds, which may be None) Python numbers the dtype holds (ints in range for
-    integer tensors, floats within range or infinite for float tensors, no bools); `bools` bool tensors; all on the kernel path. Any other mix runs
-    torch, which keeps its type promotion."""
+    integer tensors, finite floats in range or infinities for float tensors, no bools); `bools`
+    bool tensors; all on the kernel path. Any other mix runs torch, which keeps its type
+    promotion (and raises where it does: a fill value beyond the dtype's range)."""
     if not all(isinstance(t, torch.Tensor) for t in (*tensors, *bools)):
         return False
     tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
