@@ -333,7 +333,11 @@ def _nullable(entry: Entry) -> list[str]:
 
 
 def _factory_constants(entry: Entry) -> list[str]:
-    return [f"{c}_value" if c in _nullable(entry) else c for c in constants(entry)]
+    """The constants as the kernel factory takes them: numbers as floats for float tensors (pypto
+    compares no int with them)."""
+    kinds = {p.name: p.kinds for p in wrapper_params(entry)}
+    named = [(c, f"{c}_value" if c in _nullable(entry) else c) for c in constants(entry)]
+    return [f"_kernel_number({v}, x.dtype)" if "Number" in kinds[c] else v for c, v in named]
 
 
 def _defaults(entry: Entry) -> str:
@@ -363,11 +367,9 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     numeric = [p.name for p in _numeric(entry)]
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
     guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})"])
-    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(d.name for d in defined)]
+    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined)]
     if whole:
         requires.append("_whole_tile_rows")
-    if numeric:
-        requires.append("_kernel_number")
     how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
         ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(
@@ -418,7 +420,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         f"return _in_layout_of({shaped}, input)\n"
     )
     spelled = ", ".join(names)
-    requires = ["_aligned_rows", "_in_layout_of", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
+    requires = ["_aligned_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
     along = "the dim moved last" if dim else "the normalized dims folded into rows"
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, along {along}, padded to 32 bytes",
