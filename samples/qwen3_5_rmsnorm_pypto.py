@@ -283,7 +283,8 @@ def pypto_mean(input, dim=None, keepdim=False, *, dtype=None):
     def kernel_path(input):
         x, count, shape = _reduction_rows(input, dim, keepdim, 0.0)
         out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
-        _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], count), x, out)
+        kernel = mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], count)
+        _launch(kernel, x, out)
         return out.reshape(shape)
 
     return _with_torch_grad(kernel_path, torch_path, input)
