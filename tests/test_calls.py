@@ -34,7 +34,7 @@ def outermost(translation):
 
 def check_runs_like_torch(op, code, translated):
     entry = TABLE.entries[op]
-    names = inputs(entry, entry.sample.shapes[0] if entry.sample.y else (3, 5, 37), (dtypes(entry) or [torch.float32])[0])
+    names = inputs(entry, entry.sample.shapes[0] if entry.sample.shapes else (3, 5, 37), (dtypes(entry) or [torch.float32])[0])
     expected = run(code)["f"](**names)
     got = run(translated)["f"](**names)
     same(got, expected, names)

@@ -122,6 +122,7 @@ HELD = [
     ("nn.LayerNorm(40)", "layer_norm"), ("nn.LayerNorm([3, 40], elementwise_affine=False)", "layer_norm"),
     ("nn.LayerNorm(40, bias=False)", "layer_norm"), ("nn.RMSNorm(40)", "rms_norm"), ("nn.RMSNorm([3, 40], eps=1e-6)", "rms_norm"),
     ("nn.Linear(40, 7)", "linear"), ("nn.LogSigmoid()", "logsigmoid"), ("nn.Softplus(beta=2.0, threshold=1.0)", "softplus"),
+    ("nn.GLU()", "glu"), ("nn.PReLU()", "prelu"), ("nn.PReLU(3)", "prelu"),
 ]  # fmt: skip
 HELD_SOURCE = """\
 import torch

@@ -117,6 +117,8 @@ class Entry:
     recipe: str | None = None
     number_first: str | None = None  # the entry computing op(number, x) as itself with the operands swapped
     along: str | None = None  # a composite's row: the dim (int) or normalized shape (Dims) it reduces
+    halves: str | None = None  # a composite's dim whose two halves are its operands a and b (glu)
+    channels: tuple[str, ...] = ()  # a composite's operands holding one value per channel (dim 1: prelu's weight)
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     omitted: Mapping[str, str] = dataclasses.field(default_factory=dict)  # required parameter -> why leaving it out stays torch
@@ -198,6 +200,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         dtypes=tuple(raw.pop("dtypes", ())),
         bool_operands=tuple(raw.pop("bool_operands", ())),
         order=tuple(raw.pop("order", ())),
+        channels=tuple(raw.pop("channels", ())),
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),

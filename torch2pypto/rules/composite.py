@@ -17,6 +17,11 @@ into the row; the other tensors are rows of that shape, the norm's weight and bi
 parameter casts the input first (torch's ``softmax(dtype=)``). A Number constant that may be
 None (``F.rms_norm``'s eps) is FP32's epsilon when it is, as in torch. ``compute = "float32"``
 computes the whole recipe in FP32.
+
+Host layouts for elementwise recipes: ``halves = "dim"`` makes the input's two halves along that
+dim the recipe's operands ``a`` and ``b`` (glu; an odd size runs torch, which raises);
+``channels = ["weight"]`` names operands holding one value per channel, dim 1 of the input (or
+one for all), reshaped on the host to broadcast along it (prelu).
 """
 
 from __future__ import annotations
@@ -75,6 +80,15 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         if first:
             return f"pypto.{first.step.op} takes a tensor first, but {first.operands[0]!r} may be a Python number"
     used = {p.name for p in tensors} | set(constants(entry)) | set(_choices(entry))
+    if entry.halves:
+        if entry.along or entry.halves not in {p.name for p in entry.params} or entry.param(entry.halves).kinds != ("int",):
+            return f"halves = {entry.halves!r} names an int parameter (the dim split in two) of an elementwise recipe"
+        if len(tensors) != 1:
+            return "a recipe over halves takes one tensor"
+        used.add(entry.halves)
+    for name in entry.channels:
+        if entry.along or name not in {p.name for p in tensors[1:]} or name in {p.name for p in _numeric(entry)}:
+            return f"channels names {name!r}, which is no tensor operand after the input of an elementwise recipe"
     if entry.along:
         if entry.along not in {p.name for p in entry.params}:
             return f"along = {entry.along!r} is no parameter"
@@ -103,6 +117,11 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
 
 def operands(entry: Entry) -> tuple[Param, ...]:
     return tuple(p for p in wrapper_params(entry) if "Tensor" in p.kinds)
+
+
+def _tiles(entry: Entry) -> list[str]:
+    """The tensors the recipe names: its operands, or the input's halves ``a`` and ``b``."""
+    return ["a", "b"] if entry.halves else [p.name for p in operands(entry)]
 
 
 def _numeric(entry: Entry) -> tuple[Param, ...]:
@@ -184,7 +203,7 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
     """The recipe as applied steps over operand and constant names; the last one is the result."""
     assigned, result = _tree(entry)
     chosen = dict(choice)
-    tensors = {p.name for p in operands(entry)}
+    tensors = set(_tiles(entry))
     names = {n: n for n in (*tensors, *_names(entry))}
     applied: list[Apply] = []
 
@@ -276,7 +295,7 @@ def _kernel(
 ) -> Definition:
     """The kernel of one variant; the operands ``given`` as Python numbers are its constants."""
     inputs = [i for i in inputs if i not in given]
-    rename = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry) if p.name not in given}
+    rename = {n: f"{_tile(n)}_tile" for n in _tiles(entry) if n not in given}
     fp32 = entry.compute == "float32"  # the whole recipe computes in FP32
     steps = tuple(
         Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
@@ -349,11 +368,13 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
-    defined = [_kernel(entry, name, choice, steps, names, given=given) for name, choice, _, given, steps in kernels]
+    defined = [_kernel(entry, name, choice, steps, _tiles(entry), given=given) for name, choice, _, given, steps in kernels]
     factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
     result = "out[:n]" if whole else "out"
+    layout, placed = _layout(entry)
     body = (
-        f"rows, shape = _broadcast_rows({', '.join(names)})\n"
+        layout
+        + f"rows, shape = _broadcast_rows({', '.join(_tiles(entry))})\n"
         + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
         + "x = rows[0]\n"
         + _defaults(entry)
@@ -366,7 +387,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
     numeric = [p.name for p in _numeric(entry)]
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
-    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})"])
+    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *placed])
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined)]
     if whole:
         requires.append("_whole_tile_rows")
@@ -377,6 +398,19 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         wrappers.torch_call(entry, params), f"({guard})" if " and " in guard else guard, body, tuple(requires),
     )
     return (*defined, wrapper)
+
+
+def _layout(entry: Entry) -> tuple[str, list[str]]:
+    """The host statements laying out the recipe's tensors, and the guards they need."""
+    if entry.halves:
+        dim = entry.halves
+        return f"a, b = input.chunk(2, {dim})\n", ["input.dim() > 0", f"input.shape[{dim}] % 2 == 0"]
+    statements, guards = "", []
+    for name in entry.channels:  # torch's rule: numel 1, or one per channel (dim 1)
+        statements += f"{name} = {name}.reshape(-1, *[1] * (input.dim() - 2))  # broadcasts along dim 1\n"
+        guards += ["input.dim() > 0", f"{name}.dim() <= 1",
+                   f"{name}.numel() in (1, input.shape[1] if input.dim() > 1 else 1)"]
+    return statements, guards
 
 
 def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
