@@ -50,13 +50,16 @@ def call_shapes(entry: Entry) -> dict[str, str]:
             return f"{name}({', '.join(parts)})"
         return f"{receiver}.{name.rsplit('.', 1)[1]}({', '.join(parts[1:])})"
 
-    positional = [bound[p.name] if not p.keyword_only else f"{p.name}={bound[p.name]}" for p in order]
+    def in_place(given: list) -> list[str]:  # positional up to the first parameter left out, then keywords
+        gap = next((i for i, p in enumerate(params) if p not in given or p.keyword_only), len(params))
+        return [bound[p.name] if params.index(p) < gap else f"{p.name}={bound[p.name]}" for p in given]
+
+    positional = in_place(order)
     keyword = [f"{p.name}={bound[p.name]}" for p in order]
     if not entry.torch_function:
         keyword = [receiver] + keyword[1:]
     shuffled = keyword[:1] + keyword[1:][::-1] if not entry.torch_function else keyword[::-1]
-    omitted = [bound[p.name] if not p.keyword_only else f"{p.name}={bound[p.name]}" for p in order
-               if p.required or _literal(bound[p.name]) != p.default]
+    omitted = in_place([p for p in order if p.required or _literal(bound[p.name]) != p.default])
     return {"positional": spell(positional), "keyword": spell(keyword), "shuffled": spell(shuffled),
             "defaults": spell(omitted) if entry.torch_function else spell([receiver] + omitted[1:])}
 

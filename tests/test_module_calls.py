@@ -121,7 +121,8 @@ HELD = [
     ("nn.Softmax(dim=-1)", "softmax"), ("nn.Softmax(1)", "softmax"), ("nn.LogSoftmax(dim=0)", "log_softmax"),
     ("nn.LayerNorm(40)", "layer_norm"), ("nn.LayerNorm([3, 40], elementwise_affine=False)", "layer_norm"),
     ("nn.LayerNorm(40, bias=False)", "layer_norm"), ("nn.RMSNorm(40)", "rms_norm"), ("nn.RMSNorm([3, 40], eps=1e-6)", "rms_norm"),
-    ("nn.Linear(40, 7)", "linear"),
+    ("nn.Linear(40, 7)", "linear"), ("nn.LogSigmoid()", "logsigmoid"), ("nn.Softplus(beta=2.0, threshold=1.0)", "softplus"),
+    ("nn.GLU()", "glu"), ("nn.PReLU()", "prelu"), ("nn.PReLU(3)", "prelu"),
 ]  # fmt: skip
 HELD_SOURCE = """\
 import torch
@@ -138,7 +139,7 @@ class M(nn.Module):
 """
 
 
-@pytest.mark.parametrize("construction, reason", [("nn.ELU(alpha=0.5)", "in-place elu"), ("nn.Softplus(beta=2.0)", "threshold")])
+@pytest.mark.parametrize("construction, reason", [("nn.ELU(alpha=0.5)", "in-place elu"), ("nn.Hardtanh(-0.5, 2.0)", "in-place hardtanh")])
 def test_a_module_built_with_arguments_reads_a_rejected_attribute_and_stays_torch(construction, reason):
     """nn.ELU(alpha=0.5) binds inplace=self.layer.inplace too, unknown when translating: torch, with the reason."""
     (record,) = translate(HELD_SOURCE.format(construction)).records

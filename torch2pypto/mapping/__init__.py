@@ -121,14 +121,19 @@ class Entry:
     commutative: bool = False
     inplace: bool = False
     bool_operands: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()  # the PyPTO op's operands in its own order (masked_fill: where(mask, value, input))
     average: bool = False
     rank: int | None = None
     recipe: str | None = None
+    number_first: str | None = None  # the entry computing op(number, x) as itself with the operands swapped
     along: str | None = None  # a composite's row: the dim (int) or normalized shape (Dims) it reduces
+    halves: str | None = None  # a composite's dim whose two halves are its operands a and b (glu)
+    channels: tuple[str, ...] = ()  # a composite's operands holding one value per channel (dim 1: prelu's weight)
     overloads: tuple[str, ...] = ()
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     fallback: Mapping[str, str] = dataclasses.field(default_factory=dict)  # parameter -> why a non-default value runs torch
     torch_only: tuple[str, ...] = ()  # parameters the kernel ignores: they reach torch's fallback and gradient
+    omitted: Mapping[str, str] = dataclasses.field(default_factory=dict)  # required parameter -> why leaving it out stays torch
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # keyword torch also takes -> parameter
     reason: str | None = None
     note: str | None = None
@@ -206,11 +211,14 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         apis=tuple(raw.pop("apis")),
         dtypes=tuple(raw.pop("dtypes", ())),
         bool_operands=tuple(raw.pop("bool_operands", ())),
+        order=tuple(raw.pop("order", ())),
+        channels=tuple(raw.pop("channels", ())),
         args=MappingProxyType(dict(raw.pop("args", {}))),
         overloads=tuple(raw.pop("overloads", ())),
         reject=MappingProxyType(dict(raw.pop("reject", {}))),
         fallback=MappingProxyType(dict(raw.pop("fallback", {}))),
         torch_only=tuple(raw.pop("torch_only", ())),
+        omitted=MappingProxyType(dict(raw.pop("omitted", {}))),
         aliases=MappingProxyType(dict(raw.pop("aliases", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
@@ -277,6 +285,9 @@ def _check(entry: Entry) -> None:
         for arg in getattr(entry, field):
             if arg not in names:
                 raise TableError(f"{op}: {field} names unknown parameter {arg!r}")
+    for arg in entry.omitted:
+        if arg not in names or not entry.param(arg).required:
+            raise TableError(f"{op}: omitted names {arg!r}, which is no required parameter")
     _check_aliases(entry, names)
     _check_modules(entry, names)
     for dtype in (*entry.dtypes, *filter(None, [entry.compute, entry.target, entry.output])):
@@ -311,6 +322,7 @@ def build_table(raw: Mapping[str, Any]) -> Table:
     """Validate raw TOML data into a Table; API spellings must be unique across entries."""
     entries = {op: _entry(op, body) for op, body in raw.items()}
     entries = {op: _with_parts(entry, entries) for op, entry in entries.items()}
+    entries = {op: _with_number_first(entry, entries) for op, entry in entries.items()}
     for entry in entries.values():
         _honoured(entry, entries)
     by_api: dict[str, Entry] = {}
@@ -353,6 +365,16 @@ def _with_parts(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
         raise TableError(f"{entry.op}: recipe {entry.recipe!r} is not Python statements") from exc
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     parts = {op: entries[op] for op in sorted(called) if op in entries}
+    return dataclasses.replace(entry, parts=MappingProxyType(parts))
+
+
+def _with_number_first(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
+    """The entry with its ``number_first`` entry (which computes ``op(number, x)``) attached."""
+    if not entry.number_first:
+        return entry
+    if entry.number_first not in entries:
+        raise TableError(f"{entry.op}: number_first names no entry: {entry.number_first!r}")
+    parts = {**entry.parts, entry.number_first: entries[entry.number_first]}
     return dataclasses.replace(entry, parts=MappingProxyType(parts))
 
 

@@ -132,8 +132,9 @@ def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
     """Whether a kernel built for `dtypes` takes these operands: `tensors` and any tensors among
     `numbers` of one of those dtypes; the rest of `numbers` (and the `options`, kernel constants
     such as clip bounds, which may be None) Python numbers the dtype holds (ints in range for
-    integer tensors, no bools); `bools` bool tensors; all on the kernel path. Any other mix runs
-    torch, which keeps its type promotion."""
+    integer tensors, finite floats in range or infinities for float tensors, no bools); `bools`
+    bool tensors; all on the kernel path. Any other mix runs torch, which keeps its type
+    promotion (and raises where it does: a fill value beyond the dtype's range)."""
     if not all(isinstance(t, torch.Tensor) for t in (*tensors, *bools)):
         return False
     tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
@@ -144,8 +145,8 @@ def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
     dtype = tensors[0].dtype
     for n in (o for o in (*numbers, *options) if o is not None and not isinstance(o, torch.Tensor)):
         if dtype.is_floating_point:
-            if type(n) not in (int, float):
-                return False
+            if type(n) not in (int, float) or torch.finfo(dtype).max < abs(n) < float("inf"):
+                return False  # torch raises or rounds to inf: its call
         elif dtype == torch.bool or type(n) is not int or not torch.iinfo(dtype).min <= n <= torch.iinfo(dtype).max:
             return False
     return _on_kernel_path(*tensors, *bools, dtypes=(*dtypes, torch.bool))

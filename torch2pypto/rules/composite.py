@@ -4,7 +4,9 @@
 (``"e = exp(sub(input, amax(input))); div(e, sum(e))"``). A call applies an elementwise entry's
 step, or reduces along the row (:data:`REDUCERS`: a [rows, 1] tile in FP32 that broadcasts over
 the row); names are the tensor parameters, the entry's other parameters (kernel constants) and
-``cols``, the row's width. ``a if approximate == 'tanh' else b`` picks a recipe by a str
+``cols``, the row's width. A ``Tensor | Number`` operand after the first may be a Python number: a
+kernel constant then (one kernel each way), which no step may take first (PyPTO's ops take a
+tensor first). ``a if approximate == 'tanh' else b`` picks a recipe by a str
 parameter's value (one kernel each, chosen on the host; other values run torch). An optional
 tensor (default None) that is None drops the step applying it: its result is the step's other
 operand (a norm without weight).
@@ -15,6 +17,11 @@ into the row; the other tensors are rows of that shape, the norm's weight and bi
 parameter casts the input first (torch's ``softmax(dtype=)``). A Number constant that may be
 None (``F.rms_norm``'s eps) is FP32's epsilon when it is, as in torch. ``compute = "float32"``
 computes the whole recipe in FP32.
+
+Host layouts for elementwise recipes: ``halves = "dim"`` makes the input's two halves along that
+dim the recipe's operands ``a`` and ``b`` (glu; an odd size runs torch, which raises);
+``channels = ["weight"]`` names operands holding one value per channel, dim 1 of the input (or
+one for all), reshaped on the host to broadcast along it (prelu).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import textwrap
 from typing import Mapping
 
 from torch2pypto.mapping import Entry, Param
@@ -59,11 +67,28 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if not entry.recipe:
         return "a composite gives its recipe"
     try:
-        programs = [program(entry, entries, choice, absent) for choice, absent in variants(entry)]
+        programs = [program(entry, entries, choice, absent) for choice, absent, _ in variants(entry)]
     except RecipeError as exc:
         return f"recipe {entry.recipe!r}: {exc}"
     tensors = operands(entry)
+    if entry.output not in (None, "bool"):
+        return f"output is bool or the operands' dtype, not {entry.output!r}"
+    if any((steps[-1].step.result == "bool") != (entry.output == "bool") for steps in programs):
+        return "output = 'bool' is for a recipe whose result is a comparison's (bool), and only then"
+    for (_, _, given), steps in zip(variants(entry), programs):
+        first = next((a for a in steps if a.operands and a.operands[0] in given), None)
+        if first:
+            return f"pypto.{first.step.op} takes a tensor first, but {first.operands[0]!r} may be a Python number"
     used = {p.name for p in tensors} | set(constants(entry)) | set(_choices(entry))
+    if entry.halves:
+        if entry.along or entry.halves not in {p.name for p in entry.params} or entry.param(entry.halves).kinds != ("int",):
+            return f"halves = {entry.halves!r} names an int parameter (the dim split in two) of an elementwise recipe"
+        if len(tensors) != 1:
+            return "a recipe over halves takes one tensor"
+        used.add(entry.halves)
+    for name in entry.channels:
+        if entry.along or name not in {p.name for p in tensors[1:]} or name in {p.name for p in _numeric(entry)}:
+            return f"channels names {name!r}, which is no tensor operand after the input of an elementwise recipe"
     if entry.along:
         if entry.along not in {p.name for p in entry.params}:
             return f"along = {entry.along!r} is no parameter"
@@ -83,13 +108,25 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         if p.name not in used:
             return f"parameter {p.name!r} is neither an operand, a name of the recipe, the row (along) nor rejected"
     for p in tensors:
-        if set(p.kinds) != {"Tensor"}:
-            return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors"
+        if set(p.kinds) - {"Tensor", "Number"} or p is tensors[0] and p.kinds != ("Tensor",):
+            return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors, or numbers after the first"
+    if entry.along and (_numeric(entry) or entry.output):
+        return "a row recipe's operands are tensors, and its result has the input's dtype"
     return None
 
 
 def operands(entry: Entry) -> tuple[Param, ...]:
     return tuple(p for p in wrapper_params(entry) if "Tensor" in p.kinds)
+
+
+def _tiles(entry: Entry) -> list[str]:
+    """The tensors the recipe names: its operands, or the input's halves ``a`` and ``b``."""
+    return ["a", "b"] if entry.halves else [p.name for p in operands(entry)]
+
+
+def _numeric(entry: Entry) -> tuple[Param, ...]:
+    """The operands that may be Python numbers."""
+    return tuple(p for p in operands(entry) if "Number" in p.kinds)
 
 
 def _optional(entry: Entry) -> tuple[Param, ...]:
@@ -135,8 +172,9 @@ def _condition(entry: Entry, test: ast.expr) -> tuple[str, str]:
     raise RecipeError(f"{ast.unparse(test)} is no comparison of a str parameter with a string")
 
 
-def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[str]]]:
-    """(str parameter values, absent optional tensors) of each kernel, the defaults first."""
+def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[str], frozenset[str]]]:
+    """(str parameter values, absent optional tensors, operands given as numbers) of each kernel,
+    the defaults and all tensors first."""
     try:
         choices = _choices(entry)
     except SyntaxError as exc:
@@ -144,7 +182,9 @@ def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[
     picks = [tuple(zip(choices, values)) for values in itertools.product(*choices.values())]
     optional = [p.name for p in _optional(entry)]
     absents = [frozenset(c) for r in range(len(optional), -1, -1) for c in itertools.combinations(optional, r)]
-    return [(pick, absent) for pick in picks for absent in absents]
+    numeric = [p.name for p in _numeric(entry)]
+    numbers = [frozenset(c) for r in range(len(numeric) + 1) for c in itertools.combinations(numeric, r)]
+    return [(pick, absent, given) for pick in picks for absent in absents for given in numbers]
 
 
 def _names(entry: Entry) -> tuple[str, ...]:
@@ -163,7 +203,7 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
     """The recipe as applied steps over operand and constant names; the last one is the result."""
     assigned, result = _tree(entry)
     chosen = dict(choice)
-    tensors = {p.name for p in operands(entry)}
+    tensors = set(_tiles(entry))
     names = {n: n for n in (*tensors, *_names(entry))}
     applied: list[Apply] = []
 
@@ -218,6 +258,8 @@ def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
     part = entries.get(name)
     if part is None or part.family != "elementwise":
         raise RecipeError(f"{name} is no elementwise entry of the table nor a reducer ({', '.join(REDUCERS)})")
+    if part.order:
+        raise RecipeError(f"{name} takes its operands in an order of its own (order): call where directly")
     return elementwise.step(part), len(elementwise.operands(part))
 
 
@@ -226,40 +268,52 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if rejected:
         return rejected
     entry = site.entry
-    kernels = [(_kernel_name(entry, c, a), c, a, program(entry, entry.parts, c, a)) for c, a in variants(entry)]
+    kernels = [(_kernel_name(entry, c, a, g), c, a, g, program(entry, entry.parts, c, a)) for c, a, g in variants(entry)]
     pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
     definitions = _row_definitions(entry, kernels) if entry.along else _definitions(entry, kernels)
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions, pypto, wrapper_params(entry))
 
 
-def _kernel_name(entry: Entry, choice, absent) -> str:
+def _kernel_name(entry: Entry, choice, absent, given=frozenset()) -> str:
     parts = [v for name, v in choice if v != entry.param(name).default]
     parts += [p.name for p in _optional(entry) if p.name not in absent]
+    parts += [*_in_order(entry, given), "number"] if given else []
     return "_".join([entry.op, *parts, "kernel"])
+
+
+def _in_order(entry: Entry, given) -> list[str]:
+    """The operands given as Python numbers, in signature order."""
+    return [p.name for p in _numeric(entry) if p.name in given]
 
 
 def _tile(name: str) -> str:
     return "x" if name == "input" else name
 
 
-def _kernel(entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = ()) -> Definition:
-    rename = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry)}
+def _kernel(
+    entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = (), given=frozenset()
+) -> Definition:
+    """The kernel of one variant; the operands ``given`` as Python numbers are its constants."""
+    inputs = [i for i in inputs if i not in given]
+    rename = {n: f"{_tile(n)}_tile" for n in _tiles(entry) if n not in given}
     fp32 = entry.compute == "float32"  # the whole recipe computes in FP32
     steps = tuple(
         Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
         for a in steps
     )
     row = bool(entry.along)
-    given = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors]
+    numbers = _in_order(entry, given)
+    told = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors] + [f"{n} a Python number" for n in numbers]
     return templates.row_kernel(
         name,
-        f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(given) + ')' if given else ''}"
+        f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(told) + ')' if told else ''}"
         + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.",
-        ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry)]),
+        ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry), *numbers]),
         [_tile(i) for i in inputs],
         steps,
         buffers=len(inputs) + len(vectors) + sum(not a.step.reduces for a in steps),  # a reduced row is one column
         vectors=[_tile(v) for v in vectors],
+        out_dtype=templates.BOOL if entry.output == "bool" else "dtype",
     )
 
 
@@ -269,16 +323,20 @@ def _how(entry: Entry) -> str:
 
 def _choose(entry: Entry, kernels, factory: str) -> str:
     """Statements choosing the kernel variant for this call (str parameters, tensors given)."""
+    def made(name, given):
+        numbers = "".join(f", _kernel_number({n}, x.dtype)" for n in _in_order(entry, given))
+        return f"kernel = {name}({factory}{numbers}, {templates.SPREAD_ROWS})\n"
+
     if len(kernels) == 1:
-        return f"kernel = {kernels[0][0]}({factory})\n"
+        return made(kernels[0][0], kernels[0][3])
     lines = []
-    for i, (name, choice, absent, _) in enumerate(kernels):
+    for i, (name, choice, absent, given, _) in enumerate(kernels):
         tests = [f"{p} == {v!r}" for p, v in choice] + [
             f"{p.name} is {'' if p.name in absent else 'not '}None" for p in _optional(entry)
-        ]
+        ] + [f"{'not ' if p.name in given else ''}isinstance({p.name}, torch.Tensor)" for p in _numeric(entry)]
         keyword = "if" if i == 0 else "elif" if i < len(kernels) - 1 else "else"
         head = "else:" if keyword == "else" else f"{keyword} {' and '.join(tests)}:"
-        lines.append(f"{head}\n    kernel = {name}({factory})\n")
+        lines.append(f"{head}\n" + textwrap.indent(made(name, given), "    "))
     return "".join(lines)
 
 
@@ -295,7 +353,11 @@ def _nullable(entry: Entry) -> list[str]:
 
 
 def _factory_constants(entry: Entry) -> list[str]:
-    return [f"{c}_value" if c in _nullable(entry) else c for c in constants(entry)]
+    """The constants as the kernel factory takes them: numbers as floats for float tensors (pypto
+    compares no int with them)."""
+    kinds = {p.name: p.kinds for p in wrapper_params(entry)}
+    named = [(c, f"{c}_value" if c in _nullable(entry) else c) for c in constants(entry)]
+    return [f"_kernel_number({v}, x.dtype)" if "Number" in kinds[c] else v for c, v in named]
 
 
 def _defaults(entry: Entry) -> str:
@@ -307,26 +369,31 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
-    defined = [_kernel(entry, name, choice, steps, names) for name, choice, _, steps in kernels]
-    factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry), templates.SPREAD_ROWS])
+    defined = [_kernel(entry, name, choice, steps, _tiles(entry), given=given) for name, choice, _, given, steps in kernels]
+    factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
     result = "out[:n]" if whole else "out"
+    layout, placed = _layout(entry)
     body = (
-        f"rows, shape = _broadcast_rows({', '.join(names)})\n"
+        layout
+        + f"rows, shape = _broadcast_rows({', '.join(_tiles(entry))})\n"
         + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
         + "x = rows[0]\n"
         + _defaults(entry)
-        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.output == 'bool' else 'x.dtype'}, device=x.device)\n"
         + _choose(entry, kernels, factory)
         + "_launch(kernel, *rows, out)\n"
         f"return _in_layout_of({result}.reshape(shape), input)\n"
     )
     spelled = ", ".join(names)
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
-    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {spelled})"])
-    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(d.name for d in defined)]
+    numeric = [p.name for p in _numeric(entry)]
+    taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
+    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *placed])
+    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined)]
     if whole:
         requires.append("_whole_tile_rows")
-    how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "")
+    how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
+        ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
         wrappers.torch_call(entry, params), f"({guard})" if " and " in guard else guard, body, tuple(requires),
@@ -334,14 +401,27 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     return (*defined, wrapper)
 
 
+def _layout(entry: Entry) -> tuple[str, list[str]]:
+    """The host statements laying out the recipe's tensors, and the guards they need."""
+    if entry.halves:
+        dim = entry.halves
+        return f"a, b = input.chunk(2, {dim})\n", ["input.dim() > 0", f"input.shape[{dim}] % 2 == 0"]
+    statements, guards = "", []
+    for name in entry.channels:  # torch's rule: numel 1, or one per channel (dim 1)
+        statements += f"{name} = {name}.reshape(-1, *[1] * (input.dim() - 2))  # broadcasts along dim 1\n"
+        guards += ["input.dim() > 0", f"{name}.dim() <= 1",
+                   f"{name}.numel() in (1, input.shape[1] if input.dim() > 1 else 1)"]
+    return statements, guards
+
+
 def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     """Row composites: the row moved last (a dim) or folded (a normalized shape), padded to 32 bytes."""
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     rows = names[1:]
-    defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, steps in kernels]
+    defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, _, steps in kernels]
     buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
-    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry), templates.SPREAD_ROWS])
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
     dim = entry.param(entry.along).kinds == ("int",)
     cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
     guards = _accepted(entry)
@@ -375,7 +455,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         f"return _in_layout_of({shaped}, input)\n"
     )
     spelled = ", ".join(names)
-    requires = ["_aligned_rows", "_in_layout_of", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
+    requires = ["_aligned_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
     along = "the dim moved last" if dim else "the normalized dims folded into rows"
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, along {along}, padded to 32 bytes",

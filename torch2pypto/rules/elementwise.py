@@ -7,14 +7,17 @@ Tensors broadcast on the host. The entry's ``args`` name the PyPTO op's extra ke
 bool result; ``compute = "float32"`` computes in FP32. ``bool_operands`` are bool tensors
 whatever the dtype (``where``'s condition); the other operands share one of the entry's
 ``dtypes``, which the wrapper checks before it launches (torch's type promotion of any other mix
-stays torch's). ``commutative`` ops take a number first by swapping it second; other
-number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
+stays torch's). ``order`` gives the PyPTO op's operands in its own order where it differs from
+the signature's; a Number parameter named there is a kernel constant (``masked_fill`` is
+``where(mask, value, input)``). Numbers the dtype cannot hold run torch. ``commutative`` ops take a number first by swapping it second; a ``number_first`` entry
+computes the swapped call (``sub(2, x)`` is ``rsub(x, 2)``); other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
 receiver and return it; with autograd recording they run torch.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 from typing import Mapping
 
@@ -39,7 +42,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
             return f"args.{keyword} = {value!r} is neither a parameter nor a literal"
         if value in names and "Tensor" in entry.param(value).kinds:
             return f"args.{keyword} = {value!r} is a tensor; tensors are operands, not arguments"
-    used = {p.name for p in operands(entry)} | set(entry.args.values())
+    used = {p.name for p in operands(entry)} | set(entry.args.values()) | set(entry.order)
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is neither an operand, an argument of pypto.{entry.pypto} (args) nor rejected"
@@ -49,10 +52,20 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     for name in entry.bool_operands:
         if name not in names or not entry.param(name).is_tensor or name in entry.reject:
             return f"bool operand {name!r} is no Tensor operand"
+    if entry.order:
+        tensors = {p.name for p in operands(entry)}
+        if len(set(entry.order)) != len(entry.order) or not tensors <= set(entry.order):
+            return f"order {list(entry.order)} names each operand once"
+        for name in set(entry.order) - tensors:
+            if name not in names or entry.param(name).kinds != ("Number",) or name in entry.reject:
+                return f"order names {name!r}, which is neither an operand nor a Number parameter"
     if not shared(entry):
         return "every operand is a bool mask: nothing gives the dtype"
     if entry.commutative and len(operands(entry)) != 2:
         return "only a binary op can be commutative"
+    if entry.number_first and (entry.commutative or len(operands(entry)) != 2
+                               or len(operands(entry.parts[entry.number_first])) != 2):
+        return "number_first swaps the operands of a binary op that is not commutative"
     if entry.output not in OUTPUTS:
         return f"output is bool or the operands' dtype, not {entry.output!r}"
     if entry.inplace and (entry.output or entry.commutative):
@@ -80,8 +93,9 @@ def shared(entry: Entry) -> tuple[Param, ...]:
 
 
 def constants(entry: Entry) -> tuple[Param, ...]:
-    """Parameters the kernel takes as factory constants (named in ``args``)."""
-    return tuple(p for p in wrapper_params(entry) if p.name in entry.args.values())
+    """Parameters the kernel takes as factory constants (named in ``args``, or Numbers in ``order``)."""
+    named = {*entry.args.values(), *entry.order}
+    return tuple(p for p in wrapper_params(entry) if p.name in named and "Tensor" not in p.kinds)
 
 
 def step(entry: Entry) -> Step:
@@ -98,6 +112,14 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     call = replacement(site, f"pypto_{entry.op}")
     if all(is_number(site.args.get(p.name)) for p in shared(entry)):
         return Unsupported(f"only Python numbers as {', '.join(p.name for p in shared(entry))}: no tensor gives the dtype")
+    if is_number(site.args.get(first.name)) and entry.number_first and site.is_tensor(rest[0].name):
+        # sub(2, x) is rsub(x, 2), for an x known to be a tensor (torch.rsub takes no number first)
+        swapped = entry.parts[entry.number_first]
+        one, two = (p.name for p in operands(swapped)[:2])
+        args = {**site.args, one: site.args[rest[0].name], two: site.args[first.name]}
+        from torch2pypto.rules import RULES  # the swapped entry's family
+
+        return RULES[swapped.family](dataclasses.replace(site, entry=swapped, args=args))
     if is_number(site.args.get(first.name)):
         if not (entry.commutative and not is_number(site.args.get(rest[0].name))):
             return Unsupported(f"a Python number as {first.name}: pypto.{entry.pypto} takes a tensor first")
@@ -131,7 +153,8 @@ def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...]) -> Definition:
     tensors = [p.name for p in operands(entry) if p not in chosen]
     inputs = [_tile(n) for n in tensors]
     constants_ = [*(p.name for p in chosen), *(p.name for p in constants(entry))]
-    args = [f"{_tile(p.name)}_tile" if p not in chosen else p.name for p in operands(entry)]
+    tiles = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry) if p not in chosen}
+    args = [tiles.get(name, name) for name in entry.order or [p.name for p in operands(entry)]]
     program = (Apply("result", step(entry), tuple(args)),)
     numbers = f" with {', '.join(p.name for p in chosen)} a Python number" if chosen else ""
     out = _PYPTO_OUTPUT.get(entry.output, "dtype")

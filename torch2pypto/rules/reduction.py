@@ -7,7 +7,8 @@ reduces them. ``compute = "float32"`` accumulates in FP32 (``pypto.sum`` takes F
 The entry's ``pypto`` names the reducer, ``output`` what it gives:
 
 - ``sum``, ``amax``, ``amin``: that PyPTO reduction; ``average`` divides the sum by the count
-  (mean); ``args.p`` (sum) makes it the p-norm ``sum(|x|^p)^(1/p)``.
+  (mean); ``args.p`` (sum) makes it the p-norm ``sum(|x|^p)^(1/p)``, and for p = inf / -inf
+  the amax / amin of ``|x|`` (a kernel each, chosen on the host by p's value).
 - ``var``: two passes, ``sum((x - mean)^2) / (count - correction)`` (``pypto.var`` breaks on a
   partial row tile); ``args.correction`` and ``args.unbiased`` name torch's parameters and
   ``args.then = "sqrt"`` takes the root (std).
@@ -81,9 +82,15 @@ def step(reducer: str, fp32: bool = False) -> Step:
     return Step(reducer, (("dim", "-1"), ("keepdim", "True")), fp32)
 
 
-def program(entry: Entry) -> tuple[Apply, ...]:
-    """The reducer's steps over ``x_tile`` (real cols: ``count``); the last is the result."""
+NORMS = {"inf": "amax", "neg_inf": "amin"}  # p-norms of infinite p: the reducer over |x|
+
+
+def program(entry: Entry, norm: str | None = None) -> tuple[Apply, ...]:
+    """The reducer's steps over ``x_tile`` (real cols: ``count``); the last is the result.
+    ``norm``: a p-norm's infinite p (:data:`NORMS`)."""
     fp32 = entry.compute == "float32"
+    if norm:
+        return (Apply("t0", Step("abs"), ("x_tile",)), Apply("result", step(NORMS[norm], fp32), ("t0",)))
     reduce = step(entry.pypto, fp32)
     if entry.output == "bool":  # all / any: reduce the truth of x != 0 as 1.0 / 0.0
         return (Apply("t0", Step("ne", result="bool"), ("x_tile", "0.0")),
@@ -130,8 +137,8 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if dim is not None and type(literal(dim)) is bool:
         return Unsupported(f"a bool as dim: {_api(entry)}(input, unbiased) is an overload this wrapper does not take")
     power = literal(site.args[entry.args["p"]]) if entry.args.get("p") in site.args else Ellipsis
-    if power is not Ellipsis and power != "fro" and not (type(power) in (int, float) and 0 < power < math.inf):
-        return Unsupported(f"{entry.args['p']}={power!r}: the kernel takes 'fro' and finite p > 0")
+    if power is not Ellipsis and power != "fro" and not (type(power) in (int, float) and (0 < power or power == -math.inf)):
+        return Unsupported(f"{entry.args['p']}={power!r}: the kernel takes 'fro', p > 0, inf and -inf")
     if "indices" in entry.args and entry.args["indices"] not in site.args:
         if set(site.args) - {entry.params[0].name}:
             return Unsupported(f"{', '.join(sorted(set(site.args) - {'input'}))} without {entry.args['indices']}")
@@ -194,13 +201,20 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
             prologue += f"{correction} = 1 if {correction} is None else {correction}\n"
         guard.append(f"_reduced_count({first}, dim) > {correction}")
         factory.append(correction)
+    kernels = ()
+    launched = f"kernel = {name}_kernel({', '.join([*factory, *(['power'] if 'p' in entry.args else []), templates.SPREAD_ROWS])})\n"
+    identity = _identity(entry)
     if "p" in entry.args:
         p = entry.args["p"]
         fro = f'2 if {p} == "fro" else ' if entry.param(p).default == "fro" else ""
         prologue += f"power = {fro}{p}\n"
-        guard.append("type(power) in (int, float) and 0 < power < math.inf")
-        factory.append("power")
-    factory.append(templates.SPREAD_ROWS)
+        guard.append("type(power) in (int, float) and (0 < power or power == -math.inf)")
+        kernels = tuple(_norm_kernel(entry, name, norm) for norm in NORMS)
+        launched = (f"if power == math.inf:\n    kernel = {name}_inf_kernel({', '.join([*factory, templates.SPREAD_ROWS])})\n"
+                    f"elif power == -math.inf:\n    kernel = {name}_neg_inf_kernel({', '.join([*factory, templates.SPREAD_ROWS])})\n"
+                    f"else:\n    {launched}")
+        identity = f"math.inf if power == -math.inf else {identity}"
+        requires += [k.name for k in kernels]
     launch, result = "x, out", "out.reshape(shape)"
     if index:
         guard.append(f"_reduced_count({first}, dim) <= {MAX_INDEX}")
@@ -210,10 +224,11 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         launch = launch.replace(", out", ", values, out")
         result = f"torch.return_types.{entry.op}((values.reshape(shape), out.reshape(shape)))"
     body = (
-        f"x, count, shape = _reduction_rows({first}, {dim}, {keepdim}, {_identity(entry)})\n"
+        f"x, count, shape = _reduction_rows({first}, {dim}, {keepdim}, {identity})\n"
         + (f"values = torch.empty(x.shape[0], 1, dtype={first}.dtype, device=x.device)\n" if pair else "")
         + "out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)\n"
-        f"_launch({name}_kernel({', '.join(factory)}), {launch})\n"
+        + launched
+        + f"_launch(kernel, {launch})\n"
         f"return {result}\n"
     )
     how = f"{_how(entry)} over the reduced dims moved last{fp32}"
@@ -223,7 +238,23 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         wrappers.torch_call(entry, torch_params[:1] if values else torch_params), f"({' and '.join(guard)})", body,
         tuple(requires), prologue=prologue,
     )
-    return kernel, templates.REDUCTION_ROWS, wrapper
+    return kernel, *kernels, templates.REDUCTION_ROWS, wrapper
+
+
+def _norm_kernel(entry: Entry, name: str, norm: str) -> Definition:
+    """The kernel of a p-norm of infinite p: the amax / amin of |x| along each row."""
+    fp32 = ", in FP32" if entry.compute == "float32" else ""
+    return templates.row_kernel(
+        f"{name}_{norm}_kernel",
+        f"The pypto.{NORMS[norm]} of |x| of each row of [rows, cols] tiles (count real cols){fp32}: the p-norm of p = {norm.replace('neg_', '-')}.",
+        "dtype, out_dtype, cols, count",
+        ["x"],
+        program(entry, norm),
+        out_dtype="out_dtype",
+        out_cols="1",
+        buffers=4,
+        valid_cols="count",
+    )
 
 
 def _identity(entry: Entry) -> str:

@@ -19,7 +19,12 @@ Arg = tuple[str | None, bool, T]  # keyword (None: positional), starred (*a / **
 
 
 class BindError(ValueError):
-    """The arguments do not fit the signature; the message says how."""
+    """The arguments do not fit the signature; the message says how (``missing``: the required
+    parameter left out, if that is why)."""
+
+    def __init__(self, message: str, missing: str | None = None) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 def cst_args(call: cst.Call) -> list[Arg]:
@@ -75,5 +80,5 @@ def bind(
         bound[keyword] = value
     missing = [p.name for p in params if p.required and p.name not in bound]
     if missing:
-        raise BindError(f"missing argument {missing[0]!r}")
+        raise BindError(f"missing argument {missing[0]!r}", missing[0])
     return bound

@@ -695,9 +695,10 @@ class HeldModule:
     name: str
     bare: bool
 
-    def held(self, attributes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-        """(parameter, attribute) pairs a call reads from the module; a bare module's are at their defaults."""
-        return () if self.bare else tuple(attributes.items())
+    def held(self, attributes: Mapping[str, str], required: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
+        """(parameter, attribute) pairs a call reads from the module; a bare module's are at their
+        defaults, but for the ``required`` parameters, which have none (nn.PReLU()'s weight)."""
+        return tuple((p, a) for p, a in attributes.items() if not self.bare or p in required)
 
 
 def is_tensor_function(name: str) -> bool:

@@ -140,7 +140,10 @@ class Sites:
         module = self.inference.held_module(func)
         if module is not None:
             entry = self.table.by_module.get(module.name)
-            return Resolved(module.name, entry, held=module.held(entry.modules[module.name])) if entry else None
+            if entry is None:
+                return None
+            required = frozenset(p.name for p in entry.params if p.required)
+            return Resolved(module.name, entry, held=module.held(entry.modules[module.name], required))
         entry = self.table.method(func.attr)
         if entry is None or (is_dotted(func.value) and self.index.import_names(func.value)):
             return None
@@ -196,7 +199,7 @@ class Sites:
             receiver = call.func.value if found.method else None
             bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), receiver, entry.aliases)
         except BindError as exc:
-            attempt.reason = str(exc)
+            attempt.reason = entry.omitted.get(exc.missing, str(exc))  # torch.where(condition): nonzero
             return attempt
         inference = self.inference
         attempt.static_dtype = lambda param: inference.static_dtype(bound[param])
