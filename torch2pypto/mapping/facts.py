@@ -23,6 +23,7 @@ _LAYOUT = {
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
+    "annotation": {"unions": "list", "tuples": "list", "sequences": "list"},
 }
 
 
@@ -46,6 +47,9 @@ class Facts:
     not_tensor_attributes: frozenset[str]
     device_classes: frozenset[str]
     device_types: frozenset[str]
+    annotation_unions: frozenset[str]
+    annotation_tuples: frozenset[str]
+    annotation_sequences: frozenset[str]
 
 
 def build_facts(raw: Mapping[str, Any]) -> Facts:

@@ -262,6 +262,10 @@ class Inference:
         """
         if not isinstance(function, _FUNCTION_DEFS) or not self._transparent(function):
             return UNKNOWN
+        if function.returns is not None:
+            declared = self._annotation_kind(function.returns)
+            if declared != UNKNOWN:
+                return declared
         returns = self._returns(function)
         return self._combine_pending(returns, self._returned) if returns else NOT_TENSOR
 
@@ -327,6 +331,8 @@ class Inference:
             return self._part_kind(binding.value, path)
         if binding.kind == UNPACKED:
             return self._part_kind(binding.value, binding.path + path)
+        if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None:
+            return self._annotation_part(binding.annotation, path, _is_vararg(binding))
         return TENSOR if self._binding_kind(binding) in (TENSOR, _MAYBE) else UNKNOWN
 
     def _call_part(self, call: ast.Call, path: tuple) -> str:
@@ -342,7 +348,16 @@ class Inference:
         functions = self._functions_called(func)
         if not functions or not all(self._transparent(f) for f in functions):
             return UNKNOWN
-        returns = [v for f in functions for v in self._returns(f) if v is not None]  # unpacking None raises
+        return combine(self._returned_part(f, path) for f in functions)
+
+    def _returned_part(self, function: ast.FunctionDef, path: tuple) -> str:
+        """A part of what a function of this module returns: as its return annotation declares, else
+        as its return statements give."""
+        if function.returns is not None:
+            declared = self._annotation_part(function.returns, path)
+            if declared != UNKNOWN:
+                return declared
+        returns = [v for v in self._returns(function) if v is not None]  # unpacking None raises
         return self._combine_pending(returns, lambda v: self._part_kind(v, path)) if returns else UNKNOWN
 
     def _builtin_part(self, names: set[str], call: ast.Call, path: tuple) -> str:
@@ -449,6 +464,8 @@ class Inference:
         return UNKNOWN
 
     def _param_kind(self, param: Binding) -> str:
+        if _is_vararg(param):
+            return NOT_TENSOR  # *args is a tuple (its annotation is its items')
         if param.annotation is not None:
             return self._annotation_kind(param.annotation)
         if param.value is not None and not _is_none(param.value):
@@ -543,7 +560,7 @@ class Inference:
             parts = (annotation.left, annotation.right)
             return combine({self._annotation_kind(p) for p in parts if not _is_none(p)})
         if kind is ast.Subscript:
-            if self._index.import_names(annotation.value) & {"typing.Optional", "typing.Union"}:
+            if self._index.import_names(annotation.value) & FACTS.annotation_unions:
                 inner = annotation.slice
                 elements = inner.elts if type(inner) is ast.Tuple else [inner]
                 return combine(self._annotation_kind(e) for e in elements if not _is_none(e))
@@ -552,6 +569,42 @@ class Inference:
         if names & FACTS.tensor_classes:
             return TENSOR
         return NOT_TENSOR if names or kind in (ast.Name, ast.Attribute) else UNKNOWN
+
+    def _annotation_part(self, annotation: ast.expr, path: tuple, items: bool = False) -> str:
+        """The kind of the part of a value declared ``annotation`` that unpacking along ``path``
+        reaches: ``tuple[Tensor, Tensor]``'s elements, ``list[Tensor]``'s items; None raises there.
+
+        ``items``: the annotation declares the items of the value (``*args: Tensor``).
+        """
+        if items:
+            if path and path[0] == REST:
+                return NOT_TENSOR if len(path) == 1 else UNKNOWN
+            return self._annotation_part(annotation, path[1:]) if path else NOT_TENSOR
+        if not path:
+            return self._annotation_kind(annotation)
+        step, rest = path[0], path[1:]
+        kind = type(annotation)
+        if kind is ast.BinOp and type(annotation.op) is ast.BitOr:  # X | None
+            parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
+            return combine(self._annotation_part(p, path) for p in parts)
+        if kind is not ast.Subscript:
+            return TENSOR if self._annotation_kind(annotation) == TENSOR else UNKNOWN  # a tensor's items
+        names = self._index.import_names(annotation.value)
+        inner = annotation.slice
+        elements = inner.elts if type(inner) is ast.Tuple else [inner]
+        if names & FACTS.annotation_unions:
+            return combine(self._annotation_part(e, path) for e in elements if not _is_none(e))
+        if step == REST:
+            return NOT_TENSOR if not rest else UNKNOWN  # a starred target is a list
+        if names & FACTS.annotation_tuples:
+            if len(elements) == 2 and type(elements[1]) is ast.Constant and elements[1].value is Ellipsis:
+                return self._annotation_part(elements[0], rest)  # tuple[T, ...]
+            if step is ITEM:
+                return combine(self._annotation_part(e, rest) for e in elements) if elements else UNKNOWN
+            return self._annotation_part(elements[step], rest) if -len(elements) <= step < len(elements) else UNKNOWN
+        if names & FACTS.annotation_sequences and len(elements) == 1:
+            return self._annotation_part(elements[0], rest)
+        return UNKNOWN
 
     def held_module(self, func: ast.Attribute) -> HeldModule | None:
         """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
@@ -772,6 +825,12 @@ def _exported(index: ModuleIndex) -> set[str]:
 
 def _is_none(node: ast.expr) -> bool:
     return type(node) is ast.Constant and node.value is None
+
+
+def _is_vararg(binding: Binding) -> bool:
+    """A ``*args`` parameter."""
+    function = binding.function
+    return binding.kind == PARAMETER and function is not None and function.args.vararg is binding.node
 
 
 def _is_self(node: ast.expr) -> bool:
