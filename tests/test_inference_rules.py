@@ -138,7 +138,7 @@ def test_iteration(code, expected):
     [
         ("def f(a: torch.Tensor):\n    return (a == 0).exp(), (a > a).exp(), (-1.5 < a).exp()\n", [C, C, C]),
         ("def f(a: torch.Tensor):\n    return (a is None).exp(), (a in []).exp()\n", []),
-        ("def f(a: torch.Tensor, b):\n    return (a == b).exp(), (0 < a < 1).exp(), (a == 'x').exp()\n", [A, A, A]),
+        ("def f(a: torch.Tensor, b):\n    return (a == b).exp(), (0 < a < 1).exp(), (a == 'x').exp()\n", [A, A, C]),
         ("def f(b, c):\n    return (b == c).exp()\n", [A]),
         ("def f(a: torch.Tensor, b):\n    return (a or b).exp(), (a and a * 2).exp()\n", [A, C]),
     ],
@@ -218,3 +218,58 @@ def test_a_tensor_or_none_receiver_is_a_tensor_receiver(code, expected):
 def test_a_tensor_or_none_argument_is_not_a_tensor_argument():
     code = HEAD + "def f(a: torch.Tensor, c):\n    m = a if c else None\n    return a.to(m), a.to(a if c else a)\n"
     assert [s for api, s in statuses(code) if api == "torch.Tensor.to"] == ["unsupported", C]
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        # the elements of tuple annotations, the items of list ones, through Optional and | None
+        ("def f(pe: tuple[torch.Tensor, torch.Tensor]):\n    c, s = pe\n    return c.exp(), pe[1].exp()\n", [C, C]),
+        ("def f(xs: list[torch.Tensor], o: Optional[Tuple[torch.Tensor, int]]):\n    a, n = o\n    for x in xs:\n        x.exp()\n    return a.exp(), n.exp()\n", [C, C]),
+        ("def f(t: tuple[torch.Tensor, ...] | None):\n    a, *b = t\n    return a.exp(), t[3].exp(), b.exp()\n", [C, C]),
+        ("def f(pe: tuple[torch.Tensor, Box]):\n    c, s = pe\n    return s.exp()\n", []),  # declared a Box
+        ("def f(d: dict[str, torch.Tensor], xs: Sequence):\n    a, b = xs\n    return a.exp()\n", [A]),
+        # *args is a tuple; its annotation is its items'
+        ("def f(*xs: torch.Tensor):\n    a, b = xs\n    return xs.exp(), a.exp(), xs[0].exp()\n", [C, C]),
+        # return annotations of functions of the module
+        ("def g(x) -> torch.Tensor:\n    return foo(x)\ndef h(x) -> tuple[torch.Tensor, torch.Tensor]:\n    return foo(x)\n"
+         "def f(y):\n    a, b = h(y)\n    return g(y).exp(), a.exp()\n", [C, C]),
+        ("def g(x) -> Box:\n    return x\ndef f(y):\n    return g(y).exp()\n", []),
+        ("def g(x) -> 'torch.Tensor':\n    return foo(x)\ndef f(y):\n    return g(y).exp()\n", [A]),  # a string: not read
+    ],
+)
+def test_annotations_declare_parts_and_results(code, expected):
+    assert fates("from typing import Optional, Tuple, Sequence\nclass Box:\n    pass\n" + code) == expected
+
+
+CONFIGS = """\
+class M(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def forward(self, ids):
+        pad = self.config.pad_token_id
+        return ((ids == pad).exp(), (ids != self.config.text_config.eos).exp(), (ids < self.config.x).exp(),
+                (ids == ids.shape[-1]).exp(), (ids == len(ids) - 1).exp(), self.config.text_config.n.exp(), pad.exp())
+"""
+
+
+def test_config_values_are_plain_and_a_tensor_compared_with_one_is_a_tensor_receiver():
+    # == with a plain value is a tensor or False (None == tensor); False has no tensor method
+    assert fates(CONFIGS) == [C, C, C, C, C]
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("def f(a: torch.Tensor, config: torch.Tensor):\n    return (a == config.x).exp()\n", [A]),  # a tensor's attribute
+        ("def f(a: torch.Tensor, b, config):\n    return (a == b.config).exp(), (a == config.x).exp()\n", [A, C]),
+        ("class M(nn.Module):\n    def __init__(self, t: torch.Tensor):\n        super().__init__()\n        self.config = t\n"
+         "    def forward(self, ids):\n        return (ids == self.config.x).exp()\n", [A]),  # self.config holds a tensor here
+        ("def f(a: torch.Tensor, b: int):\n    return (a == b).exp(), (a == (b, 1)).exp()\n", [A, A]),  # unknown int, a tuple
+        ("def f(a: torch.Tensor, config):\n    a = a.float()\n    return (a == config.x).exp(), (a < config.x < 2).exp()\n", [C, A]),
+    ],
+)
+def test_what_is_not_taken_as_a_config_value(code, expected):
+    assert fates(code) == expected

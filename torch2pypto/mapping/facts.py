@@ -24,6 +24,7 @@ _LAYOUT = {
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
     "annotation": {"unions": "list", "tuples": "list", "sequences": "list"},
+    "plain": {"config_names": "list", "builtins": "list", "methods": "list", "attributes": "list"},
 }
 
 
@@ -50,6 +51,10 @@ class Facts:
     annotation_unions: frozenset[str]
     annotation_tuples: frozenset[str]
     annotation_sequences: frozenset[str]
+    plain_config_names: frozenset[str]
+    plain_builtins: frozenset[str]
+    plain_methods: frozenset[str]
+    plain_attributes: frozenset[str]
 
 
 def build_facts(raw: Mapping[str, Any]) -> Facts:

@@ -179,7 +179,60 @@ class Inference:
             return combine(kinds)
         if len(sides) > 2:  # a < x < b is (a < x) and (x < b): a tensor's truth value
             return UNKNOWN
-        return TENSOR if all(k == TENSOR or _is_number(s) for k, s in zip(kinds, sides)) else UNKNOWN
+        if all(k == TENSOR or _is_number(s) for k, s in zip(kinds, sides)):
+            return TENSOR
+        if not all(k == TENSOR or self._plain(s) for k, s in zip(kinds, sides)):
+            return UNKNOWN
+        # a tensor and a plain value: torch compares, or gives up and Python's == answers False
+        # (None, a string, a list); an order raises then. False has no method of a tensor.
+        return _MAYBE if type(compare.ops[0]) in (ast.Eq, ast.NotEq) else TENSOR
+
+    def _plain(self, expr: ast.expr, depth: int = 0) -> bool:
+        """A Python scalar, string or None, or a value of a model config (JSON data or a sub-config):
+        neither a tensor nor anything whose comparison with one answers other than torch or False."""
+        kind = type(expr)
+        if kind is ast.Constant or depth > _MAX_DEPTH:
+            return kind is ast.Constant
+        if kind is ast.UnaryOp:
+            return self._plain(expr.operand, depth + 1)
+        if kind is ast.BinOp:
+            return self._plain(expr.left, depth + 1) and self._plain(expr.right, depth + 1)
+        if kind is ast.Attribute:
+            return self._is_config(expr.value) or (expr.attr in FACTS.plain_attributes and self._kind(expr.value) == TENSOR)
+        if kind is ast.Subscript:  # x.shape[-1]
+            return type(expr.value) is ast.Attribute and self._plain(expr.value, depth + 1)
+        if kind is ast.Call:
+            func = expr.func
+            if self._index.import_names(func) & FACTS.plain_builtins:
+                return True
+            return type(func) is ast.Attribute and func.attr in FACTS.plain_methods and self._kind(func.value) == TENSOR
+        if kind is ast.Name:
+            bindings = self._index.bindings(expr)
+            return bool(bindings) and all(
+                b.kind in (ASSIGN, NAMED) and b.value is not None and b.value is not expr and self._plain(b.value, depth + 1)
+                for b in bindings
+            )
+        return False
+
+    def _is_config(self, expr: ast.expr) -> bool:
+        """A model config: a parameter named as one (``config``, ``text_config``; not annotated as
+        a tensor), ``self.config``, or a config's sub-config (``config.vision_config``)."""
+        kind = type(expr)
+        if kind is ast.Attribute:
+            if not _config_name(expr.attr):
+                return False
+            if not _is_self(expr.value):
+                return self._is_config(expr.value)
+            cls = self._enclosing_class(expr.value)  # self.config: what the class stores there is one
+            stored = self._class_index(cls).assigned.get(expr.attr, ()) if cls else ()
+            return all(type(v) is ast.Name and self._is_config(v) for v in stored)
+        if kind is not ast.Name or not _config_name(expr.id):
+            return False
+        bindings = self._index.bindings(expr)
+        return bool(bindings) and all(
+            b.kind == PARAMETER and not _is_vararg(b) and (b.annotation is None or self._annotation_kind(b.annotation) == NOT_TENSOR)
+            for b in bindings
+        )
 
     def _call_kind(self, call: ast.Call) -> str:
         func = call.func
@@ -411,6 +464,8 @@ class Inference:
             return NOT_TENSOR
         if name in FACTS.tensor_attributes:
             return _through(self._kind(attr.value))
+        if self._is_config(attr.value) or self._is_config(attr):
+            return NOT_TENSOR  # a config's value: JSON data or a sub-config
         if _is_self(attr.value):
             return self._self_attribute_kind(attr)
         return UNKNOWN
@@ -422,6 +477,8 @@ class Inference:
         return self._combine_pending(values, self.kind) if values else UNKNOWN
 
     def _name_kind(self, name: ast.Name) -> str:
+        if self._is_config(name):
+            return NOT_TENSOR
         bindings = self._index.bindings(name)
         return self._combine_pending(bindings, self._binding_kind) if bindings else UNKNOWN
 
@@ -825,6 +882,10 @@ def _exported(index: ModuleIndex) -> set[str]:
 
 def _is_none(node: ast.expr) -> bool:
     return type(node) is ast.Constant and node.value is None
+
+
+def _config_name(name: str) -> bool:
+    return any(name == n or name.endswith("_" + n) for n in FACTS.plain_config_names)
 
 
 def _is_vararg(binding: Binding) -> bool:
