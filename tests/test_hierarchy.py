@@ -111,3 +111,32 @@ def test_worker_processes_and_the_config_key_give_the_same_answers(package, tmp_
     (tmp_path / "pyproject.toml").write_text('[tool.torch2pypto]\nmodule-bases = ["transformers.PreTrainedModel"]\n')
     assert main([str(package / "models"), "--analyze", "--report", str(report), "-j", "2"]) == 0
     assert {r["status"] for r in json.loads(report.read_text())["records"]} == {"converted"}
+
+
+ROTARY = """\
+import torch
+from {module} import use_kernel_forward_from_hub
+
+@use_kernel_forward_from_hub("rotary_pos_emb")
+def rotate(q, cos):
+    return q * cos.exp()
+
+def f(a: torch.Tensor):
+    return rotate(a, a * 2).exp()
+"""
+
+
+@pytest.mark.parametrize(
+    "module, expected",
+    [
+        # a hub kernel's decorator runs the body on its callers' arguments (or replaces it): its
+        # parameters are what they pass; its result stays unknown
+        ("...integrations", ["converted", "left-alone"]),
+        ("transformers.integrations.hub_kernels", ["converted", "left-alone"]),
+        ("...other", ["left-alone", "left-alone"]),  # any other decorator may call it with anything
+    ],
+)
+def test_hub_kernel_decorators_pass_their_callers_arguments(package, module, expected):
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(ROTARY.format(module=module))
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == expected

@@ -19,7 +19,7 @@ from torch2pypto.mapping import TableError
 _LAYOUT = {
     "dtypes": "map",
     "tensor": {"namespaces": "list", "classes": "list", "attributes": "list", "methods": "list"},
-    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list"},
+    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "argument_decorators": "list"},
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
@@ -40,6 +40,7 @@ class Facts:
     module_classes: frozenset[str]
     module_tensor_results: frozenset[str]
     module_transparent_decorators: frozenset[str]
+    module_argument_decorators: frozenset[str]
     tensors_functions: frozenset[str]
     tensors_methods: frozenset[str]
     not_tensor_functions: frozenset[str]

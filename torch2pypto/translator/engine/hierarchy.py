@@ -45,6 +45,10 @@ class Hierarchy:
         """Whether the class ``qualified`` (as this file imports it) derives from ``nn.Module``."""
         return self._qualified(self._file, qualified, set())
 
+    def absolute(self, qualified: str) -> str:
+        """The absolute dotted name of a name this file imports (``...utils.X`` -> ``transformers.utils.X``)."""
+        return (_absolute(self._file, qualified) if qualified.startswith(".") else None) or qualified
+
     # --- following names across files ----------------------------------------------------
 
     def _qualified(self, file: Path | None, qualified: str, seen: set) -> bool:

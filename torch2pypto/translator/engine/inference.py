@@ -345,11 +345,15 @@ class Inference:
             self._function_returns[function] = found = [None] if generator else found
         return found
 
-    def _transparent(self, function: ast.FunctionDef) -> bool:
-        """Whether every decorator of a function keeps what it takes and returns."""
+    def _transparent(self, function: ast.FunctionDef, arguments: bool = False) -> bool:
+        """Whether every decorator of a function keeps what it takes and returns (``arguments``: or
+        runs the body only on what its callers pass, as a hub kernel's stand-in does)."""
         for decorator in function.decorator_list:
             target = decorator.func if type(decorator) is ast.Call else decorator
-            if not self._index.import_names(target) & FACTS.module_transparent_decorators:
+            names = self._index.import_names(target)
+            if names & FACTS.module_transparent_decorators:
+                continue
+            if not arguments or not any(self._hierarchy.absolute(n) in FACTS.module_argument_decorators for n in names):
                 return False
         return True
 
@@ -532,12 +536,12 @@ class Inference:
             return UNKNOWN
         cls = self._class_of_function(function)
         if cls is None:
-            return self._function_param_kind(function, param) if self._transparent(function) else UNKNOWN
+            return self._function_param_kind(function, param) if self._transparent(function, True) else UNKNOWN
         if param.index <= 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
             return UNKNOWN
         if function.name == "forward":
             return TENSOR
-        if not self._transparent(function):
+        if not self._transparent(function, True):
             return UNKNOWN
         return self._passed_kind(self._class_index(cls).calls.get(function.name, ()), param, 1)
 
