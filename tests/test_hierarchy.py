@@ -140,3 +140,41 @@ def test_hub_kernel_decorators_pass_their_callers_arguments(package, module, exp
     path = package / "models" / "llama" / "modeling_llama.py"
     path.write_text(ROTARY.format(module=module))
     assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == expected
+
+
+CACHE = """\
+import torch
+from typing import Any
+
+class Cache:
+    def update(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return key, value
+
+    def get_seq_length(self) -> int:
+        return 0
+
+    def anything(self) -> Any:
+        return 0
+
+class DynamicCache(Cache):
+    pass
+"""
+ATTENTION = """\
+import torch
+from ...cache_utils import Cache, DynamicCache
+
+def f(k: torch.Tensor, cache: Cache | None, dynamic: DynamicCache, other):
+    k2, v2 = cache.update(k, k)
+    a, b = dynamic.update(k, k)
+    c, d = other.update(k, k)
+    return k2.exp(), b.exp(), c.exp(), cache.get_seq_length().exp(), cache.anything().exp(), cache.missing().exp()
+"""
+
+
+def test_methods_of_declared_classes_in_other_files_return_what_they_declare(package):
+    # Cache.update -> tuple[Tensor, Tensor], inherited by DynamicCache; an int is no tensor;
+    # Any, an undeclared receiver and a method not found say nothing
+    (package / "cache_utils.py").write_text(CACHE)
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(ATTENTION)
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted", "converted", "left-alone", "left-alone", "left-alone"]

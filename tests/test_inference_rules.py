@@ -236,6 +236,9 @@ def test_a_tensor_or_none_argument_is_not_a_tensor_argument():
          "def f(y):\n    a, b = h(y)\n    return g(y).exp(), a.exp()\n", [C, C]),
         ("def g(x) -> Box:\n    return x\ndef f(y):\n    return g(y).exp()\n", []),
         ("def g(x) -> 'torch.Tensor':\n    return foo(x)\ndef f(y):\n    return g(y).exp()\n", [A]),  # a string: not read
+        # methods of a class an annotation declares (Box here; see test_hierarchy for other files)
+        ("class Pair:\n    def both(self) -> tuple[torch.Tensor, torch.Tensor]:\n        return foo()\n    def one(self) -> torch.Tensor:\n        return foo()\n"
+         "def f(p: Pair | None, q):\n    a, b = p.both()\n    c, d = q.both()\n    return a.exp(), p.one().exp(), c.exp(), p.other().exp()\n", [C, C, A, A]),
     ],
 )
 def test_annotations_declare_parts_and_results(code, expected):

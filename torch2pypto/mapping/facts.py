@@ -23,7 +23,7 @@ _LAYOUT = {
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
-    "annotation": {"unions": "list", "tuples": "list", "sequences": "list"},
+    "annotation": {"unions": "list", "tuples": "list", "sequences": "list", "unknown": "list"},
     "plain": {"config_names": "list", "builtins": "list", "methods": "list", "attributes": "list"},
 }
 
@@ -52,6 +52,7 @@ class Facts:
     annotation_unions: frozenset[str]
     annotation_tuples: frozenset[str]
     annotation_sequences: frozenset[str]
+    annotation_unknown: frozenset[str]
     plain_config_names: frozenset[str]
     plain_builtins: frozenset[str]
     plain_methods: frozenset[str]

@@ -51,6 +51,7 @@ _LITERALS = (
 )  # fmt: skip
 _ORDER = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)  # comparisons a tensor answers elementwise
 _FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+Names = Callable[[ast.expr], set]  # what a dotted name imports, where it is written
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -397,6 +398,10 @@ class Inference:
         func = call.func
         if type(func) is ast.Attribute and func.attr in FACTS.tensors_methods and not self._index.import_names(func):
             return _through(self._kind(func.value))
+        if type(func) is ast.Attribute:
+            declared = self._declared_method(func)
+            if declared:
+                return self._annotation_part(declared[0], path, names=declared[1])
         names = self._index.import_names(func)
         if names:
             if names <= FACTS.tensors_functions:
@@ -458,7 +463,42 @@ class Inference:
             return NOT_TENSOR if self._kind(func.value) in (TENSOR, _MAYBE) else UNKNOWN
         if method in self._tensor_methods or method in FACTS.tensor_methods:
             return _through(self._kind(func.value))
-        return UNKNOWN
+        declared = self._declared_method(func)
+        return self._annotation_kind(*declared) if declared else UNKNOWN
+
+    def _declared_method(self, func: ast.Attribute) -> tuple[ast.expr, Names | None] | None:
+        """The return annotation of a method called on a name whose annotations declare its class
+        (``cache.update(k, v)`` with ``cache: Cache | None``), with what its names import where it
+        is written: a class of this module, or of a file an import names. None if not known."""
+        receiver = func.value
+        bindings = self._index.bindings(receiver) if type(receiver) is ast.Name else []
+        if not bindings or any(b.kind not in (PARAMETER, ANNOTATED) or b.annotation is None or _is_vararg(b) for b in bindings):
+            return None
+        classes = [self._declared_class(b.annotation) for b in bindings]
+        if None in classes or len({ast.dump(c) for c in classes}) != 1:
+            return None
+        local = self._local_class(classes[0])
+        if local is not None:
+            method = self._inherited(local, func.attr)
+            if method is None or method.returns is None or method.decorator_list:
+                return None
+            return method.returns, None
+        names = self._index.import_names(classes[0])
+        return self._hierarchy.method_returns(names.pop(), func.attr) if len(names) == 1 else None
+
+    def _declared_class(self, annotation: ast.expr) -> ast.expr | None:
+        """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``)."""
+        kind = type(annotation)
+        if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
+            parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
+            return self._declared_class(parts[0]) if len(parts) == 1 else None
+        if kind is ast.Subscript and self._index.import_names(annotation.value) & FACTS.annotation_unions:
+            inner = annotation.slice
+            parts = [e for e in (inner.elts if type(inner) is ast.Tuple else [inner]) if not _is_none(e)]
+            return self._declared_class(parts[0]) if len(parts) == 1 else None
+        if not is_dotted(annotation) or self._annotation_kind(annotation) != NOT_TENSOR:
+            return None
+        return annotation
 
     def _attribute_kind(self, attr: ast.Attribute) -> str:
         if self._index.import_names(attr):
@@ -612,59 +652,66 @@ class Inference:
         bindings = self._index.bindings(base)
         return len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef) and self._is_module_class(bindings[0].node)
 
-    def _annotation_kind(self, annotation: ast.expr) -> str:
-        """Tensor for ``Tensor``/``torch.Tensor``/``Optional[Tensor]``/``Tensor | None``; else not."""
+    def _annotation_kind(self, annotation: ast.expr, names: Names | None = None) -> str:
+        """Tensor for ``Tensor``/``torch.Tensor``/``Optional[Tensor]``/``Tensor | None``; else not.
+
+        ``names``: what a dotted name in the annotation imports (default: in this module).
+        """
+        names = names or self._index.import_names
         kind = type(annotation)
         if kind is ast.Constant:
             return NOT_TENSOR if annotation.value is None else UNKNOWN
         if kind is ast.BinOp:  # X | None
             parts = (annotation.left, annotation.right)
-            return combine({self._annotation_kind(p) for p in parts if not _is_none(p)})
+            return combine({self._annotation_kind(p, names) for p in parts if not _is_none(p)})
         if kind is ast.Subscript:
-            if self._index.import_names(annotation.value) & FACTS.annotation_unions:
+            if names(annotation.value) & FACTS.annotation_unions:
                 inner = annotation.slice
                 elements = inner.elts if type(inner) is ast.Tuple else [inner]
-                return combine(self._annotation_kind(e) for e in elements if not _is_none(e))
+                return combine(self._annotation_kind(e, names) for e in elements if not _is_none(e))
             return NOT_TENSOR
-        names = self._index.import_names(annotation)
-        if names & FACTS.tensor_classes:
+        named = names(annotation)
+        if named & FACTS.tensor_classes:
             return TENSOR
-        return NOT_TENSOR if names or kind in (ast.Name, ast.Attribute) else UNKNOWN
+        if named & FACTS.annotation_unknown:
+            return UNKNOWN
+        return NOT_TENSOR if named or kind in (ast.Name, ast.Attribute) else UNKNOWN
 
-    def _annotation_part(self, annotation: ast.expr, path: tuple, items: bool = False) -> str:
+    def _annotation_part(self, annotation: ast.expr, path: tuple, items: bool = False, names: Names | None = None) -> str:
         """The kind of the part of a value declared ``annotation`` that unpacking along ``path``
         reaches: ``tuple[Tensor, Tensor]``'s elements, ``list[Tensor]``'s items; None raises there.
 
         ``items``: the annotation declares the items of the value (``*args: Tensor``).
         """
+        names = names or self._index.import_names
         if items:
             if path and path[0] == REST:
                 return NOT_TENSOR if len(path) == 1 else UNKNOWN
-            return self._annotation_part(annotation, path[1:]) if path else NOT_TENSOR
+            return self._annotation_part(annotation, path[1:], names=names) if path else NOT_TENSOR
         if not path:
-            return self._annotation_kind(annotation)
+            return self._annotation_kind(annotation, names)
         step, rest = path[0], path[1:]
         kind = type(annotation)
         if kind is ast.BinOp and type(annotation.op) is ast.BitOr:  # X | None
             parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
-            return combine(self._annotation_part(p, path) for p in parts)
+            return combine(self._annotation_part(p, path, names=names) for p in parts)
         if kind is not ast.Subscript:
-            return TENSOR if self._annotation_kind(annotation) == TENSOR else UNKNOWN  # a tensor's items
-        names = self._index.import_names(annotation.value)
+            return TENSOR if self._annotation_kind(annotation, names) == TENSOR else UNKNOWN  # a tensor's items
+        generic = names(annotation.value)
         inner = annotation.slice
         elements = inner.elts if type(inner) is ast.Tuple else [inner]
-        if names & FACTS.annotation_unions:
-            return combine(self._annotation_part(e, path) for e in elements if not _is_none(e))
+        if generic & FACTS.annotation_unions:
+            return combine(self._annotation_part(e, path, names=names) for e in elements if not _is_none(e))
         if step == REST:
             return NOT_TENSOR if not rest else UNKNOWN  # a starred target is a list
-        if names & FACTS.annotation_tuples:
+        if generic & FACTS.annotation_tuples:
             if len(elements) == 2 and type(elements[1]) is ast.Constant and elements[1].value is Ellipsis:
-                return self._annotation_part(elements[0], rest)  # tuple[T, ...]
+                return self._annotation_part(elements[0], rest, names=names)  # tuple[T, ...]
             if step is ITEM:
-                return combine(self._annotation_part(e, rest) for e in elements) if elements else UNKNOWN
-            return self._annotation_part(elements[step], rest) if -len(elements) <= step < len(elements) else UNKNOWN
-        if names & FACTS.annotation_sequences and len(elements) == 1:
-            return self._annotation_part(elements[0], rest)
+                return combine(self._annotation_part(e, rest, names=names) for e in elements) if elements else UNKNOWN
+            return self._annotation_part(elements[step], rest, names=names) if -len(elements) <= step < len(elements) else UNKNOWN
+        if generic & FACTS.annotation_sequences and len(elements) == 1:
+            return self._annotation_part(elements[0], rest, names=names)
         return UNKNOWN
 
     def held_module(self, func: ast.Attribute) -> HeldModule | None:
