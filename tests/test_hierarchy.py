@@ -178,3 +178,32 @@ def test_methods_of_declared_classes_in_other_files_return_what_they_declare(pac
     path = package / "models" / "llama" / "modeling_llama.py"
     path.write_text(ATTENTION)
     assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted", "converted", "left-alone", "left-alone", "left-alone"]
+
+
+KERNELIZED = """\
+import torch
+from ...integrations import use_kernel_forward_from_hub, use_kernelized_func
+from ...utils import auto_docstring
+
+@use_kernel_forward_from_hub("rotary_pos_emb")
+def rotate(q, cos):
+    return q * cos.exp()
+
+@use_kernelized_func(rotate)
+class Attention(torch.nn.Module):
+    @auto_docstring
+    def helper(self, x: torch.Tensor):
+        return x * 2
+
+    def forward(self, a):
+        return rotate(a, a * 2), self.helper(a).exp(){other}
+"""
+
+
+@pytest.mark.parametrize("other, expected", [("", ["converted", "converted"]), (", len(rotate)", ["left-alone", "converted"])])
+def test_a_function_named_to_use_kernelized_func_does_not_escape(package, other, expected):
+    # auto_docstring returns its function (helper's result is known); a function passed to any
+    # other call escapes (its parameters may be anything)
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(KERNELIZED.format(other=other))
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == expected

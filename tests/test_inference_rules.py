@@ -276,3 +276,48 @@ def test_config_values_are_plain_and_a_tensor_compared_with_one_is_a_tensor_rece
 )
 def test_what_is_not_taken_as_a_config_value(code, expected):
     assert fates(code) == expected
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        # a name read in its own assignments: the kind found without those reads, if they agree
+        ("def f(a: torch.Tensor):\n    t = a.float()\n    d = t.sum() + 1e-20\n    t = t / d\n    return t.exp()\n", [C]),
+        ("def f(n=1):\n    n = (n * 2).exp()\n    return n.exp()\n", [A, A]),  # an int, then unknown: not an int
+        ("def f(n=1):\n    n = n + 1\n    return n.exp()\n", []),
+    ],
+)
+def test_self_referencing_assignments(code, expected):
+    assert fates(code) == expected
+
+
+LAYERS = """\
+class M(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.emb = nn.Embedding(n, 4)
+        self.proj = nn.Linear(4, 4, bias=False)
+        self.either = nn.Linear(4, 4) if n else Box()
+        self.act = nn.SiLU()
+
+    def forward(self, h):
+        return self.emb.weight.exp(), self.proj.bias.exp(), self.either.weight.exp(), self.act.weight.exp()
+"""
+
+
+def test_weights_and_biases_of_torch_layers_are_parameters_or_none():
+    # Linear(bias=False).bias is None: a method call on it raises, so it is a tensor's there;
+    # an attribute that may hold another class stays ambiguous (SiLU has no weight: it raises)
+    assert fates("class Box:\n    pass\n" + LAYERS) == [C, C, A, C]
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("def f(a: torch.Tensor, b: torch.Tensor):\n    q, k = [x.float() for x in (a, b)]\n    return q.exp(), k.exp()\n", [C, C]),
+        ("def f(a: torch.Tensor, n):\n    for g in (x * 2 for x in a.unbind(0)):\n        g.exp()\n    return [y for y in n][0].exp()\n", [C, A]),
+        ("def f(xs):\n    q, k = [x for x in xs]\n    return q.exp()\n", [A]),
+    ],
+)
+def test_items_of_comprehensions_are_their_element(code, expected):
+    assert fates(code) == expected

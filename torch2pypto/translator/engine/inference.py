@@ -98,6 +98,7 @@ class Inference:
         self._tensor_methods = tensor_methods
         self._kinds: dict[ast.AST, str] = {}
         self._pending: set[int] = set()
+        self._assumed: dict[int, str] = {}  # pending evidence lists -> the kind assumed for their reads
         self._depth = 0
         self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
@@ -150,7 +151,11 @@ class Inference:
             return NOT_TENSOR
         if kind is ast.BinOp:
             sides = (self._kind(expr.left), self._kind(expr.right))
-            return TENSOR if TENSOR in sides or _MAYBE in sides else combine(sides)
+            if TENSOR in sides or _MAYBE in sides:
+                return TENSOR
+            if _CYCLE in sides and set(sides) <= {_CYCLE, NOT_TENSOR, _NONE}:
+                return _CYCLE  # x / (x.sum() + 1e-6) read in x's own assignment: the number tells nothing
+            return combine(sides)
         if kind is ast.UnaryOp:
             operand = self._kind(expr.operand)
             return NOT_TENSOR if isinstance(expr.op, ast.Not) else TENSOR if operand == _MAYBE else operand
@@ -351,10 +356,11 @@ class Inference:
         runs the body only on what its callers pass, as a hub kernel's stand-in does)."""
         for decorator in function.decorator_list:
             target = decorator.func if type(decorator) is ast.Call else decorator
-            names = self._index.import_names(target)
+            names = {*self._index.import_names(target)}
+            names |= {self._hierarchy.absolute(n) for n in names}
             if names & FACTS.module_transparent_decorators:
                 continue
-            if not arguments or not any(self._hierarchy.absolute(n) in FACTS.module_argument_decorators for n in names):
+            if not arguments or not names & FACTS.module_argument_decorators:
                 return False
         return True
 
@@ -373,6 +379,8 @@ class Inference:
             if step is ITEM:
                 return combine(self._part_kind(e, rest) for e in elements) if elements else UNKNOWN
             return self._part_kind(elements[step], rest) if -len(elements) <= step < len(elements) else UNKNOWN
+        if kind in (ast.ListComp, ast.GeneratorExp):  # each item is the element expression's value
+            return self._part_kind(value.elt, rest)
         if kind is ast.IfExp:
             return combine((self._part_kind(value.body, path), self._part_kind(value.orelse, path)))
         if kind is ast.Name:
@@ -512,7 +520,20 @@ class Inference:
             return NOT_TENSOR  # a config's value: JSON data or a sub-config
         if _is_self(attr.value):
             return self._self_attribute_kind(attr)
+        if name in FACTS.module_parameters and self._held_torch_module(attr.value):
+            return _MAYBE  # an nn module's weight or bias: a parameter, or None (bias=False)
         return UNKNOWN
+
+    def _held_torch_module(self, value: ast.expr) -> bool:
+        """``self.<name>`` always holding an instance of one of torch's layers (``nn.Linear``)."""
+        if type(value) is not ast.Attribute or not _is_self(value.value):
+            return False
+        cls = self._enclosing_class(value.value)
+        values = self._class_index(cls).assigned.get(value.attr) if cls else None
+        return bool(values) and all(
+            type(v) is ast.Call and self._index.import_names(v.func) and self._index.import_names(v.func) <= FACTS.module_tensor_results
+            for v in values
+        )
 
     def _self_attribute_kind(self, attr: ast.Attribute) -> str:
         """``self.x``: what every ``self.x = ...`` / ``register_buffer("x", ...)`` in the class holds."""
@@ -529,21 +550,31 @@ class Inference:
     def _combine_pending(self, evidence: list, kind_of) -> str:
         """Combine the kinds of ``evidence`` (one list per name or ``self`` attribute).
 
-        A list read again while it is being inferred (``x = x.float()``) gives no evidence;
-        a chain deeper than the interpreter's stack allows gives none either.
+        A list read again while it is being inferred (``x = x.float()``) gives no evidence at
+        first; the answer found without it is then assumed for those reads and must come out
+        again (``n = 1; n = (n * 2).sin()`` is unknown, not an int). A chain deeper than the
+        interpreter's stack allows gives no evidence either.
         """
         key = id(evidence)
         if key in self._pending:
-            self._cycles += 1
-            return _CYCLE
+            self._cycles += 1  # nothing inferred across this read is memoised
+            return self._assumed.get(key, _CYCLE)
         if len(self._pending) > _MAX_DEPTH:
             return UNKNOWN
         self._pending.add(key)
+        cycles = self._cycles
         try:
             kind = combine([kind_of(e) for e in evidence])
+            if self._cycles != cycles and kind not in (_CYCLE, UNKNOWN) and key not in self._assumed:
+                self._assumed[key] = kind
+                try:
+                    if combine([kind_of(e) for e in evidence]) != kind:
+                        kind = UNKNOWN
+                finally:
+                    del self._assumed[key]
         finally:
             self._pending.discard(key)
-        return UNKNOWN if kind == _CYCLE else kind
+        return kind  # a cycle stays one while what it reads is pending (_kind answers unknown after)
 
     def _binding_kind(self, binding: Binding) -> str:
         how = binding.kind
@@ -616,6 +647,7 @@ class Inference:
         """Functions of this module whose every read is a call's callee, with those calls."""
         if self._calls_of is None:
             callee = {id(c.func): c for c in self._index.calls if type(c.func) is ast.Name}
+            named = {id(a) for c in self._index.calls if self._names_only(c) for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
             escaped: set[ast.AST] = set()
             for node, scope in self._index.scope_of.items():
@@ -625,6 +657,8 @@ class Inference:
                 for b in bindings:
                     if b.kind == DEFINITION and isinstance(b.node, _FUNCTION_DEFS):
                         call = callee.get(id(node))
+                        if call is None and id(node) in named:
+                            continue  # named to a decorator that never calls it
                         if call is None or len(bindings) != 1:
                             escaped.add(b.node)
                         else:
@@ -634,6 +668,10 @@ class Inference:
                 f: c for f, c in calls.items() if f not in escaped and f.name not in exported
             }
         return self._calls_of
+
+    def _names_only(self, call: ast.Call) -> bool:
+        """A call that only takes note of the functions passed to it (a hub kernel's registration)."""
+        return any(self._hierarchy.absolute(n) in FACTS.module_naming_calls for n in self._index.import_names(call.func))
 
     def _is_module_class(self, cls: ast.ClassDef) -> bool:
         """Derives from ``nn.Module``, directly or through classes of this module or of files it imports."""
