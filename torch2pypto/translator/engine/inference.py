@@ -42,6 +42,7 @@ TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
 _NONE, _MAYBE = "none", "tensor-or-none"  # None itself; a tensor or None (a method call on it is a tensor's)
 _CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
 _MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
+_MAX_CHECKS = 64  # assumptions about self-referencing names checked per question (then UNKNOWN)
 
 FACTS = load_facts()
 DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
@@ -99,6 +100,8 @@ class Inference:
         self._kinds: dict[ast.AST, str] = {}
         self._pending: set[int] = set()
         self._assumed: dict[int, str] = {}  # pending evidence lists -> the kind assumed for their reads
+        self._hit: set[int] = set()  # pending evidence lists read again
+        self._checks = _MAX_CHECKS  # assumptions still to be checked for the question being answered
         self._depth = 0
         self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
@@ -552,28 +555,32 @@ class Inference:
 
         A list read again while it is being inferred (``x = x.float()``) gives no evidence at
         first; the answer found without it is then assumed for those reads and must come out
-        again (``n = 1; n = (n * 2).sin()`` is unknown, not an int). A chain deeper than the
-        interpreter's stack allows gives no evidence either.
+        again (``n = 1; n = (n * 2).sin()`` is unknown, not an int). Past a budget of such checks
+        per question, or a chain deeper than the interpreter's stack allows, the answer is unknown.
         """
         key = id(evidence)
         if key in self._pending:
             self._cycles += 1  # nothing inferred across this read is memoised
+            self._hit.add(key)
             return self._assumed.get(key, _CYCLE)
         if len(self._pending) > _MAX_DEPTH:
             return UNKNOWN
+        if not self._pending:
+            self._checks = _MAX_CHECKS
         self._pending.add(key)
-        cycles = self._cycles
         try:
             kind = combine([kind_of(e) for e in evidence])
-            if self._cycles != cycles and kind not in (_CYCLE, UNKNOWN) and key not in self._assumed:
+            if key in self._hit and kind not in (_CYCLE, UNKNOWN) and key not in self._assumed:
+                self._checks -= 1
                 self._assumed[key] = kind
                 try:
-                    if combine([kind_of(e) for e in evidence]) != kind:
+                    if self._checks < 0 or combine([kind_of(e) for e in evidence]) != kind:
                         kind = UNKNOWN
                 finally:
                     del self._assumed[key]
         finally:
             self._pending.discard(key)
+            self._hit.discard(key)
         return kind  # a cycle stays one while what it reads is pending (_kind answers unknown after)
 
     def _binding_kind(self, binding: Binding) -> str:
