@@ -321,3 +321,10 @@ def test_weights_and_biases_of_torch_layers_are_parameters_or_none():
 )
 def test_items_of_comprehensions_are_their_element(code, expected):
     assert fates(code) == expected
+
+
+def test_a_comparison_with_a_self_referencing_side_waits_for_the_assumption():
+    # higgs_audio_v2: `m = m & (m.cumsum(-1) > n)` with n a non-tensor in the second translation
+    # (a wrapper's result) was decided on that side alone, not on what m is assumed: not idempotent
+    code = "def f(m: torch.Tensor | None, n):\n    v = m.cumsum(-1) > n\n    m = m & v\n    return m.exp()\n"
+    assert fates(code) == [C]

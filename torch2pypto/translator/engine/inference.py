@@ -184,6 +184,8 @@ class Inference:
             return NOT_TENSOR if all(type(op) not in _ORDER for op in compare.ops) else UNKNOWN
         sides = [compare.left, *compare.comparators]
         kinds = [self._kind(side) for side in sides]
+        if _CYCLE in kinds:
+            return _CYCLE  # a side read in its own assignment: the assumed kind decides (see _combine_pending)
         if TENSOR not in kinds:
             return combine(kinds)
         if len(sides) > 2:  # a < x < b is (a < x) and (x < b): a tensor's truth value
