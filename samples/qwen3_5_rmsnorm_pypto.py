@@ -56,55 +56,6 @@ def _annotated(namespace):
     return evaluate
 
 
-def _tile_shape(cols, buffers):
-    """Vector tile [rows, tile_cols] whose FP32 copies (`buffers` of them) fit the unified buffer."""
-    tile_cols = min(cols, _UB_BYTES // (4 * buffers))
-    rows = min(64, _TILE_BYTES // (4 * tile_cols), _UB_BYTES // (4 * buffers * tile_cols))
-    return max(rows, 1), tile_cols
-
-
-def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
-    """Whether a kernel built for `dtypes` takes these operands: `tensors` and any tensors among
-    `numbers` of one of those dtypes; the rest of `numbers` (and the `options`, kernel constants
-    such as clip bounds, which may be None) Python numbers the dtype holds (ints in range for
-    integer tensors, no bools); `bools` bool tensors; all on the kernel path. Any other mix runs
-    torch, which keeps its type promotion."""
-    if not all(isinstance(t, torch.Tensor) for t in (*tensors, *bools)):
-        return False
-    tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
-    if not tensors or tensors[0].dtype not in dtypes or any(t.dtype != tensors[0].dtype for t in tensors):
-        return False
-    if any(b.dtype != torch.bool for b in bools) or options and all(o is None for o in options):
-        return False  # no option set (clamp(x)): torch decides, and raises
-    dtype = tensors[0].dtype
-    for n in (o for o in (*numbers, *options) if o is not None and not isinstance(o, torch.Tensor)):
-        if dtype.is_floating_point:
-            if type(n) not in (int, float):
-                return False
-        elif dtype == torch.bool or type(n) is not int or not torch.iinfo(dtype).min <= n <= torch.iinfo(dtype).max:
-            return False
-    return _on_kernel_path(*tensors, *bools, dtypes=(*dtypes, torch.bool))
-
-
-def _kernel_number(n, dtype):
-    """A Python number (or None) as a kernel constant for `dtype` tensors: a float for float dtypes."""
-    return float(n) if n is not None and dtype.is_floating_point else n
-
-
-def _broadcast_rows(*operands):
-    """The tensor operands broadcast to one shape, each as [rows, cols]; and that shape."""
-    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    return [_as_rows(t.expand(shape)) for t in tensors], shape
-
-
-def _in_layout_of(result, t):
-    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
-    if t.shape != result.shape or t.is_contiguous():
-        return result
-    return torch.empty_like(t, dtype=result.dtype).copy_(result)
-
-
 class _TorchGradient(torch.autograd.Function):
     """The kernel's result forward; backward, torch's gradient of the original expression."""
 
@@ -132,268 +83,186 @@ def _with_torch_grad(kernel_path, torch_path, *args):
     return kernel_path(*args)
 
 
+def _fits_whole_rows(t, dim, buffers):
+    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
+    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
+
+
+def _whole_rows_tile(cols, buffers):
+    """Vector tile [rows, cols] of whole rows whose FP32 copies (`buffers` of them) fit the unified buffer."""
+    return max(1, min(64, _TILE_BYTES // (4 * cols), _UB_BYTES // (4 * buffers * cols))), cols
+
+
+def _aligned_rows(t, cols):
+    """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
+    tile rows, and the kernel's valid shape leaves the padding out."""
+    rows = t.reshape(-1, cols)
+    return torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size()))).contiguous()
+
+
+def _fits_row(cols, buffers):
+    """Whether FP32 tiles of one whole row of `cols` (`buffers` of them) fit the unified buffer."""
+    return (cols + 7) * 4 * buffers <= _UB_BYTES
+
+
 @functools.cache
-def pow_kernel(dtype, cols):
-    """pypto.pow on [rows, cols] tiles."""
-    rows, tile_cols = _tile_shape(cols, buffers=3)
+def fused_norm_5d7727_kernel(x_dtype, cols, width, eps):
+    """_norm's region: pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt on [rows, cols] tiles, one launch."""
+    rows, tile_cols = _whole_rows_tile(width, buffers=3)
+    count = cols  # the real cols a row reduction counts
 
     @pypto.frontend.jit()
     @_annotated(locals())
     def kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        exponent: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
+        x: pypto.Tensor([pypto.DYNAMIC, width], x_dtype),
+        result_out: pypto.Tensor([pypto.DYNAMIC, width], x_dtype),
     ):
         n = x.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
             r = i * rows
             valid = [(n - r).min(rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
-            x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            exponent_tile = pypto.view(exponent, [rows, cols], [r, 0], valid_shape=valid)
-            result = pypto.pow(x_tile, exponent_tile)
-            pypto.assemble(result, [r, 0], out)
+            x_tile = pypto.view(x, [rows, width], [r, 0], valid_shape=valid)
+            t1 = pypto.pow(x_tile, 2.0)
+            t1_fp32 = t1
+            if x_dtype != pypto.DT_FP32:
+                t1_fp32 = pypto.cast(t1_fp32, pypto.DT_FP32)
+            t3 = pypto.sum(t1_fp32, dim=-1, keepdim=True)
+            t4 = pypto.mul(t3, 1.0 / count)
+            t4_as_x_dtype = t4
+            if pypto.DT_FP32 != x_dtype:
+                t4_as_x_dtype = pypto.cast(t4_as_x_dtype, x_dtype)
+            t6 = pypto.add(t4_as_x_dtype, eps)
+            t7 = pypto.rsqrt(t6)
+            t8 = pypto.mul(x_tile, t7)
+            pypto.assemble(t8, [r, 0], result_out)
 
     return kernel
 
 
+def _torch_fused_norm_5d7727(x, eps):
+    """_norm's region: the original torch statements."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
+    """The shape of a fused kernel's rows for these operands, or None if it does not take them.
+
+    It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
+    `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
+    numbers, float dtypes, tensors `like` whose dtype it reads; all on the kernel path; unless
+    `grad`, autograd not recording (a region of several results keeps torch's gradients by
+    running torch). Any other mix runs the region's torch statements.
+    """
+    tensors = (*rows, *vectors, *like)
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in rows))
+        if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+    except RuntimeError:
+        return None
+    if any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
+        return None
+    if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
+        return None
+    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return None
+    return shape if _on_kernel_path(*tensors) else None
+
+
+def pypto_fused_norm_5d7727_3sites(x, eps):
+    """_norm's region as one PyPTO kernel: Tensor.pow, Tensor.mean, x + y, rsqrt, x * y.
+
+    pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt in torch's dtypes, rounded
+    where torch rounds. Operands the kernel does not take (other shapes or dtypes, tensors
+    that need grad, off the NPU) run _torch_fused_norm_5d7727.
+    """
+    shape = _fused_shape((x,), (), numbers=(eps,), dtypes=(), like=(), results=((x,),))
+    if not (shape is not None and _fits_row(shape[-1], 3)):
+        return _torch_fused_norm_5d7727(x, eps)
+
+    def kernel_path(x, eps):
+        cols = shape[-1]
+        x_rows = _aligned_rows(x, cols)
+        result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
+        _launch(fused_norm_5d7727_kernel(_PYPTO_ALL_DTYPES[x.dtype], cols, x_rows.shape[1], float(eps)), x_rows, result_out)
+        return result_out[:, :cols].reshape(shape)
+
+    return _with_torch_grad(kernel_path, _torch_fused_norm_5d7727, x, eps)
+
+
 @functools.cache
-def pow_exponent_number_kernel(dtype, cols, exponent):
-    """pypto.pow on [rows, cols] tiles with exponent a Python number."""
-    rows, tile_cols = _tile_shape(cols, buffers=2)
+def fused_forward_22a741_kernel(x_dtype, weight_dtype, cols, width, eps):
+    """forward's region: pypto.cast + pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt on [rows, cols] tiles, one launch."""
+    rows, tile_cols = _whole_rows_tile(width, buffers=3)
+    count = cols  # the real cols a row reduction counts
 
     @pypto.frontend.jit()
     @_annotated(locals())
     def kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
+        x: pypto.Tensor([pypto.DYNAMIC, width], x_dtype),
+        weight: pypto.Tensor([1, width], weight_dtype),
+        result_out: pypto.Tensor([pypto.DYNAMIC, width], x_dtype),
     ):
         n = x.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
             r = i * rows
             valid = [(n - r).min(rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
-            x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            result = pypto.pow(x_tile, exponent)
-            pypto.assemble(result, [r, 0], out)
+            x_tile = pypto.view(x, [rows, width], [r, 0], valid_shape=valid)
+            weight_tile = pypto.view(weight, [1, width], [0, 0], valid_shape=[1, cols])
+            x_fp32 = x_tile
+            if x_dtype != pypto.DT_FP32:
+                x_fp32 = pypto.cast(x_fp32, pypto.DT_FP32)
+            t2 = pypto.pow(x_fp32, 2.0)
+            t3 = pypto.sum(t2, dim=-1, keepdim=True)
+            t4 = pypto.mul(t3, 1.0 / count)
+            t5 = pypto.add(t4, eps)
+            t6 = pypto.rsqrt(t5)
+            t7 = pypto.mul(x_fp32, t6)
+            weight_fp32 = weight_tile
+            if weight_dtype != pypto.DT_FP32:
+                weight_fp32 = pypto.cast(weight_fp32, pypto.DT_FP32)
+            t9 = pypto.add(weight_fp32, 1.0)
+            t10 = pypto.mul(t7, t9)
+            t10_as_x_dtype = t10
+            if pypto.DT_FP32 != x_dtype:
+                t10_as_x_dtype = pypto.cast(t10_as_x_dtype, x_dtype)
+            pypto.assemble(t10_as_x_dtype, [r, 0], result_out)
 
     return kernel
 
 
-def pypto_pow(input, exponent):
-    """torch.pow on a PyPTO kernel.
+def _torch_fused_forward_22a741(x, eps, self, weight):
+    """forward's region: the original torch statements."""
+    output = self._norm(x.float())
+    output = output * (1.0 + weight.float())
+    return output.type_as(x)
 
-    same-name: pypto.pow. Tensors broadcast on the host, Python numbers are kernel constants;
-    other operand mixes run torch.
+
+def pypto_fused_forward_22a741_3sites(x, eps, self, weight):
+    """forward's region as one PyPTO kernel: Tensor.float, Tensor.pow, Tensor.mean, x + y, rsqrt, x
+    * y, Tensor.float, x + y, x * y, Tensor.type_as.
+
+    pypto.cast + pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt in torch's
+    dtypes, rounded where torch rounds. Operands the kernel does not take (other shapes or
+    dtypes, tensors that need grad, off the NPU) run _torch_fused_forward_22a741.
     """
+    shape = _fused_shape((x,), (weight,), numbers=(eps,), dtypes=(), like=(), results=((x,),))
+    if not (shape is not None and _fits_row(shape[-1], 3)):
+        return _torch_fused_forward_22a741(x, eps, self, weight)
 
-    def torch_path(input, exponent):
-        return torch.pow(input, exponent)
+    def kernel_path(x, eps, self, weight):
+        cols = shape[-1]
+        x_rows = _aligned_rows(x, cols)
+        weight_rows = _aligned_rows(weight, cols)
+        result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
+        _launch(fused_forward_22a741_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[weight.dtype], cols, x_rows.shape[1], float(eps)), x_rows, weight_rows, result_out)
+        return result_out[:, :cols].reshape(shape)
 
-    if not _kernel_operands((torch.float32, torch.float16, torch.bfloat16), input, numbers=(exponent,)):
-        return torch_path(input, exponent)
-
-    def kernel_path(input, exponent):
-        rows, shape = _broadcast_rows(input, exponent)
-        x, dtype = rows[0], input.dtype
-        out = torch.empty(x.shape, dtype=dtype, device=x.device)
-        if isinstance(exponent, torch.Tensor):
-            kernel = pow_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1])
-        else:
-            kernel = pow_exponent_number_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1], _kernel_number(exponent, dtype))
-        _launch(kernel, *rows, out)
-        return _in_layout_of(out.reshape(shape), input)
-
-    return _with_torch_grad(kernel_path, torch_path, input, exponent)
-
-
-@functools.cache
-def mean_kernel(dtype, out_dtype, cols, count):
-    """The mean of each row of [rows, cols] tiles (count real cols), accumulated in FP32."""
-    rows, tile_cols = _tile_shape(cols, buffers=4)
-
-    @pypto.frontend.jit()
-    @_annotated(locals())
-    def kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        out: pypto.Tensor([pypto.DYNAMIC, 1], out_dtype),
-    ):
-        n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), count]
-            pypto.set_vec_tile_shapes(rows, tile_cols)
-            x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            if dtype != pypto.DT_FP32:  # FP32-only ops: compute in FP32
-                x_tile = pypto.cast(x_tile, pypto.DT_FP32)
-            t0 = pypto.sum(x_tile, dim=-1, keepdim=True)
-            result = pypto.mul(t0, 1.0 / count)
-            if pypto.DT_FP32 != out_dtype:
-                result = pypto.cast(result, out_dtype)
-            pypto.assemble(result, [r, 0], out)
-
-    return kernel
-
-
-def _reduced_dims(t, dim):
-    """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
-    rank = max(t.dim(), 1)
-    dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
-    if any(not -rank <= d < rank for d in dims):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
-    if len({d % rank for d in dims}) < len(dims):
-        raise RuntimeError(f"dim {dim} lists a dim more than once")
-    return sorted({d % rank for d in dims})
-
-
-def _reduced_count(t, dim):
-    """How many elements a reduction over `dim` reduces into each result."""
-    return math.prod(t.shape[d] for d in _reduced_dims(t, dim) if d < t.dim())
-
-
-def _reduction_rows(t, dim, keepdim, identity):
-    """`t` as [rows, cols] with the dims `dim` last, its real cols, and the shape torch gives the result.
-
-    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
-    aligned tile rows; kernels read the real cols only (valid_shape), the pad never counts.
-    """
-    dims = _reduced_dims(t, dim)
-    kept = [d for d in range(t.dim()) if d not in dims]
-    cols = _reduced_count(t, dim)
-    rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
-    rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())), value=identity)
-    shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
-    return rows.contiguous(), cols, shape
-
-
-def pypto_mean(input, dim=None, keepdim=False, *, dtype=None):
-    """torch.mean on a PyPTO kernel.
-
-    composite: pypto.sum + pypto.mul over the reduced dims moved last, accumulated in FP32.
-    """
-    out_dtype = input.dtype if dtype is None else dtype
-
-    def torch_path(input):
-        return torch.mean(input, dim=dim, keepdim=keepdim, dtype=dtype)
-
-    if not (out_dtype in _PYPTO_DTYPES and _on_kernel_path(input)):
-        return torch_path(input)
-
-    def kernel_path(input):
-        x, count, shape = _reduction_rows(input, dim, keepdim, 0.0)
-        out = torch.empty(x.shape[0], 1, dtype=out_dtype, device=x.device)
-        _launch(mean_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], count), x, out)
-        return out.reshape(shape)
-
-    return _with_torch_grad(kernel_path, torch_path, input)
-
-
-@functools.cache
-def rsqrt_kernel(dtype, cols):
-    """pypto.rsqrt on [rows, cols] tiles."""
-    rows, tile_cols = _tile_shape(cols, buffers=2)
-
-    @pypto.frontend.jit()
-    @_annotated(locals())
-    def kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-    ):
-        n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), cols]
-            pypto.set_vec_tile_shapes(rows, tile_cols)
-            x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            result = pypto.rsqrt(x_tile)
-            pypto.assemble(result, [r, 0], out)
-
-    return kernel
-
-
-def pypto_rsqrt(input):
-    """torch.rsqrt on a PyPTO kernel.
-
-    same-name: pypto.rsqrt.
-    """
-
-    def torch_path(input):
-        return torch.rsqrt(input)
-
-    if not _kernel_operands((torch.float32, torch.float16, torch.bfloat16), input):
-        return torch_path(input)
-
-    def kernel_path(input):
-        rows, shape = _broadcast_rows(input)
-        x, dtype = rows[0], input.dtype
-        out = torch.empty(x.shape, dtype=dtype, device=x.device)
-        kernel = rsqrt_kernel(_PYPTO_ALL_DTYPES[dtype], x.shape[1])
-        _launch(kernel, *rows, out)
-        return _in_layout_of(out.reshape(shape), input)
-
-    return _with_torch_grad(kernel_path, torch_path, input)
-
-
-@functools.cache
-def cast_kernel(dtype, out_dtype, cols):
-    """pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`."""
-    rows, tile_cols = _tile_shape(cols, buffers=2)
-    x_tile_via_fp32 = {dtype, out_dtype} == {pypto.DT_BF16, pypto.DT_FP16}
-
-    @pypto.frontend.jit()
-    @_annotated(locals())
-    def kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        out: pypto.Tensor([pypto.DYNAMIC, cols], out_dtype),
-    ):
-        n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), cols]
-            pypto.set_vec_tile_shapes(rows, tile_cols)
-            x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)
-            if x_tile_via_fp32:
-                x_tile = pypto.cast(x_tile, pypto.DT_FP32)
-            if dtype != out_dtype:
-                x_tile = pypto.cast(x_tile, out_dtype)
-            pypto.assemble(x_tile, [r, 0], out)
-
-    return kernel
-
-
-def pypto_cast(input, dtype, device=None, non_blocking=False):
-    """input.to(device, dtype) with the cast on a PyPTO kernel (pypto.cast; a move stays torch).
-
-    As in torch, a cast to the input's own dtype returns the input itself.
-    """
-    if device is not None:
-        input = input.to(device, non_blocking=non_blocking)
-    if input.dtype == dtype:
-        return input
-
-    def torch_path(input):
-        return input.to(dtype)
-
-    if dtype not in _PYPTO_DTYPES or not _on_kernel_path(input):
-        return torch_path(input)
-
-    def kernel_path(input):
-        x = _as_rows(input)
-        out = torch.empty(x.shape, dtype=dtype, device=x.device)
-        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1]), x, out)
-        return _in_layout_of(out.reshape(input.shape), input)
-
-    return _with_torch_grad(kernel_path, torch_path, input)
-
-
-def pypto_type_as(input, other):
-    """torch.Tensor.type_as on a PyPTO kernel (difference: the dtype is other.dtype, read on the host).
-
-    To another device, torch moves the input as type_as does.
-    """
-    if input.device != other.device:
-        return input.type_as(other)
-    return pypto_cast(input, other.dtype)
+    return _with_torch_grad(kernel_path, _torch_fused_forward_22a741, x, eps, self, weight)
 
 
 # ---- end of torch2pypto kernels ----
@@ -406,14 +275,12 @@ class Qwen3_5RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim))
 
     def _norm(self, x):
-        return x * pypto_rsqrt(pypto_mean(pypto_pow(x, 2), dim=-1, keepdim=True) + self.eps)
+        return pypto_fused_norm_5d7727_3sites(x, self.eps)
 
     def forward(self, x):
-        output = self._norm(pypto_cast(x, torch.float32))
         # Llama does x.to(float16) * w whilst Qwen3.5 is (x * w).to(float16)
         # See https://github.com/huggingface/transformers/pull/29402
-        output = output * (1.0 + pypto_cast(self.weight, torch.float32))
-        return pypto_type_as(output, x)
+        return pypto_fused_forward_22a741_3sites(x, self.eps, self, self.weight)
 
     def extra_repr(self):
         return f"{tuple(self.weight.shape)}, eps={self.eps}"

@@ -5,8 +5,8 @@ import torch
 from torch2pypto import Options, translate_source
 
 
-def translate(code: str, assume_tensors: bool = False):
-    return translate_source(code, "snippet.py", Options(assume_tensors))
+def translate(code: str, assume_tensors: bool = False, fuse: bool = True):
+    return translate_source(code, "snippet.py", Options(assume_tensors, fuse=fuse))
 
 
 def statuses(code: str, **kwargs) -> list[tuple[str, str]]:

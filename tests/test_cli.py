@@ -14,7 +14,7 @@ SAMPLE = Path(__file__).parent.parent / "samples" / "qwen3_5_rmsnorm.py"
 def test_writes_the_translation(tmp_path, capsys):
     out = tmp_path / "model_pypto.py"
     assert main([str(SAMPLE), "-o", str(out)]) == 0
-    assert "def pypto_type_as(" in out.read_text()
+    assert "def pypto_fused_forward_" in out.read_text()
     err = capsys.readouterr().err
     assert "7 torch call sites, 6 converted, 0 left as torch, 0 ambiguous, 1 host-side" in err
     assert "torch.zeros: stays torch" not in err  # host-side: by design, not listed as a site left as torch
@@ -28,7 +28,7 @@ def test_prints_the_translation_to_stdout_without_o(capsysbinary):
 
 def test_output_into_a_folder_keeps_the_file_name(tmp_path):
     assert main([str(SAMPLE), "-o", str(tmp_path)]) == 0
-    assert "def pypto_type_as(" in (tmp_path / SAMPLE.name).read_text()
+    assert "def pypto_fused_forward_" in (tmp_path / SAMPLE.name).read_text()
 
 
 def test_files_given_one_by_one_check_then_in_place_as_pre_commit_runs_them(tmp_path, capsys):
@@ -51,7 +51,7 @@ def test_diff_writes_nothing_and_prints_a_plain_diff_when_piped(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0
     assert result.stdout.startswith(f"--- a/{SAMPLE}\n+++ b/{SAMPLE}\n")
-    assert "+        return pypto_type_as(output, x)" in result.stdout
+    assert "+        return pypto_fused_forward_" in result.stdout
     assert "\x1b[" not in result.stdout
     assert set(tmp_path.iterdir()) == before
 

@@ -26,7 +26,7 @@ def f(x: torch.Tensor):
 
 
 def test_only_rewritten_calls_and_the_section_change():
-    out = translate(SOURCE).code
+    out = translate(SOURCE, fuse=False).code
     cst.parse_module(out)
     removed = [l for l in difflib.ndiff(SOURCE.splitlines(), out.splitlines()) if l.startswith("- ")]
     assert removed == ["-     y = torch.exp(  # a comment inside", "-     return   y.float()  # odd spacing stays"]
@@ -46,12 +46,18 @@ def test_second_run_changes_nothing():
     assert translate(once).code == once
 
 
+def test_a_fused_region_keeps_its_comments_above_its_call():
+    out = translate(SOURCE).code
+    assert "    # a comment before\n    # a comment inside\n    return pypto_fused_f_" in out
+    assert out.endswith(")  # odd spacing stays\n")
+
+
 def test_a_new_call_extends_the_existing_section_and_keeps_hand_edits():
-    once = translate(SOURCE).code.replace("_TILE_BYTES = 32 * 1024", "_TILE_BYTES = 16 * 1024")
-    twice = translate(once + "\n\ndef g(x: torch.Tensor):\n    return torch.rsqrt(x)\n").code
+    once = translate(SOURCE, fuse=False).code.replace("_TILE_BYTES = 32 * 1024", "_TILE_BYTES = 16 * 1024")
+    twice = translate(once + "\n\ndef g(x: torch.Tensor):\n    return torch.rsqrt(x)\n", fuse=False).code
     assert "_TILE_BYTES = 16 * 1024" in twice
     assert twice.count("def pypto_cast(") == 1 and twice.count("def pypto_rsqrt(") == 1
-    assert translate(twice).code == twice
+    assert translate(twice, fuse=False).code == twice
 
 
 def test_crlf_line_endings_are_kept():

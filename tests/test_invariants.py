@@ -8,26 +8,29 @@ import pytest
 from torch2pypto import translate_source
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.transform import Options
 from torch2pypto.translator.engine.translate import Translation
 from torch2pypto.translator.oracle.invariants import violations
 
 SAMPLES = sorted((Path(__file__).parent.parent / "samples").glob("*.py"))
 KERNELS = "._pypto_kernels"
+PER_CALL = Options(fuse=False)  # one kernel per call: the planted violations below are per call
 
 
 LLAMA = (SAMPLES[0].parent / "llama_rmsnorm.py").read_text().replace("dtype\n", "dtype  # kept as is\n", 1)
 
 
-def llama() -> Translation:
-    return translate_source(LLAMA, "llama.py")
+def llama(options: Options = PER_CALL) -> Translation:
+    return translate_source(LLAMA, "llama.py", options)
 
 
+@pytest.mark.parametrize("options", [Options(), PER_CALL], ids=["fused", "per-call"])
 @pytest.mark.parametrize("kernels_module", [None, KERNELS])
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
-def test_real_translations_have_no_violations(path, kernels_module):
+def test_real_translations_have_no_violations(path, kernels_module, options):
     data = path.read_bytes()
-    translation = translate_source(data, path.name, kernels_module=kernels_module)
-    assert violations(translation, kernels_module=kernels_module, source=data) == []
+    translation = translate_source(data, path.name, options, kernels_module=kernels_module)
+    assert violations(translation, options=options, kernels_module=kernels_module, source=data) == []
 
 
 ALIGNMENT = {
@@ -71,9 +74,9 @@ def test_section_markers_in_strings_are_text(source, kernels_module):
 
 
 def test_text_between_two_calls_on_a_line_is_checked():
-    translation = translate_source(ALIGNMENT["two calls on a line"])
+    translation = translate_source(ALIGNMENT["two calls on a line"], options=PER_CALL)
     tampered = dataclasses.replace(translation, code=translation.code.replace("float32) + pypto", "float32) - pypto"))
-    assert any(OUTSIDE in p for p in violations(tampered))
+    assert any(OUTSIDE in p for p in violations(tampered, options=PER_CALL))
 
 
 def test_a_multiline_kernels_import_counts_as_added():
@@ -130,8 +133,25 @@ def test_planted_violations_are_caught(name):
     translation = llama()
     tampered = tamper(translation)
     assert tampered != translation, "the tamper did not apply"
-    found = violations(tampered)
+    found = violations(tampered, options=PER_CALL)
     assert any(message in problem for problem in found), found
+
+
+FUSED_TAMPERED = {
+    "text before the region": (retouch("input_dtype = hidden_states.dtype", "input_dtype = hidden_states.dtype + 0"), OUTSIDE),
+    "undefined fused wrapper": (retouch("return pypto_fused_forward", "return pypto_fused_other"), "no definition or import"),
+    "region back to torch": (retouch("return pypto_fused_forward", "return torch.exp(hidden_states) or pypto_fused_forward"), "not idempotent"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED_TAMPERED))
+def test_planted_violations_in_fused_regions_are_caught(name):
+    tamper, message = FUSED_TAMPERED[name]
+    translation = llama(Options())
+    assert translation.regions
+    tampered = tamper(translation)
+    assert tampered != translation, "the tamper did not apply"
+    assert any(message in problem for problem in violations(tampered)), violations(tampered)
 
 
 HEADS = {
@@ -152,8 +172,8 @@ def test_nothing_may_go_above_the_module_head(head):
 
 def test_a_changed_existing_section_is_caught():
     once = llama().code
-    twice = translate_source(once + "\ndef g(x: torch.Tensor):\n    return torch.exp(x)\n", "llama.py")
-    assert violations(twice) == []
+    twice = translate_source(once + "\ndef g(x: torch.Tensor):\n    return torch.exp(x)\n", "llama.py", PER_CALL)
+    assert violations(twice, options=PER_CALL) == []
     tampered = dataclasses.replace(twice, code=twice.code.replace("_UB_BYTES = 192", "_UB_BYTES = 96"))
     assert any("existing generated section" in p for p in violations(tampered))
 

@@ -8,6 +8,8 @@ import jsonschema
 import pytest
 
 from torch2pypto.mapping import CATEGORIES
+from torch2pypto.translator.engine.fusion import Region
+from torch2pypto.translator.engine.transform import FUSED
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
 from torch2pypto.translator.run.json_report import SCHEMA_VERSION, report_data, schema, write_report
 from torch2pypto.translator.run.summary import CHANGED, FAILED, UNCHANGED, FileOutcome, summarize_run
@@ -30,6 +32,7 @@ FILES = [
             site("torch.Tensor.exp", AMBIGUOUS, "receiver not known to be a tensor", line=5),
             site("torch.Tensor.view", HOST_SIDE, "a view: a kernel would turn it into a copy", "host-side", line=6),
         ),
+        regions=(Region("pkg/m.py", (3, 4, 4, 20), "forward", ("Tensor.exp", "x * y"), "pypto_fused_forward_abc123", "fused_forward_abc123_kernel"),),
     ),
     FileOutcome("pkg/empty.py", UNCHANGED),
     FileOutcome("pkg/bad.py", FAILED, "1:7: syntax error"),
@@ -105,8 +108,15 @@ def test_wrong_values_are_invalid(data, path, value):
         jsonschema.validate(broken, schema(), cls=jsonschema.Draft202012Validator)
 
 
+def test_fused_regions_are_listed(data):
+    assert data["regions"] == [{
+        "path": "pkg/m.py", "line": 3, "end_line": 4, "function": "forward", "ops": ["Tensor.exp", "x * y"],
+        "wrapper": "pypto_fused_forward_abc123", "kernel": "fused_forward_abc123_kernel",
+    }]  # fmt: skip
+
+
 def test_schema_knows_every_mapping_category():
-    assert set(schema()["$defs"]["category"]["enum"]) == set(CATEGORIES) | {"unmapped"}
+    assert set(schema()["$defs"]["category"]["enum"]) == set(CATEGORIES) | {"unmapped", FUSED}
 
 
 def test_host_side_sites_have_their_own_status_and_stay_out_of_the_rate(data):

@@ -358,7 +358,7 @@ def test_files_given_one_by_one_keep_their_kernels_inline(pkg, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(pkg, copy)
     assert main([str(copy / "model.py"), str(copy / "sub" / "norm.py"), "--in-place"]) == 0
-    assert "def pypto_rsqrt" in (copy / "model.py").read_text()
+    assert "def pypto_fused_forward_" in (copy / "model.py").read_text()
     assert "_pypto_kernels" not in (copy / "model.py").read_text()
     assert not (copy / "_pypto_kernels.py").exists()
 
@@ -445,7 +445,7 @@ def test_a_broken_file_is_reported_and_the_others_still_written(pkg, tmp_path, c
     assert re.search(r"broken\.py: 2:\d+: syntax error", err)
     assert "latin.py: cannot decode" in err
     assert "translate: 2 files could not be translated" in err
-    assert "pypto_rsqrt" in (out / "model.py").read_text()
+    assert "pypto_fused_forward_" in (out / "model.py").read_text()
     assert (out / "broken.py").read_bytes() == (pkg / "broken.py").read_bytes()  # copied as it was
 
 
@@ -553,7 +553,7 @@ def test_a_mode_flag_overrides_the_configs_conflicting_mode(pkg, tmp_path, capsy
     if "--diff" in args:
         assert "+++ b/" in captured.out and snapshot(pkg) == before
     else:
-        assert "pypto_rsqrt" in (written / "model.py").read_text()
+        assert "pypto_fused_forward_" in (written / "model.py").read_text()
         assert (tmp_path / "out").exists() == ("-o" in args) and ("-o" not in args or snapshot(pkg) == before)
 
 
@@ -575,7 +575,7 @@ def test_in_place_leaves_read_only_files_and_writes_the_others(pkg, tmp_path, ca
     assert main([str(pkg), "--in-place", *EXCLUDE]) == 1
     err = capsys.readouterr().err
     assert f"{pkg / 'layers.py'}: read-only file (--force replaces it)" in err and "__init__.py" not in err
-    assert (pkg / "layers.py").read_bytes() == layers and "pypto_rsqrt" in (pkg / "model.py").read_text()
+    assert (pkg / "layers.py").read_bytes() == layers and "pypto_fused_forward_" in (pkg / "model.py").read_text()
     assert main([str(pkg), "--in-place", "--force", *EXCLUDE]) == 0
     assert "pypto_" in (pkg / "layers.py").read_text() and (pkg / "layers.py").stat().st_mode & 0o777 == 0o444
     assert not [p for p in pkg.rglob("*.tmp")]

@@ -25,8 +25,8 @@ CATEGORIES = (
     "host-side",
 )
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
-FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube")  # how code is made (rules/)
-KINDS = ("Tensor", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
+FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube", "movement", "triangle", "one_hot")  # how code is made (rules/)
+KINDS = ("Tensor", "Tensors", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
 DOMAINS = ("real", "positive", "unit", "small", "nonfinite")
 _NO_DEFAULT = object()
@@ -84,11 +84,12 @@ class Sample:
     shift amounts) or nonfinite (real with inf, -inf and nan mixed in); ``shapes``: the shapes of
     ``x`` if the op needs particular ones (else the generated shapes: tail tiles, unaligned
     widths, rank 1 to 4); ``y`` and ``w``: the shapes of those names, one per shape of ``x``
-    (matmul operands whose k matches).
+    (matmul operands whose k matches); ``matrix``: more shapes of ``x`` that ``-m matrix`` adds.
     """
 
     domain: str = "real"
     shapes: tuple[tuple[int, ...], ...] = ()
+    matrix: tuple[tuple[int, ...], ...] = ()
     y: tuple[tuple[int, ...], ...] = ()
     w: tuple[tuple[int, ...], ...] = ()
 
@@ -221,10 +222,12 @@ def _examples(op: str, raw: dict[str, Any]) -> Examples:
 
 
 def _sample(op: str, raw: dict[str, Any]) -> Sample:
-    extra = set(raw) - {"domain", "shapes", "y", "w"}
+    extra = set(raw) - {"domain", "shapes", "y", "w", "matrix"}
     if extra:
         raise TableError(f"{op}: unknown sample field(s) {sorted(extra)}")
-    shapes = {name: tuple(tuple(s) for s in raw.get(name, ())) for name in ("shapes", "y", "w")}
+    shapes = {name: tuple(tuple(s) for s in raw.get(name, ())) for name in ("shapes", "y", "w", "matrix")}
+    if shapes["matrix"] and not shapes["shapes"]:
+        raise TableError(f"{op}: sample.matrix adds to sample.shapes, which it needs")
     sample = Sample(raw.get("domain", "real"), **shapes)
     for name in ("y", "w"):
         if shapes[name] and len(shapes[name]) != len(sample.shapes):
@@ -249,8 +252,8 @@ def _check(entry: Entry) -> None:
         raise TableError(f"{op}: an {entry.category} op has no kernel family")
     if kernel and not entry.examples.convert:
         raise TableError(f"{op}: a mapped op gives at least one example that converts")
-    if entry.category != HOST_SIDE and (not entry.params or not entry.params[0].is_tensor):
-        raise TableError(f"{op}: the first parameter must be the input Tensor")
+    if entry.category != HOST_SIDE and (not entry.params or entry.params[0].kinds not in (("Tensor",), ("Tensors",))):
+        raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them)")
     for api in entry.apis:
         if not api.startswith("torch."):
             raise TableError(f"{op}: API {api!r} is not a torch name")

@@ -22,8 +22,10 @@ MATRIX_SHAPES = ((7, 37), (3, 5, 37), (1,), (130, 1), (3, 17), (2, 70, 64), (2, 
 
 
 def shapes(entry: Entry, matrix: bool = False) -> tuple[tuple[int, ...], ...]:
-    """The shapes of ``x`` an entry is tried on."""
-    return entry.sample.shapes or (MATRIX_SHAPES if matrix else SHAPES)
+    """The shapes of ``x`` an entry is tried on (``matrix``: with the entry's matrix shapes)."""
+    if entry.sample.shapes:
+        return entry.sample.shapes + entry.sample.matrix if matrix else entry.sample.shapes
+    return MATRIX_SHAPES if matrix else SHAPES
 
 
 def operand_shape(entry: Entry, name: str, shape) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from torch2pypto.rules import casting, composite, cube, elementwise, reduction, scan
+from torch2pypto.rules import casting, composite, cube, elementwise, movement, onehot, reduction, scan, triangle
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 Rule = Callable[[CallSite], "Converted | Unsupported"]
@@ -22,6 +22,9 @@ FAMILIES = {
     "scan": scan,
     "composite": composite,
     "cube": cube,
+    "movement": movement,
+    "triangle": triangle,
+    "one_hot": onehot,
 }
 
 

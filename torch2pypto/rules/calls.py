@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from torch2pypto.mapping import Entry, Param
-from torch2pypto.rules.site import CallSite, Unsupported
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 _EMPTY = cst.Module([])
 _EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
@@ -63,3 +63,14 @@ def dtype_expr(site: CallSite, dtype: str) -> cst.BaseExpression | None:
     """``torch.<dtype>`` spelt with the name that reaches torch at this site, if any."""
     torch_name = site.torch_name()
     return None if torch_name is None else cst.Attribute(cst.Name(torch_name), cst.Name(dtype))
+
+
+def wrapped(site: CallSite, definitions) -> Converted | Unsupported:
+    """The call as ``pypto_<op>(...)``, with ``definitions(entry)``: the kernel and wrapper of
+    the entry, whose ``pypto`` names the API; unless a rejected argument keeps it torch."""
+    rejected = rejection(site)
+    if rejected:
+        return rejected
+    entry = site.entry
+    api = f"pypto.{entry.pypto}"
+    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), api, wrapper_params(entry))

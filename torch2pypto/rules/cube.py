@@ -15,7 +15,7 @@ from typing import Mapping
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
@@ -75,11 +75,7 @@ def _transposed(entry: Entry) -> bool:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    rejected = rejection(site)
-    if rejected:
-        return rejected
-    entry = site.entry
-    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), "pypto.matmul", wrapper_params(entry))
+    return wrapped(site, definitions)
 
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:

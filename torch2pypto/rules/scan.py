@@ -11,7 +11,7 @@ from typing import Mapping
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
@@ -43,11 +43,7 @@ def step(entry: Entry) -> Step:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    rejected = rejection(site)
-    if rejected:
-        return rejected
-    entry = site.entry
-    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
+    return wrapped(site, definitions)
 
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:

@@ -16,7 +16,7 @@ import textwrap
 from typing import Sequence
 
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.steps import Apply, render
+from torch2pypto.rules.steps import Apply, Step, render
 
 FP32 = "pypto.DT_FP32"
 BOOL = "pypto.DT_BOOL"
@@ -373,3 +373,127 @@ def _fits_row(cols, buffers):
 ''',
     ("_fits_whole_rows",),
 )
+
+
+def assemble_kernel(name: str, inputs: int) -> Definition:
+    """A kernel factory ``name(dtype, cols, width, places, fills=(), value=0.0)`` copying column
+    runs of ``inputs`` [rows, cols[i]] matrices into a [rows, width] output, row tile by row tile.
+
+    ``places[i]`` lists input i's runs as (source col, size, output col); ``fills`` lists the
+    output's other runs as (output col, size), set to ``value``. Runs may start at any column and
+    be any width: view and assemble copy them as they are, only the tile's width is 32-byte
+    aligned (PyPTO refuses other vector tiles). pypto.full
+    makes FP32 tiles only: a fill of another dtype is cast.
+    """
+    params = "".join(f"        x{i}: pypto.Tensor([pypto.DYNAMIC, cols[{i}]], dtype),\n" for i in range(inputs))
+    copies = [
+        f"            for p in range(len(places[{i}])):  # unrolled\n"
+        f"                src, size, dst = places[{i}][p]\n"
+        f"                piece = pypto.view(x{i}, [rows, size], [r, src], valid_shape=[valid, size])\n"
+        f"                pypto.assemble(piece, [r, dst], out)\n"
+        for i in range(inputs)
+    ]
+    if inputs == 1:  # a pad may crop its one input away: the parser refuses a loop over nothing
+        copies = [f"            if len(places[0]) > 0:\n{textwrap.indent(copies[0], '    ')}"]
+    _, store = cast("piece", FP32, "dtype")
+    fill = (
+        "            for p in range(len(fills)):  # unrolled\n"
+        "                dst, size = fills[p]\n"
+        f"                piece = pypto.full([rows, size], value, {FP32}, valid_shape=[valid, size])\n"
+        f"{textwrap.indent(store, ' ' * 16)}"
+        "                pypto.assemble(piece, [r, dst], out)\n"
+    )
+    copies = "".join(copies)
+    setup, _ = cast("piece", FP32, "dtype")
+    source = f'''\
+@functools.cache
+def {name}(dtype, cols, width, places, fills=(), value=0.0):
+    """Column runs of {inputs} [rows, cols[i]] input{"s" if inputs > 1 else ""} (places) and fills assembled into [rows, width]."""
+    widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
+    rows, tile_cols = _tile_shape(-(-widest // 16) * 16, buffers=2)  # tiles 32-byte aligned: runs need not be
+{textwrap.indent(setup, " " * 4)}
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+{params}        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),
+    ):
+        n = x0.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+            r = i * rows
+            valid = (n - r).min(rows)
+            pypto.set_vec_tile_shapes(rows, tile_cols)
+{copies}            if len(fills) > 0:  # the parser refuses a loop over nothing
+{textwrap.indent(fill, "    ")}
+    return kernel
+'''
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
+
+
+def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
+    """A kernel factory ``name(dtype, h, w, diagonal)`` keeping one triangle of each [h, w] matrix.
+
+    pypto.tril/triu fail to compile in 0.2.0 (``F7A001 idx < size_``), so the triangle is a
+    mask: ``offsets`` ([h, w], FP32, from the host) holds each entry's col - row, ``keep``
+    compares it with ``diagonal`` and pypto.where zeroes the rest. The matrices are stacked
+    rows of ``x`` ([matrices * h, w]); each is walked in row tiles.
+    """
+    body = (
+        "x_tile = pypto.view(x, [rows, w], [m * h + r, 0], valid_shape=valid)\n"
+        "offsets_tile = pypto.view(offsets, [rows, w], [r, 0], valid_shape=valid)\n"
+        + keep.render("kept", ("offsets_tile", "diagonal"))
+        + "result = pypto.where(kept, x_tile, 0.0)\n"
+        "pypto.assemble(result, [m * h + r, 0], out)\n"
+    )
+    source = f'''\
+@functools.cache
+def {name}(dtype, h, w, diagonal):
+    """{doc}"""
+    rows, tile_cols = _tile_shape(-(-w // 16) * 16, buffers=4)  # 32-byte aligned tiles
+
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, w], dtype),
+        offsets: pypto.Tensor([h, w], {FP32}),
+        out: pypto.Tensor([pypto.DYNAMIC, w], dtype),
+    ):
+        for m in pypto.loop(x.shape[0] // h, name="matrices"):
+            for i in pypto.loop((h + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+                r = i * rows
+                valid = [(r * -1 + h).min(rows), w]
+                pypto.set_vec_tile_shapes(rows, tile_cols)
+{textwrap.indent(body, " " * 16)}
+    return kernel
+'''
+    return Definition(name, source, ("_tile_shape", "_annotated"))
+
+
+def one_hot_kernel(name: str, doc: str) -> Definition:
+    """A kernel factory ``name(dtype, classes)``: pypto.one_hot of row tiles of the indices ``x``
+    ([n], INT64) into ``out`` ([n, classes], INT64). pypto.one_hot's tile spans the classes
+    (TiledOneHot: "The numClasses and last axis of tileshape should be equal")."""
+    source = f'''\
+@functools.cache
+def {name}(dtype, classes):
+    """{doc}"""
+    rows = max(1, min(64, _UB_BYTES // (8 * 3 * classes)))
+
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+        x: pypto.Tensor([pypto.DYNAMIC], dtype),
+        out: pypto.Tensor([pypto.DYNAMIC, classes], dtype),
+    ):
+        n = x.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+            r = i * rows
+            valid = (n - r).min(rows)
+            pypto.set_vec_tile_shapes(rows)
+            x_tile = pypto.view(x, [rows], [r], valid_shape=[valid])
+            pypto.set_vec_tile_shapes(rows, classes)  # one_hot's tile spans the classes
+            result = pypto.one_hot(x_tile, classes)
+            pypto.assemble(result, [r, 0], out)
+
+    return kernel
+'''
+    return Definition(name, source, ("_annotated", "PYPTO_LAUNCHER"))

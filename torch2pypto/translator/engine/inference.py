@@ -774,6 +774,13 @@ class Inference:
             return None
         return HeldModule(names.pop(), all(not v.args and not v.keywords for v in values))
 
+    def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
+        """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""
+        if type(func) is not ast.Attribute or not _is_self(func.value):
+            return None
+        cls = self._enclosing_class(func.value)
+        return self._inherited(cls, func.attr) if cls is not None else None
+
     # --- dtypes and names ----------------------------------------------------------------
 
     def static_dtype(self, expr: ast.expr) -> str | None:

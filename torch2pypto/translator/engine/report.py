@@ -8,6 +8,8 @@ from torch2pypto.mapping import HOST_SIDE  # the category's word is also the sta
 
 CONVERTED, UNSUPPORTED, AMBIGUOUS = "converted", "unsupported", "left-alone"
 
+__all__ = ["AMBIGUOUS", "CONVERTED", "HOST_SIDE", "UNSUPPORTED", "Record"]  # the statuses a site can have
+
 
 @dataclasses.dataclass(frozen=True)
 class Record:

@@ -85,6 +85,7 @@ class ModuleIndex:
         ``module`` scope; then each part in full against that ``module`` scope, which it reads
         but no longer binds in, with ``scope_of`` holding what the shallow walks recorded.
         """
+        self.tree = tree
         self.module = Scope(tree, None) if module is None else module
         self._bind_module = module is None or shallow
         self._shallow = shallow

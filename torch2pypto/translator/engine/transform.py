@@ -27,6 +27,8 @@ from torch2pypto.translator.engine.emit import KERNELS_MODULE
 from torch2pypto.translator.engine.scopes import IMPORT, ModuleIndex
 
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
+FUSED_API, FUSED = "torch2pypto.fused", "fused"  # a call of a fused region's wrapper, and its category
+FUSED_PREFIX = "pypto_fused_"
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)
 
 
@@ -44,6 +46,7 @@ class Options:
     select: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()
     module_bases: frozenset[str] = frozenset()
+    fuse: bool = True  # runs of tensor statements become one kernel (engine.fusion); False: a kernel per call
 
     def validate(self, table: Table) -> None:
         """Raise ValueError naming the first term that is no op, torch API or category."""
@@ -127,7 +130,10 @@ class Sites:
                 entry = self.table.by_api.get(name)
                 return Resolved(name, entry) if entry is not None or is_tensor_function(name) else None
         if type(func) is ast.Name:
-            entry = self._wrapper_entry(func)
+            wrapper = self._generated_wrapper(func)
+            if wrapper is not None and wrapper.startswith(FUSED_PREFIX):
+                return Resolved(FUSED_API, None, wrapper=True)
+            entry = self.table.by_wrapper.get(wrapper) if wrapper is not None else None
             return Resolved(wrapper_api(entry), entry, wrapper=True) if entry else None
         if type(func) is not ast.Attribute:
             return None
@@ -158,24 +164,24 @@ class Sites:
         self.index.scope_of[call] = self.index.scope_of[node]
         return call, Resolved("torch.Tensor.__matmul__", entry, method=True)
 
-    def _wrapper_entry(self, name: ast.Name) -> Entry | None:
-        """The entry whose generated wrapper ``name`` is: defined in the generated section (which
-        binds nothing the index sees) or imported from a kernels module; None for any other name."""
+    def _generated_wrapper(self, name: ast.Name) -> str | None:
+        """The generated wrapper ``name`` calls: defined in the generated section (which binds
+        nothing the index sees) or imported from a kernels module; None for any other name."""
         bindings = self.index.bindings(name)
         if not bindings:
-            return self.table.by_wrapper.get(name.id) if name.id in self.generated else None
+            return name.id if name.id in self.generated else None
         imported = {b.qualified for b in bindings if b.kind == IMPORT}
         if len(imported) != 1 or len(bindings) != sum(b.kind == IMPORT for b in bindings):
             return None
         module, _, wrapper = imported.pop().rpartition(".")
-        return self.table.by_wrapper.get(wrapper) if module.rpartition(".")[2] == KERNELS_MODULE else None
+        return wrapper if module.rpartition(".")[2] == KERNELS_MODULE else None
 
     def attempt(self, call: ast.Call, found: Resolved, span: Span) -> Attempt:
         """Bind the call; the attempt carries the reason when it cannot go to its rule."""
         entry = found.entry
         attempt = Attempt(span, found)
         if found.wrapper:
-            attempt.status, attempt.pypto_api = CONVERTED, f"pypto.{entry.pypto}"
+            attempt.status, attempt.pypto_api = CONVERTED, f"pypto.{entry.pypto}" if entry else "fused kernel"
             return attempt
         if entry is None:
             attempt.reason = "not in the mapping table"

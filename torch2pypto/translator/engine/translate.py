@@ -13,12 +13,13 @@ import libcst as cst
 
 from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import fused_sites
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine import parts
+from torch2pypto.translator.engine import fusion, parts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
-from torch2pypto.translator.engine.transform import Attempt, CallRewriter, Conversion, Options, Sites, Span
+from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
@@ -38,6 +39,7 @@ class Translation:
     records: tuple[Record, ...]
     conversions: tuple[Conversion, ...] = ()
     definitions: tuple[Definition, ...] = ()
+    regions: tuple[fusion.Region, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -79,13 +81,17 @@ def translate_source(
     lines = _Lines(text)
     generated = emit.defined_names(text, section)
     hierarchy = Hierarchy(path, options.module_bases)
-    records, edits, conversions, definitions = [], [], [], {}
+    records, edits, conversions, definitions, regions = [], [], [], {}, []
     spelt_free_torch = False
     for part in cut:
         index = module.index(text, part, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
         attempts = _decide(sites, lines)
+        fused = fusion.fuse(sites, attempts, lines, text, index.tree, path) if options.fuse else fusion.Fused([], [], [])
         part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
+        part_edits += fused.edits
+        part_definitions = [d for _, d in sorted([*fused.definitions, *part_definitions], key=lambda p: p[0])]  # source order
+        regions += fused.regions
         by_attempt = {id(a): _record(path, a) for a in attempts}
         records += by_attempt.values()
         edits += part_edits
@@ -96,11 +102,11 @@ def translate_source(
     ordered = emit.ordered(definitions.values())
     if kernels_module is None:
         edits += emit.section_edits(text, module.outline, ordered) if ordered else []
-    elif conversions:
-        wrappers = sorted({c.call.func.value for c in conversions})
+    elif conversions or regions:
+        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions})
         edits += emit.import_kernels(text, module.outline, kernels_module, wrappers, spelt_free_torch)
     code = emit.splice(text, edits)  # every edit is in the input's coordinates
-    return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered))
+    return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered), tuple(regions))
 
 
 class _Parted:
@@ -219,7 +225,9 @@ def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
         if id(call) in in_fstrings:
             attempts.append(Attempt(span, found, reason="inside an f-string"))
         else:
-            attempts.append(sites.attempt(call, found, span))
+            # a fused region's call stands for the torch call sites it fused: the rate holds after a migration
+            repeat = fused_sites(call.func.id) if found.api == FUSED_API else 1
+            attempts += [sites.attempt(call, found, span) for _ in range(repeat)]
     attempts.sort(key=lambda a: a.span)
     return attempts
 
@@ -243,7 +251,7 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callab
             edits.append((start, end, new))
         for attempt, result in converted:
             conversions.append((attempt, result.call, result.params))
-            definitions.extend(result.definitions)
+            definitions.extend((start, d) for d in result.definitions)
         if progress is not None:
             progress(end / len(text))
     return edits, conversions, definitions
@@ -271,7 +279,7 @@ def _rewrite_segment(rewriter: CallRewriter, segment: str, calls: list[tuple[int
 
 def _record(path: str, attempt: Attempt) -> Record:
     found, entry = attempt.resolved, attempt.resolved.entry
-    category = entry.category if entry else "unmapped"
+    category = entry.category if entry else FUSED if found.api == FUSED_API else "unmapped"
     pypto_api = attempt.pypto_api or (f"pypto.{entry.pypto}" if entry and entry.pypto else "")
     line, column, end_line, end_column = attempt.span
     reason = "" if attempt.status == CONVERTED else attempt.reason

@@ -70,8 +70,9 @@ def _record_problems(t: Translation) -> list[str]:
             problems.append(f"{r.location}: bad span ending at {r.end_line}:{r.end_column}")
     rewritten = {c.record for c in t.conversions}
     lines = _lines(t.source)
+    fused = _regions(t)
     for r in t.records:  # converted before: a call of a generated wrapper, spelt as a plain name
-        if r.status == CONVERTED and r not in rewritten and not _NAME_CALL.match(lines[r.line - 1], r.column - 1):
+        if r.status == CONVERTED and r not in rewritten and not _in_regions(r, fused) and not _NAME_CALL.match(lines[r.line - 1], r.column - 1):
             problems.append(f"{r.location}: converted call is unchanged in the output")
     return problems
 
@@ -135,6 +136,8 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
     converted = [  # the calls this translation rewrote
         (r.line - 1, r.column - 1, r.end_line - 1, r.end_column - 1) for r in t.records if r in rewritten
     ]
+    fused = _regions(t)
+    converted += fused
     calls = _outermost(converted)
     call_ends = [c[2] for c in calls]
     in_call = _mask(len(src), [i for line, _, end_line, _ in calls for i in range(line, end_line + 1)])
@@ -161,7 +164,7 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
         if not old:
             problems.append(f"output lines {[k + 1 for k in new]} inserted outside the generated section and imports")
             continue
-        problems += _outside_calls(src, old, "".join(new_text), calls[bisect.bisect_left(call_ends, old[0]) :])
+        problems += _outside_calls(src, old, "".join(new_text), calls[bisect.bisect_left(call_ends, old[0]) :], set(fused))
         new_names |= _wrappers(new_text) - _wrappers(old_text)
         for k in old:
             changed[k] = 1
@@ -187,12 +190,13 @@ def _outermost(spans: list[tuple[int, int, int, int]]) -> list[tuple[int, int, i
     return result
 
 
-def _outside_calls(src: list[str], old: list[int], new: str, calls: list[tuple[int, int, int, int]]) -> list[str]:
+def _outside_calls(src: list[str], old: list[int], new: str, calls: list[tuple[int, int, int, int]], regions=frozenset()) -> list[str]:
     """Problems with the source lines ``old`` becoming the text ``new``.
 
     Outside the converted ``calls`` (those from the first that ends on ``old[0]`` or later),
     the text must reappear in order; each call becomes a call (a name or parenthesis up to a
-    closing parenthesis) where it starts or ends among these lines.
+    closing parenthesis) where it starts or ends among these lines. A fused region (in
+    ``regions``) becomes any statement text (its comments, then the call of its wrapper).
     """
     starts, text = {}, []
     offset = 0
@@ -208,7 +212,8 @@ def _outside_calls(src: list[str], old: list[int], new: str, calls: list[tuple[i
         start = starts[line] + column if line in starts else 0
         end = starts[end_line] + end_column if end_line in starts else len(whole)
         pieces.append(whole[done:start])
-        ends.append((line in starts, end_line in starts))
+        region = (line, column, end_line, end_column) in regions
+        ends.append((line in starts and not region, end_line in starts and not region))
         done = end
     pieces.append(whole[done:])
     if _fits(new, pieces, ends):
@@ -247,6 +252,15 @@ def _fits(text: str, pieces: list[str], calls: list[tuple[bool, bool]]) -> bool:
 
 def _starts_call(text: str, at: int) -> bool:
     return at < len(text) and (text[at] == "(" or text[at].isidentifier())
+
+
+def _regions(t: Translation) -> list[tuple[int, int, int, int]]:
+    """The statements fused regions replaced (0-based lines and columns)."""
+    return [(r.span[0] - 1, r.span[1], r.span[2] - 1, r.span[3]) for r in t.regions]
+
+
+def _in_regions(r, regions) -> bool:
+    return any((a, b) <= (r.line - 1, r.column - 1) and (r.end_line - 1, r.end_column - 1) <= (c, d) for a, b, c, d in regions)
 
 
 def _mask(size: int, indices: list[int]) -> bytearray:

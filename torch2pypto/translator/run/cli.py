@@ -175,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--ignore", action=_Terms, metavar="TERMS", help="leave these torch ops, APIs or mapping categories alone")
     add("--exclude", action=_Terms, metavar="GLOBS", help="skip these files and folders (.gitignore patterns)")
     add("--assume-tensors", action="store_true", help="treat receivers not known to be tensors as tensors")
+    add("--no-fuse", action="store_true", help="one kernel per torch call: do not fuse runs of tensor statements")
     add("--module-bases", action=_Terms, metavar="CLASSES", help="take these classes (absolute dotted names) as nn.Module bases")
     add("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: the CPU count)")
     add("--verify", action="store_true", help="one file: run each generated kernel in PyPTO's CPU interpreter vs torch")
@@ -312,7 +313,8 @@ def _failure(result: Result) -> str:
 
 def _options(args: argparse.Namespace) -> Options:
     options = Options(
-        args.assume_tensors, frozenset(args.select or ()), frozenset(args.ignore or ()), frozenset(args.module_bases or ())
+        args.assume_tensors, frozenset(args.select or ()), frozenset(args.ignore or ()), frozenset(args.module_bases or ()),
+        fuse=not args.no_fuse,
     )
     try:
         options.validate(load_table())
@@ -471,7 +473,7 @@ def _outcome(result: Result) -> FileOutcome:
     if result.failed:
         reason = f"{result.location}: {result.error}" if result.location else result.error
         return FileOutcome(result.path, FAILED, reason, result.records)
-    return FileOutcome(result.path, CHANGED if result.changed else UNCHANGED, records=result.records)
+    return FileOutcome(result.path, CHANGED if result.changed else UNCHANGED, records=result.records, regions=result.regions)
 
 
 def _finish(

@@ -56,6 +56,11 @@ def report_data(files: Sequence[FileOutcome], summary: RunSummary) -> dict:
         ],
         "files": [{"path": f.path, "status": f.status, "reason": f.reason or None} for f in files],
         "records": [_record(r) for f in files for r in f.records],
+        "regions": [
+            {"path": r.path, "line": r.span[0], "end_line": r.span[2], "function": r.function, "ops": list(r.ops),
+             "wrapper": r.wrapper, "kernel": r.kernel}
+            for r in summary.regions
+        ],
     }
 
 

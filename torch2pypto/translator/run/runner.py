@@ -132,6 +132,7 @@ class Result:
     staged: str = ""
     records: tuple[Record, ...] = ()
     definitions: tuple[Definition, ...] = ()
+    regions: tuple = ()  # engine.fusion.Region of each fused region
     error: str = ""
     location: str = ""
 
@@ -322,6 +323,7 @@ def result_of(translation: Translation, work: Work, target: Path | None = None) 
         work.staging.stage(target, data) if target is not None and data is not None else "",
         t.records,
         t.definitions,
+        t.regions,
     )
 
 

@@ -25,6 +25,7 @@ class FileOutcome:
     status: str
     reason: str = ""
     records: tuple[Record, ...] = ()
+    regions: tuple = ()  # engine.fusion.Region of each fused region
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,7 @@ class RunSummary:
     rate: float
     ops: tuple[OpRow, ...]
     host_side: int = 0
+    regions: tuple = ()  # every fused region of the run, in file order
 
     @property
     def left_as_torch_total(self) -> int:
@@ -120,6 +122,7 @@ def summarize_run(files: Sequence[FileOutcome]) -> RunSummary:
         rate=converted * 100 / candidates if candidates else 100.0,  # 29 of 50 is 58.0, not 57.99...
         ops=tuple(sorted(ops, key=porting_order)),
         host_side=host_side,
+        regions=tuple(r for f in files for r in f.regions),
     )
 
 
@@ -159,6 +162,13 @@ def print_run_summary(console: Console, summary: RunSummary, *, top: int | None 
     lines.add_row("  host-side", str(s.host_side), "no kernel by design: views, creation, device moves, dropout" if s.host_side else "")
     lines.add_row("Conversion rate", format_rate(s.rate), "of the sites that are not host-side" if s.host_side else "")
     console.print(lines)
+    if s.regions:
+        regions = Table.grid(padding=(0, 1))
+        regions.add_column(overflow="fold")
+        regions.add_row(f"Fused regions: {len(s.regions)}, one kernel each")
+        for r in s.regions:
+            regions.add_row(escape(f"  {r.path}:{r.span[0]}-{r.span[2]} {r.function}: {r.kernel}: {', '.join(r.ops)}"))
+        console.print(regions)
     if not s.ops:
         return
     shown = s.ops if top is None else s.ops[:top]

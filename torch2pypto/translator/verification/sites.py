@@ -89,6 +89,8 @@ def _value(entry, kinds, expr, shape, dtype, other, generator):
         return value
     if "Tensor" in kinds:
         return samples.tensor(entry, shape, dtype, generator)
+    if "Tensors" in kinds:  # a list literal (cat, stack): as many tensors, each of the case's shape
+        return [samples.tensor(entry, shape, dtype, generator) for _ in getattr(expr, "elements", ())]
     return _NUMBERS.get(kinds[0], 0.5)
 
 

@@ -1,0 +1,238 @@
+"""Fusion: which statements become one kernel, and that kernel computes what torch computes.
+
+Each interpreter case translates a function, runs the fused kernel under ``interpreted()``
+against the original function (odd shapes, every float dtype) and counts the launches: one
+kernel per region. A seeded generator of random elementwise/reduction chains checks the same
+on code nobody wrote by hand.
+"""
+
+import importlib.util
+import itertools
+import random
+import re
+import tempfile
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch2pypto
+from torch2pypto import Options, translate_source
+from torch2pypto.translator.oracle.invariants import violations
+from torch2pypto.translator.verification.interpreter import counting
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+HEAD = "import torch\nimport torch.nn.functional as F\n\n\n"
+
+
+def typed(code: str) -> str:
+    """``def f(x, y)`` as ``def f(x: torch.Tensor, y: torch.Tensor)``: a function's tensors are known by annotation."""
+    return re.sub(r"def f\(([^)]*)\)", lambda m: "def f(" + ", ".join(f"{a}: torch.Tensor" for a in m.group(1).split(", ")) + ")", code)
+
+
+def fused(code: str, options: Options = Options()):
+    translation = translate_source(HEAD + code, "fused.py", options)
+    assert violations(translation, options=options) == []
+    return translation
+
+
+_MODULES = itertools.count()
+
+
+def module(code: str) -> types.ModuleType:
+    """``code`` imported from a file (PyPTO reads a kernel's source from its file)."""
+    path = Path(tempfile.mkdtemp(prefix="torch2pypto-fusion-")) / f"fused_case_{next(_MODULES)}.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def tolerance(dtype):
+    return {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
+
+
+def check(code: str, inputs, kernels: int = 1, *, name: str = "f"):
+    """Run ``name`` translated (interpreted) and original on ``inputs``; the kernels launched."""
+    translation = fused(code)
+    assert len(translation.regions) >= 1, "no region"
+    original, translated = module(HEAD + code), module(translation.code)
+    expected = getattr(original, name)(*inputs)
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        got = getattr(translated, name)(*inputs)
+    assert sum(launched().values()) == kernels, launched()
+    assert all(k.startswith("fused_") for k in launched()), launched()
+    got, expected = (got, expected) if isinstance(got, tuple) else ((got,), (expected,))
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        atol, rtol = tolerance(e.dtype)
+        torch.testing.assert_close(g.float(), e.float(), atol=atol, rtol=rtol)
+    return translation
+
+
+def tensor(*shape, dtype=torch.float32, seed=0, positive=False):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return (x.abs() + 0.5 if positive else x).to(dtype)
+
+
+RMSNORM = """\
+def f(x, w):
+    dtype = x.dtype
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + 1e-6)
+    return w * h.to(dtype)
+"""
+SILU_GATE = "def f(gate, up):\n    return F.silu(gate) * up\n"
+SOFTMAX = "def f(x):\n    y = x.float() * 0.125\n    p = torch.softmax(y, dim=-1)\n    return p.to(x.dtype)\n"
+RESIDUAL = """\
+def f(x, r):
+    h = x + r
+    y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
+    return y, h
+"""
+NUMBER_FIRST = "def f(x):\n    s = 1.0 - torch.sigmoid(x)\n    return 2 * s + -x\n"
+WHERE = "def f(x):\n    return torch.where(x > 0, x, x * 0.1) / 3\n"
+MAX_SHIFT = "def f(x):\n    m = x.amax(-1, keepdim=True)\n    return (x - m).exp() / (x - m).exp().sum(-1, keepdim=True)\n"
+
+RMSNORM, SILU_GATE, SOFTMAX, RESIDUAL, NUMBER_FIRST, WHERE, MAX_SHIFT = map(typed, (RMSNORM, SILU_GATE, SOFTMAX, RESIDUAL, NUMBER_FIRST, WHERE, MAX_SHIFT))
+CASES = {  # name: (code, inputs of a shape and dtype, default run)
+    "rmsnorm": (RMSNORM, lambda s, d: (tensor(*s, dtype=d), tensor(s[-1], dtype=d, seed=1)), True),
+    "silu_gate": (SILU_GATE, lambda s, d: (tensor(*s, dtype=d), tensor(*s, dtype=d, seed=1)), True),
+    "softmax": (SOFTMAX, lambda s, d: (tensor(*s, dtype=d),), True),
+    "residual": (RESIDUAL, lambda s, d: (tensor(*s, dtype=d), tensor(*s, dtype=d, seed=1)), False),
+    "number_first": (NUMBER_FIRST, lambda s, d: (tensor(*s, dtype=d),), False),
+    "where": (WHERE, lambda s, d: (tensor(*s, dtype=d),), False),
+    "max_shift": (MAX_SHIFT, lambda s, d: (tensor(*s, dtype=d),), False),
+}
+SHAPES = [(3, 5, 33), (7, 200), (1, 64)]
+
+
+def _cases():
+    for name, (_, _, default) in CASES.items():
+        for dtype in DTYPES:
+            for k, shape in enumerate(SHAPES):
+                slow = not default or k > 0
+                marks = [pytest.mark.interpreter] + ([pytest.mark.matrix] if slow else [])
+                yield pytest.param(name, dtype, shape, marks=marks, id=f"{name}-{str(dtype)[6:]}-{'x'.join(map(str, shape))}")
+
+
+@pytest.mark.parametrize("name, dtype, shape", list(_cases()))
+def test_fused_kernel_matches_torch(name, dtype, shape):
+    code, inputs, _ = CASES[name]
+    check(code, inputs(shape, dtype))
+
+
+@pytest.mark.interpreter
+def test_mixed_dtypes_follow_torchs_promotion():
+    """bf16 rows times an FP32 weight is FP32 (torch.promote_types), a Python number promotes nothing."""
+    translation = check(typed("def f(x, w):\n    return (x * w) * 0.5 + x\n"), (tensor(5, 40, dtype=torch.bfloat16), tensor(40, seed=1)))
+    assert "torch.promote_types" in translation.code
+
+
+@pytest.mark.interpreter
+def test_broadcasts_across_the_rows_are_made_on_the_host():
+    """A middle-dim broadcast (rotary's cos) is expanded on the host: one launch, torch's values."""
+    check(typed("def f(q, cos):\n    return q * cos + q * 2\n"), (tensor(2, 3, 4, 16), tensor(2, 1, 4, 16, seed=1)))
+
+
+@pytest.mark.interpreter
+def test_operands_the_kernel_does_not_take_run_the_fallback():
+    """float64 is no kernel dtype, a result that would not have the rows' shape neither: torch runs."""
+    code = typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + 1\n    return a, b\n")
+    translated = module(fused(code).code)
+    cases = [(tensor(3, 8, dtype=torch.float64), tensor(3, 8, dtype=torch.float64)), (tensor(3, 8), tensor(8))]
+    for x, y in cases:
+        launched = counting()
+        with torch2pypto.interpreted(translated):
+            got = translated.f(x, y)
+        assert sum(launched().values()) == 0
+        for g, e in zip(got, module(HEAD + code).f(x, y)):
+            assert g.shape == e.shape and g.dtype == e.dtype
+            torch.testing.assert_close(g, e)
+
+
+def test_regions_report_ops_and_spans():
+    translation = fused(RMSNORM)
+    (region,) = translation.regions
+    assert region.function == "f" and region.span[0] == 7 and region.span[2] == 10
+    assert region.ops == ("Tensor.to", "Tensor.pow", "Tensor.mean", "x + y", "rsqrt", "x * y", "Tensor.to", "x * y")
+    assert "    return pypto_fused_f_" in translation.code
+    assert all(r.status == "converted" for r in translation.records)
+
+
+def test_values_read_later_are_outputs():
+    translation = fused(RESIDUAL)
+    assert "    h, y = pypto_fused_f_" in translation.code and "    return y, h\n" in translation.code
+
+
+def test_no_fuse_gives_a_kernel_per_call():
+    translation = fused(RMSNORM, Options(fuse=False))
+    assert not translation.regions and "pypto_fused" not in translation.code and "pypto_rsqrt(" in translation.code
+
+
+def test_a_second_run_changes_nothing_and_counts_the_fused_call():
+    once = fused(SILU_GATE)
+    again = translate_source(once.code, "fused.py")
+    assert again.code == once.code
+    assert [(r.api, r.category, r.status) for r in again.records] == [("torch2pypto.fused", "fused", "converted")]
+
+
+NOT_FUSED = {
+    "one op": "def f(x):\n    return torch.exp(x)\n",
+    "no known tensor": "def f(x):\n    return x * 2 + 1\n",
+    "an op of another family": "def f(x, w):\n    return torch.matmul(x, w) + 1\n",
+    "a reduction of another dim": "def f(x):\n    return x.sum(0, keepdim=True) * 2\n",
+    "a reduction without keepdim": "def f(x):\n    return x.mean(-1) * 2\n",
+    "a Python number over a tensor": "def f(x):\n    return 2.0 / x.exp()\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_FUSED))
+def test_what_does_not_fuse(name):
+    code = NOT_FUSED[name]
+    assert fused(code if name == "no known tensor" else typed(code)).regions == ()
+
+
+def test_a_statement_that_cannot_fuse_splits_the_region():
+    code = "def f(x: torch.Tensor, w: torch.Tensor):\n    a = x.exp() * 2\n    b = torch.matmul(a, w)\n    return b.exp() + 1\n"
+    translation = fused(code)
+    assert [r.span[0] for r in translation.regions] == [6, 8]
+
+
+# --- random chains -----------------------------------------------------------------------------
+
+UNARY = ["{a}.exp()", "torch.neg({a})", "{a}.abs()", "torch.sigmoid({a})", "{a} * {k}", "{a} + {k}", "{a} - {k}", "{k} * {a}",
+         "{a} / {k}", "{a}.pow(2)", "F.silu({a})", "{a}.float()", "{a}.to(x.dtype)", "torch.tanh({a})"]
+BINARY = ["{a} + {b}", "{a} * {b}", "{a} - {b}", "torch.maximum({a}, {b})"]
+REDUCE = ["{a} - {a}.amax(-1, keepdim=True)", "{a} / ({a}.abs().sum(-1, keepdim=True) + 1)",
+          "{a} * torch.rsqrt({a}.pow(2).mean(-1, keepdim=True) + 1e-5)", "torch.softmax({a}, dim=-1)"]
+
+
+def chain(seed: int) -> str:
+    """A function of x and y: a few statements of random ops over earlier values."""
+    rng = random.Random(seed)
+    names, lines = ["x", "y"], []
+    for i in range(rng.randint(2, 4)):
+        kind = rng.choice([UNARY, UNARY, BINARY, REDUCE])
+        expr = rng.choice(kind).format(a=rng.choice(names), b=rng.choice(names), k=rng.choice(["0.5", "2", "1.25"]))
+        lines.append(f"    v{i} = {expr}")
+        names.append(f"v{i}")
+    return "def f(x: torch.Tensor, y: torch.Tensor):\n" + "\n".join(lines) + f"\n    return {names[-1]} + {names[-2]}\n"
+
+
+@pytest.mark.parametrize("seed", [
+    *range(3),
+    *(pytest.param(s, marks=pytest.mark.matrix) for s in range(3, 40)),
+])
+@pytest.mark.interpreter
+def test_random_chains_fuse_and_match_torch(seed):
+    code = chain(seed)
+    dtype = DTYPES[seed % 3]
+    shape = [(5, 33), (2, 3, 24), (9, 7)][seed % 3]
+    translation = fused(code)
+    x, y = tensor(*shape, dtype=dtype, seed=seed), tensor(*shape, dtype=dtype, seed=seed + 1)
+    check(code, (x, y), kernels=len(translation.regions))

@@ -1,0 +1,439 @@
+"""Fused kernels: a region of tensor statements as one row kernel, built from the ops' own steps.
+
+The engine (:mod:`torch2pypto.translator.engine.fusion`) walks a region's statements and calls
+a :class:`Program` once per torch op, passing that op's steps (those of its family: elementwise
+entries' :func:`elementwise.step`, reductions' :func:`reduction.program`, composites'
+:func:`composite.program`). The program keeps torch's semantics on tiles: every value has its
+torch dtype (type promotion as ``torch.promote_types`` gives it, Python numbers promote
+nothing), an op computes on tiles of its result dtype, and an op torch computes in FP32 (a
+composite, a reduction, an FP32-only op) casts in and rounds its result to its dtype, where
+torch rounds it. Values are ``rows`` ([rows, cols] tiles), ``vector`` ([1, cols]: a weight of
+the row's width, broadcast over the rows) or ``column`` ([rows, 1]: a row reduction's result).
+
+:func:`definitions` gives the kernel factory, the original statements as the torch fallback,
+and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
+shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path, autograd not
+recording) and otherwise runs the fallback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import textwrap
+from typing import Mapping, Sequence
+
+from torch2pypto.rules import templates
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.steps import Apply, Step
+
+FP32, BOOL = templates.FP32, templates.BOOL
+_TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto.DT_BF16"}
+_TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
+ROWS, VECTOR, COLUMN = "rows", "vector", "column"
+_KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math", "functools"}
+
+
+class Unfusible(ValueError):
+    """The op cannot join this region's kernel; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """A tile (``role`` and torch ``dtype`` set) or a constant's text (a literal or a kernel constant)."""
+
+    text: str
+    role: str | None = None
+    dtype: str | None = None
+    deps: frozenset[str] = frozenset()  # the tensor parameters the value is computed from
+
+    @property
+    def is_tile(self) -> bool:
+        return self.role is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A wrapper parameter: ``kind`` rows / vector tensor, ``like`` (a tensor whose dtype only is
+    read), ``number``, ``dtype`` or ``self`` (read by the fallback only); ``source``: what the
+    region's call passes."""
+
+    name: str
+    kind: str
+    source: str
+
+
+def static_dtype(name: str) -> str | None:
+    """The kernel's spelling of a torch float dtype name, None for other dtypes."""
+    return _TORCH_DTYPES.get(name)
+
+
+def _reduces(step: Step) -> bool:
+    return step.reduces or ("keepdim", "True") in step.keywords
+
+
+class Program:
+    """The kernel of one region, built op by op (each call raises :class:`Unfusible` or adds it)."""
+
+    def __init__(self) -> None:
+        self.params: list[Param] = []
+        self.body: list[str] = []
+        self.setup: list[str] = []
+        self.symbols: dict[str, str] = {FP32: "torch.float32"}  # dtype symbol -> its torch expression
+        self.ops: list[str] = []  # the torch ops fused, in order
+        self.pypto: list[str] = []  # the pypto ops applied
+        self.reduces = False
+        self.whole = False
+        self._names: set[str] = set(_KERNEL_LOCALS)
+        self._casts: dict[tuple[str, str], Operand] = {}
+        self._temps = 0
+        self.live: dict[str, int] = {}  # rows tile -> index of the body statement that last reads it
+
+    # --- operands --------------------------------------------------------------------------
+
+    def param(self, name: str, kind: str, source: str) -> Param:
+        """A new wrapper parameter named after ``name`` (made unique)."""
+        base = name if name.isidentifier() and not name.startswith("_") else "arg"
+        unique, k = base, 1
+        while {unique, f"{unique}_dtype", f"{unique}_tile", f"{unique}_rows", f"{unique}_out"} & self._names:
+            unique, k = f"{base}_{k}", k + 1
+        self._names |= {unique, f"{unique}_dtype", f"{unique}_tile", f"{unique}_rows", f"{unique}_out"}
+        param = Param(unique, kind, source)
+        self.params.append(param)
+        return param
+
+    def tensor(self, param: Param) -> Operand:
+        """A tensor parameter's tile (rows or vector), or for a ``like`` one its dtype symbol only."""
+        symbol = f"{param.name}_dtype"
+        self.symbols[symbol] = f"{param.name}.dtype"
+        return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}))
+
+    def dtype(self, param: Param) -> str:
+        self.symbols[param.name] = param.name
+        return param.name
+
+    @staticmethod
+    def literal(value: float) -> Operand:
+        return Operand(repr(float(value)))
+
+    # --- dtypes ----------------------------------------------------------------------------
+
+    def promote(self, dtypes: Sequence[str]) -> str:
+        """torch's promotion of float tensor dtypes (same: that one; any FP32: FP32; else on the host)."""
+        result = dtypes[0]
+        for other in dtypes[1:]:
+            if other == result:
+                continue
+            if FP32 in (result, other):
+                result = FP32
+                continue
+            symbol = self._fresh("promoted_dtype")
+            self.symbols[symbol] = f"torch.promote_types({self.symbols[result]}, {self.symbols[other]})"
+            result = symbol
+        return result
+
+    def cast(self, value: Operand, dtype: str) -> Operand:
+        """``value`` as a tile of ``dtype`` (itself if it is one): a rounding step where torch rounds."""
+        if not value.is_tile or value.dtype == dtype:
+            return value
+        if BOOL in (value.dtype, dtype):
+            raise Unfusible("a bool tile takes part only as a where condition or a result")
+        key = (value.text, dtype)
+        if key not in self._casts:
+            base = value.text.split("_as_")[0].removesuffix("_fp32").removesuffix("_tile")
+            target = self._fresh(f"{base}_{'fp32' if dtype == FP32 else 'as_' + dtype.removeprefix('pypto.DT_').lower()}")
+            setup, statements = templates.cast(target, value.dtype, dtype)
+            self.setup.append(setup)
+            self._emit(f"{target} = {value.text}\n" + statements, [value])
+            self._casts[key] = Operand(target, value.role, dtype, value.deps)
+        return self._casts[key]
+
+    # --- ops -------------------------------------------------------------------------------
+
+    def apply(
+        self,
+        op: str,
+        steps: Sequence[Apply],
+        operands: Mapping[str, Operand],
+        *,
+        fp32: bool = False,
+        bools: Sequence[str] = (),
+        result: str | None = None,
+        renames: Mapping[str, str] = {},
+    ) -> Operand:
+        """Apply one torch op's ``steps``; ``operands`` maps the names the steps read to values.
+
+        ``fp32``: torch computes the op in FP32 (the steps run on FP32 tiles, the result is
+        rounded to its dtype); ``bools``: operands that are bool masks; ``result`` "bool": a
+        comparison. ``renames``: other names the steps read (constants) and their kernel text.
+        """
+        tiles = {k: v for k, v in operands.items() if v.is_tile and k not in bools}
+        if not tiles:
+            raise Unfusible("no tensor operand")
+        for k in bools:
+            if operands[k].dtype != BOOL:
+                raise Unfusible(f"{k} of {op} is no bool tile")
+        dtype = self.promote([v.dtype for v in tiles.values()])
+        compute = FP32 if fp32 or any(a.step.fp32 for a in steps) or len(steps) > 1 else dtype
+        names = {k: self.cast(v, compute) if k in tiles else v for k, v in operands.items()}
+        kinds = {k: v for k, v in names.items() if v.is_tile}
+        text = {k: v.text for k, v in names.items()}
+        text.update(renames)
+        last = None
+        for a in steps:
+            roles = [kinds[o].role for o in a.operands if o in kinds]
+            role = _combined(roles, op)
+            if _reduces(a.step):
+                if role != ROWS:
+                    raise Unfusible(f"{op} reduces a {role}: only rows reduce along the row")
+                role = COLUMN
+                self.reduces = True
+            if a.step.op in templates.WHOLE_TILE_OPS:
+                self.whole = True
+            if self.reduces and self.whole:
+                raise Unfusible(f"pypto.{'/'.join(sorted(templates.WHOLE_TILE_OPS))} reads whole tiles, a row reduction masked rows")
+            target = self._fresh("t")
+            out_dtype = BOOL if a.step.result == "bool" else compute
+            self._emit(a.step.render(target, [text.get(o, o) for o in a.operands]), [kinds[o] for o in a.operands if o in kinds])
+            deps = frozenset().union(*(kinds[o].deps for o in a.operands if o in kinds))
+            last = kinds[a.target] = Operand(target, role, out_dtype, deps)
+            text[a.target] = target
+            self.pypto.append(f"pypto.{a.step.op}")
+        self.ops.append(op)
+        if result == "bool" or last.dtype == BOOL:
+            return last
+        return self.cast(last, dtype)
+
+    def to(self, op: str, value: Operand, dtype: str) -> Operand:
+        """A cast op: ``value`` rounded to ``dtype``."""
+        if not value.is_tile:
+            raise Unfusible("a cast of a number")
+        self.ops.append(op)
+        self.pypto.append("pypto.cast")
+        return self.cast(value, dtype)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _fresh(self, base: str) -> str:
+        self._temps += 1
+        name = f"{base}{self._temps}" if base == "t" else base
+        k = 1
+        while name in self._names:
+            name, k = f"{base}_{k}", k + 1
+        self._names.add(name)
+        return name
+
+    def _emit(self, statements: str, reads: Sequence[Operand]) -> None:
+        self.body.append(statements)
+        for value in reads:
+            self.live[value.text] = len(self.body) - 1
+
+    def buffers(self, inputs: Sequence[str], outputs: Sequence[str]) -> int:
+        """Rows tiles live at once, at most (inputs and outputs included): the tile's FP32 copies."""
+        starts: dict[str, int] = {i: 0 for i in inputs}
+        for k, statements in enumerate(self.body):
+            target = statements.split(" = ", 1)[0]
+            starts.setdefault(target, k)
+        ends = {**self.live, **{o: len(self.body) for o in outputs}}
+        peak = 0
+        for k in range(len(self.body) + 1):
+            peak = max(peak, sum(1 for t, s in starts.items() if s <= k <= ends.get(t, s)))
+        return max(peak, 2)
+
+
+def _combined(roles: Sequence[str], op: str) -> str:
+    kinds = set(roles)
+    if ROWS in kinds:
+        if {VECTOR, COLUMN} <= kinds:
+            raise Unfusible(f"{op} mixes a vector and a column")
+        return ROWS
+    if kinds == {VECTOR, COLUMN}:
+        raise Unfusible(f"{op} broadcasts a vector against a column")
+    return kinds.pop() if kinds else ROWS
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """A value the region's call returns: its tile and the name it is assigned to."""
+
+    name: str
+    value: Operand
+
+
+def name_of(function: str, torch_source: str, sites: int) -> str:
+    """The region's wrapper name: the function's, a digest of its statements (so a shared
+    kernels module holds one kernel per distinct region) and how many torch call sites it
+    fused (a later run counts its call as that many converted sites)."""
+    digest = hashlib.sha1(torch_source.encode()).hexdigest()[:6]
+    return f"pypto_fused_{function.strip('_') or 'region'}_{digest}_{sites}sites"  # engine.transform.FUSED_PREFIX
+
+
+def fused_sites(wrapper: str) -> int:
+    """The torch call sites a fused wrapper's call stands for (its name says)."""
+    count = wrapper.rpartition("_")[2].removesuffix("sites")
+    return int(count) if count.isdigit() else 1
+
+
+def definitions(
+    wrapper: str, where: str, program: Program, outputs: Sequence[Output], torch_source: str, returns: bool
+) -> tuple[Definition, ...]:
+    """The kernel factory, the torch fallback (``torch_source``: the region's statements, with the
+    parameters' names) and the wrapper ``wrapper`` of a built region."""
+    base = wrapper.removeprefix("pypto_").rpartition("_")[0]  # without the sites count
+    kernel, fallback = f"{base}_kernel", f"_torch_{base}"
+    params = program.params
+    signature = ", ".join(p.name for p in params)
+    returned = ", ".join(o.name for o in outputs)
+    ending = "" if returns else f"return {returned}\n"
+    fallback_def = Definition(
+        fallback,
+        f'def {fallback}({signature}):\n    """{where}: the original torch statements."""\n'
+        + textwrap.indent(torch_source.rstrip("\n") + "\n" + ending, "    "),
+    )
+    rows = [p for p in params if p.kind == ROWS]
+    vectors = [p for p in params if p.kind == VECTOR]
+    numbers = [p for p in params if p.kind == "number"]
+    if not rows:
+        raise Unfusible("no rows tensor among the inputs")
+    tensors = [*rows, *vectors]
+    buffers = program.buffers([f"{p.name}_tile" for p in rows], [o.value.text for o in outputs if o.value.role == ROWS])
+    promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
+    dtypes = [s for s in program.symbols if s != FP32 and s not in promoted]
+    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers)]
+    source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
+    kernel_def = Definition(kernel, source, ("_fits_whole_rows" if program.reduces else "_tile_shape", "_annotated"))
+    single = len(outputs) == 1  # autograd may record: torch's gradient of the fallback (_with_torch_grad)
+    names = {p.name for p in rows}
+    results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
+    guard = (f"_fused_shape(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
+             f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
+             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
+    prologue = f"shape = {guard}\n"
+    guard = "shape is not None" + (f" and _fits_row(shape[-1], {buffers})" if program.reduces else "")
+    first = rows[0].name
+    body = "cols = shape[-1]\n"
+    expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host
+    if program.reduces:
+        body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
+    else:
+        body += "".join(f"{p.name}_rows = _as_rows({expanded[p.name]})\n" for p in rows)
+        body += "".join(f"{p.name}_rows = {p.name}.reshape(1, cols).contiguous()\n" for p in vectors)
+    if program.whole:
+        body += f"n = {first}_rows.shape[0]\n" + "".join(f"{p.name}_rows = _whole_tile_rows({p.name}_rows)  # {kernel} reads whole tiles\n" for p in rows)
+    for symbol in promoted:
+        body += f"{symbol} = {program.symbols[symbol]}\n"
+    width = f"{first}_rows.shape[1]"
+    for o in outputs:
+        cols = width if o.value.role == ROWS else "1"
+        body += f"{o.name}_out = torch.empty({first}_rows.shape[0], {cols}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
+    args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
+    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers)]
+    launched = ", ".join([*(f"{p.name}_rows" for p in tensors), *(f"{o.name}_out" for o in outputs)])
+    body += f"_launch({kernel}({', '.join(args)}), {launched})\n"
+    results = []
+    for o in outputs:
+        cut = "[:n]" if program.whole else ""
+        shaped = f"{o.name}_out{cut}[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out{cut}.reshape(*shape[:-1], 1)"
+        results.append(shaped)
+    body += f"return {', '.join(results)}\n"
+    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback]
+    requires += ["_aligned_rows"] if program.reduces else []
+    requires += ["_whole_tile_rows"] if program.whole else []
+    doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
+    more = textwrap.fill(
+        f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
+        f"the kernel does not take (other shapes or dtypes, tensors that need grad, off the NPU) run {fallback}.",
+        92, initial_indent="    ", subsequent_indent="    ",
+    )
+    source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
+              f"    {prologue}    if not ({guard}):\n        return {fallback}({signature})\n")
+    if single:
+        source += (f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
+                   + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n")
+        requires.append("_with_torch_grad")
+    else:
+        source += textwrap.indent(body, "    ")
+    wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
+    extra = (templates.ALIGNED_ROWS, templates.WHOLE_ROWS) if program.reduces else ()
+    return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
+
+
+def _tuple(names) -> str:
+    names = list(names)
+    return ", ".join(names) + ("," if len(names) == 1 else "")
+
+
+def _torch_dtype(program: Program, symbol: str) -> str:
+    """The torch dtype of a symbol in the wrapper (a promoted one is a local there)."""
+    return _TORCH_OF.get(symbol) or (symbol if symbol.startswith("promoted_dtype") else program.symbols[symbol])
+
+
+def _kernel_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
+    width = "width" if program.reduces else "cols"
+    valid = "" if program.whole else ", valid_shape=valid"
+    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {width}], {p.name}_dtype),\n" for p in rows)
+    params += "".join(f"        {p.name}: pypto.Tensor([1, {width}], {p.name}_dtype),\n" for p in vectors)
+    params += "".join(
+        f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, {width if o.value.role == ROWS else 1}], {o.value.dtype}),\n" for o in outputs
+    )
+    body = "".join(f"{p.name}_tile = pypto.view({p.name}, [rows, {width}], [r, 0]{valid})\n" for p in rows)
+    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, {width}], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
+    body += "".join(program.body)
+    body += "".join(f"pypto.assemble({o.value.text}, [r, 0], {o.name}_out)\n" for o in outputs)
+    if program.whole:
+        start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
+    else:
+        start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
+    tile = f"_whole_rows_tile(width, buffers={buffers})" if program.reduces else f"_tile_shape(cols, buffers={buffers})"
+    setup = "".join(s for s in dict.fromkeys(program.setup) if s)
+    setup = ("count = cols  # the real cols a row reduction counts\n" if program.reduces else "") + setup
+    source = f'''\
+@functools.cache
+def {name}({", ".join(factory)}):
+    """{where}: {" + ".join(dict.fromkeys(program.pypto))} on [rows, cols] tiles, one launch."""
+    rows, tile_cols = {tile}
+{textwrap.indent(setup, " " * 4)}
+    @pypto.frontend.jit()
+    @_annotated(locals())
+    def kernel(
+{params}    ):
+        n = {rows[0].name}.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+{textwrap.indent(start, " " * 12)}            pypto.set_vec_tile_shapes(rows, tile_cols)
+{textwrap.indent(body, " " * 12)}
+    return kernel
+'''
+    return source.replace("\n\n\n", "\n\n")
+
+
+FUSED_SHAPE = Definition(
+    "_fused_shape",
+    '''\
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
+    """The shape of a fused kernel's rows for these operands, or None if it does not take them.
+
+    It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
+    `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
+    numbers, float dtypes, tensors `like` whose dtype it reads; all on the kernel path; unless
+    `grad`, autograd not recording (a region of several results keeps torch's gradients by
+    running torch). Any other mix runs the region's torch statements.
+    """
+    tensors = (*rows, *vectors, *like)
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in rows))
+        if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+    except RuntimeError:
+        return None
+    if any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
+        return None
+    if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
+        return None
+    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return None
+    return shape if _on_kernel_path(*tensors) else None
+''',
+    ("_on_kernel_path",),
+)

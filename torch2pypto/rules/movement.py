@@ -1,0 +1,260 @@
+"""The movement family: data copied into place, column run by column run (cat, stack, roll,
+repeat_interleave, F.pad's constant mode).
+
+``args.layout`` names the layout. The host folds each input into [rows, cols] at the dim the op
+moves (the dims before it become rows) and says which column runs of the input land where in
+the [rows, width] output and which output runs are filled with a constant;
+:func:`templates.assemble_kernel` copies them with ``pypto.view`` and ``pypto.assemble``. cat
+and stack join every tensor in one launch; they take a list or tuple literal (the kernel has
+one parameter per tensor): a list whose length is not known at the call stays torch. roll and
+pad launch once per dim they move (:data:`ALONG`); repeat_interleave fills a new dim with
+copies, up to :data:`MAX_PIECES`. Calls torch refuses (mismatched shapes, dims out of range,
+mixed dtypes) run torch, which raises as it does.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import libcst as cst
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+
+MAX_INPUTS = 32  # tensors a cat or stack kernel takes
+MAX_PIECES = 64  # column runs per kernel (each is an unrolled view and assemble)
+
+ALONG = Definition(
+    "_moved_along",
+    '''\
+def _moved_along(x, dim, size, runs, value=0.0):
+    """`x` with dim `dim` rebuilt to `size` entries from `runs` of its own ((source start, count,
+    output start), ...), the entries no run reaches set to `value`: one assemble kernel on `x`
+    folded to [rows, cols] at `dim`."""
+    rows, inner = math.prod(x.shape[:dim]), math.prod(x.shape[dim + 1:])
+    places = tuple((start * inner, count * inner, at * inner) for start, count, at in runs if count > 0)
+    fills, done = [], 0
+    for _, count, at in sorted(places, key=lambda run: run[2]):
+        fills += [(done, at - done)] if at > done else []
+        done = at + count
+    fills += [(done, size * inner - done)] if done < size * inner else []
+    matrix = x.reshape(rows, -1).contiguous()
+    out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
+    kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
+    _launch(kernel, matrix, out)
+    return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
+''',
+    ("_launch", "assemble1_kernel"),
+    imports=("math",),
+)
+
+JOINED = Definition(
+    "_joined",
+    '''\
+def _joined(tensors, dim, stacked):
+    """Whether an assemble kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along
+    `dim`: tensors of one float dtype on the kernel path, shapes torch accepts; and if so their
+    [rows, cols] matrices, places, the output's width and shape."""
+    if not isinstance(dim, int) or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    first = tensors[0]
+    rank = first.dim() + stacked
+    if not -rank <= dim < rank or any(t.dtype != first.dtype or t.dim() != first.dim() for t in tensors):
+        return None
+    dim %= rank
+    if first.dim() == 0 or not _on_kernel_path(*tensors):
+        return None
+    same = [d for d in range(first.dim()) if stacked or d != dim]
+    if any(t.shape[d] != first.shape[d] for t in tensors for d in same):
+        return None
+    rows = math.prod(first.shape[:dim])
+    matrices = [t.reshape(rows, -1).contiguous() for t in tensors]
+    places, at = [], 0
+    for m in matrices:
+        places.append(((0, m.shape[1], at),))
+        at += m.shape[1]
+    if stacked:
+        shape = [*first.shape[:dim], len(tensors), *first.shape[dim:]]
+    else:
+        shape = [*first.shape[:dim], sum(t.shape[dim] for t in tensors), *first.shape[dim + 1:]]
+    return matrices, tuple(places), at, shape
+''',
+    ("_on_kernel_path",),
+    imports=("math",),
+)
+
+LAYOUTS = {
+    "cat": "tensors joined along dim",
+    "stack": "tensors stacked along a new dim",
+    "roll": "input rolled along dims",
+    "repeat_interleave": "input's slices along dim repeated",
+    "pad": "input padded with a constant",
+}
+PARAMS = {  # the parameters each layout reads
+    "cat": ("tensors", "dim"),
+    "stack": ("tensors", "dim"),
+    "roll": ("input", "shifts", "dims"),
+    "repeat_interleave": ("input", "repeats", "dim"),
+    "pad": ("input", "pad", "mode", "value"),
+}
+
+
+def layout(entry: Entry) -> str:
+    return entry.args.get("layout", "")
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    kind = layout(entry)
+    if kind not in LAYOUTS:
+        return f"args.layout is one of {', '.join(LAYOUTS)}, not {kind!r}"
+    if set(entry.args) != {"layout"}:
+        return "args: only layout"
+    if entry.pypto != "assemble":
+        return f"movement copies with pypto.view and pypto.assemble (pypto = \"assemble\"), not pypto.{entry.pypto}"
+    names = tuple(p.name for p in wrapper_params(entry))
+    if names != PARAMS[kind]:
+        return f"a {kind} takes ({', '.join(PARAMS[kind])}) once rejected arguments are gone, not ({', '.join(names)})"
+    if set(entry.dtypes) - {"float32", "float16", "bfloat16"}:
+        return "movement kernels take float dtypes"
+    return None
+
+
+def wrapper_names(entry: Entry) -> tuple[str, ...]:
+    """cat and stack have one wrapper per number of tensors (pypto_cat2); the others one."""
+    if layout(entry) in ("cat", "stack"):
+        return tuple(f"pypto_{entry.op}{n}" for n in range(1, MAX_INPUTS + 1))
+    return (f"pypto_{entry.op}",)
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    rejected = rejection(site)
+    if rejected:
+        return rejected
+    entry, kind = site.entry, layout(site.entry)
+    if kind in ("cat", "stack"):
+        tensors = site.args["tensors"]
+        if not isinstance(tensors, (cst.List, cst.Tuple)) or any(isinstance(e, cst.StarredElement) for e in tensors.elements):
+            return Unsupported("the number of tensors is not known at the call (a list or tuple literal converts)")
+        count = len(tensors.elements)
+        if not 1 <= count <= MAX_INPUTS:
+            return Unsupported(f"{count} tensors: a {kind} kernel takes 1 to {MAX_INPUTS}")
+        name = f"pypto_{entry.op}{count}"
+        return Converted(replacement(site, name), _join(entry, name, count), "pypto.assemble", wrapper_params(entry))
+    if kind == "repeat_interleave" and site.is_tensor("repeats"):
+        return Unsupported("tensor repeats: the output's size depends on the values, which a kernel's static layout cannot follow")
+    if kind == "pad":
+        mode = literal(site.args["mode"]) if "mode" in site.args else "constant"
+        if mode not in ("constant", Ellipsis):  # a mode known only at run time is checked then
+            return Unsupported(f"mode={mode!r}: only the constant mode is a copy and a fill")
+    name = f"pypto_{entry.op}"
+    return Converted(replacement(site, name), _moved(entry, name), "pypto.assemble", wrapper_params(entry))
+
+
+def _join(entry: Entry, name: str, count: int) -> tuple[Definition, ...]:
+    kernel = f"assemble{count}_kernel"
+    stacked = layout(entry) == "stack"
+    body = (
+        "matrices, places, width, shape = joined\n"
+        "out = torch.empty(matrices[0].shape[0], width, dtype=tensors[0].dtype, device=tensors[0].device)\n"
+        f"cols = tuple(m.shape[1] for m in matrices)\n"
+        f"_launch({kernel}(_PYPTO_DTYPES[out.dtype], cols, width, places), *matrices, out)\n"
+        "return out.reshape(shape)\n"
+    )
+    params = wrapper_params(entry)
+    how = (f"{LAYOUTS[layout(entry)]}: each tensor, folded to [rows, cols] at dim, is assembled into its "
+           "columns of the output (pypto.view and pypto.assemble, any widths)")
+    wrapper = wrappers.wrapper(
+        entry, name, wrappers.signature(params), how, "*tensors", wrappers.torch_call(entry, params),
+        "joined", body, ("_joined", kernel),
+        prologue=f"joined = _joined(tensors, dim, {stacked}) if len(tensors) == {count} else None\n",
+    )
+    return templates.assemble_kernel(kernel, count), JOINED, wrapper
+
+
+MOVES = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs
+    "roll": '''\
+def _rolled(input, shifts, dims):
+    """torch.roll(input, shifts, dims) as `input` (flattened for dims None), the moves along its
+    dims ((dim, size, runs), ...: a dim rolled by s puts its last s entries first) and the shape
+    to restore (None: the input's); or None."""
+    shifts = (shifts,) if type(shifts) is int else tuple(shifts)
+    shape = None
+    if dims is None:
+        if len(shifts) != 1:
+            return None
+        shape, input, dims = input.shape, input.reshape(-1), 0
+    dims = (dims,) if type(dims) is int else tuple(dims)
+    if len(dims) != len(shifts) or not dims or not all(type(v) is int for v in (*dims, *shifts)):
+        return None
+    if input.dim() == 0 or any(not -input.dim() <= d < input.dim() for d in dims):
+        return None
+    by_dim = {}
+    for d, s in zip(dims, shifts):
+        by_dim[d % input.dim()] = by_dim.get(d % input.dim(), 0) + s
+    moves = []
+    for d, s in sorted(by_dim.items()):
+        n, s = input.shape[d], s % input.shape[d]
+        moves.append((d, n, [(n - s, s, 0), (0, n - s, s)]))
+    return input, moves, shape
+''',
+    "repeat_interleave": '''\
+def _repeated(input, repeats, dim):
+    """torch.repeat_interleave(input, repeats, dim) for an int `repeats` as `input` with a new
+    dim of 1 after `dim` (the flattened input's, for dim None) that `repeats` copies fill, and
+    the result's shape; or None."""
+    if type(repeats) is not int or not 0 < repeats <= MAX_RUNS or dim is not None and type(dim) is not int:
+        return None
+    if dim is None:
+        return input.reshape(-1, 1), [(1, repeats, [(0, 1, j) for j in range(repeats)])], (input.numel() * repeats,)
+    if input.dim() == 0 or not -input.dim() <= dim < input.dim():
+        return None
+    dim %= input.dim()
+    result = (*input.shape[:dim], input.shape[dim] * repeats, *input.shape[dim + 1:])
+    spread = input.reshape(*input.shape[:dim + 1], 1, *input.shape[dim + 1:])
+    return spread, [(dim + 1, repeats, [(0, 1, j) for j in range(repeats)])], result
+''',
+    "pad": '''\
+def _padded(input, pad, mode, value):
+    """F.pad(input, pad, "constant", value) as the moves along its last len(pad) // 2 dims: pad's
+    pairs, last dim first, add (negative: remove) entries before and after a dim; or None."""
+    if mode != "constant" or not isinstance(pad, (list, tuple)) or not pad or len(pad) % 2:
+        return None
+    if not all(type(p) is int for p in pad) or len(pad) // 2 > input.dim() or value is not None and type(value) not in (int, float):
+        return None
+    moves = []
+    for i in range(len(pad) // 2):
+        d, before, after = input.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
+        n = input.shape[d]
+        if n + before + after <= 0:
+            return None
+        moves.append((d, n + before + after, [(max(0, -before), n - max(0, -before) - max(0, -after), max(0, before))]))
+    return input, moves, None
+''',
+}
+HOSTS = {"roll": "_rolled", "repeat_interleave": "_repeated", "pad": "_padded"}
+
+
+def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
+    kind = layout(entry)
+    host = HOSTS[kind]
+    params = wrapper_params(entry)
+    args = ", ".join(p.name for p in params)
+    value = ", 0.0 if value is None else float(value)" if kind == "pad" else ""
+    prologue = f"moved = {host}({args}) if isinstance(input, torch.Tensor) and _on_kernel_path(input) else None\n"
+    body = (
+        "x, moves, shape = moved\n"
+        "for dim, size, runs in moves:  # one kernel per dim\n"
+        f"    x = _moved_along(x, dim, size, runs{value})\n"
+        "return x if shape is None else x.reshape(shape)\n"
+    )
+    how = (f"{LAYOUTS[kind]}: per dim moved, the input folded to [rows, cols] at that dim is assembled run by run "
+           "into the output (pypto.view, pypto.assemble" + (", pypto.full for the constant)" if kind == "pad" else ")"))
+    host_definition = Definition(host, MOVES[kind].replace("MAX_RUNS", str(MAX_PIECES)), ("_on_kernel_path",))
+    wrapper = wrappers.wrapper(
+        entry, name, wrappers.signature(params), how, "input", wrappers.torch_call(entry, params), "moved", body,
+        (host, "_moved_along"), prologue=prologue,
+    )
+    return templates.assemble_kernel("assemble1_kernel", 1), ALONG, host_definition, wrapper

@@ -1,0 +1,68 @@
+"""The one_hot family: F.one_hot of int64 class indices, pypto.one_hot in row tiles.
+
+The host flattens the indices; the kernel (:func:`templates.one_hot_kernel`) writes [n,
+classes] int64 rows, as torch does. Indices outside [0, num_classes) make torch raise, so the
+wrapper checks their range first (torch reads it too) and leaves such calls to torch;
+``num_classes=-1`` is the largest index + 1, as in torch. Classes too many for one tile row in
+the unified buffer run torch.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import wrapped, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+
+MAX_CLASSES = 8192  # an INT64 row of them, three buffers, fits the 192 KB unified buffer
+
+CLASSES = Definition(
+    "_one_hot_classes",
+    f'''\
+def _one_hot_classes(input, num_classes):
+    """The classes of torch's one_hot(input, num_classes) if a kernel computes it: an int64
+    tensor on the kernel path whose indices lie in [0, classes), at most {MAX_CLASSES} classes."""
+    if not isinstance(input, torch.Tensor) or type(num_classes) is not int or not _on_kernel_path(input, dtypes=(torch.int64,)):
+        return None
+    low, high = int(input.min()), int(input.max())
+    classes = high + 1 if num_classes == -1 else num_classes
+    return classes if 0 <= low and high < classes <= {MAX_CLASSES} else None
+''',
+    ("_on_kernel_path",),
+)
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    if entry.pypto != "one_hot" or entry.args:
+        return "a one_hot is pypto.one_hot, no args"
+    if tuple(p.name for p in wrapper_params(entry)) != ("input", "num_classes"):
+        return "a one_hot takes (input, num_classes)"
+    if tuple(entry.dtypes) != ("int64",):
+        return "one_hot takes int64 indices (torch's LongTensor)"
+    return None
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    return wrapped(site, definitions)
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    kernel = f"{entry.op}_kernel"
+    body = (
+        "x = input.reshape(-1).contiguous()\n"
+        "out = torch.empty(x.shape[0], classes, dtype=torch.int64, device=x.device)\n"
+        f"_launch({kernel}(_PYPTO_ALL_DTYPES[x.dtype], classes), x, out)\n"
+        "return out.reshape(*input.shape, classes)\n"
+    )
+    params = wrapper_params(entry)
+    how = "pypto.one_hot of the flattened indices in row tiles, int64 out; indices out of range run torch, which raises"
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, "input", wrappers.torch_call(entry, params),
+        "classes is not None", body, (kernel, "_one_hot_classes"),
+        prologue="classes = _one_hot_classes(input, num_classes)\n",
+    )
+    doc = "pypto.one_hot of [rows] index tiles into [rows, classes] int64 rows."
+    return templates.one_hot_kernel(kernel, doc), CLASSES, wrapper

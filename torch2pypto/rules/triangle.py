@@ -1,0 +1,68 @@
+"""The triangle family: torch.tril / torch.triu as a mask, one kernel per matrix width.
+
+pypto.tril and pypto.triu fail to compile in pypto 0.2.0 (``F7A001 idx < size_``), so the kernel
+(:func:`templates.triangle_kernel`) compares each entry's col - row, an FP32 [h, w] grid the
+host makes, with ``diagonal`` (``args.keep``: pypto.le keeps the lower triangle, pypto.ge the
+upper) and zeroes the rest with pypto.where. Leading dims fold into a stack of matrices.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import wrapped, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.steps import Step
+
+KEEPS = {"le": "lower", "ge": "upper"}
+
+OFFSETS = Definition(
+    "_col_minus_row",
+    '''\
+def _col_minus_row(h, w, device):
+    """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""
+    return (torch.arange(w, device=device) - torch.arange(h, device=device)[:, None]).float()
+''',
+)
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    if entry.args.get("keep") not in KEEPS or set(entry.args) != {"keep"}:
+        return 'args: keep = "le" (lower triangle) or "ge" (upper)'
+    if entry.pypto != f"{entry.args['keep']}+where":
+        return f'pypto names the ops: "{entry.args["keep"]}+where"'
+    if tuple(p.name for p in wrapper_params(entry)) != ("input", "diagonal"):
+        return "a triangle takes (input, diagonal) once rejected arguments are gone"
+    if set(entry.dtypes) - {"float32", "float16", "bfloat16"}:
+        return "triangle kernels take float dtypes"
+    return None
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    return wrapped(site, definitions)
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    keep = entry.args["keep"]
+    kernel = f"{entry.op}_kernel"
+    side = KEEPS[keep]
+    doc = f"The {side} triangle of each [h, w] matrix: pypto.{keep}(col - row, diagonal), pypto.where."
+    body = (
+        "h, w = input.shape[-2:]\n"
+        "x = input.reshape(-1, w).contiguous()\n"
+        "out = torch.empty_like(x)\n"
+        f"_launch({kernel}(_PYPTO_DTYPES[x.dtype], h, w, float(diagonal)), x, _col_minus_row(h, w, x.device), out)\n"
+        "return out.reshape(input.shape)\n"
+    )
+    guard = "(isinstance(input, torch.Tensor) and input.dim() >= 2 and type(diagonal) is int and _on_kernel_path(input))"
+    params = wrapper_params(entry)
+    how = (f"the {side} triangle by a mask, pypto.{keep} of each entry's col - row with the diagonal and "
+           "pypto.where (pypto.tril/triu fail to compile in pypto 0.2.0)")
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, "input", wrappers.torch_call(entry, params),
+        guard, body, (kernel, "_col_minus_row"),
+    )
+    return templates.triangle_kernel(kernel, doc, Step(keep)), OFFSETS, wrapper

@@ -1,0 +1,527 @@
+"""Fusion: runs of straight-line tensor statements become one call of one fused kernel.
+
+Within each function body (and each block in it), consecutive statements ``name = <expr>`` (and
+a final ``return <expr>``) whose expressions are made of ops one row kernel can carry form a
+region: table entries of the elementwise, cast, composite (row recipes along the last dim) and
+reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers, and
+helpers of the same class called with tensors (inlined; ``self._norm(x.float())``). Leaves are
+names and ``self`` attributes the inference knows to be tensors (the kernel's operands; ``self``
+attributes are taken as weights of the row's width), Python numbers and dtypes. A region of at
+least two ops becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
+are read anywhere else in the function are its outputs. Its kernel, torch fallback (the
+statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
+call sites are converted sites, fused.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import tokenize
+
+from torch2pypto.mapping import Entry
+from torch2pypto.rules import composite, elementwise, reduction
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Program, Unfusible, definitions, name_of, static_dtype
+from torch2pypto.rules.steps import Apply
+from torch2pypto.translator.engine.binding import BindError, ast_args, bind
+from torch2pypto.translator.engine.inference import TENSOR
+from torch2pypto.translator.engine.report import CONVERTED
+
+_INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+_COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_BLOCKS = ("body", "orelse", "finalbody")
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_INLINE_DEPTH = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A fused region: its statements' span (1-based lines, 0-based columns), the ops fused, the
+    wrapper its statements call and the kernel it launches."""
+
+    path: str
+    span: tuple[int, int, int, int]
+    function: str
+    ops: tuple[str, ...]
+    wrapper: str
+    kernel: str
+
+
+@dataclasses.dataclass
+class Fused:
+    regions: list[Region]
+    edits: list[tuple[int, int, str]]
+    definitions: list[tuple[int, Definition]]  # (offset of the region, definition)
+
+
+def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fused:
+    """Find the regions of ``tree``'s functions; mark their call sites converted; the edits that
+    replace their statements and the definitions their calls need."""
+    pending = {a.span: a for a in attempts if not a.status}
+    found = Fused([], [], [])
+    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+        finder = _Finder(sites, pending, lines, text, function)
+        finder.path = path
+        for block, loop in _blocks(function):
+            finder.block(block, loop, found)
+    return found
+
+
+def _blocks(function: ast.AST):
+    """The statement lists of a function body, nested blocks included, not nested functions';
+    each with the outermost loop of the function around it (None: no loop)."""
+    stack = [(function.body, None)]
+    while stack:
+        block, loop = stack.pop()
+        yield block, loop
+        for statement in block:
+            if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
+                continue
+            inner_loop = loop or (statement if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) else None)
+            for field in _BLOCKS:
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    stack.append((inner, inner_loop))
+            for handler in getattr(statement, "handlers", ()):
+                stack.append((handler.body, inner_loop))
+            for case in getattr(statement, "cases", ()):
+                stack.append((case.body, inner_loop))
+
+
+def _candidate(statement: ast.stmt) -> bool:
+    if type(statement) is ast.Assign:
+        return len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name and type(statement.value) is not ast.Name
+    return type(statement) is ast.Return and statement.value is not None and type(statement.value) is not ast.Name
+
+
+class _Finder:
+    """The regions of one function."""
+
+    def __init__(self, sites, pending, lines, text: str, function) -> None:
+        self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
+        self.declared = {name for n in _own_nodes(function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        own = {id(n) for n in _own_nodes(function)}
+        self.loads = [n for n in ast.walk(function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
+        self.deferred = {id(n) for n in self.loads if id(n) not in own}  # read by a nested function, whenever it runs
+        self.loop = None
+
+    def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
+        self.loop = {id(n) for n in ast.walk(loop)} if loop is not None else set()
+        i = 0
+        while i < len(statements):
+            best = None
+            j = i
+            while j < len(statements) and _candidate(statements[j]):
+                try:
+                    built = self.build(statements[i : j + 1])
+                except Unfusible:
+                    break
+                j += 1
+                try:
+                    built.outputs = self.outputs(statements[i:j], built)
+                except Unfusible:
+                    continue  # a later statement may read what this prefix cannot return
+                best = (j, built)
+            if best is None or len(best[1].program.ops) < 2:
+                i += 1
+                continue
+            self.emit(statements[i : best[0]], best[1], found)
+            i = best[0]
+
+    def build(self, statements: list[ast.stmt]) -> _Built:
+        built = _Built(self, statements)
+        for statement in statements:
+            value = built.value(statement.value, built.env)
+            if not value.is_tile:
+                raise Unfusible("a statement of no tensor")
+            if type(statement) is ast.Return:
+                built.returned = value
+            else:
+                name = statement.targets[0].id
+                if name in self.declared:
+                    raise Unfusible(f"{name} is global or nonlocal")
+                built.env[name] = value
+                built.assigned[name] = value
+        return built
+
+    def outputs(self, statements, built: _Built) -> list[Output]:
+        inside = {id(n) for s in statements for n in ast.walk(s)}
+        end = (statements[-1].end_lineno, statements[-1].end_col_offset)
+        read = {
+            n.id for n in self.loads
+            if id(n) not in inside and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
+        }
+        live = [Output(name, value) for name, value in built.assigned.items() if name in read]
+        if built.returned is not None:
+            if live:
+                raise Unfusible("a return after values read elsewhere")
+            live = [Output("result", built.returned)]
+        if not live:
+            raise Unfusible("no value of the region is read")
+        for o in live:
+            if o.value.role == VECTOR:
+                raise Unfusible(f"{o.name} is a vector: a row kernel stores rows and columns")
+        return live
+
+    def emit(self, statements: list[ast.stmt], built: _Built, found: Fused) -> None:
+        first, last = statements[0], statements[-1]
+        span = self.lines.span(first)[:2] + self.lines.span(last)[2:]
+        start, end = self.lines.offset(*span[:2]), self.lines.offset(*span[2:])
+        torch_source = built.fallback_source(start, end, first.col_offset)
+        kinds = "".join(f"{p.name}:{p.kind}," for p in built.program.params)
+        wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
+        outputs = built.outputs
+        where = f"{self.function.name}'s region"
+        defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
+        call = f"{wrapper}({', '.join(p.source for p in built.program.params)})"
+        statement = f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
+        indent = self.text[self.lines.offset(span[0], 0) : start]
+        comments = _comments(self.text[start:end])
+        newline = "\r\n" if "\r\n" in self.text[start:end] else "\r" if "\r" in self.text[start:end] else "\n"
+        new = "".join(f"{c}{newline}{indent}" for c in comments) + statement
+        for attempt in built.attempts:
+            attempt.status, attempt.pypto_api = CONVERTED, f"{wrapper} (fused)"
+        found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, f"{wrapper.removeprefix('pypto_').rpartition('_')[0]}_kernel"))
+        found.edits.append((start, end, new))
+        found.definitions.extend((start, d) for d in defined)
+
+
+def _comments(segment: str) -> list[str]:
+    """The comments inside a region's text, which stay above its call."""
+    try:
+        return [t.string for t in tokenize.generate_tokens(io.StringIO(segment).readline) if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [line.strip() for line in segment.splitlines() if line.strip().startswith("#")]
+
+
+class _Built:
+    """One attempt at a region: the program, the values its names hold, the parameters' leaves."""
+
+    def __init__(self, finder: _Finder, statements) -> None:
+        self.finder = finder
+        self.statements = statements
+        self.program = Program()
+        self.env: dict[str, Operand] = {}
+        self.assigned: dict[str, Operand] = {}
+        self.returned: Operand | None = None
+        self.outputs: list[Output] = []
+        self.attempts = []
+        self.by_source: dict[str, object] = {}  # leaf source -> Param
+        self.replacements: dict[tuple[int, int], tuple[int, int, str]] = {}  # leaf span -> text in the fallback
+        self.depth = 0
+
+    # --- leaves ----------------------------------------------------------------------------
+
+    def _source(self, node: ast.AST) -> str:
+        lines = self.finder.lines
+        span = lines.span(node)
+        return self.finder.text[lines.offset(*span[:2]) : lines.offset(*span[2:])]
+
+    def _leaf(self, node: ast.expr, kind: str, name: str):
+        """The parameter a leaf expression is passed as (one per distinct source text)."""
+        source = self._source(node)
+        param = self.by_source.get(source)
+        if param is None:
+            param = self.program.param(name, kind, source)
+            self.by_source[source] = param
+        elif param.kind == "like" and kind in (ROWS, VECTOR):
+            upgraded = dataclasses.replace(param, kind=kind)
+            self.program.params[self.program.params.index(param)] = upgraded
+            self.by_source[source] = param = upgraded
+        elif param.kind != kind and not (kind == "like" and param.kind in (ROWS, VECTOR)):
+            raise Unfusible(f"{source} is both a {param.kind} and a {kind}")
+        if self.depth == 0:
+            self._replace(node, param.name)
+        return param
+
+    def _replace(self, node: ast.AST, text: str) -> None:
+        lines = self.finder.lines
+        span = lines.span(node)
+        self.replacements[(lines.offset(*span[:2]), lines.offset(*span[2:]))] = text
+
+    def _reads_region(self, node: ast.expr, env) -> bool:
+        return any(type(n) is ast.Name and n.id in env for n in ast.walk(node))
+
+    def _number(self, node: ast.expr, env) -> Operand | None:
+        """A Python number: a literal, or an expression of no tensor (checked at run time)."""
+        try:
+            value = ast.literal_eval(node)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            value = None
+        if type(value) in (int, float):
+            return Program.literal(value)
+        if value is not None or self._reads_region(node, env) or self.depth and not _self_rooted(node):
+            return None
+        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in ast.walk(node)):
+            return None
+        if self.finder.sites.inference.kind(node) == TENSOR:
+            return None
+        name = node.attr if type(node) is ast.Attribute else node.id if type(node) is ast.Name else "number"
+        return Operand(self._leaf(node, "number", name).name)
+
+    def _tensor(self, node: ast.expr, env) -> Operand | None:
+        """A tensor leaf: a name or a (``self``) attribute the inference knows to be a tensor."""
+        if type(node) not in (ast.Name, ast.Attribute) or self._reads_region(node, env):
+            return None
+        if type(node) is ast.Attribute and not _dotted(node):
+            return None
+        if self.finder.sites.inference.kind(node) != TENSOR:
+            return None
+        if self.depth and not _self_rooted(node):
+            return None  # a helper's own names are its parameters, bound by the caller
+        kind = VECTOR if type(node) is ast.Attribute else ROWS
+        name = node.attr if type(node) is ast.Attribute else node.id
+        return self.program.tensor(self._leaf(node, kind, name))
+
+    # --- expressions -----------------------------------------------------------------------
+
+    def value(self, node: ast.expr, env) -> Operand:
+        kind = type(node)
+        if kind is ast.Name and node.id in env:
+            return env[node.id]
+        for leaf in (self._tensor, self._number):
+            found = leaf(node, env)
+            if found is not None:
+                return found
+        if kind is ast.BinOp and type(node.op) in _INFIX:
+            return self.elementwise(_INFIX[type(node.op)], [node.left, node.right], env)
+        if kind is ast.UnaryOp and type(node.op) is ast.USub:
+            return self.elementwise("neg", [node.operand], env)
+        if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
+            return self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env)
+        if kind is ast.Call:
+            return self.call(node, env)
+        raise Unfusible(f"{ast.dump(node)[:40]} is no op of a row kernel")
+
+    def entry(self, op: str) -> Entry:
+        entry = self.finder.sites.table.entries.get(op)
+        if entry is None or not self.finder.sites.options.selects(entry.apis[0], entry):
+            raise Unfusible(f"{op} is not part of the run")
+        return entry
+
+    def elementwise(self, op: str, nodes: list[ast.expr], env, entry: Entry | None = None) -> Operand:
+        """An elementwise entry's step on its operands (an infix operator is its entry's)."""
+        infix = entry is None
+        entry = entry or self.entry(op)
+        values = [self.value(n, env) if n is not None else None for n in nodes]
+        names = [p.name for p in elementwise.operands(entry)]
+        if len(values) != len(names) or None in values:
+            raise Unfusible(f"{op} takes {len(names)} operands")
+        if not values[0].is_tile:
+            if entry.commutative:
+                values = values[::-1]
+            elif op == "sub" and values[1].is_tile and infix:  # 1 - x as -x + 1: the same single rounding
+                negated = self.program.apply("neg", (Apply("result", elementwise.step(self.entry("neg")), ("input",)),), {"input": values[1]})
+                self.program.ops.pop()  # one torch op, two steps
+                values = [negated, values[0]]
+                entry = self.entry("add")
+            else:
+                raise Unfusible(f"a Python number first in {op}")
+        step = elementwise.step(entry)
+        label = f"x {_SYMBOL[op]} y" if op in _SYMBOL else op
+        return self.program.apply(
+            label, (Apply("result", step, tuple(names)),), dict(zip(names, values)),
+            fp32=entry.compute == "float32", bools=entry.bool_operands, result=entry.output,
+        )
+
+    def call(self, node: ast.Call, env) -> Operand:
+        helper = self.finder.sites.inference.self_method(node.func)
+        if helper is not None:
+            return self.inline(node, helper, env)
+        attempt = self.finder.pending.get(self.finder.lines.span(node))
+        if attempt is None:
+            raise Unfusible("a call that is no pending torch op")
+        found, entry = attempt.resolved, attempt.resolved.entry
+        if found.held is not None or found.wrapper:
+            raise Unfusible("a module's or a wrapper's call")
+        receiver = node.func.value if found.method else None
+        try:
+            bound = bind(entry.params, ast_args(node), receiver, entry.aliases)
+        except BindError as exc:
+            raise Unfusible(str(exc)) from None
+        for name, reason in entry.reject.items():
+            if name in bound and _literal(bound[name]) != entry.param(name).default:
+                raise Unfusible(reason)
+        family = entry.family
+        if family == "elementwise" and not entry.inplace and not elementwise.constants(entry):
+            names = [p.name for p in elementwise.operands(entry)]
+            if set(bound) - set(names):
+                raise Unfusible("arguments beyond the operands")
+            result = self.elementwise(entry.op, [bound.get(n) for n in names], env, entry)
+        elif family == "cast":
+            result = self.cast(entry, bound, env)
+        elif family == "reduction":
+            result = self.reduce(entry, bound, env)
+        elif family == "composite":
+            result = self.composite(entry, bound, env)
+        else:
+            raise Unfusible(f"{entry.op} is of the {family} family")
+        if found.method is False and self.depth == 0 and node.func is not None:
+            self._replace(node.func, found.api)  # the fallback spells the torch function fully
+        if self.depth == 0:
+            self.attempts.append(attempt)
+        self.program.ops[-1] = found.api.removeprefix("torch.")
+        return result
+
+    def cast(self, entry: Entry, bound, env) -> Operand:
+        value = self.value(bound["input"], env)
+        extra = set(bound) - {"input", "dtype", "other", "arg1"}
+        if extra:
+            raise Unfusible(f"{', '.join(sorted(extra))} of a cast")
+        if entry.target:
+            dtype = static_dtype(entry.target)
+        elif "other" in bound or ("arg1" in bound and self.finder.sites.inference.kind(bound["arg1"]) == TENSOR):
+            dtype = self.dtype_of(bound.get("other", bound.get("arg1")), env)
+        elif "dtype" in bound or "arg1" in bound:
+            dtype = self.dtype_value(bound.get("dtype", bound.get("arg1")), env)
+        else:
+            raise Unfusible("a cast without a dtype")
+        if dtype is None:
+            raise Unfusible("a cast to a dtype the kernels do not take")
+        return self.program.to(entry.op, value, dtype)
+
+    def dtype_of(self, node: ast.expr, env) -> str:
+        """The dtype symbol of a tensor (a region value, or a tensor read for its dtype only)."""
+        if type(node) is ast.Name and node.id in env:
+            return env[node.id].dtype
+        if self._reads_region(node, env) or type(node) not in (ast.Name, ast.Attribute) or self.depth and not _self_rooted(node):
+            raise Unfusible("the dtype of an expression")
+        if self.finder.sites.inference.kind(node) != TENSOR:
+            raise Unfusible("the dtype of no known tensor")
+        name = node.attr if type(node) is ast.Attribute else node.id
+        return self.program.tensor(self._leaf(node, "like", name)).dtype
+
+    def dtype_value(self, node: ast.expr, env) -> str | None:
+        static = self.finder.sites.inference.static_dtype(node)
+        if static is None:
+            raise Unfusible("no dtype")
+        if static != "?":
+            return static_dtype(static)
+        if type(node) is ast.Attribute and node.attr == "dtype":
+            return self.dtype_of(node.value, env)
+        if self._reads_region(node, env) or self.depth or type(node) not in (ast.Name, ast.Attribute):
+            raise Unfusible("a dtype of the region")
+        return self.program.dtype(self._leaf(node, "dtype", node.attr if type(node) is ast.Attribute else node.id))
+
+    def reduce(self, entry: Entry, bound, env) -> Operand:
+        if entry.output or entry.pypto not in composite.REDUCERS or {"indices", "p"} & set(entry.args) or set(bound) - {"input", "dim", "keepdim"}:
+            raise Unfusible(f"{entry.op} is no plain row reduction")
+        if _literal(bound.get("dim")) not in (-1, (-1,), [-1]) or _literal(bound.get("keepdim")) is not True:
+            raise Unfusible("a reduction fuses along dim=-1 with keepdim=True")
+        steps = reduction.program(entry)
+        return self.program.apply(entry.op, steps, {"x_tile": self.value(bound["input"], env)}, fp32=True)
+
+    def composite(self, entry: Entry, bound, env) -> Operand:
+        if entry.along:
+            if entry.param(entry.along).kinds != ("int",) or _literal(bound.get(entry.along)) != -1:
+                raise Unfusible(f"{entry.op} fuses along dim=-1")
+            if bound.get("dtype") is not None and _literal(bound["dtype"]) is not None:
+                raise Unfusible(f"{entry.op} with dtype=")
+        choice = []
+        for name, values in composite._choices(entry).items():
+            given = _literal(bound[name]) if name in bound else entry.param(name).default
+            if given not in values:
+                raise Unfusible(f"{name}={given!r}")
+            choice.append((name, given))
+        tensors = [p.name for p in composite.operands(entry)]
+        absent = frozenset(n for n in tensors if n not in bound)
+        if any(entry.param(n).required for n in absent):
+            raise Unfusible("a missing operand")
+        steps = composite.program(entry, entry.parts, tuple(choice), absent)
+        operands = {n: self.value(bound[n], env) for n in tensors if n not in absent}
+        renames = {}
+        for name in composite.constants(entry):
+            given = bound.get(name)
+            number = self._number(given, env) if given is not None else Program.literal(entry.param(name).default)
+            if number is None or entry.param(name).default is None and given is None:
+                raise Unfusible(f"{name} of {entry.op}")
+            renames[name] = number.text
+        if any(not v.is_tile for v in operands.values()):
+            raise Unfusible(f"a Python number as an operand of {entry.op}")
+        return self.program.apply(entry.op, steps, operands, fp32=True, renames=renames)
+
+    def inline(self, node: ast.Call, helper, env) -> Operand:
+        """A helper of the same class called with tensors: its statements in the caller's kernel."""
+        args = helper.args
+        if node.keywords or any(type(a) is ast.Starred for a in node.args) or helper.decorator_list:
+            raise Unfusible("a helper call with keywords or decorators")
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(args.args) != len(node.args) + 1:
+            raise Unfusible("a helper whose parameters the call does not fill one for one")
+        if self.depth >= _INLINE_DEPTH:
+            raise Unfusible("helpers nested too deep")
+        scope = {a.arg: self.value(v, env) for a, v in zip(args.args[1:], node.args)}
+        body = helper.body[1:] if _docstring(helper.body[0]) else helper.body
+        if not body or type(body[-1]) is not ast.Return or not all(_candidate(s) for s in body):
+            raise Unfusible(f"{helper.name} is no straight line of tensor statements")
+        self.depth += 1
+        try:
+            for statement in body:
+                value = self.value(statement.value, scope)
+                if type(statement) is ast.Return:
+                    break
+                scope[statement.targets[0].id] = value
+        finally:
+            self.depth -= 1
+        if not value.is_tile:
+            raise Unfusible(f"{helper.name} returns no tensor")
+        if "self" not in self.by_source:
+            self.by_source["self"] = self.program.param("self", "self", "self")
+        return value
+
+    # --- the fallback ----------------------------------------------------------------------
+
+    def fallback_source(self, start: int, end: int, indent: int) -> str:
+        """The region's statements as written, leaves spelt as the wrapper's parameters."""
+        text = self.finder.text
+        begin = text.rfind("\n", 0, start) + 1
+        pieces, done = [], begin
+        for (a, b), new in sorted(self.replacements.items()):
+            pieces += [text[done:a], new]
+            done = b
+        pieces.append(text[done:end])
+        lines = []
+        depth = 0
+        for line in "".join(pieces).splitlines():
+            if depth == 0 and (not line.strip() or line.strip().startswith("#")):
+                continue
+            lines.append(line[indent:] if depth == 0 and line[:indent].strip() == "" else line)
+            depth = max(0, depth + sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}"))
+        return "\n".join(lines) + "\n"
+
+
+def _own_nodes(function):
+    """The nodes of a function, not those of functions and classes nested in it."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _literal(node: ast.expr | None):
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return Ellipsis
+
+
+def _dotted(node: ast.expr) -> bool:
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name
+
+
+def _self_rooted(node: ast.expr) -> bool:
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name and node.id == "self"
+
+
+def _docstring(statement: ast.stmt) -> bool:
+    return type(statement) is ast.Expr and type(statement.value) is ast.Constant and isinstance(statement.value.value, str)
