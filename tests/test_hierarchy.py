@@ -111,3 +111,99 @@ def test_worker_processes_and_the_config_key_give_the_same_answers(package, tmp_
     (tmp_path / "pyproject.toml").write_text('[tool.torch2pypto]\nmodule-bases = ["transformers.PreTrainedModel"]\n')
     assert main([str(package / "models"), "--analyze", "--report", str(report), "-j", "2"]) == 0
     assert {r["status"] for r in json.loads(report.read_text())["records"]} == {"converted"}
+
+
+ROTARY = """\
+import torch
+from {module} import use_kernel_forward_from_hub
+
+@use_kernel_forward_from_hub("rotary_pos_emb")
+def rotate(q, cos):
+    return q * cos.exp()
+
+def f(a: torch.Tensor):
+    return rotate(a, a * 2).exp()
+"""
+
+
+@pytest.mark.parametrize(
+    "module, expected",
+    [
+        # a hub kernel's decorator runs the body on its callers' arguments (or replaces it): its
+        # parameters are what they pass; its result stays unknown
+        ("...integrations", ["converted", "left-alone"]),
+        ("transformers.integrations.hub_kernels", ["converted", "left-alone"]),
+        ("...other", ["left-alone", "left-alone"]),  # any other decorator may call it with anything
+    ],
+)
+def test_hub_kernel_decorators_pass_their_callers_arguments(package, module, expected):
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(ROTARY.format(module=module))
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == expected
+
+
+CACHE = """\
+import torch
+from typing import Any
+
+class Cache:
+    def update(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return key, value
+
+    def get_seq_length(self) -> int:
+        return 0
+
+    def anything(self) -> Any:
+        return 0
+
+class DynamicCache(Cache):
+    pass
+"""
+ATTENTION = """\
+import torch
+from ...cache_utils import Cache, DynamicCache
+
+def f(k: torch.Tensor, cache: Cache | None, dynamic: DynamicCache, other):
+    k2, v2 = cache.update(k, k)
+    a, b = dynamic.update(k, k)
+    c, d = other.update(k, k)
+    return k2.exp(), b.exp(), c.exp(), cache.get_seq_length().exp(), cache.anything().exp(), cache.missing().exp()
+"""
+
+
+def test_methods_of_declared_classes_in_other_files_return_what_they_declare(package):
+    # Cache.update -> tuple[Tensor, Tensor], inherited by DynamicCache; an int is no tensor;
+    # Any, an undeclared receiver and a method not found say nothing
+    (package / "cache_utils.py").write_text(CACHE)
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(ATTENTION)
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted", "converted", "left-alone", "left-alone", "left-alone"]
+
+
+KERNELIZED = """\
+import torch
+from ...integrations import use_kernel_forward_from_hub, use_kernelized_func
+from ...utils import auto_docstring
+
+@use_kernel_forward_from_hub("rotary_pos_emb")
+def rotate(q, cos):
+    return q * cos.exp()
+
+@use_kernelized_func(rotate)
+class Attention(torch.nn.Module):
+    @auto_docstring
+    def helper(self, x: torch.Tensor):
+        return x * 2
+
+    def forward(self, a):
+        return rotate(a, a * 2), self.helper(a).exp(){other}
+"""
+
+
+@pytest.mark.parametrize("other, expected", [("", ["converted", "converted"]), (", len(rotate)", ["left-alone", "converted"])])
+def test_a_function_named_to_use_kernelized_func_does_not_escape(package, other, expected):
+    # auto_docstring returns its function (helper's result is known); a function passed to any
+    # other call escapes (its parameters may be anything)
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(KERNELIZED.format(other=other))
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == expected

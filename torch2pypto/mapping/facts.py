@@ -19,10 +19,12 @@ from torch2pypto.mapping import TableError
 _LAYOUT = {
     "dtypes": "map",
     "tensor": {"namespaces": "list", "classes": "list", "attributes": "list", "methods": "list"},
-    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list"},
+    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "argument_decorators": "list", "naming_calls": "list", "parameters": "list"},
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
+    "annotation": {"unions": "list", "tuples": "list", "sequences": "list", "unknown": "list"},
+    "plain": {"config_names": "list", "builtins": "list", "methods": "list", "attributes": "list"},
 }
 
 
@@ -38,6 +40,9 @@ class Facts:
     module_classes: frozenset[str]
     module_tensor_results: frozenset[str]
     module_transparent_decorators: frozenset[str]
+    module_argument_decorators: frozenset[str]
+    module_naming_calls: frozenset[str]
+    module_parameters: frozenset[str]
     tensors_functions: frozenset[str]
     tensors_methods: frozenset[str]
     not_tensor_functions: frozenset[str]
@@ -46,6 +51,14 @@ class Facts:
     not_tensor_attributes: frozenset[str]
     device_classes: frozenset[str]
     device_types: frozenset[str]
+    annotation_unions: frozenset[str]
+    annotation_tuples: frozenset[str]
+    annotation_sequences: frozenset[str]
+    annotation_unknown: frozenset[str]
+    plain_config_names: frozenset[str]
+    plain_builtins: frozenset[str]
+    plain_methods: frozenset[str]
+    plain_attributes: frozenset[str]
 
 
 def build_facts(raw: Mapping[str, Any]) -> Facts:

@@ -11,14 +11,17 @@ absolute dotted name.
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import functools
 import os
 from pathlib import Path
+from typing import Callable
 
 from torch2pypto.mapping.facts import load_facts
 
 _MODULE_CLASSES = load_facts().module_classes
+_BUILTINS = frozenset(dir(builtins))
 _MAX_HOPS = 50  # classes followed for one question before giving up (not a module)
 
 
@@ -27,6 +30,7 @@ class _Summary:
     """A file reduced to what base-class questions need: bases per class, imported names."""
 
     classes: dict[str, tuple[str, ...]]  # class -> its bases as dotted source text
+    returns: dict[str, dict[str, ast.expr]]  # class -> method -> its return annotation
     imports: dict[str, str]  # name -> qualified name it imports (relative ones keep their dots)
     stars: tuple[str, ...]  # modules of `from M import *`
 
@@ -44,6 +48,40 @@ class Hierarchy:
     def is_module(self, qualified: str) -> bool:
         """Whether the class ``qualified`` (as this file imports it) derives from ``nn.Module``."""
         return self._qualified(self._file, qualified, set())
+
+    def method_returns(self, qualified: str, method: str) -> tuple[ast.expr, Callable[[ast.expr], set[str]]] | None:
+        """The return annotation of ``method`` of the class ``qualified`` (as this file imports it)
+        or of its bases, read in the file that defines it, with what its names there import."""
+        target = _locate(self._file, qualified)
+        return self._returns(*target, method, set()) if target else None
+
+    def _returns(self, file: Path, name: str, method: str, seen: set):
+        summary = _summary(file)
+        if summary is None or (file, name) in seen or len(seen) > _MAX_HOPS:
+            return None
+        seen.add((file, name))
+        if name in summary.imports:
+            target = _locate(file, summary.imports[name])
+            return self._returns(*target, method, seen) if target else None
+        if name not in summary.classes:
+            return None
+        found = summary.returns[name].get(method)
+        if found is not None:
+            return found, functools.partial(_names_in, file, summary)
+        for base in summary.classes[name]:
+            head, dot, rest = base.partition(".")
+            if head in summary.imports:
+                target = _locate(file, summary.imports[head] + dot + rest)
+            else:
+                target = (file, head) if not rest else None
+            found = self._returns(*target, method, seen) if target else None
+            if found is not None:
+                return found
+        return None
+
+    def absolute(self, qualified: str) -> str:
+        """The absolute dotted name of a name this file imports (``...utils.X`` -> ``transformers.utils.X``)."""
+        return (_absolute(self._file, qualified) if qualified.startswith(".") else None) or qualified
 
     # --- following names across files ----------------------------------------------------
 
@@ -160,6 +198,7 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     classes: dict[str, tuple[str, ...]] = {}
+    returns: dict[str, dict[str, ast.expr]] = {}
     imports: dict[str, str] = {}
     stars: list[str] = []
     statements = tree.body[::-1]
@@ -167,6 +206,11 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
         node = statements.pop()
         if isinstance(node, ast.ClassDef):
             classes[node.name] = tuple(ast.unparse(b) for b in node.bases if _dotted(b))
+            returns[node.name] = {
+                f.name: f.returns
+                for f in node.body
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.returns is not None and not f.decorator_list
+            }
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             for alias in node.names:
@@ -181,7 +225,24 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
             statements += reversed([*node.body, *getattr(node, "handlers", ()), *node.orelse])
         elif isinstance(node, ast.ExceptHandler):
             statements += reversed(node.body)
-    return _Summary(classes, imports, tuple(stars))
+    return _Summary(classes, returns, imports, tuple(stars))
+
+
+def _names_in(file: Path, summary: _Summary, expr: ast.expr) -> set[str]:
+    """The qualified names a dotted expression of ``file`` has through its imports (absolute where
+    the file is in a package; builtins as ``builtins.<name>``)."""
+    parts: list[str] = []
+    while type(expr) is ast.Attribute:
+        parts.append(expr.attr)
+        expr = expr.value
+    if type(expr) is not ast.Name:
+        return set()
+    suffix = "".join("." + p for p in reversed(parts))
+    imported = summary.imports.get(expr.id)
+    if imported is None:
+        return {f"builtins.{expr.id}{suffix}"} if expr.id in _BUILTINS and expr.id not in summary.classes else set()
+    absolute = _absolute(file, imported) if imported.startswith(".") else None
+    return {(absolute or imported) + suffix}
 
 
 def _dotted(node: ast.expr) -> bool:

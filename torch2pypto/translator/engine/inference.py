@@ -42,6 +42,7 @@ TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
 _NONE, _MAYBE = "none", "tensor-or-none"  # None itself; a tensor or None (a method call on it is a tensor's)
 _CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
 _MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
+_MAX_CHECKS = 64  # assumptions about self-referencing names checked per question (then UNKNOWN)
 
 FACTS = load_facts()
 DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
@@ -51,6 +52,7 @@ _LITERALS = (
 )  # fmt: skip
 _ORDER = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)  # comparisons a tensor answers elementwise
 _FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+Names = Callable[[ast.expr], set]  # what a dotted name imports, where it is written
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -97,6 +99,9 @@ class Inference:
         self._tensor_methods = tensor_methods
         self._kinds: dict[ast.AST, str] = {}
         self._pending: set[int] = set()
+        self._assumed: dict[int, str] = {}  # pending evidence lists -> the kind assumed for their reads
+        self._hit: set[int] = set()  # pending evidence lists read again
+        self._checks = _MAX_CHECKS  # assumptions still to be checked for the question being answered
         self._depth = 0
         self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
@@ -149,7 +154,11 @@ class Inference:
             return NOT_TENSOR
         if kind is ast.BinOp:
             sides = (self._kind(expr.left), self._kind(expr.right))
-            return TENSOR if TENSOR in sides or _MAYBE in sides else combine(sides)
+            if TENSOR in sides or _MAYBE in sides:
+                return TENSOR
+            if _CYCLE in sides and set(sides) <= {_CYCLE, NOT_TENSOR, _NONE}:
+                return _CYCLE  # x / (x.sum() + 1e-6) read in x's own assignment: the number tells nothing
+            return combine(sides)
         if kind is ast.UnaryOp:
             operand = self._kind(expr.operand)
             return NOT_TENSOR if isinstance(expr.op, ast.Not) else TENSOR if operand == _MAYBE else operand
@@ -175,11 +184,66 @@ class Inference:
             return NOT_TENSOR if all(type(op) not in _ORDER for op in compare.ops) else UNKNOWN
         sides = [compare.left, *compare.comparators]
         kinds = [self._kind(side) for side in sides]
+        if _CYCLE in kinds:
+            return _CYCLE  # a side read in its own assignment: the assumed kind decides (see _combine_pending)
         if TENSOR not in kinds:
             return combine(kinds)
         if len(sides) > 2:  # a < x < b is (a < x) and (x < b): a tensor's truth value
             return UNKNOWN
-        return TENSOR if all(k == TENSOR or _is_number(s) for k, s in zip(kinds, sides)) else UNKNOWN
+        if all(k == TENSOR or _is_number(s) for k, s in zip(kinds, sides)):
+            return TENSOR
+        if not all(k == TENSOR or self._plain(s) for k, s in zip(kinds, sides)):
+            return UNKNOWN
+        # a tensor and a plain value: torch compares, or gives up and Python's == answers False
+        # (None, a string, a list); an order raises then. False has no method of a tensor.
+        return _MAYBE if type(compare.ops[0]) in (ast.Eq, ast.NotEq) else TENSOR
+
+    def _plain(self, expr: ast.expr, depth: int = 0) -> bool:
+        """A Python scalar, string or None, or a value of a model config (JSON data or a sub-config):
+        neither a tensor nor anything whose comparison with one answers other than torch or False."""
+        kind = type(expr)
+        if kind is ast.Constant or depth > _MAX_DEPTH:
+            return kind is ast.Constant
+        if kind is ast.UnaryOp:
+            return self._plain(expr.operand, depth + 1)
+        if kind is ast.BinOp:
+            return self._plain(expr.left, depth + 1) and self._plain(expr.right, depth + 1)
+        if kind is ast.Attribute:
+            return self._is_config(expr.value) or (expr.attr in FACTS.plain_attributes and self._kind(expr.value) == TENSOR)
+        if kind is ast.Subscript:  # x.shape[-1]
+            return type(expr.value) is ast.Attribute and self._plain(expr.value, depth + 1)
+        if kind is ast.Call:
+            func = expr.func
+            if self._index.import_names(func) & FACTS.plain_builtins:
+                return True
+            return type(func) is ast.Attribute and func.attr in FACTS.plain_methods and self._kind(func.value) == TENSOR
+        if kind is ast.Name:
+            bindings = self._index.bindings(expr)
+            return bool(bindings) and all(
+                b.kind in (ASSIGN, NAMED) and b.value is not None and b.value is not expr and self._plain(b.value, depth + 1)
+                for b in bindings
+            )
+        return False
+
+    def _is_config(self, expr: ast.expr) -> bool:
+        """A model config: a parameter named as one (``config``, ``text_config``; not annotated as
+        a tensor), ``self.config``, or a config's sub-config (``config.vision_config``)."""
+        kind = type(expr)
+        if kind is ast.Attribute:
+            if not _config_name(expr.attr):
+                return False
+            if not _is_self(expr.value):
+                return self._is_config(expr.value)
+            cls = self._enclosing_class(expr.value)  # self.config: what the class stores there is one
+            stored = self._class_index(cls).assigned.get(expr.attr, ()) if cls else ()
+            return all(type(v) is ast.Name and self._is_config(v) for v in stored)
+        if kind is not ast.Name or not _config_name(expr.id):
+            return False
+        bindings = self._index.bindings(expr)
+        return bool(bindings) and all(
+            b.kind == PARAMETER and not _is_vararg(b) and (b.annotation is None or self._annotation_kind(b.annotation) == NOT_TENSOR)
+            for b in bindings
+        )
 
     def _call_kind(self, call: ast.Call) -> str:
         func = call.func
@@ -262,6 +326,10 @@ class Inference:
         """
         if not isinstance(function, _FUNCTION_DEFS) or not self._transparent(function):
             return UNKNOWN
+        if function.returns is not None:
+            declared = self._annotation_kind(function.returns)
+            if declared != UNKNOWN:
+                return declared
         returns = self._returns(function)
         return self._combine_pending(returns, self._returned) if returns else NOT_TENSOR
 
@@ -288,11 +356,16 @@ class Inference:
             self._function_returns[function] = found = [None] if generator else found
         return found
 
-    def _transparent(self, function: ast.FunctionDef) -> bool:
-        """Whether every decorator of a function keeps what it takes and returns."""
+    def _transparent(self, function: ast.FunctionDef, arguments: bool = False) -> bool:
+        """Whether every decorator of a function keeps what it takes and returns (``arguments``: or
+        runs the body only on what its callers pass, as a hub kernel's stand-in does)."""
         for decorator in function.decorator_list:
             target = decorator.func if type(decorator) is ast.Call else decorator
-            if not self._index.import_names(target) & FACTS.module_transparent_decorators:
+            names = {*self._index.import_names(target)}
+            names |= {self._hierarchy.absolute(n) for n in names}
+            if names & FACTS.module_transparent_decorators:
+                continue
+            if not arguments or not names & FACTS.module_argument_decorators:
                 return False
         return True
 
@@ -311,6 +384,8 @@ class Inference:
             if step is ITEM:
                 return combine(self._part_kind(e, rest) for e in elements) if elements else UNKNOWN
             return self._part_kind(elements[step], rest) if -len(elements) <= step < len(elements) else UNKNOWN
+        if kind in (ast.ListComp, ast.GeneratorExp):  # each item is the element expression's value
+            return self._part_kind(value.elt, rest)
         if kind is ast.IfExp:
             return combine((self._part_kind(value.body, path), self._part_kind(value.orelse, path)))
         if kind is ast.Name:
@@ -327,6 +402,8 @@ class Inference:
             return self._part_kind(binding.value, path)
         if binding.kind == UNPACKED:
             return self._part_kind(binding.value, binding.path + path)
+        if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None:
+            return self._annotation_part(binding.annotation, path, _is_vararg(binding))
         return TENSOR if self._binding_kind(binding) in (TENSOR, _MAYBE) else UNKNOWN
 
     def _call_part(self, call: ast.Call, path: tuple) -> str:
@@ -334,6 +411,10 @@ class Inference:
         func = call.func
         if type(func) is ast.Attribute and func.attr in FACTS.tensors_methods and not self._index.import_names(func):
             return _through(self._kind(func.value))
+        if type(func) is ast.Attribute:
+            declared = self._declared_method(func)
+            if declared:
+                return self._annotation_part(declared[0], path, names=declared[1])
         names = self._index.import_names(func)
         if names:
             if names <= FACTS.tensors_functions:
@@ -342,7 +423,16 @@ class Inference:
         functions = self._functions_called(func)
         if not functions or not all(self._transparent(f) for f in functions):
             return UNKNOWN
-        returns = [v for f in functions for v in self._returns(f) if v is not None]  # unpacking None raises
+        return combine(self._returned_part(f, path) for f in functions)
+
+    def _returned_part(self, function: ast.FunctionDef, path: tuple) -> str:
+        """A part of what a function of this module returns: as its return annotation declares, else
+        as its return statements give."""
+        if function.returns is not None:
+            declared = self._annotation_part(function.returns, path)
+            if declared != UNKNOWN:
+                return declared
+        returns = [v for v in self._returns(function) if v is not None]  # unpacking None raises
         return self._combine_pending(returns, lambda v: self._part_kind(v, path)) if returns else UNKNOWN
 
     def _builtin_part(self, names: set[str], call: ast.Call, path: tuple) -> str:
@@ -386,7 +476,42 @@ class Inference:
             return NOT_TENSOR if self._kind(func.value) in (TENSOR, _MAYBE) else UNKNOWN
         if method in self._tensor_methods or method in FACTS.tensor_methods:
             return _through(self._kind(func.value))
-        return UNKNOWN
+        declared = self._declared_method(func)
+        return self._annotation_kind(*declared) if declared else UNKNOWN
+
+    def _declared_method(self, func: ast.Attribute) -> tuple[ast.expr, Names | None] | None:
+        """The return annotation of a method called on a name whose annotations declare its class
+        (``cache.update(k, v)`` with ``cache: Cache | None``), with what its names import where it
+        is written: a class of this module, or of a file an import names. None if not known."""
+        receiver = func.value
+        bindings = self._index.bindings(receiver) if type(receiver) is ast.Name else []
+        if not bindings or any(b.kind not in (PARAMETER, ANNOTATED) or b.annotation is None or _is_vararg(b) for b in bindings):
+            return None
+        classes = [self._declared_class(b.annotation) for b in bindings]
+        if None in classes or len({ast.dump(c) for c in classes}) != 1:
+            return None
+        local = self._local_class(classes[0])
+        if local is not None:
+            method = self._inherited(local, func.attr)
+            if method is None or method.returns is None or method.decorator_list:
+                return None
+            return method.returns, None
+        names = self._index.import_names(classes[0])
+        return self._hierarchy.method_returns(names.pop(), func.attr) if len(names) == 1 else None
+
+    def _declared_class(self, annotation: ast.expr) -> ast.expr | None:
+        """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``)."""
+        kind = type(annotation)
+        if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
+            parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
+            return self._declared_class(parts[0]) if len(parts) == 1 else None
+        if kind is ast.Subscript and self._index.import_names(annotation.value) & FACTS.annotation_unions:
+            inner = annotation.slice
+            parts = [e for e in (inner.elts if type(inner) is ast.Tuple else [inner]) if not _is_none(e)]
+            return self._declared_class(parts[0]) if len(parts) == 1 else None
+        if not is_dotted(annotation) or self._annotation_kind(annotation) != NOT_TENSOR:
+            return None
+        return annotation
 
     def _attribute_kind(self, attr: ast.Attribute) -> str:
         if self._index.import_names(attr):
@@ -396,9 +521,24 @@ class Inference:
             return NOT_TENSOR
         if name in FACTS.tensor_attributes:
             return _through(self._kind(attr.value))
+        if self._is_config(attr.value) or self._is_config(attr):
+            return NOT_TENSOR  # a config's value: JSON data or a sub-config
         if _is_self(attr.value):
             return self._self_attribute_kind(attr)
+        if name in FACTS.module_parameters and self._held_torch_module(attr.value):
+            return _MAYBE  # an nn module's weight or bias: a parameter, or None (bias=False)
         return UNKNOWN
+
+    def _held_torch_module(self, value: ast.expr) -> bool:
+        """``self.<name>`` always holding an instance of one of torch's layers (``nn.Linear``)."""
+        if type(value) is not ast.Attribute or not _is_self(value.value):
+            return False
+        cls = self._enclosing_class(value.value)
+        values = self._class_index(cls).assigned.get(value.attr) if cls else None
+        return bool(values) and all(
+            type(v) is ast.Call and self._index.import_names(v.func) and self._index.import_names(v.func) <= FACTS.module_tensor_results
+            for v in values
+        )
 
     def _self_attribute_kind(self, attr: ast.Attribute) -> str:
         """``self.x``: what every ``self.x = ...`` / ``register_buffer("x", ...)`` in the class holds."""
@@ -407,27 +547,43 @@ class Inference:
         return self._combine_pending(values, self.kind) if values else UNKNOWN
 
     def _name_kind(self, name: ast.Name) -> str:
+        if self._is_config(name):
+            return NOT_TENSOR
         bindings = self._index.bindings(name)
         return self._combine_pending(bindings, self._binding_kind) if bindings else UNKNOWN
 
     def _combine_pending(self, evidence: list, kind_of) -> str:
         """Combine the kinds of ``evidence`` (one list per name or ``self`` attribute).
 
-        A list read again while it is being inferred (``x = x.float()``) gives no evidence;
-        a chain deeper than the interpreter's stack allows gives none either.
+        A list read again while it is being inferred (``x = x.float()``) gives no evidence at
+        first; the answer found without it is then assumed for those reads and must come out
+        again (``n = 1; n = (n * 2).sin()`` is unknown, not an int). Past a budget of such checks
+        per question, or a chain deeper than the interpreter's stack allows, the answer is unknown.
         """
         key = id(evidence)
         if key in self._pending:
-            self._cycles += 1
-            return _CYCLE
+            self._cycles += 1  # nothing inferred across this read is memoised
+            self._hit.add(key)
+            return self._assumed.get(key, _CYCLE)
         if len(self._pending) > _MAX_DEPTH:
             return UNKNOWN
+        if not self._pending:
+            self._checks = _MAX_CHECKS
         self._pending.add(key)
         try:
             kind = combine([kind_of(e) for e in evidence])
+            if key in self._hit and kind not in (_CYCLE, UNKNOWN) and key not in self._assumed:
+                self._checks -= 1
+                self._assumed[key] = kind
+                try:
+                    if self._checks < 0 or combine([kind_of(e) for e in evidence]) != kind:
+                        kind = UNKNOWN
+                finally:
+                    del self._assumed[key]
         finally:
             self._pending.discard(key)
-        return UNKNOWN if kind == _CYCLE else kind
+            self._hit.discard(key)
+        return kind  # a cycle stays one while what it reads is pending (_kind answers unknown after)
 
     def _binding_kind(self, binding: Binding) -> str:
         how = binding.kind
@@ -449,6 +605,8 @@ class Inference:
         return UNKNOWN
 
     def _param_kind(self, param: Binding) -> str:
+        if _is_vararg(param):
+            return NOT_TENSOR  # *args is a tuple (its annotation is its items')
         if param.annotation is not None:
             return self._annotation_kind(param.annotation)
         if param.value is not None and not _is_none(param.value):
@@ -458,12 +616,12 @@ class Inference:
             return UNKNOWN
         cls = self._class_of_function(function)
         if cls is None:
-            return self._function_param_kind(function, param) if self._transparent(function) else UNKNOWN
+            return self._function_param_kind(function, param) if self._transparent(function, True) else UNKNOWN
         if param.index <= 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
             return UNKNOWN
         if function.name == "forward":
             return TENSOR
-        if not self._transparent(function):
+        if not self._transparent(function, True):
             return UNKNOWN
         return self._passed_kind(self._class_index(cls).calls.get(function.name, ()), param, 1)
 
@@ -498,6 +656,7 @@ class Inference:
         """Functions of this module whose every read is a call's callee, with those calls."""
         if self._calls_of is None:
             callee = {id(c.func): c for c in self._index.calls if type(c.func) is ast.Name}
+            named = {id(a) for c in self._index.calls if self._names_only(c) for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
             escaped: set[ast.AST] = set()
             for node, scope in self._index.scope_of.items():
@@ -507,6 +666,8 @@ class Inference:
                 for b in bindings:
                     if b.kind == DEFINITION and isinstance(b.node, _FUNCTION_DEFS):
                         call = callee.get(id(node))
+                        if call is None and id(node) in named:
+                            continue  # named to a decorator that never calls it
                         if call is None or len(bindings) != 1:
                             escaped.add(b.node)
                         else:
@@ -516,6 +677,10 @@ class Inference:
                 f: c for f, c in calls.items() if f not in escaped and f.name not in exported
             }
         return self._calls_of
+
+    def _names_only(self, call: ast.Call) -> bool:
+        """A call that only takes note of the functions passed to it (a hub kernel's registration)."""
+        return any(self._hierarchy.absolute(n) in FACTS.module_naming_calls for n in self._index.import_names(call.func))
 
     def _is_module_class(self, cls: ast.ClassDef) -> bool:
         """Derives from ``nn.Module``, directly or through classes of this module or of files it imports."""
@@ -534,24 +699,67 @@ class Inference:
         bindings = self._index.bindings(base)
         return len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef) and self._is_module_class(bindings[0].node)
 
-    def _annotation_kind(self, annotation: ast.expr) -> str:
-        """Tensor for ``Tensor``/``torch.Tensor``/``Optional[Tensor]``/``Tensor | None``; else not."""
+    def _annotation_kind(self, annotation: ast.expr, names: Names | None = None) -> str:
+        """Tensor for ``Tensor``/``torch.Tensor``/``Optional[Tensor]``/``Tensor | None``; else not.
+
+        ``names``: what a dotted name in the annotation imports (default: in this module).
+        """
+        names = names or self._index.import_names
         kind = type(annotation)
         if kind is ast.Constant:
             return NOT_TENSOR if annotation.value is None else UNKNOWN
         if kind is ast.BinOp:  # X | None
             parts = (annotation.left, annotation.right)
-            return combine({self._annotation_kind(p) for p in parts if not _is_none(p)})
+            return combine({self._annotation_kind(p, names) for p in parts if not _is_none(p)})
         if kind is ast.Subscript:
-            if self._index.import_names(annotation.value) & {"typing.Optional", "typing.Union"}:
+            if names(annotation.value) & FACTS.annotation_unions:
                 inner = annotation.slice
                 elements = inner.elts if type(inner) is ast.Tuple else [inner]
-                return combine(self._annotation_kind(e) for e in elements if not _is_none(e))
+                return combine(self._annotation_kind(e, names) for e in elements if not _is_none(e))
             return NOT_TENSOR
-        names = self._index.import_names(annotation)
-        if names & FACTS.tensor_classes:
+        named = names(annotation)
+        if named & FACTS.tensor_classes:
             return TENSOR
-        return NOT_TENSOR if names or kind in (ast.Name, ast.Attribute) else UNKNOWN
+        if named & FACTS.annotation_unknown:
+            return UNKNOWN
+        return NOT_TENSOR if named or kind in (ast.Name, ast.Attribute) else UNKNOWN
+
+    def _annotation_part(self, annotation: ast.expr, path: tuple, items: bool = False, names: Names | None = None) -> str:
+        """The kind of the part of a value declared ``annotation`` that unpacking along ``path``
+        reaches: ``tuple[Tensor, Tensor]``'s elements, ``list[Tensor]``'s items; None raises there.
+
+        ``items``: the annotation declares the items of the value (``*args: Tensor``).
+        """
+        names = names or self._index.import_names
+        if items:
+            if path and path[0] == REST:
+                return NOT_TENSOR if len(path) == 1 else UNKNOWN
+            return self._annotation_part(annotation, path[1:], names=names) if path else NOT_TENSOR
+        if not path:
+            return self._annotation_kind(annotation, names)
+        step, rest = path[0], path[1:]
+        kind = type(annotation)
+        if kind is ast.BinOp and type(annotation.op) is ast.BitOr:  # X | None
+            parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
+            return combine(self._annotation_part(p, path, names=names) for p in parts)
+        if kind is not ast.Subscript:
+            return TENSOR if self._annotation_kind(annotation, names) == TENSOR else UNKNOWN  # a tensor's items
+        generic = names(annotation.value)
+        inner = annotation.slice
+        elements = inner.elts if type(inner) is ast.Tuple else [inner]
+        if generic & FACTS.annotation_unions:
+            return combine(self._annotation_part(e, path, names=names) for e in elements if not _is_none(e))
+        if step == REST:
+            return NOT_TENSOR if not rest else UNKNOWN  # a starred target is a list
+        if generic & FACTS.annotation_tuples:
+            if len(elements) == 2 and type(elements[1]) is ast.Constant and elements[1].value is Ellipsis:
+                return self._annotation_part(elements[0], rest, names=names)  # tuple[T, ...]
+            if step is ITEM:
+                return combine(self._annotation_part(e, rest, names=names) for e in elements) if elements else UNKNOWN
+            return self._annotation_part(elements[step], rest, names=names) if -len(elements) <= step < len(elements) else UNKNOWN
+        if generic & FACTS.annotation_sequences and len(elements) == 1:
+            return self._annotation_part(elements[0], rest, names=names)
+        return UNKNOWN
 
     def held_module(self, func: ast.Attribute) -> HeldModule | None:
         """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
@@ -780,6 +988,16 @@ def _exported(index: ModuleIndex) -> set[str]:
 
 def _is_none(node: ast.expr) -> bool:
     return type(node) is ast.Constant and node.value is None
+
+
+def _config_name(name: str) -> bool:
+    return any(name == n or name.endswith("_" + n) for n in FACTS.plain_config_names)
+
+
+def _is_vararg(binding: Binding) -> bool:
+    """A ``*args`` parameter."""
+    function = binding.function
+    return binding.kind == PARAMETER and function is not None and function.args.vararg is binding.node
 
 
 def _is_self(node: ast.expr) -> bool:
