@@ -188,3 +188,17 @@ def test_an_unencodable_output_is_caught():
     translation = translate_source(source.encode("latin-1"))
     tampered = dataclasses.replace(translation, code=translation.code.replace("# ---- end", "# \u2014 end"))
     assert any("cannot be written in its encoding" in p for p in violations(tampered))
+
+
+@pytest.mark.parametrize("kernels_module", [None, KERNELS])
+def test_a_wrappers_result_is_what_its_torch_call_gave(kernels_module):
+    """A second run decides as the first: `r` stays a tensor once `torch.roll` is `pypto_roll`, so
+    repeat_interleave with tensor repeats stays torch (corpus: granite_docling, seamless_m4t)."""
+    source = (
+        "import torch\n\n\ndef f(x: torch.Tensor):\n"
+        "    r = torch.roll(x, 1)\n"
+        "    return torch.repeat_interleave(x, r.view(-1), dim=0)\n"
+    )
+    once = translate_source(source, kernels_module=kernels_module)
+    assert "pypto_roll(x, 1)" in once.code and "torch.repeat_interleave(x, r.view(-1)" in once.code
+    assert translate_source(once.code, kernels_module=kernels_module).code == once.code

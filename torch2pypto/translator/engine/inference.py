@@ -91,10 +91,14 @@ class Inference:
         tensor_methods: frozenset[str],
         hierarchy: Hierarchy | None = None,
         reads_torch: Callable[[], bool] | None = None,
+        wrapper_api: Callable[[ast.Name], str | None] = lambda _: None,
     ) -> None:
         """``hierarchy`` answers for base classes that other files define (None: no file is read);
-        ``reads_torch`` tells whether the module reads a name ``torch``, if ``index`` is only a part of it."""
+        ``reads_torch`` tells whether the module reads a name ``torch``, if ``index`` is only a part of it;
+        ``wrapper_api``: the torch API a generated wrapper's name stands for (None: no wrapper), so
+        that its call is what the torch call was and a second translation decides as the first."""
         self._index = index
+        self._wrapper_api = wrapper_api
         self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
         self._kinds: dict[ast.AST, str] = {}
@@ -247,6 +251,10 @@ class Inference:
 
     def _call_kind(self, call: ast.Call) -> str:
         func = call.func
+        if type(func) is ast.Name:
+            api = self._wrapper_api(func)
+            if api is not None:  # a method's wrapper returns what the function of its name does
+                return _function_kind(api.replace("torch.Tensor.", "torch.", 1)) if api.startswith("torch.") else UNKNOWN
         if type(func) is ast.Attribute and not is_dotted(func):
             return self._method_kind(func)
         names = self._index.import_names(func)

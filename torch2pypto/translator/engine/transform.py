@@ -118,7 +118,7 @@ class Sites:
         self.options = options
         self.index = index
         hierarchy = hierarchy or Hierarchy(path, options.module_bases)
-        self.inference = Inference(index, table.methods, hierarchy, reads_torch)
+        self.inference = Inference(index, table.methods, hierarchy, reads_torch, self._wrapper_api)
 
     def resolve(self, call: ast.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
@@ -166,6 +166,16 @@ class Sites:
         ast.copy_location(call.func, node)
         self.index.scope_of[call] = self.index.scope_of[node]
         return call, Resolved("torch.Tensor.__matmul__", entry, method=True)
+
+    def _wrapper_api(self, name: ast.Name) -> str | None:
+        """The torch API a generated wrapper's name stands for (a fused region's: FUSED_API)."""
+        wrapper = self._generated_wrapper(name)
+        if wrapper is None:
+            return None
+        if wrapper.startswith(FUSED_PREFIX):
+            return FUSED_API
+        entry = self.table.by_wrapper.get(wrapper)
+        return wrapper_api(entry) if entry else None
 
     def _generated_wrapper(self, name: ast.Name) -> str | None:
         """The generated wrapper ``name`` calls: defined in the generated section (which binds
