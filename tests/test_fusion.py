@@ -236,3 +236,17 @@ def test_random_chains_fuse_and_match_torch(seed):
     translation = fused(code)
     x, y = tensor(*shape, dtype=dtype, seed=seed), tensor(*shape, dtype=dtype, seed=seed + 1)
     check(code, (x, y), kernels=len(translation.regions))
+
+
+def test_a_bool_tile_in_arithmetic_is_not_fused_and_does_not_crash():
+    """nllb_moe: `mask * probs` with a comparison's bool result crashed the dtype promotion."""
+    source = (
+        "import torch\n\n\ndef f(x: torch.Tensor, y: torch.Tensor):\n"
+        "    m = x > y\n"
+        "    z = m * y\n"
+        "    return z + 1.0\n"
+    )
+    once = translate_source(source)
+    compile(once.code, "f.py", "exec")
+    assert violations(once) == []
+    assert translate_source(once.code).code == once.code

@@ -173,6 +173,8 @@ class Program:
         for k in bools:
             if operands[k].dtype != BOOL:
                 raise Unfusible(f"{k} of {op} is no bool tile")
+        if any(v.dtype == BOOL for v in tiles.values()):  # torch's bool promotion is not modelled
+            raise Unfusible(f"a bool tile as an operand of {op}")
         dtype = self.promote([v.dtype for v in tiles.values()])
         compute = FP32 if fp32 or any(a.step.fp32 for a in steps) or len(steps) > 1 else dtype
         names = {k: self.cast(v, compute) if k in tiles else v for k, v in operands.items()}
