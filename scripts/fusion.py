@@ -13,8 +13,8 @@ test; a run takes minutes.
 Last run (pypto 0.2.0, bf16, µs fused vs per-call sum): rmsnorm (the Qwen3.5 sample) 3.1 vs
 10.9 (3.48x) at 64x4096, 265.9 vs 766.8 (2.88x) at 4096x4096; silu-gate 3.1 vs 42.3 (13.6x),
 265.8 vs 2404.2 (9.0x); softmax with its casts 2.6 vs 6.9 (2.66x), 239.8 vs 619.6 (2.58x). The
-fused kernels stand at 2.8-5.6x their HBM floor; their tiles are the prelude's _tile_shape /
-_whole_rows_tile (1-2 rows at 4096 cols), which the tile work of issue 10 item 6 replaces.
+fused kernels stand at 2.8-5.6x their HBM floor. Those figures predate the cost-model tile rule
+(the prelude's _tile_shape, scripts/tiles.py), which the fused kernels now use too.
 """
 
 from __future__ import annotations
