@@ -92,7 +92,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
 
 @pytest.mark.interpreter
 def test_verify_runs_every_converted_call_site_in_the_interpreter(tmp_path, capsys):
-    assert main([str(SAMPLE), "--verify", "-o", str(tmp_path / "out.py")]) == 0
+    assert main([str(SAMPLE), "--verify", "--no-fuse", "-o", str(tmp_path / "out.py")]) == 0
     out = capsys.readouterr().out
     assert "CPU interpreter vs torch" in out
     assert out.count(" ok ") == 6 and "MISMATCH" not in out
@@ -105,7 +105,7 @@ def test_verify_title_is_one_line_from_a_long_checkout_path(tmp_path, capsys):
     deep.mkdir(parents=True)
     source = deep / SAMPLE.name
     source.write_bytes(SAMPLE.read_bytes())
-    assert main([str(source), "--verify", "-o", str(tmp_path / "out.py")]) == 0
+    assert main([str(source), "--verify", "--no-fuse", "-o", str(tmp_path / "out.py")]) == 0
     out = capsys.readouterr().out
     assert f"{source}: CPU interpreter vs torch\n" in out
     assert out.count(" ok ") == 6 and "MISMATCH" not in out
