@@ -30,6 +30,8 @@ def staying(table: Table = TABLE) -> list[tuple[str, str, str]]:
 def call_shapes(entry: Entry) -> dict[str, str]:
     """The four call shapes of the entry's first function example: all positional, all keyword,
     keywords shuffled, defaults omitted (the method form where there is no function)."""
+    if not entry.apis:
+        return {}  # a tensor form: its calls are its parent entry's
     call = ast.parse(entry.examples.convert[0], mode="eval").body
     func = ast.unparse(call.func)
     if not isinstance(call, ast.Call) or call.keywords and any(k.arg is None for k in call.keywords):

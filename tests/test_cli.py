@@ -99,6 +99,17 @@ def test_verify_runs_every_converted_call_site_in_the_interpreter(tmp_path, caps
 
 
 @pytest.mark.interpreter
+def test_verify_samples_a_tensor_form_by_its_own_entry(tmp_path, capsys):
+    """clamp(x, t, u) runs clamp_tensors' kernel, whose dtypes (not clamp's int ones) are sampled."""
+    source = tmp_path / "m.py"
+    source.write_text("import torch\n\n\ndef f(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor):\n"
+                      "    return torch.clamp(x, lo, hi), x.clamp(max=hi), torch.max(x, lo)\n")
+    assert main([str(source), "--verify", "--no-fuse", "-o", str(tmp_path / "out.py")]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" ok ") == 3 and "not exercised" not in out, out
+
+
+@pytest.mark.interpreter
 def test_verify_title_is_one_line_from_a_long_checkout_path(tmp_path, capsys):
     """Issue 11 item 12: the table's title is the file's path; rich must not wrap it at 80 columns."""
     deep = tmp_path / ("a-checkout-under-a-long-temporary-folder-name-" * 3) / "samples"

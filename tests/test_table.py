@@ -61,6 +61,13 @@ GOOD = {"category": "same-name", "family": "elementwise", "apis": ["torch.exp"],
         ({"aliases": {"axis": "dim"}}, "alias 'axis' names unknown parameter 'dim'"),
         ({"aliases": {"input": "input"}}, "alias 'input' is itself a parameter"),
         ({"aliases": {"two words": "input"}}, "alias 'two words' is not a keyword name"),
+        ({"torch": "torch.exp"}, "is a tensor form naming the torch function"),
+        ({"apis": [], "torch": None}, "is a tensor form naming the torch function"),
+        ({"tensor_forms": {"other": "exp"}}, "names parameters after the input"),
+        ({"signature": "(input: Tensor, other: Number)", "args": {"other": "other"}, "tensor_forms": {"other": "log"}},
+         "names no mapped entry: 'log'"),
+        ({"signature": "(input: Tensor, other: Number)", "args": {"other": "other"}, "tensor_forms": {"other": "exp"}},
+         "takes 1 tensor operand\(s\), not the input and 'other'"),
     ],
 )
 def test_validator_rejects(change, message):

@@ -33,6 +33,10 @@ def exp(x: torch.Tensor):
 
 def scale(x: torch.Tensor):
     return torch.mul(0.5, x)
+
+
+def clamp(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor):
+    return x.clamp(min=lo), torch.clamp(x, max=hi), torch.clamp(x, lo, hi)
 """
 
 
@@ -83,3 +87,23 @@ def test_a_no_op_cast_returns_the_input_itself(modules):
 def test_results_of_transposed_inputs_keep_torchs_strides(modules, name, args):
     x = torch.randn(37, 5).t()
     run(modules, name, x, *args)
+
+
+def test_clamp_with_tensor_bounds_keeps_torchs_gradient_where_the_input_meets_a_bound(modules):
+    """torch.clamp passes the gradient to x where x == min, torch.maximum splits it: the tensor
+    forms' kernels are maximum's and minimum's, their gradient clamp's."""
+    translated, original = modules
+    x = torch.tensor([[-1.0, 0.0, 0.5, 1.0, 2.0]]).repeat(3, 1)
+    lo, hi = torch.zeros(5), torch.ones(3, 5)
+    grads = []
+    for module in (translated, original):
+        leaves = [t.clone().requires_grad_() for t in (x, lo, hi)]
+        launched = interpreter.counting()
+        with torch2pypto.interpreted(translated):
+            results = module.clamp(*leaves)
+        assert (sum(launched().values()) == 3) == (module is translated), launched()
+        sum(r.sum() * (i + 1) for i, r in enumerate(results)).backward()
+        grads.append(([r.detach() for r in results], [t.grad for t in leaves]))
+    (got, got_grads), (expected, expected_grads) = grads
+    for g, e in zip(got + got_grads, expected + expected_grads):
+        torch.testing.assert_close(g, e)

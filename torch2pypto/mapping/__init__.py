@@ -126,6 +126,8 @@ class Entry:
     rank: int | None = None
     recipe: str | None = None
     number_first: str | None = None  # the entry computing op(number, x) as itself with the operands swapped
+    tensor_forms: Mapping[str, str] = dataclasses.field(default_factory=dict)  # "min,max" -> the entry computing the call when those are tensors
+    torch: str | None = None  # a tensor form's torch function, which it falls back to (it has no apis of its own)
     along: str | None = None  # a composite's row: the dim (int) or normalized shape (Dims) it reduces
     halves: str | None = None  # a composite's dim whose two halves are its operands a and b (glu)
     channels: tuple[str, ...] = ()  # a composite's operands holding one value per channel (dim 1: prelu's weight)
@@ -148,7 +150,7 @@ class Entry:
     @property
     def torch_function(self) -> str | None:
         """The torch function spelling (for fallbacks), or None for method-only ops."""
-        return next((a for a in self.apis if not a.startswith("torch.Tensor.")), None)
+        return self.torch or next((a for a in self.apis if not a.startswith("torch.Tensor.")), None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +221,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         fallback=MappingProxyType(dict(raw.pop("fallback", {}))),
         torch_only=tuple(raw.pop("torch_only", ())),
         omitted=MappingProxyType(dict(raw.pop("omitted", {}))),
+        tensor_forms=MappingProxyType(dict(raw.pop("tensor_forms", {}))),
         aliases=MappingProxyType(dict(raw.pop("aliases", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
@@ -277,6 +280,8 @@ def _check(entry: Entry) -> None:
         raise TableError(f"{op}: a mapped op gives at least one example that converts")
     if entry.category != HOST_SIDE and (not entry.params or entry.params[0].kinds not in (("Tensor",), ("Tensors",))):
         raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them)")
+    if bool(entry.torch) == bool(entry.apis) or entry.torch and not entry.torch.startswith("torch."):
+        raise TableError(f"{op}: an entry has apis, or is a tensor form naming the torch function it falls back to (torch)")
     for api in entry.apis:
         if not api.startswith("torch."):
             raise TableError(f"{op}: API {api!r} is not a torch name")
@@ -323,6 +328,7 @@ def build_table(raw: Mapping[str, Any]) -> Table:
     entries = {op: _entry(op, body) for op, body in raw.items()}
     entries = {op: _with_parts(entry, entries) for op, entry in entries.items()}
     entries = {op: _with_number_first(entry, entries) for op, entry in entries.items()}
+    entries = {op: _with_tensor_forms(entry, entries) for op, entry in entries.items()}
     for entry in entries.values():
         _honoured(entry, entries)
     by_api: dict[str, Entry] = {}
@@ -376,6 +382,24 @@ def _with_number_first(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
         raise TableError(f"{entry.op}: number_first names no entry: {entry.number_first!r}")
     parts = {**entry.parts, entry.number_first: entries[entry.number_first]}
     return dataclasses.replace(entry, parts=MappingProxyType(parts))
+
+
+def _with_tensor_forms(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
+    """The entry with the entries of its ``tensor_forms`` attached: ``{ "min,max" = "clamp_tensors" }``
+    computes ``clamp(x, t, u)`` as ``clamp_tensors(x, t, u)``, its tensor operands in that order."""
+    parts = dict(entry.parts)
+    for form, op in entry.tensor_forms.items():
+        names = form.split(",")
+        if not set(names) <= {p.name for p in entry.params[1:]} or len(set(names)) != len(names):
+            raise TableError(f"{entry.op}: tensor_forms key {form!r} names parameters after the input, each once")
+        target = entries.get(op)
+        if target is None or target.family is None:
+            raise TableError(f"{entry.op}: tensor_forms names no mapped entry: {op!r}")
+        tensors = [p for p in target.params if p.kinds == ("Tensor",) and p.required]
+        if len(tensors) != 1 + len(names):
+            raise TableError(f"{entry.op}: tensor form {op} takes {len(tensors)} tensor operand(s), not the input and {form!r}")
+        parts[op] = target
+    return dataclasses.replace(entry, parts=MappingProxyType(parts)) if entry.tensor_forms else entry
 
 
 def _honoured(entry: Entry, entries: Mapping[str, Entry]) -> None:

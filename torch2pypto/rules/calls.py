@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import libcst as cst
 
@@ -49,6 +50,21 @@ def fallback(site: CallSite) -> Unsupported | None:
         if value is not Ellipsis and value != site.entry.param(name).default:
             return Unsupported(reason)
     return None
+
+
+def in_tensor_form(site: CallSite) -> CallSite:
+    """The site as its entry's tensor form computes it, where the arguments that form names are
+    the call's only ones after the input and are known tensors (``torch.clamp(x, min=t)`` is
+    ``maximum(x, t)``); otherwise the site as it is."""
+    entry = site.entry
+    given = [p.name for p in entry.params[1:] if p.name in site.args]
+    form = entry.tensor_forms.get(",".join(given))
+    if form is None or not all(site.is_tensor(name) for name in given):
+        return site
+    target = entry.parts[form]
+    operands = [p.name for p in target.params if p.kinds == ("Tensor",) and p.required]
+    values = [site.args[entry.params[0].name], *(site.args[name] for name in given)]
+    return dataclasses.replace(site, entry=target, args=dict(zip(operands, values)))
 
 
 def convert(site: CallSite, definitions) -> Converted | Unsupported:

@@ -60,9 +60,11 @@ def api(entry: Entry) -> str:
 
 def torch_call(entry: Entry, params: tuple[Param, ...]) -> str:
     """The torch expression a wrapper falls back to, passing ``params`` by their names."""
+    first, *rest = params
+    if entry.torch:  # a tensor form: its parameters are its parent's by name (clamp's max)
+        return f"{entry.torch}({', '.join([first.name, *(f'{p.name}={p.name}' for p in rest)])})"
     if entry.torch_function:
         return f"{entry.torch_function}({call_args(params)})"
-    first, *rest = params
     return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest))})"
 
 

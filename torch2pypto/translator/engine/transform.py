@@ -18,6 +18,7 @@ import libcst as cst
 
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import RULES, CallSite, Converted, Unsupported
+from torch2pypto.rules.calls import in_tensor_form
 from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
 from torch2pypto.translator.engine.hierarchy import Hierarchy
@@ -288,8 +289,8 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
         receiver = call.func.value if found.method else None
         args = cst_args(call) + cst_held(call, found.held)
     bound = bind(entry.params, args, receiver, entry.aliases)
-    site = CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor"))
-    result = RULES[entry.family](site)
+    site = in_tensor_form(CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor")))
+    result = RULES[site.entry.family](site)
     if not isinstance(result, Converted):
         return result
     new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else result.call).with_changes(lpar=(), rpar=())

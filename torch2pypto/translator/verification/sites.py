@@ -32,9 +32,10 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     dtype. Each case's label starts with ``key`` (unique per call site), then says what it runs.
     """
     record = conversion.record
-    entry = load_table().by_api[record.api]
     bound = bind(conversion.params, cst_args(conversion.call))
     wrapper = source_of(conversion.call.func)
+    table = load_table()
+    entry = table.by_wrapper.get(wrapper) or table.by_api[record.api]  # clamp(x, min=t): its tensor form's
     kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
     names = _sample_names(entry)
     dim = literal(bound["dim"]) if "dim" in bound else None  # an index's dim: the call's if it is a literal
