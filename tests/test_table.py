@@ -67,7 +67,7 @@ GOOD = {"category": "same-name", "family": "elementwise", "apis": ["torch.exp"],
         ({"signature": "(input: Tensor, other: Number)", "args": {"other": "other"}, "tensor_forms": {"other": "log"}},
          "names no mapped entry: 'log'"),
         ({"signature": "(input: Tensor, other: Number)", "args": {"other": "other"}, "tensor_forms": {"other": "exp"}},
-         "takes 1 tensor operand\(s\), not the input and 'other'"),
+         r"takes 1 tensor operand\(s\), not the input and 'other'"),
     ],
 )
 def test_validator_rejects(change, message):
