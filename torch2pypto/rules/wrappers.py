@@ -27,11 +27,13 @@ def wrapper(
     kernel_path: str,
     requires: tuple[str, ...],
     prologue: str = "",
+    fallback: str | None = None,
 ) -> Definition:
     """``def name(params)``: torch on ``torch_call`` unless ``guard``, else ``kernel_path``.
 
     ``operands`` are the arguments autograd sees (the tensors, and numbers in their places);
-    ``kernel_path`` is the body of a function of them returning the kernel's result.
+    ``kernel_path`` is the body of a function of them returning the kernel's result;
+    ``fallback`` what the wrapper returns unless ``guard`` (default: torch_path on the operands).
     """
     source = f'''\
 def {name}({params}):
@@ -44,7 +46,7 @@ def {name}({params}):
         return {torch_call}
 
     if not {guard}:
-        return torch_path({operands})
+        return {fallback or f"torch_path({operands})"}
 
     def kernel_path({operands}):
 {textwrap.indent(kernel_path, " " * 8)}
