@@ -60,12 +60,13 @@ def api(entry: Entry) -> str:
     return entry.torch_function or entry.apis[0]
 
 
-def torch_call(entry: Entry, params: tuple[Param, ...]) -> str:
-    """The torch expression a wrapper falls back to, passing ``params`` by their names."""
+def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> str:
+    """The torch expression a wrapper falls back to, passing ``params`` by their names; those
+    ``unless_none`` names only when not None (torch refuses ``scatter(..., reduce=None)``)."""
     if entry.torch_function:
-        return f"{entry.torch_function}({call_args(params)})"
+        return f"{entry.torch_function}({call_args(params, unless_none)})"
     first, *rest = params
-    return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest))})"
+    return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest), unless_none)})"
 
 
 def signature(params: tuple[Param, ...]) -> str:
@@ -78,6 +79,9 @@ def signature(params: tuple[Param, ...]) -> str:
     return ", ".join(parts)
 
 
-def call_args(params: tuple[Param, ...]) -> str:
-    """Argument text passing a wrapper's parameters on to torch under the same names."""
-    return ", ".join(p.name if p.required else f"{p.name}={p.name}" for p in params)
+def call_args(params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> str:
+    """Argument text passing a wrapper's parameters on to torch under the same names (those
+    ``unless_none`` names as keywords only when not None)."""
+    given = [p.name if p.required else f"{p.name}={p.name}" for p in params if p.name not in unless_none]
+    given += [f"**({{}} if {n} is None else {{{n!r}: {n}}})" for n in unless_none if n in {p.name for p in params}]
+    return ", ".join(given)
