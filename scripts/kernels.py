@@ -10,10 +10,13 @@ and prints the generated time, the best swept time and tile, and their ratio (go
 1.2x). One worker process runs the cost model (a PyPTO failure poisons its process: the worker
 is restarted). Figures only; a run takes minutes. Not a test.
 
-Last run (--quick, pypto 0.2.0): matmul 2048x4096x4096 427.5 µs, best 427.5 (ratio 1.00);
-1x4096x11008 72.4, best 72.4 (1.00); linear 429.6, best 427.9 (1.00); 72.4, best 72.4 (1.00).
-The first guess (128 rows, k [64, 256], n [128, 256]) took 805.4 and 226.2 µs; the full grid's
-best at 2048x4096x4096 was the same 427.5.
+Last run (the full sweep, 10 tiles at 2048x4096x4096 and 8 at 1x4096x11008, pypto 0.2.0, after
+the vector tiles' change set the cube kernels' pass option and epilogue tile): matmul
+2048x4096x4096 422.6 µs, best 422.6 (ratio 1.00); 1x4096x11008 72.4, best 72.4 (1.00); linear
+419.0, best 419.0 (1.00); 72.4, best 72.4 (1.00); 11 min. The generated tiles are the sweep's
+best: 128 rows (16 at M = 1), k [128, 512], n [256, 256]. Before that change (--quick): 427.5,
+72.4, 429.6 and 72.4 µs. The first guess (128 rows, k [64, 256], n [128, 256]) took 805.4 and
+226.2 µs.
 """
 
 from __future__ import annotations

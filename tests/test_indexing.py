@@ -134,3 +134,78 @@ def test_verify_samples_indices_in_range_along_the_calls_dim():
                 eval(entry.apis[0], {"torch": torch})(*args)
             except (RuntimeError, IndexError) as exc:  # only where x lacks the call's dim
                 assert "dim" in str(exc).lower() or "Dimension out of range" in str(exc), (call, exc)
+
+
+REDUCE = "import torch\n\n\ndef f(x: torch.Tensor, dim, i, src, reduce):\n    return torch.scatter(x, dim, i, src, reduce=reduce), x.clone().scatter_(dim, i, src, reduce=reduce)\n"
+
+
+@pytest.fixture(scope="module")
+def reduced(tmp_path_factory):
+    return _load(tmp_path_factory.mktemp("reduce"), translate_source(REDUCE).code, "reduce")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dim, reduce, number", [(1, "add", False), (0, "multiply", False), (-1, "add", True), (0, None, True)])
+def test_scatter_reduces_repeated_indices_and_takes_a_number_as_torch(reduced, dtype, dim, reduce, number):
+    x = sample(7, 37, dtype=dtype)
+    i = torch.randint(0, x.shape[dim], (7, 5) if dim else (3, 37), generator=torch.Generator().manual_seed(1))  # repeats
+    src = -1.5 if number else sample(*i.shape, dtype=dtype, positive=reduce == "multiply", seed=2)
+    ran = counting()
+    with torch2pypto.interpreted(reduced):
+        got = reduced.f(x, dim, i, src, reduce)
+    assert ran() == {"scatter_kernel.kernel": 1, "scatter__kernel.kernel": 1}
+    expected = torch.scatter(x, dim, i, src, **({"reduce": reduce} if reduce else {}))
+    torch.testing.assert_close(got, (expected, expected))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype, src, reduce", [
+    (torch.float16, 1e6, None), (torch.float32, True, None),  # beyond float16; a bool
+    (torch.float32, 2.0, "mean"),  # not a scatter reduce (torch raises)
+    (torch.int64, 3, "add"),  # not a kernel dtype
+])  # fmt: skip
+def test_scatter_runs_torch_on_what_its_kernel_does_not_take(reduced, dtype, src, reduce):
+    x, i = sample(3, 8).to(dtype), torch.tensor([[0, 2], [7, 7], [1, 1]])
+    ran = counting()
+    try:
+        expected = torch.scatter(x, 1, i, src, **({"reduce": reduce} if reduce else {}))
+    except RuntimeError as exc:
+        with torch2pypto.interpreted(reduced), pytest.raises(RuntimeError, match=str(exc)[:30]):
+            reduced.f(x, 1, i, src, reduce)
+    else:
+        with torch2pypto.interpreted(reduced):
+            got = reduced.f(x, 1, i, src, reduce)
+        torch.testing.assert_close(got, (expected, expected))
+    assert ran() == {}
+
+
+@pytest.mark.interpreter
+def test_a_scatter_reduce_under_autograd_runs_torch_which_has_no_gradient(reduced):
+    x, i = sample(3, 8).requires_grad_(), torch.tensor([[0, 2], [7, 7], [1, 1]])
+    ran = counting()
+    with torch2pypto.interpreted(reduced):
+        got = reduced.f(x, 1, i, 2.0, "add")[0]  # torch: no kernel
+        number = reduced.f(x, 1, i, 2.0, None)[0]  # no reduce: the kernel, torch's gradient
+    assert ran() == {"scatter_kernel.kernel": 1}
+    with pytest.raises(RuntimeError, match="derivative for aten::scatter is not implemented"):
+        got.sum().backward()
+    (number * torch.arange(24.0).reshape(3, 8)).sum().backward()
+    expected = torch.arange(24.0).reshape(3, 8).scatter(1, i, 0.0)
+    torch.testing.assert_close(x.grad, expected)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("call", ["torch.gather(x, 1, i)", "torch.index_select(x, 1, i[0])", "torch.nn.functional.embedding(i, x)"])
+def test_integer_data_is_indexed_by_a_kernel_but_gather_of_int64_runs_torch(tmp_path, call):
+    module = _load(tmp_path, translate_source(SNIPPET.format(call)).code, "integers")
+    i = torch.randint(0, 7, (7, 4), generator=torch.Generator().manual_seed(3))
+    for dtype in (torch.int32, torch.int64):
+        x = torch.randint(-2**31, 2**31 - 1, (7, 37), dtype=dtype)
+        ran = counting()
+        with torch2pypto.interpreted(module):
+            got = module.f(x, i, None)
+        gathered_int64 = call.startswith("torch.gather") and dtype == torch.int64  # pypto 0.2.0: FC0001, dtype not supported
+        assert sum(ran().values()) == (0 if gathered_int64 else 1), (dtype, ran())
+        expected = eval(call, {"torch": torch, "x": x, "i": i})
+        assert got.dtype == dtype and torch.equal(got, expected)

@@ -9,8 +9,8 @@ import torch
 
 import torch2pypto
 from torch2pypto import translate_source
-from torch2pypto.mapping import TableError, build_table
-from torch2pypto.translator.verification import interpreter
+from torch2pypto.mapping import TableError, build_table, samples
+from torch2pypto.translator.verification import interpreter, sites
 
 CAT = {"category": "same-name-different-params", "family": "movement", "apis": ["torch.cat"], "pypto": "assemble",
        "signature": "(tensors: Tensors, dim: int = 0)", "args": {"layout": "cat"}, "dtypes": ["float32"],
@@ -75,3 +75,94 @@ def test_gradients_flow_through_every_tensor_of_a_join_and_a_move(tmp_path):
         torch.testing.assert_close(g, e)
     sum((e * u).sum() for e, u in zip(expected, upstream)).backward()
     torch.testing.assert_close(grads, (x.grad, y.grad))
+
+
+def test_a_join_of_a_run_time_count_has_one_wrapper_for_any_length():
+    code = ("import torch\n\n\ndef f(a, b, xs):\n    return (torch.cat(xs, -1), torch.stack([*xs, a]), torch.cat([a] * 33),\n"
+            "            torch.concat(tuple(x for x in xs), dim=1), torch.cat([a, b]))\n")
+    out = translate_source(code).code
+    assert ("pypto_cat(xs, dim=-1), pypto_stack([*xs, a]), pypto_cat([a] * 33),\n"
+            "            pypto_cat(tuple(x for x in xs), dim=1), pypto_cat2([a, b])") in out
+    assert all(f"def assemble{n}_kernel(" in out for n in (1, 2, 4, 8)) and "def assemble3_kernel(" not in out
+    assert translate_source(out).code == out  # a wrapper's call is a converted site, left as it is
+    refused = translate_source("import torch\n\n\ndef f():\n    return torch.cat([]), torch.stack(())\n").records
+    assert [r.reason for r in refused] == ["no tensors: torch.cat raises", "no tensors: torch.stack raises"]
+
+
+JOINS = "import torch\n\n\ndef cat(xs, dim):\n    return torch.cat(xs, dim)\n\n\ndef stack(xs, dim):\n    return torch.stack(xs, dim)\n"
+
+
+@pytest.fixture(scope="module")
+def joins(tmp_path_factory):
+    return _load(tmp_path_factory.mktemp("joins"), translate_source(JOINS).code)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("count, launches", [(1, {1: 1}), (3, {2: 1, 1: 1}), (15, {8: 1, 4: 1, 2: 1, 1: 1})])
+def test_a_list_joins_in_launches_of_8_4_2_and_1_tensors(joins, count, launches, dtype):
+    g = torch.Generator().manual_seed(count)
+    widths = [1 + (5 * k) % 23 for k in range(count)]  # unaligned, mixed
+    cats = [torch.randn(3, w, 5, generator=g).to(dtype) for w in widths]
+    stacks = [torch.randn(7, 19, generator=g).to(dtype) for _ in range(count)]
+    ran = interpreter.counting()
+    with torch2pypto.interpreted(joins):
+        got = joins.cat(cats, -2), joins.stack(tuple(stacks), 1)
+    assert ran() == {f"assemble{n}_kernel.kernel": 2 * k for n, k in launches.items()}, ran()
+    assert torch.equal(got[0], torch.cat(cats, -2)) and torch.equal(got[1], torch.stack(stacks, 1))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("make, raises", [
+    (lambda x: [x, x.double()], False),  # torch promotes: its call
+    (lambda x: [x, x.half(), x.bfloat16()], False),
+    (lambda x: [x, x[:, :3]], True),  # sizes torch refuses
+    (lambda x: (t for t in [x, x]), True),  # no list or tuple: torch raises, not the wrapper
+    (lambda x: [], True),
+    (lambda x: [x, x.numpy()], True),
+    (lambda x: [x[:0], x[:0]], False),  # empty tensors
+])  # fmt: skip
+def test_a_list_the_kernels_cannot_join_runs_torch(joins, make, raises):
+    x = torch.randn(4, 9)
+    ran = interpreter.counting()
+    for fn, torch_fn in ((joins.cat, torch.cat), (joins.stack, torch.stack)):
+        if raises:
+            with pytest.raises(Exception) as got, torch2pypto.interpreted(joins):
+                fn(make(x), 0)
+            with pytest.raises(Exception) as expected:
+                torch_fn(make(x), 0)
+            assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)
+            continue
+        with torch2pypto.interpreted(joins):
+            got = fn(make(x), 0)
+        expected = torch_fn(make(x), 0)
+        assert got.dtype == expected.dtype and torch.equal(got, expected)
+    assert ran() == {}
+
+
+def test_a_list_joins_on_torch_off_the_kernel_path(joins):
+    xs = [torch.randn(2, 3) for _ in range(5)]
+    ran = interpreter.counting()
+    assert torch.equal(joins.cat(xs, 1), torch.cat(xs, 1)) and ran() == {}
+
+
+@pytest.mark.interpreter
+def test_gradients_flow_through_every_tensor_of_a_list(joins):
+    xs = [torch.randn(3, 5 + k, requires_grad=True) for k in range(3)]
+    upstream = torch.randn(3, 18)
+    ran = interpreter.counting()
+    with torch2pypto.interpreted(joins):
+        got = joins.cat(xs, -1)
+    assert ran() == {"assemble2_kernel.kernel": 1, "assemble1_kernel.kernel": 1}
+    (got * upstream).sum().backward()
+    grads = [x.grad for x in xs]
+    for x in xs:
+        x.grad = None
+    (torch.cat(xs, -1) * upstream).sum().backward()
+    assert got.requires_grad and all(torch.equal(g, x.grad) for g, x in zip(grads, xs))
+
+
+def test_verify_samples_a_list_of_a_run_time_length():
+    translation = translate_source("import torch\n\n\ndef f(xs, a):\n    return torch.cat(xs, -1), torch.stack([a, a])\n")
+    listed, literal = (sites.cases(c, str(k)) for k, c in enumerate(translation.conversions))
+    assert {len(case.args[0]) for case in listed} == {samples.LIST_LENGTH} and {len(case.args[0]) for case in literal} == {2}

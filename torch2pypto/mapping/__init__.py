@@ -71,7 +71,7 @@ SAMPLE_NAMES = {
     "x": "the input: a float tensor of the case's shape and dtype",
     "y": "a second tensor like x",
     "w": "a tensor of x's last dim (a broadcast row)",
-    "xs": "a list of tensors (star-args)",
+    "xs": "a list of tensors like x, x first (star-args)",
     "dev": "x's device",
     "m": "a bool tensor of x's shape (a mask)",
     "i": "an int64 index tensor into x along sample.dim, shaped as sample.index says",

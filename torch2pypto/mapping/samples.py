@@ -105,18 +105,21 @@ def tensor(entry: Entry, shape, dtype: torch.dtype, generator: torch.Generator) 
     return t.to(dtype)
 
 
+LIST_LENGTH = 7  # xs, a list of a length the call does not show: cat's launches of 4, 2 and 1 tensors
+
+
 def values(entry: Entry, shape, dtype: torch.dtype, seed: int = 0, dim: int | None = None) -> dict[str, object]:
     """The example names' values for one case: x of ``shape``, y alike, w a row of x (or the
-    shapes the entry's hints give them), m a mask, i an index along ``dim`` (the call's; None:
-    the hint's)."""
+    shapes the entry's hints give them), xs x and more tensors of its shape (:data:`LIST_LENGTH`
+    in all), m a mask, i an index along ``dim`` (the call's; None: the hint's)."""
     generator = torch.Generator().manual_seed(seed)
     x = tensor(entry, shape, dtype, generator)
-    return {
+    named = {
         "x": x,
         "y": tensor(entry, operand_shape(entry, "y", shape, dim), dtype, generator),
         "w": tensor(entry, operand_shape(entry, "w", shape), dtype, generator),
-        "xs": [x],
         "dev": x.device,
         "m": torch.rand(shape, generator=generator) < 0.5,
         "i": index(entry, shape, generator, dim),
     }
+    return {**named, "xs": [x, *(tensor(entry, shape, dtype, generator) for _ in range(LIST_LENGTH - 1))]}

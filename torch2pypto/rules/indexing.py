@@ -14,7 +14,10 @@ that name unless ``args`` maps it (embedding: ``{ input = "weight", index = "inp
   covers every other dim); index_add's is 1-D.
 
 Indices are int64 or int32 in torch and int32 in the kernel: the host converts them and runs
-torch (which raises) when one is out of range. ``inplace`` entries (``x.scatter_``) write the
+torch (which raises) when one is out of range. scatter's ``reduce`` ('add', 'multiply') is a
+kernel constant (other values, and a reduce autograd would record, run torch, which raises); a
+Python number as its ``src`` (torch's ``value``) is filled on the host where the index writes.
+The tensors' dtypes are the entry's (ints too: gather, index_select, embedding copy values). ``inplace`` entries (``x.scatter_``) write the
 result back into the receiver and return it; ``fallback`` arguments other than their default
 run torch, and ``torch_only`` ones (embedding's padding_idx) only shape torch's gradient.
 """
@@ -33,7 +36,7 @@ from torch2pypto.rules.steps import Apply, Step
 
 OPERANDS = {"index_select": ("input", "dim", "index"), "gather": ("input", "dim", "index"),
             "scatter": ("input", "dim", "index", "src"), "index_add": ("input", "dim", "index", "source")}
-KEYWORDS = {"index_add": ("alpha",)}  # PyPTO keywords: kernel constants
+KEYWORDS = {"index_add": ("alpha",), "scatter": ("reduce",)}  # PyPTO keywords: kernel constants
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
@@ -77,6 +80,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     op = entry.pypto
     table, index, dim = b["input"], b["index"], b["dim"]
     checks = fallback_checks(entry)
+    declared = f"dtypes=({', '.join(f'torch.{d}' for d in entry.dtypes)}{',' if len(entry.dtypes) == 1 else ''})"  # others run torch
     if op == "index_select":
         fixed = dim not in {p.name for p in entry.params}
         prologue = (f"d = _indexed_dim({table}, {dim}{f', rank={entry.rank}' if entry.rank else ''})\n"
@@ -89,34 +93,40 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
                     "rows = table.reshape(table.shape[0], -1).contiguous()\n")
             result = f"out.reshape(*{index}.shape, *table.shape[1:]).movedim(0, d).contiguous()"
         body += (f"out = torch.empty(indices.shape[0], rows.shape[1], dtype={table}.dtype, device={table}.device)\n"
-                 f"_launch({entry.op}_kernel(_PYPTO_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
+                 f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
                  f"return {result}\n")
         kernel = templates.indexed_kernel(
             f"{entry.op}_kernel", "The rows of a [n, cols] table a 1-D index picks, in row tiles of the index.",
             "dtype, cols", "_tile_shape(cols, 64, 8, (dtype, pypto.DT_FP32))", [("table", "table"), ("index", "index")],
             [Apply("result", Step("index_select"), ("table", "0", "index_tile"))], [("out", "result", "dtype", "cols")])
         how = f"pypto.index_select of the rows of {table} with dim moved first that {index} picks"
-        guard = [f"_on_kernel_path({table})"]
-        tensors = [table]
+        guard = [f"_on_kernel_path({table}, {declared})"]
+        grads = [f"{table}.requires_grad"]
     else:
         source = b.get("src") or b.get("source")
         prologue = (f"d = _indexed_dim({table}, {dim})\n"
                     f"indices = None if d is None else _kernel_indices({index}, {table}.shape[d]{', rank=1' if op == 'index_add' else ''})\n")
         kernel, body, how, shapes = _along_rows(entry, table, index, source)
-        guard = [shapes, f"_on_kernel_path({', '.join(filter(None, (table, source)))})",
+        number = op == "scatter"  # scatter's src may be a Python number (_scatters checks it)
+        guard = [shapes, f"_on_kernel_path({', '.join(filter(None, (table, None if number else source)))}, {declared})",
                  f"_fits_whole_rows({table}, d, buffers=4)"]
-        tensors = [t for t in (table, source) if t]
+        grads = [f"{table}.requires_grad", *([f"isinstance({source}, torch.Tensor) and {source}.requires_grad"] if number
+                 else [f"{source}.requires_grad"] if source else [])]
     guard = ["indices is not None", *guard, *checks]
+    recording = f"torch.is_grad_enabled() and ({' or '.join(grads)})"
     if entry.inplace:  # autograd's in-place checks stay torch's
         body = body.replace("return ", f"return {table}.copy_(", 1).rstrip("\n") + ")\n"
-        guard.append(f"not (torch.is_grad_enabled() and ({' or '.join(t + '.requires_grad' for t in tensors)}))")
+        guard.append(f"not ({recording})")
+    elif op == "scatter":  # torch has no gradient of a reduce, and raises when asked for one
+        guard.append(f"not ({b['reduce']} is not None and {recording})")
     requires = ["_kernel_indices", f"{entry.op}_kernel"]
     if op != "index_select":
         requires += ["_scan_rows", "_gathers", "_fits_whole_rows", *(["_kernel_number"] if op == "index_add" else [])]
     params = wrapper_params(entry)
     operands = ", ".join(p.name for p in params if p.is_tensor)
+    unless_none = tuple(KEYWORDS["scatter"]) if op == "scatter" else ()  # torch refuses reduce=None
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), how, operands, wrappers.torch_call(entry, params),
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, operands, wrappers.torch_call(entry, params, unless_none),
         f"({' and '.join(guard)})", body, tuple(requires), prologue=prologue,
     )
     extra = (templates.WHOLE_ROWS, SCAN_ROWS, SHAPES) if op != "index_select" else ()
@@ -131,7 +141,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
     if source:
         inputs.append(("source", "rows"))
         operands.append("source_tile")
-    keywords = (("alpha", "alpha"),) if op == "index_add" else ()
+    keywords = tuple((k, k) for k in KEYWORDS.get(op, ()))
     widths = {"gather": "index_cols", "scatter": "x_cols", "index_add": "x_cols"}
     factory = ["dtype", "x_cols", "index_count" if op == "index_add" else "index_cols"]
     factory += ["source_cols"] if source else []
@@ -150,18 +160,21 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
                 f"idx, moved = _scan_rows({index_rows}, d)\n")
         launch, args, out = "x.shape[1], idx.shape[1]", "x, idx", "idx.shape"
         shapes = f"_gathers({x}, {index}, d)"
-    elif op == "scatter":
+    elif op == "scatter":  # a number as src: a tensor of it where the index writes
+        reduce = entry.args.get("reduce", "reduce")
+        filled = f"torch.full({index}.shape, {source}, dtype={x}.dtype, device={x}.device)"
         body += (f"idx, _ = _scan_rows({index_rows}, d)\n"
-                 f"src, _ = _scan_rows({source}[tuple(slice(0, s) for s in {index}.shape)], d)\n")
-        launch, args, out = "x.shape[1], idx.shape[1], src.shape[1]", "x, idx, src", "x.shape"
-        shapes = f"_scatters({x}, {index}, {source}, d)"
+                 f"src = {source}[tuple(slice(0, s) for s in {index}.shape)] if isinstance({source}, torch.Tensor) else {filled}\n"
+                 "src, _ = _scan_rows(src, d)\n")
+        launch, args, out = f"x.shape[1], idx.shape[1], src.shape[1], {reduce}", "x, idx, src", "x.shape"
+        shapes = f"_scatters({x}, {index}, {source}, d, {reduce})"
     else:
         body += f"src, _ = _scan_rows({source}, d)\n"
         alpha = entry.args.get("alpha", "alpha")
         launch, args, out = f"x.shape[1], indices.shape[0], src.shape[1], _kernel_number({alpha}, {x}.dtype)", "x, indices, src", "x.shape"
         shapes = f"_adds({x}, indices, {source}, d, {alpha})"
     body += (f"out = torch.empty({out}, dtype={x}.dtype, device={x}.device)\n"
-             f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], {launch}), {args}, out)\n"
+             f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[x.dtype], {launch}), {args}, out)\n"
              "return out.reshape(moved).movedim(-1, d).contiguous()\n")
     how = f"pypto.{op} along dim moved last, in row tiles of whole rows"
     return kernel, body, how, shapes
@@ -176,14 +189,18 @@ def _gathers(input, index, d):
     return index.dim() == input.dim() and all(k == d or i <= n for k, (i, n) in enumerate(zip(index.shape, input.shape)))
 
 
-def _scatters(input, index, src, d):
+def _scatters(input, index, src, d, reduce):
     """Whether a scatter kernel writes torch's scatter of `src` into `input` by `index` along
-    `d`: the index covers the input's other dims (the kernel's rows), src is a tensor of the
-    input's dtype and rank, no smaller than the index."""
-    if not (isinstance(src, torch.Tensor) and src.dtype == input.dtype and index.dim() == input.dim() == src.dim()):
+    `d` with `reduce` (None, "add" or "multiply"): the index covers the input's other dims (the
+    kernel's rows); src is a tensor of the input's dtype and rank, no smaller than the index,
+    or a Python number a float input's dtype holds (torch raises beyond it)."""
+    if isinstance(src, torch.Tensor):
+        if not (src.dtype == input.dtype and src.dim() == index.dim() and all(i <= s for i, s in zip(index.shape, src.shape))):
+            return False
+    elif type(src) not in (int, float) or not input.dtype.is_floating_point or torch.finfo(input.dtype).max < abs(src) < float("inf"):
         return False
-    return all(k == d or i == n for k, (i, n) in enumerate(zip(index.shape, input.shape))) and all(
-        i <= s for i, s in zip(index.shape, src.shape))
+    return reduce in (None, "add", "multiply") and index.dim() == input.dim() and all(
+        k == d or i == n for k, (i, n) in enumerate(zip(index.shape, input.shape)))
 
 
 def _adds(input, indices, source, d, alpha):

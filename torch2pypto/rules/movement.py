@@ -5,11 +5,14 @@ repeat_interleave, F.pad's constant mode).
 moves (the dims before it become rows) and says which column runs of the input land where in
 the [rows, width] output and which output runs are filled with a constant;
 :func:`templates.assemble_kernel` copies them with ``pypto.view`` and ``pypto.assemble``. cat
-and stack join every tensor in one launch; they take a list or tuple literal (the kernel has
-one parameter per tensor): a list whose length is not known at the call stays torch. roll and
-pad launch once per dim they move (:data:`ALONG`); repeat_interleave fills a new dim with
-copies, up to :data:`MAX_PIECES`. Calls torch refuses (mismatched shapes, dims out of range,
-mixed dtypes) run torch, which raises as it does.
+and stack on a list or tuple literal of up to :data:`MAX_INPUTS` tensors join them in one launch
+(a kernel with one parameter per tensor, ``pypto_cat3``); on any other sequence (a name, a
+comprehension, a starred literal: its length is known at run time only) ``pypto_cat`` launches
+kernels of :data:`ARITIES` tensors, the largest the tensors left fill, each assembling its
+tensors into their columns of the one output. roll and pad launch once per dim they move
+(:data:`ALONG`); repeat_interleave fills a new dim with copies, up to :data:`MAX_PIECES`. Calls
+torch refuses or promotes (mismatched shapes, dims out of range, mixed dtypes, no list or
+tuple of tensors) run torch, which raises or promotes as it does.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_par
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
-MAX_INPUTS = 32  # tensors a cat or stack kernel takes
+MAX_INPUTS = 32  # tensors a cat or stack kernel of a literal takes
+ARITIES = (8, 4, 2, 1)  # the kernels a cat or stack of a run-time count launches, largest first
 MAX_PIECES = 64  # column runs per kernel (each is an unrolled view and assemble)
 
 ALONG = Definition(
@@ -123,9 +127,10 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
 
 
 def wrapper_names(entry: Entry) -> tuple[str, ...]:
-    """cat and stack have one wrapper per number of tensors (pypto_cat2); the others one."""
+    """cat and stack have one wrapper per number of tensors (pypto_cat2) and one for any number
+    (pypto_cat); the others one."""
     if layout(entry) in ("cat", "stack"):
-        return tuple(f"pypto_{entry.op}{n}" for n in range(1, MAX_INPUTS + 1))
+        return (f"pypto_{entry.op}", *(f"pypto_{entry.op}{n}" for n in range(1, MAX_INPUTS + 1)))
     return (f"pypto_{entry.op}",)
 
 
@@ -136,12 +141,12 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     entry, kind = site.entry, layout(site.entry)
     if kind in ("cat", "stack"):
         tensors = site.args["tensors"]
-        if not isinstance(tensors, (cst.List, cst.Tuple)) or any(isinstance(e, cst.StarredElement) for e in tensors.elements):
-            return Unsupported("the number of tensors is not known at the call (a list or tuple literal converts)")
-        count = len(tensors.elements)
-        if not 1 <= count <= MAX_INPUTS:
-            return Unsupported(f"{count} tensors: a {kind} kernel takes 1 to {MAX_INPUTS}")
-        name = f"pypto_{entry.op}{count}"
+        literal_count = isinstance(tensors, (cst.List, cst.Tuple)) and not any(
+            isinstance(e, cst.StarredElement) for e in tensors.elements)
+        count = len(tensors.elements) if literal_count else None
+        if count == 0:
+            return Unsupported(f"no tensors: torch.{kind} raises")
+        name = f"pypto_{entry.op}" if count is None or count > MAX_INPUTS else f"pypto_{entry.op}{count}"
         return Converted(replacement(site, name), _join(entry, name, count), "pypto.assemble", wrapper_params(entry))
     if kind == "repeat_interleave" and site.is_tensor("repeats"):
         return Unsupported("tensor repeats: the output's size depends on the values, which a kernel's static layout cannot follow")
@@ -153,25 +158,49 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return Converted(replacement(site, name), _moved(entry, name), "pypto.assemble", wrapper_params(entry))
 
 
-def _join(entry: Entry, name: str, count: int) -> tuple[Definition, ...]:
-    kernel = f"assemble{count}_kernel"
+def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
+    """The wrapper joining ``count`` tensors in one launch, or (count None or above MAX_INPUTS)
+    any number of them in launches of ARITIES tensors each."""
     stacked = layout(entry) == "stack"
+    params = wrapper_params(entry)
+    literal_count = count is not None and count <= MAX_INPUTS
     body = (
         "matrices, places, width, shape = joined\n"
         "out = torch.empty(matrices[0].shape[0], width, dtype=tensors[0].dtype, device=tensors[0].device)\n"
-        f"cols = tuple(m.shape[1] for m in matrices)\n"
-        f"_launch({kernel}(_PYPTO_DTYPES[out.dtype], cols, width, places), *matrices, out)\n"
-        "return out.reshape(shape)\n"
     )
-    params = wrapper_params(entry)
-    how = (f"{LAYOUTS[layout(entry)]}: each tensor, folded to [rows, cols] at dim, is assembled into its "
-           "columns of the output (pypto.view and pypto.assemble, any widths)")
+    if literal_count:
+        arities = (count,)
+        body += (
+            "cols = tuple(m.shape[1] for m in matrices)\n"
+            f"_launch(assemble{count}_kernel(_PYPTO_DTYPES[out.dtype], cols, width, places), *matrices, out)\n"
+        )
+        prologue = f"joined = _joined(tensors, dim, {stacked}) if len(tensors) == {count} else None\n"
+        how = "each tensor, folded to [rows, cols] at dim, is assembled into its columns of the output"
+        fallback = None
+    else:
+        arities = ARITIES
+        body += (
+            f"kernels = {{{', '.join(f'{n}: assemble{n}_kernel' for n in ARITIES)}}}\n"
+            "start = 0\n"
+            "while start < len(matrices):  # a launch per group of tensors, the largest kernel they fill\n"
+            "    group = slice(start, start + max(n for n in kernels if n <= len(matrices) - start))\n"
+            "    cols = tuple(m.shape[1] for m in matrices[group])\n"
+            "    _launch(kernels[len(cols)](_PYPTO_DTYPES[out.dtype], cols, width, places[group]), *matrices[group], out)\n"
+            "    start = group.stop\n"
+        )
+        prologue = f"joined = _joined(tensors, dim, {stacked}) if isinstance(tensors, (list, tuple)) and tensors else None\n"
+        how = (f"a list or tuple of any length, in launches of {', '.join(map(str, ARITIES))} tensors (the largest "
+               "the tensors left fill): each tensor, folded to [rows, cols] at dim, is assembled into its columns of "
+               "the one output")
+        fallback = wrappers.torch_call(entry, params)  # what is no list or tuple reaches torch as it is
+    body += "return out.reshape(shape)\n"
+    how = f"{LAYOUTS[layout(entry)]}: {how} (pypto.view and pypto.assemble, any widths)"
+    kernels = tuple(f"assemble{n}_kernel" for n in arities)
     wrapper = wrappers.wrapper(
         entry, name, wrappers.signature(params), how, "*tensors", wrappers.torch_call(entry, params),
-        "joined", body, ("_joined", kernel),
-        prologue=f"joined = _joined(tensors, dim, {stacked}) if len(tensors) == {count} else None\n",
+        "joined", body, ("_joined", *kernels), prologue=prologue, fallback=fallback,
     )
-    return templates.assemble_kernel(kernel, count), JOINED, wrapper
+    return *(templates.assemble_kernel(k, n) for k, n in zip(kernels, arities)), JOINED, wrapper
 
 
 MOVES = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs

@@ -27,11 +27,13 @@ def wrapper(
     kernel_path: str,
     requires: tuple[str, ...],
     prologue: str = "",
+    fallback: str | None = None,
 ) -> Definition:
     """``def name(params)``: torch on ``torch_call`` unless ``guard``, else ``kernel_path``.
 
     ``operands`` are the arguments autograd sees (the tensors, and numbers in their places);
-    ``kernel_path`` is the body of a function of them returning the kernel's result.
+    ``kernel_path`` is the body of a function of them returning the kernel's result;
+    ``fallback`` what the wrapper returns unless ``guard`` (default: torch_path on the operands).
     """
     source = f'''\
 def {name}({params}):
@@ -44,7 +46,7 @@ def {name}({params}):
         return {torch_call}
 
     if not {guard}:
-        return torch_path({operands})
+        return {fallback or f"torch_path({operands})"}
 
     def kernel_path({operands}):
 {textwrap.indent(kernel_path, " " * 8)}
@@ -58,14 +60,15 @@ def api(entry: Entry) -> str:
     return entry.torch_function or entry.apis[0]
 
 
-def torch_call(entry: Entry, params: tuple[Param, ...]) -> str:
-    """The torch expression a wrapper falls back to, passing ``params`` by their names."""
+def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> str:
+    """The torch expression a wrapper falls back to, passing ``params`` by their names; those
+    ``unless_none`` names only when not None (torch refuses ``scatter(..., reduce=None)``)."""
     first, *rest = params
     if entry.torch:  # a tensor form: its parameters are its parent's by name (clamp's max)
         return f"{entry.torch}({', '.join([first.name, *(f'{p.name}={p.name}' for p in rest)])})"
     if entry.torch_function:
-        return f"{entry.torch_function}({call_args(params)})"
-    return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest))})"
+        return f"{entry.torch_function}({call_args(params, unless_none)})"
+    return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest), unless_none)})"
 
 
 def signature(params: tuple[Param, ...]) -> str:
@@ -78,6 +81,9 @@ def signature(params: tuple[Param, ...]) -> str:
     return ", ".join(parts)
 
 
-def call_args(params: tuple[Param, ...]) -> str:
-    """Argument text passing a wrapper's parameters on to torch under the same names."""
-    return ", ".join(p.name if p.required else f"{p.name}={p.name}" for p in params)
+def call_args(params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> str:
+    """Argument text passing a wrapper's parameters on to torch under the same names (those
+    ``unless_none`` names as keywords only when not None)."""
+    given = [p.name if p.required else f"{p.name}={p.name}" for p in params if p.name not in unless_none]
+    given += [f"**({{}} if {n} is None else {{{n!r}: {n}}})" for n in unless_none if n in {p.name for p in params}]
+    return ", ".join(given)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import collections
 
+import libcst as cst
 import torch
 from rich.console import Console
 from rich.table import Table
@@ -95,8 +96,10 @@ def _value(entry, kinds, expr, shape, dtype, other, generator):
         return value
     if "Tensor" in kinds:
         return samples.tensor(entry, shape, dtype, generator)
-    if "Tensors" in kinds:  # a list literal (cat, stack): as many tensors, each of the case's shape
-        return [samples.tensor(entry, shape, dtype, generator) for _ in getattr(expr, "elements", ())]
+    if "Tensors" in kinds:  # cat, stack: a list literal's number of tensors, else the samples' list length
+        elements = getattr(expr, "elements", None)
+        fixed = elements is not None and not any(isinstance(e, cst.StarredElement) for e in elements)
+        return [samples.tensor(entry, shape, dtype, generator) for _ in range(len(elements) if fixed else samples.LIST_LENGTH)]
     return _NUMBERS.get(kinds[0], 0.5)
 
 
