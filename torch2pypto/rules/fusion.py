@@ -86,6 +86,7 @@ class Program:
         self.whole = False
         self._names: set[str] = set(_KERNEL_LOCALS)
         self._casts: dict[tuple[str, str], Operand] = {}
+        self._same: dict[str, str] = {}  # a cast op's result -> its operand, which torch may return as is
         self._temps = 0
         self.live: dict[str, int] = {}  # rows tile -> index of the body statement that last reads it
 
@@ -212,7 +213,17 @@ class Program:
             raise Unfusible("a cast of a number")
         self.ops.append(op)
         self.pypto.append("pypto.cast")
-        return self.cast(value, dtype)
+        result = self.cast(value, dtype)
+        if result is not value and not {value.dtype, dtype} <= set(_TORCH_OF) - {BOOL}:  # equal dtypes at run time
+            self._same[result.text] = value.text
+        return result
+
+    def origin(self, value: Operand) -> str:
+        """The tile torch may return for ``value``: a cast to its own dtype returns its operand itself."""
+        text = value.text
+        while text in self._same:
+            text = self._same[text]
+        return text
 
     # --- helpers ---------------------------------------------------------------------------
 

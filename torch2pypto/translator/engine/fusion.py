@@ -164,6 +164,13 @@ class _Finder:
         for o in live:
             if o.value.role == VECTOR:
                 raise Unfusible(f"{o.name} is a vector: a row kernel stores rows and columns")
+        # torch returns a cast to its own dtype as its operand: where that is an input or another
+        # output, the caller holds one tensor twice (a write into one shows in the other), not a copy
+        inputs = {f"{p.name}_tile" for p in built.program.params if p.kind in (ROWS, VECTOR)}
+        origins = [built.program.origin(o.value) for o in live]
+        for o, origin in zip(live, origins):
+            if origin in inputs or origins.count(origin) > 1:
+                raise Unfusible(f"{o.name} may be an input or another output itself (a cast to its own dtype)")
         return live
 
     def emit(self, statements: list[ast.stmt], built: _Built, found: Fused) -> None:
