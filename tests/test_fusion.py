@@ -280,3 +280,12 @@ def test_an_output_that_may_be_an_input_at_run_time_ends_the_region():
     code = typed("def f(x, y):\n    a = y.to(x.dtype)\n    b = a.exp() + 1\n    return a, b\n")
     (region,) = fused(code).regions
     assert region.ops == ("Tensor.exp", "x + y") and "    a = pypto_cast(y, x.dtype)\n" in fused(code).code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_a_reduction_task_holds_more_rows_than_its_tile(dtype):
+    """301 x 4096: a task takes 8 rows (the launch's spread), the unified buffer 4 of them at a
+    time (whole rows of FP32 copies); the last task is partial."""
+    translation = check(RMSNORM, (tensor(301, 4096, dtype=dtype), tensor(4096, dtype=dtype, seed=1)))
+    assert "pypto.loop((n + max_rows - 1) // max_rows" in translation.code
