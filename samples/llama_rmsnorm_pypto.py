@@ -155,11 +155,11 @@ def fused_forward_3d2561_kernel(hidden_states_dtype, weight_dtype, input_dtype, 
         result_out: pypto.Tensor([pypto.DYNAMIC, width], promoted_dtype),
     ):
         n = hidden_states.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), cols]
+        for i in pypto.loop((n + max_rows - 1) // max_rows, name="row_tiles", unroll_list=[1]):  # a task: max_rows rows, a tile: rows
+            r = i * max_rows
+            valid = [(n - r).min(max_rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
-            hidden_states_tile = pypto.view(hidden_states, [rows, width], [r, 0], valid_shape=valid)
+            hidden_states_tile = pypto.view(hidden_states, [max_rows, width], [r, 0], valid_shape=valid)
             weight_tile = pypto.view(weight, [1, width], [0, 0], valid_shape=[1, cols])
             hidden_states_fp32 = hidden_states_tile
             if hidden_states_dtype != pypto.DT_FP32:

@@ -152,11 +152,11 @@ def fused_norm_5d7727_kernel(x_dtype, cols, width, eps, max_rows):
         result_out: pypto.Tensor([pypto.DYNAMIC, width], x_dtype),
     ):
         n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), cols]
+        for i in pypto.loop((n + max_rows - 1) // max_rows, name="row_tiles", unroll_list=[1]):  # a task: max_rows rows, a tile: rows
+            r = i * max_rows
+            valid = [(n - r).min(max_rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
-            x_tile = pypto.view(x, [rows, width], [r, 0], valid_shape=valid)
+            x_tile = pypto.view(x, [max_rows, width], [r, 0], valid_shape=valid)
             t1 = pypto.pow(x_tile, 2.0)
             t1_fp32 = t1
             if x_dtype != pypto.DT_FP32:
@@ -241,11 +241,11 @@ def fused_forward_22a741_kernel(x_dtype, weight_dtype, cols, width, eps, max_row
         result_out: pypto.Tensor([pypto.DYNAMIC, width], x_dtype),
     ):
         n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = [(n - r).min(rows), cols]
+        for i in pypto.loop((n + max_rows - 1) // max_rows, name="row_tiles", unroll_list=[1]):  # a task: max_rows rows, a tile: rows
+            r = i * max_rows
+            valid = [(n - r).min(max_rows), cols]
             pypto.set_vec_tile_shapes(rows, tile_cols)
-            x_tile = pypto.view(x, [rows, width], [r, 0], valid_shape=valid)
+            x_tile = pypto.view(x, [max_rows, width], [r, 0], valid_shape=valid)
             weight_tile = pypto.view(weight, [1, width], [0, 0], valid_shape=[1, cols])
             x_fp32 = x_tile
             if x_dtype != pypto.DT_FP32:

@@ -7,8 +7,8 @@ Downloads the transformers 5.23.0 wheel with pip (once, into ``--cache``: defaul
 ``translate`` CLI over them as one tree, then checks each output file in worker processes: it
 parses; translating it again changes nothing; no byte changed outside the rewritten call sites
 and the added import and kernels; the JSON report holds exactly the call sites translating the
-file yields; the report's counts add up. Prints the results and the conversion report per torch
-op; exits 1 if any check failed.
+file yields; the report's counts add up. Prints the results, the conversion report per torch
+op and the fused regions (how many ops each fuses); exits 1 if any check failed.
 """
 
 from __future__ import annotations
@@ -446,6 +446,16 @@ def print_results(files: int, lines: int, run: CliRun, problems: list[Problem], 
                 print(f"  ... and {len(found) - show} more")
     if run.report is not None:
         print_conversion_report(run.report["records"])
+        print_regions(run.report.get("regions", []))
+
+
+def print_regions(regions: list[dict]) -> None:
+    """The fused regions: how many, in how many files, and how many torch ops they fuse each."""
+    sizes = collections.Counter(len(r["ops"]) for r in regions)
+    ops = sum(k * n for k, n in sizes.items())
+    print(f"\nfused regions: {len(regions):,} in {len({r['path'] for r in regions}):,} files, {ops:,} ops"
+          f" ({ops / max(1, len(regions)):.1f} per region); regions by ops fused:")
+    print("  " + ", ".join(f"{k}: {n:,}" for k, n in sorted(sizes.items())))
 
 
 def print_conversion_report(records: list[dict], unmapped_rows: int = 25) -> None:
@@ -556,6 +566,7 @@ def results_data(files: int, lines: int, run: CliRun, problems: list[Problem]) -
         "translate": {"seconds": run.seconds, "exit": run.returncode},
         "checks": {check: len(paths) for check, paths in failing_files(problems).items()},
         "metrics": dataclasses.asdict(Metrics.of(records, manual_ops())),
+        "regions": collections.Counter(len(r["ops"]) for r in (run.report or {}).get("regions", [])),
         "problems": [dataclasses.asdict(p) for p in problems],
         "ops": [
             dict(dataclasses.asdict(op), left_as_torch=dict(op.left_as_torch.most_common()))

@@ -10,11 +10,20 @@ its kernels (launch gaps excluded: they only widen the difference). Each fused k
 set against its HBM floor: the bytes it reads and writes over 1.42 TB/s. Figures only, not a
 test; a run takes minutes.
 
-Last run (pypto 0.2.0, bf16, µs fused vs per-call sum): rmsnorm (the Qwen3.5 sample) 3.1 vs
-10.9 (3.48x) at 64x4096, 265.9 vs 766.8 (2.88x) at 4096x4096; silu-gate 3.1 vs 42.3 (13.6x),
-265.8 vs 2404.2 (9.0x); softmax with its casts 2.6 vs 6.9 (2.66x), 239.8 vs 619.6 (2.58x). The
-fused kernels stand at 2.8-5.6x their HBM floor. Those figures predate the cost-model tile rule
-(the prelude's _tile_shape, scripts/tiles.py), which the fused kernels now use too.
+Last run (pypto 0.2.0, bf16, µs fused vs per-call sum, the cost-model tiles): rmsnorm (the
+Qwen3.5 sample) 3.1 vs 10.7 (3.42x) at 64x4096, 44.3 vs 226.8 (5.12x) at 4096x4096; silu-gate
+3.1 vs 5.8 (1.88x), 141.4 vs 188.8 (1.34x); softmax with its casts 2.6 vs 6.9 (2.66x), 43.6 vs
+226.3 (5.19x). Against the HBM floor: 4.2x, 0.94x; 2.8x, 2.0x; 3.5x, 0.92x (the model charges
+no bandwidth, so a kernel may come out under it). The per-call kernels got up to 12.7x faster
+at 4096x4096 with the cost-model tiles (silu-gate's 2404.2 µs, rmsnorm's 766.8 and softmax's
+619.6 before), which the fused ones share, so what fusion saves here is launches and tasks,
+not HBM traffic, which the model does not charge:
+silu-gate's kernel is compute-bound (64 tasks of 64 rows cost what 512 of 8 did) and its
+per-call kernels already run one task per row tile. The row-reducing kernels (rmsnorm,
+softmax) were task-bound at 4096x4096: 1024 tasks of 4-row tiles at about 0.13 µs each
+(132.6 µs, 1.71x) until a task took the launch's spread of rows (64) in tiles of 4; a task
+of 32 rows measured 39.2, of 128 39.7, of 256 77.3 (at 64x4096: 2 rows 3.1, 4 rows 3.5, 1 row
+6.4), so the spread's 64 is within 1.13x of the best.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
     python scripts/tiles.py fit [--dtypes ...]                            # every table entry's kernel compiles
 
 One generated kernel per template (elementwise unary and binary, cast, row reduction, row
-composite, scan) runs through its own host wrapper in SIM mode (costmodel.py) at the shapes of
-issue 10 and each float dtype. ``sweep`` forces every tile [tile rows, tile cols] of a grid (powers
+composite, scan) and the fused kernels of scripts/fusion.py's cases (``fused_*``: RMSNorm,
+SiLU-gate, softmax with its casts) runs through its own host wrapper in SIM mode (costmodel.py)
+at the shapes of issue 10 and each float dtype. ``sweep`` forces every tile [tile rows, tile cols] of a grid (powers
 of two, pruned by the unified buffer, :func:`grid`) on the prelude's ``_tile_shape`` and appends
 each run to scripts/tiles.csv (rows already there are not run again: the file is the cache).
 ``bench`` runs the generated tiles and prints, per kernel, shape and dtype, the generated time,
@@ -21,7 +22,13 @@ machine); every generated kernel is within 1.2x of the sweep's best at the five 
 float dtypes (``bench --label after --cached``), against up to 12.8x before (bf16 mul 64x4096
 39.6 µs, now 3.1; exp, cast and mul at 4096x4096 190-266 µs, now 19-85; fp32 cumsum at 4096
 cols did not build). The cost model charges no HBM bandwidth: at 4096x4096 several kernels
-come out at 0.3-0.6x of their HBM floor.
+come out at 0.3-0.6x of their HBM floor. The fused kernels (230 more runs, pg_skip_partition
+only): all 45 cells within 1.2x (``bench --kernels fused_rmsnorm fused_softmax fused_silu_gate
+--label after``); the worst fused_softmax fp32 4096x4096, 80.1 µs at 64-row tasks against 67.5
+at 32 (1.19x), then fused_rmsnorm fp16/bf16 4096x4096, 44.3 against 39.2 (1.13x). fused_silu_gate
+beats its sweep in 9 cells (0.46-0.83x): the grid misses the tiles it generates (32x512, and a
+launch padded to 64 rows as whole-tile kernels are); at 4096x4096 it is 65.2 (fp32), 108.4
+(fp16) and 141.4 µs (bf16, whose FP32 copy caps its tile at 8 rows).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import time
 from pathlib import Path
 
 from costmodel import HBM_BYTES_PER_US, Worker, scratch, sim_time
+from fusion import CASES, ROOT, translated
 
 from torch2pypto.rules.templates import SCAN_BLOCK
 
@@ -66,12 +74,17 @@ KERNELS = {
     "mean": (lambda m, x, y, torch: m.pypto_mean(x, -1, True), True),
     "softmax": (lambda m, x, y, torch: m.pypto_softmax(x, -1), True),
     "cumsum": (lambda m, x, y, torch: m.pypto_cumsum(x, -1), True),  # tile cols: the scan block
+    "fused_rmsnorm": (lambda m, x, y, torch: m.Qwen3_5RMSNorm(x.shape[-1]).to(x.dtype)(x), True),
+    "fused_silu_gate": (lambda m, x, y, torch: m.f(x, y), False),
+    "fused_softmax": (lambda m, x, y, torch: m.f(x), True),
 }
-_module = None
+_modules = {}  # kernel -> the translated module it runs in (None: SNIPPET's)
+# fused kernels that reduce along the row: a task takes the launch's spread of rows (_spread_rows) in
+# tiles as many as the unified buffer holds, so their swept and reported rows are a task's
+TASK_ROWS = frozenset({"fused_rmsnorm", "fused_softmax"})
 
 
 def _init(folder: str) -> None:
-    global _module
     scratch(folder)
     devnull = os.open(os.devnull, os.O_WRONLY)  # PyPTO prints a report per run
     os.dup2(devnull, 1)
@@ -81,25 +94,34 @@ def _init(folder: str) -> None:
     path = Path(folder) / "vector_kernels.py"
     path.write_text(translate_source(SNIPPET).code)
     spec = importlib.util.spec_from_file_location("vector_kernels", path)
-    _module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(_module)
+    _modules[None] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_modules[None])
+    for kernel in (k for k in KERNELS if k.startswith("fused_")):
+        code = CASES[kernel.removeprefix("fused_")][0]
+        _modules[kernel] = translated(Path(folder), kernel, (ROOT / code).read_text() if code.endswith(".py") else code, True)
 
 
 def simulate(kernel: str, dtype: str, shape: tuple[int, int], tile: tuple[int, int, int] | None):
     """Cost-model µs and tasks of one kernel's wrapper call, and the tile it ran with: ``tile``
-    (rows, cols, skip) forced on ``_tile_shape`` (tile cols = whole rows if the kernel needs them)
-    and the pass option pg_skip_partition, or the generated ones."""
+    (rows, cols, skip) forced on ``_tile_shape`` (tile cols = whole rows if the kernel needs them;
+    rows: on ``_spread_rows``, a task's, for :data:`TASK_ROWS`) and the pass option
+    pg_skip_partition, or the generated ones."""
     import torch
 
-    module, chosen = _module, []
-    generated = module._tile_shape
+    module, chosen = _modules.get(kernel, _modules[None]), []
+    generated, spread = module._tile_shape, module._spread_rows
+    task_rows = []
 
     def tile_shape(*args, **kwargs):
         shape_ = generated(*args, **kwargs)
-        if tile is not None:
+        if tile is not None and kernel not in TASK_ROWS:
             shape_ = tile[0], shape_[1] if kwargs.get("whole_rows") else tile[1]
-        chosen.append(shape_)
+        chosen.append(shape_ if kernel not in TASK_ROWS else (task_rows[-1], shape_[1]))
         return shape_
+
+    def spread_rows(*args):
+        task_rows.append(tile[0] if tile is not None and kernel in TASK_ROWS else spread(*args))
+        return task_rows[-1]
 
     def launch(k, *tensors):
         if tile is not None:  # set either way: PyPTO keeps pass options across kernels
@@ -108,14 +130,14 @@ def simulate(kernel: str, dtype: str, shape: tuple[int, int], tile: tuple[int, i
 
     times = []
     factories = [f for f in vars(module).values() if hasattr(f, "cache_clear")]
-    module._tile_shape, module.PYPTO_LAUNCHER = tile_shape, launch
+    module._tile_shape, module._spread_rows, module.PYPTO_LAUNCHER = tile_shape, spread_rows, launch
     try:
         for f in factories:
             f.cache_clear()
         x = torch.zeros(shape, dtype=getattr(torch, dtype))
         KERNELS[kernel][0](module, x, x.clone(), torch)
     finally:
-        module._tile_shape, module.PYPTO_LAUNCHER = generated, None
+        module._tile_shape, module._spread_rows, module.PYPTO_LAUNCHER = generated, spread, None
     (us, tasks), = times
     return us, tasks, chosen[-1]
 
@@ -128,7 +150,9 @@ def grid(kernel: str, dtype: str, shape: tuple[int, int]) -> list[tuple[int, int
     block) or, for kernels free to choose, a power of two of at least half of it. With the pass
     option pg_skip_partition (skip 1) each row tile is one task however many column tiles it
     holds: then cols are, per rows, the most that fit and half that (kernels free to choose), and
-    whole-row kernels are swept at the two large shapes only (one tile per task already)."""
+    whole-row kernels are swept at the two large shapes only (one tile per task already). Fused
+    kernels are built with pg_skip_partition: only that is swept; a row-reducing one's rows are a
+    task's (:data:`TASK_ROWS`), any number the launch's rows allow."""
     n, cols = shape
     fixed = KERNELS[kernel][1]
     cols = min(cols, SCAN_BLOCK) if kernel == "cumsum" else cols
@@ -138,7 +162,9 @@ def grid(kernel: str, dtype: str, shape: tuple[int, int]) -> list[tuple[int, int
     for r in tile_rows if not fixed or n * cols >= 64 * 4096 else ():
         most = cols if fixed or r * cols * SIZES[dtype] <= UB_BYTES else 1 << (UB_BYTES // (r * SIZES[dtype])).bit_length() - 1
         tiles += [(r, most, 1)] + ([(r, most // 2, 1)] if most < cols and most >= max(32, cols // 8) else [])
-    return [(r, c, s) for r, c, s in tiles if r * c * SIZES[dtype] <= UB_BYTES and c >= 16]
+    if kernel.startswith("fused_"):  # built with pg_skip_partition, at every shape
+        tiles = [(r, c, 1) for r, c, _ in tiles] if fixed else [t for t in tiles if t[2]]
+    return sorted({(r, c, s) for r, c, s in tiles if (kernel in TASK_ROWS or r * c * SIZES[dtype] <= UB_BYTES) and c >= 16})
 
 
 def floor_us(kernel: str, dtype: str, shape: tuple[int, int]) -> float:
@@ -146,7 +172,8 @@ def floor_us(kernel: str, dtype: str, shape: tuple[int, int]) -> float:
     n, cols = shape
     size = SIZES[dtype]
     out = {"mean": n * size, "cast": n * cols * (2 if dtype == "float32" else 4)}.get(kernel, n * cols * size)
-    return ((2 if kernel == "mul" else 1) * n * cols * size + out) / HBM_BYTES_PER_US
+    extra = {"mul": n * cols * size, "fused_silu_gate": n * cols * size, "fused_rmsnorm": cols * size}.get(kernel, 0)
+    return (n * cols * size + extra + out) / HBM_BYTES_PER_US
 
 
 def load() -> dict:

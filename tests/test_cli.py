@@ -122,6 +122,45 @@ def test_verify_title_is_one_line_from_a_long_checkout_path(tmp_path, capsys):
     assert out.count(" ok ") == 6 and "MISMATCH" not in out
 
 
+@pytest.mark.interpreter
+def test_verify_runs_each_fused_region_against_its_torch_statements(tmp_path, capsys):
+    """The sample fuses into two regions (forward's inlines self._norm, whose fallback runs on an
+    instance of the class): each kernel runs and matches the region's original statements."""
+    assert main([str(SAMPLE), "--verify", "-o", str(tmp_path / "out.py")]) == 0
+    out = capsys.readouterr().out
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "fused region" in line]
+    assert rows == [["14:9", "fused region, 5 ops", "6", rows[0][3], rows[0][4], "ok"],
+                    ["17:9", "fused region, 10 ops", "6", rows[1][3], rows[1][4], "ok"]], rows
+    assert "MISMATCH" not in out and "not exercised" not in out
+
+
+@pytest.mark.interpreter
+def test_verify_reports_a_fused_region_that_disagrees_or_cannot_run(tmp_path, capsys, monkeypatch):
+    """No tolerance: the fp16 cases of the RMSNorm region differ from torch in a last bit (a
+    mismatch, exit 1); a class inside a function cannot be made for a fallback's self (not
+    exercised, exit 1)."""
+    from torch2pypto.translator.verification import sites
+
+    monkeypatch.setattr(sites, "FUSED_TOLERANCE", dict.fromkeys(sites.FUSED_TOLERANCE, (0.0, 0.0)))
+    source = tmp_path / "norm.py"
+    source.write_text("import torch\n\n\ndef f(x: torch.Tensor):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n")
+    assert main([str(source), "--verify", "-o", str(tmp_path / "out.py")]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+    monkeypatch.undo()
+    source.write_text(
+        "import torch\n\n\ndef make():\n"
+        "    class Norm(torch.nn.Module):\n"
+        "        def _norm(self, x):\n"
+        "            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)\n\n"
+        "        def forward(self, x: torch.Tensor):\n"
+        "            return self._norm(x.float()).type_as(x)\n\n"
+        "    return Norm\n"
+    )
+    assert main([str(source), "--verify", "-o", str(tmp_path / "out.py")]) == 1
+    out = capsys.readouterr().out
+    assert "not exercised" in out and "instance" in out and out.count(" ok ") == 1
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

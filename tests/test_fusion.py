@@ -54,8 +54,9 @@ def tolerance(dtype):
     return {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
 
 
-def check(code: str, inputs, kernels: int = 1, *, name: str = "f"):
-    """Run ``name`` translated (interpreted) and original on ``inputs``; the kernels launched."""
+def check(code: str, inputs, kernels: int = 1, *, name: str = "f", calls: int = 0):
+    """Run ``name`` translated (interpreted) and original on ``inputs``: ``kernels`` fused kernels
+    launch, and at most ``calls`` per-call ones (a cast to its own dtype launches none)."""
     translation = fused(code)
     assert len(translation.regions) >= 1, "no region"
     original, translated = module(HEAD + code), module(translation.code)
@@ -63,8 +64,8 @@ def check(code: str, inputs, kernels: int = 1, *, name: str = "f"):
     launched = counting()
     with torch2pypto.interpreted(translated):
         got = getattr(translated, name)(*inputs)
-    assert sum(launched().values()) == kernels, launched()
-    assert all(k.startswith("fused_") for k in launched()), launched()
+    fused_launches = sum(n for k, n in launched().items() if k.startswith("fused_"))
+    assert fused_launches == kernels and sum(launched().values()) - fused_launches <= calls, launched()
     got, expected = (got, expected) if isinstance(got, tuple) else ((got,), (expected,))
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
@@ -235,7 +236,7 @@ def test_random_chains_fuse_and_match_torch(seed):
     shape = [(5, 33), (2, 3, 24), (9, 7)][seed % 3]
     translation = fused(code)
     x, y = tensor(*shape, dtype=dtype, seed=seed), tensor(*shape, dtype=dtype, seed=seed + 1)
-    check(code, (x, y), kernels=len(translation.regions))
+    check(code, (x, y), kernels=len(translation.regions), calls=len(translation.conversions))
 
 
 def test_a_bool_tile_in_arithmetic_is_not_fused_and_does_not_crash():
@@ -250,3 +251,41 @@ def test_a_bool_tile_in_arithmetic_is_not_fused_and_does_not_crash():
     compile(once.code, "f.py", "exec")
     assert violations(once) == []
     assert translate_source(once.code).code == once.code
+
+
+# --- aliasing: a cast to its own dtype is its input in torch --------------------------------------
+
+ALIASED = typed("def f(x):\n    h = x.float()\n    y = h.exp() * 2\n    return y, h\n")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["own dtype", "another dtype"])
+def test_a_value_torch_returns_as_its_input_is_no_kernel_output(dtype):
+    """``x.float()`` of an FP32 x is x: read after the region, it stays torch's (the same tensor, so
+    a write into it shows in x), and the kernel writes only what it computed; in bf16 it is a copy."""
+    x = tensor(3, 40, dtype=dtype)
+    expected = module(HEAD + ALIASED).f(x)
+    translated = module(fused(ALIASED).code)
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        y, h = translated.f(x)
+    assert sum(launched().values()) == (1 if dtype == torch.float32 else 2), launched()
+    assert (h is x) == (expected[1] is x) == (dtype == torch.float32)
+    torch.testing.assert_close((y, h), expected)
+
+
+def test_an_output_that_may_be_an_input_at_run_time_ends_the_region():
+    """``y.to(x.dtype)`` is y itself when their dtypes agree, which only the run knows (random
+    chain 24: PyPTO also refused the kernel that stored an input's tile unchanged)."""
+    code = typed("def f(x, y):\n    a = y.to(x.dtype)\n    b = a.exp() + 1\n    return a, b\n")
+    (region,) = fused(code).regions
+    assert region.ops == ("Tensor.exp", "x + y") and "    a = pypto_cast(y, x.dtype)\n" in fused(code).code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_a_reduction_task_holds_more_rows_than_its_tile(dtype):
+    """301 x 4096: a task takes 8 rows (the launch's spread), the unified buffer 4 of them at a
+    time (whole rows of FP32 copies); the last task is partial."""
+    translation = check(RMSNORM, (tensor(301, 4096, dtype=dtype), tensor(4096, dtype=dtype, seed=1)))
+    assert "pypto.loop((n + max_rows - 1) // max_rows" in translation.code

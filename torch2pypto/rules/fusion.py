@@ -86,6 +86,7 @@ class Program:
         self.whole = False
         self._names: set[str] = set(_KERNEL_LOCALS)
         self._casts: dict[tuple[str, str], Operand] = {}
+        self._same: dict[str, str] = {}  # a cast op's result -> its operand, which torch may return as is
         self._temps = 0
         self.live: dict[str, int] = {}  # rows tile -> index of the body statement that last reads it
 
@@ -212,7 +213,17 @@ class Program:
             raise Unfusible("a cast of a number")
         self.ops.append(op)
         self.pypto.append("pypto.cast")
-        return self.cast(value, dtype)
+        result = self.cast(value, dtype)
+        if result is not value and not {value.dtype, dtype} <= set(_TORCH_OF) - {BOOL}:  # equal dtypes at run time
+            self._same[result.text] = value.text
+        return result
+
+    def origin(self, value: Operand) -> str:
+        """The tile torch may return for ``value``: a cast to its own dtype returns its operand itself."""
+        text = value.text
+        while text in self._same:
+            text = self._same[text]
+        return text
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -372,20 +383,23 @@ def _torch_dtype(program: Program, symbol: str) -> str:
 
 def _kernel_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
     width = "width" if program.reduces else "cols"
+    # a loop iteration is one task: whole rows (a reduction's) leave the unified buffer few rows of
+    # a wide tile, so a task takes max_rows (the launch's spread) in tiles of `rows`, not 1024 tasks at 4096x4096
+    block = "max_rows" if program.reduces else "rows"
     valid = "" if program.whole else ", valid_shape=valid"
     params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {width}], {p.name}_dtype),\n" for p in rows)
     params += "".join(f"        {p.name}: pypto.Tensor([1, {width}], {p.name}_dtype),\n" for p in vectors)
     params += "".join(
         f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, {width if o.value.role == ROWS else 1}], {o.value.dtype}),\n" for o in outputs
     )
-    body = "".join(f"{p.name}_tile = pypto.view({p.name}, [rows, {width}], [r, 0]{valid})\n" for p in rows)
+    body = "".join(f"{p.name}_tile = pypto.view({p.name}, [{block}, {width}], [r, 0]{valid})\n" for p in rows)
     body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, {width}], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
     body += "".join(program.body)
     body += "".join(f"pypto.assemble({o.value.text}, [r, 0], {o.name}_out)\n" for o in outputs)
     if program.whole:
         start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
     else:
-        start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
+        start = f"r = i * {block}\nvalid = [(n - r).min({block}), cols]\n"
     tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
     mode = "width, max_rows, {}, ({}), whole_rows=True" if program.reduces else "cols, max_rows, {}, ({}), split_cols=True"
     tile = f"_tile_shape({mode.format(buffers, tile_dtypes)})"
@@ -402,7 +416,7 @@ def {name}({", ".join(factory)}):
     def kernel(
 {params}    ):
         n = {rows[0].name}.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+        for i in pypto.loop((n + {block} - 1) // {block}, name="row_tiles", unroll_list=[1]):{"  # a task: max_rows rows, a tile: rows" if program.reduces else ""}
 {textwrap.indent(start, " " * 12)}            pypto.set_vec_tile_shapes(rows, tile_cols)
 {textwrap.indent(body, " " * 12)}
     return kernel

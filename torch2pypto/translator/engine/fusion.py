@@ -23,7 +23,7 @@ import tokenize
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import composite, elementwise, reduction
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Program, Unfusible, definitions, name_of, static_dtype
+from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, definitions, name_of, static_dtype
 from torch2pypto.rules.steps import Apply
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
@@ -40,7 +40,9 @@ _INLINE_DEPTH = 4
 @dataclasses.dataclass(frozen=True)
 class Region:
     """A fused region: its statements' span (1-based lines, 0-based columns), the ops fused, the
-    wrapper its statements call and the kernel it launches."""
+    wrapper its statements call and the kernel it launches; for ``--verify``, the wrapper's
+    parameters, the table entries fused (their sample hints) and the class whose ``self`` the
+    fallback reads (a qualified name in the module; None: none, or a class not at module level)."""
 
     path: str
     span: tuple[int, int, int, int]
@@ -48,6 +50,9 @@ class Region:
     ops: tuple[str, ...]
     wrapper: str
     kernel: str
+    params: tuple[Param, ...] = ()
+    entries: tuple[str, ...] = ()
+    owner: str | None = None
 
 
 @dataclasses.dataclass
@@ -62,12 +67,22 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fuse
     replace their statements and the definitions their calls need."""
     pending = {a.span: a for a in attempts if not a.status}
     found = Fused([], [], [])
+    owners = dict(_methods(tree.body, ""))
     for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
         finder = _Finder(sites, pending, lines, text, function)
-        finder.path = path
+        finder.path, finder.owner = path, owners.get(id(function))
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
+
+
+def _methods(body: list[ast.stmt], prefix: str):
+    """(id of a method, qualified name of its class) of the classes at module level, nested ones too."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            name = prefix + node.name
+            yield from ((id(n), name) for n in node.body if isinstance(n, _FUNCTIONS))
+            yield from _methods(node.body, name + ".")
 
 
 def _blocks(function: ast.AST):
@@ -107,6 +122,7 @@ class _Finder:
         self.loads = [n for n in ast.walk(function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
         self.deferred = {id(n) for n in self.loads if id(n) not in own}  # read by a nested function, whenever it runs
         self.loop = None
+        self.path, self.owner = "", None
 
     def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
         self.loop = {id(n) for n in ast.walk(loop)} if loop is not None else set()
@@ -164,6 +180,13 @@ class _Finder:
         for o in live:
             if o.value.role == VECTOR:
                 raise Unfusible(f"{o.name} is a vector: a row kernel stores rows and columns")
+        # torch returns a cast to its own dtype as its operand: where that is an input or another
+        # output, the caller holds one tensor twice (a write into one shows in the other), not a copy
+        inputs = {f"{p.name}_tile" for p in built.program.params if p.kind in (ROWS, VECTOR)}
+        origins = [built.program.origin(o.value) for o in live]
+        for o, origin in zip(live, origins):
+            if origin in inputs or origins.count(origin) > 1:
+                raise Unfusible(f"{o.name} may be an input or another output itself (a cast to its own dtype)")
         return live
 
     def emit(self, statements: list[ast.stmt], built: _Built, found: Fused) -> None:
@@ -184,7 +207,11 @@ class _Finder:
         new = "".join(f"{c}{newline}{indent}" for c in comments) + statement
         for attempt in built.attempts:
             attempt.status, attempt.pypto_api = CONVERTED, f"{wrapper} (fused)"
-        found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, f"{wrapper.removeprefix('pypto_').rpartition('_')[0]}_kernel"))
+        kernel = f"{wrapper.removeprefix('pypto_').rpartition('_')[0]}_kernel"
+        params = tuple(built.program.params)
+        owner = self.owner if any(p.kind == "self" for p in params) else None
+        found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, kernel,
+                                    params, tuple(dict.fromkeys(built.entries)), owner))
         found.edits.append((start, end, new))
         found.definitions.extend((start, d) for d in defined)
 
@@ -209,6 +236,7 @@ class _Built:
         self.returned: Operand | None = None
         self.outputs: list[Output] = []
         self.attempts = []
+        self.entries: list[str] = []  # the table ops applied
         self.by_source: dict[str, object] = {}  # leaf source -> Param
         self.replacements: dict[tuple[int, int], tuple[int, int, str]] = {}  # leaf span -> text in the fallback
         self.depth = 0
@@ -300,6 +328,7 @@ class _Built:
         entry = self.finder.sites.table.entries.get(op)
         if entry is None or not self.finder.sites.options.selects(entry.apis[0], entry):
             raise Unfusible(f"{op} is not part of the run")
+        self.entries.append(entry.op)
         return entry
 
     def elementwise(self, op: str, nodes: list[ast.expr], env, entry: Entry | None = None) -> Operand:
@@ -335,6 +364,7 @@ class _Built:
         if attempt is None:
             raise Unfusible("a call that is no pending torch op")
         found, entry = attempt.resolved, attempt.resolved.entry
+        self.entries.append(entry.op)
         if found.held is not None or found.wrapper:
             raise Unfusible("a module's or a wrapper's call")
         receiver = node.func.value if found.method else None

@@ -29,12 +29,24 @@ NOT_EXERCISED = "not exercised: no kernel launched (the wrapper took its torch p
 
 @dataclass(frozen=True)
 class Case:
-    """Call `wrapper` (a name in the module) with `args` and `kwargs`; `label` names it in reports."""
+    """Call `wrapper` (a name in the module) with `args` and `kwargs`; `label` names it in reports;
+    `tolerance`: (atol, rtol) of the comparison, None for torch.testing.assert_close's defaults."""
 
     label: str
     wrapper: str
     args: tuple
     kwargs: dict
+    tolerance: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An argument standing for ``self``: an instance of the translated module's class `cls` (so the
+    case runs in the whole module, not its generated section), made without its ``__init__``,
+    whose attribute paths `attrs` hold the case's positional arguments of those indices."""
+
+    cls: str
+    attrs: tuple[tuple[str, int], ...]
 
 
 @dataclass
@@ -51,15 +63,17 @@ class Outcome:
     launched: int = 0
 
 
-def verify(module_source: str, cases: list[Case], timeout: float = 300) -> list[Outcome]:
+def verify(module_source: str, cases: list[Case], timeout: float = 300, whole: str = "") -> list[Outcome]:
     """Run each case through the interpreter and compare with the wrapper's torch fallback.
 
-    `module_source` defines the wrappers and ``PYPTO_LAUNCHER``. `timeout` is per case, in
+    `module_source` defines the wrappers and ``PYPTO_LAUNCHER``; `whole`, the whole translated
+    module, for cases with an :class:`Instance` of its classes. `timeout` is per case, in
     seconds (the first case of a worker also pays its start-up, about 2 s).
     """
     with tempfile.TemporaryDirectory(prefix="torch2pypto-verify-") as name:
         tmp = Path(name)
         (tmp / "translated.py").write_text(module_source)
+        (tmp / "whole.py").write_text(whole)
         torch.save(list(cases), tmp / "cases.pt")
         outcomes: list[Outcome] = []
         while len(outcomes) < len(cases):
@@ -79,7 +93,7 @@ def _run_worker(tmp: Path, cases: list[Case], start: int, timeout: float) -> lis
     with open(home / "stderr.log", "wb") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "torch2pypto.translator.verification.worker",
-             str(tmp / "translated.py"), str(tmp / "cases.pt"), str(start)],
+             str(tmp / "translated.py"), str(tmp / "cases.pt"), str(start), str(tmp / "whole.py")],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, cwd=home, env=_worker_env(home))
     lines = _lines(proc.stdout)
     began = time.monotonic()

@@ -1,7 +1,8 @@
-"""Worker process of verify(): ``python -m torch2pypto.translator.verification.worker MODULE CASES START``.
+"""Worker process of verify(): ``python -m torch2pypto.translator.verification.worker MODULE CASES START WHOLE``.
 
-Runs cases[START:] of the torch.save'd CASES against the wrappers in MODULE and prints one JSON
-Outcome per line on stdout. Stops after a kernel failure, since that poisons the process.
+Runs cases[START:] of the torch.save'd CASES against the wrappers in MODULE (those with an
+``Instance`` of a class, in the whole translated module WHOLE) and prints one JSON Outcome per
+line on stdout. Stops after a kernel failure, since that poisons the process.
 """
 
 import functools
@@ -10,16 +11,17 @@ import json
 import os
 import sys
 import time
+import types
 from dataclasses import asdict
 
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from torch2pypto.translator.verification import interpreter
-from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Outcome
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Instance, Outcome
 
 
-def main(module_path: str, cases_path: str, start: int) -> None:
+def main(module_path: str, cases_path: str, start: int, whole_path: str) -> None:
     report = _claim_stdout()
     cases: list[Case] = torch.load(cases_path, weights_only=False)[start:]  # does not import pypto
     try:
@@ -29,8 +31,16 @@ def main(module_path: str, cases_path: str, start: int) -> None:
         for case in cases:
             report(Outcome(case.label, False, None, None, 0.0, f"worker setup failed: {_one_line(exc)}"))
         return
+    whole = None
     for case in cases:
-        report(run_case(module, case))
+        if any(isinstance(a, Instance) for a in case.args):
+            try:
+                whole = whole or _import(whole_path, "torch2pypto_verified_whole")
+            except Exception as exc:
+                report(Outcome(case.label, False, None, None, 0.0, f"the translated module, which holds self's class, "
+                                                                   f"does not import here: {_one_line(exc)}"))
+                continue
+        report(run_case(whole if any(isinstance(a, Instance) for a in case.args) else module, case))
         if interpreter._poisoned:
             return
 
@@ -47,9 +57,9 @@ def _claim_stdout():
     return report
 
 
-def _import(path: str):
+def _import(path: str, name: str = "torch2pypto_verified"):
     """Import the module from its file (the jit parser needs the kernels' source file)."""
-    spec = importlib.util.spec_from_file_location("torch2pypto_verified", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -66,11 +76,11 @@ def run_case(module, case: Case) -> Outcome:
     try:
         wrapper = functools.reduce(getattr, case.wrapper.split("."), module)
         module.PYPTO_LAUNCHER = None
-        ref = wrapper(*_fresh(case.args), **_fresh(case.kwargs))
+        ref = wrapper(*_instances(module, _fresh(case.args)), **_fresh(case.kwargs))
     except Exception as exc:
         return Outcome(case.label, False, None, None, elapsed(), f"torch reference failed: {_one_line(exc)}")
     launched = interpreter.counting()
-    args, kwargs = _fresh(case.args), _fresh(case.kwargs)
+    args, kwargs = _instances(module, _fresh(case.args)), _fresh(case.kwargs)
     try:
         with interpreter.interpreted(module):
             got = wrapper(*args, **kwargs)
@@ -80,7 +90,8 @@ def run_case(module, case: Case) -> Outcome:
     count = sum(launched().values())
     max_abs, max_rel = _max_errors(got, ref)
     try:
-        torch.testing.assert_close(got, ref)
+        atol, rtol = case.tolerance or (None, None)
+        torch.testing.assert_close(got, ref, atol=atol, rtol=rtol)
     except AssertionError as exc:
         return Outcome(case.label, False, max_abs, max_rel, elapsed(), _one_line(exc), count)
     if not count and not any(got is a for a in args):  # a no-op (a cast to its own dtype) returns its input
@@ -91,6 +102,27 @@ def run_case(module, case: Case) -> Outcome:
 def _fresh(tree):
     """A copy of the arguments, so that a wrapper that writes into its inputs cannot affect the other run."""
     return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, tree)
+
+
+def _instances(module, args: tuple) -> tuple:
+    """``args`` with each :class:`Instance` made: its class's object, holding the arguments it names."""
+    return tuple(_instance(module, a, args) if isinstance(a, Instance) else a for a in args)
+
+
+def _instance(module, spec: Instance, args: tuple):
+    cls = functools.reduce(getattr, spec.cls.split("."), module)
+    obj = object.__new__(cls)
+    if isinstance(obj, torch.nn.Module):
+        torch.nn.Module.__init__(obj)
+    for path, index in spec.attrs:
+        *parents, last = path.split(".")
+        target = obj
+        for name in parents:  # self.norm.weight: a namespace for self.norm
+            if not hasattr(target, name):
+                setattr(target, name, types.SimpleNamespace())
+            target = getattr(target, name)
+        setattr(target, last, args[index])
+    return obj
 
 
 def _max_errors(got, ref) -> tuple[float | None, float | None]:
@@ -114,4 +146,4 @@ def _one_line(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
