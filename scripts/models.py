@@ -9,7 +9,8 @@ random config in code (no hub access), gives the original and the translated ``.
 identical weights and runs one eval forward of each on the same token ids, the translated one
 under ``torch2pypto.interpreted()``. Prints per model the modeling file's call sites
 (converted / total, left as torch, ambiguous), the kernels launched and wrappers called in the
-forward, the max abs difference of the logits and the forward's seconds. Exits 1 if a model's
+forward, the share of the original forward's matmul FLOPs (torch's FlopCounterMode) that the
+translated one ran in PyPTO kernels rather than in torch, the max abs difference of the logits and the forward's seconds. Exits 1 if a model's
 logits differ beyond its dtype's tolerance or its forward launched no kernel.
 """
 
@@ -30,6 +31,7 @@ import types
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from torch2pypto import Translation, interpreted, translate_source
 from torch2pypto.translator.engine.report import CONVERTED
@@ -86,6 +88,7 @@ class Result:
     wrappers: collections.Counter  # calls of the translation's wrappers by name
     max_abs_diff: float
     seconds: float
+    matmul_flops: tuple[int, int] = (0, 0)  # the original forward's, and those the translated one left to torch
 
     @property
     def ok(self) -> bool:
@@ -166,6 +169,17 @@ def counted_calls(module: types.ModuleType, names: set[str]):
             setattr(module, name, function)
 
 
+def flops_counted(launch, flops: list[int]):
+    """`launch`, appending each kernel's FLOPs to `flops`: the interpreter executes a kernel with
+    torch's ops, which an enclosing FlopCounterMode counts too, but which are the kernel's work."""
+    def counted(kernel, *args):
+        with FlopCounterMode(display=False) as inside:
+            launch(kernel, *args)
+        flops.append(inside.get_total_flops())
+
+    return counted
+
+
 def site_counts(translation: Translation) -> collections.Counter:
     return collections.Counter(STATUS_NAMES.get(r.status, r.status) for r in translation.records)
 
@@ -176,15 +190,20 @@ def compare(model: str, folder: Path, dtype: torch.dtype = torch.float32) -> Res
     original, translated = twins(model, module, dtype)
     ids = token_ids(original.config.vocab_size)
     with torch.no_grad():
-        expected = original(ids).logits
+        with FlopCounterMode(display=False) as total:
+            expected = original(ids).logits
         launched = counting()
         start = time.perf_counter()
-        with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(module):
+        in_kernels = []
+        with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(module), \
+                FlopCounterMode(display=False) as ran:
+            module.PYPTO_LAUNCHER = flops_counted(module.PYPTO_LAUNCHER, in_kernels)
             logits = translated(ids).logits
         seconds = time.perf_counter() - start
     assert logits.dtype == expected.dtype and logits.shape == expected.shape
     diff = (logits.float() - expected.float()).abs().max().item()
-    return Result(model, dtype, site_counts(translation), launched(), wrappers, diff, seconds)
+    flops = (total.get_total_flops(), ran.get_total_flops() - sum(in_kernels))
+    return Result(model, dtype, site_counts(translation), launched(), wrappers, diff, seconds, flops)
 
 
 def print_result(result: Result) -> None:
@@ -193,10 +212,17 @@ def print_result(result: Result) -> None:
     others = ", ".join(f"{status} {n}" for status, n in sorted(sites.items()) if status != STATUS_NAMES[CONVERTED])
     print(f"{result.model:10} {str(result.dtype).removeprefix('torch.'):8} sites {converted}/{sum(sites.values())}"
           f" converted ({others}); {sum(result.kernels.values())} kernel launches ({len(result.kernels)} kernels),"
-          f" {sum(result.wrappers.values())} wrapper calls; max |diff| {result.max_abs_diff:.3g}"
+          f" {sum(result.wrappers.values())} wrapper calls; {_in_pypto(result.matmul_flops)};"
+          f" max |diff| {result.max_abs_diff:.3g}"
           f" (tolerance {TOLERANCE[result.dtype]:g}); {result.seconds:.1f} s{'' if result.ok else '  FAILED'}",
           flush=True)
     print("    " + ", ".join(f"{name.removesuffix('.kernel')} x{n}" for name, n in sorted(result.kernels.items())))
+
+
+def _in_pypto(flops: tuple[int, int]) -> str:
+    total, left = flops
+    share = 100 * (total - left) / total if total else 0.0
+    return f"{share:.1f}% of {total:,} matmul FLOPs in PyPTO kernels"
 
 
 def main(argv: list[str] | None = None) -> int:
