@@ -40,9 +40,8 @@ from torch2pypto.translator.engine.scopes import (
 
 TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
 _NONE, _MAYBE = "none", "tensor-or-none"  # None itself; a tensor or None (a method call on it is a tensor's)
-_CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
-_MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
-_MAX_CHECKS = 64  # assumptions about self-referencing names checked per question (then UNKNOWN)
+_CYCLE = "cycle"  # no value (yet): a name read while its own assignments are being inferred; None operated on
+_MAX_DEPTH = 40  # names/attributes followed at once before the innermost is answered first (see _answer)
 
 FACTS = load_facts()
 DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
@@ -75,11 +74,11 @@ def combine(kinds: Iterable[str]) -> str:
 def _through(receiver: str) -> str:
     """The kind of a tensor-preserving operation's result, given its receiver's kind.
 
-    On None the operation raises, so a result that exists is a tensor's.
+    On None the operation raises, so a result that exists is a tensor's, and None's is no value.
     """
     if receiver in (TENSOR, _MAYBE):
         return TENSOR
-    return _CYCLE if receiver == _CYCLE else UNKNOWN
+    return _CYCLE if receiver in (_CYCLE, _NONE) else UNKNOWN
 
 
 class Inference:
@@ -101,13 +100,13 @@ class Inference:
         self._wrapper_api = wrapper_api
         self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
-        self._kinds: dict[ast.AST, str] = {}
-        self._pending: set[int] = set()
-        self._assumed: dict[int, str] = {}  # pending evidence lists -> the kind assumed for their reads
-        self._hit: set[int] = set()  # pending evidence lists read again
-        self._checks = _MAX_CHECKS  # assumptions still to be checked for the question being answered
+        self._kinds: dict = {}  # final answers: expressions and evidence keys (see _combine_pending)
+        self._pending: set = set()  # evidence keys being inferred
+        self._circle: dict | None = None  # evidence keys read while pending -> their kind so far
+        self._round: dict = {}  # answers of the circle's current round that read a kind so far
+        self._reads: list[tuple] = []  # (key, kind so far) of this round's reads of pending keys
+        self._tentative = 0  # reads of kinds so far: an answer computed across one is not final
         self._depth = 0
-        self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
         self._module_reads_torch = reads_torch
         self._torch_aliases: list[str] | None = None  # module-level names other than torch bound to it
@@ -121,28 +120,50 @@ class Inference:
 
     def kind(self, expr: ast.expr) -> str:
         """TENSOR, NOT_TENSOR or UNKNOWN for an expression (a tensor or None: unknown)."""
-        known = self._kind(expr)
-        return NOT_TENSOR if known == _NONE else UNKNOWN if known == _MAYBE else known
+        known = self._answer(expr)
+        return NOT_TENSOR if known == _NONE else UNKNOWN if known in (_MAYBE, _CYCLE) else known
 
     def receiver_kind(self, expr: ast.expr) -> str:
         """The kind of a method call's receiver: a tensor or None is a tensor there (None has no methods)."""
-        known = self._kind(expr)
-        return NOT_TENSOR if known == _NONE else TENSOR if known == _MAYBE else known
+        known = self._answer(expr)
+        return NOT_TENSOR if known == _NONE else TENSOR if known == _MAYBE else UNKNOWN if known == _CYCLE else known
+
+    def _answer(self, expr: ast.expr) -> str:
+        """``_kind`` of a question asked from outside; a chain too deep to follow at once is
+        answered from its innermost link out, so that no answer depends on where it was entered."""
+        todo: list[tuple] = [(expr, lambda: self._kind(expr))]
+        while True:
+            try:
+                known = todo[-1][1]()
+            except _Deep as deep:
+                if any(key == deep.key for key, _ in todo):  # a cycle longer than the stack allows
+                    self._kinds[deep.key] = UNKNOWN
+                else:
+                    todo.append((deep.key, deep.again))
+                continue
+            todo.pop()
+            if not todo:
+                return known
 
     def _kind(self, expr: ast.expr) -> str:
         known = self._kinds.get(expr)
-        if known is None:
-            if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: give up, do not overflow
-                return UNKNOWN
-            self._depth += 1
-            cycles = self._cycles
-            try:
-                known = self._infer(expr)
-            finally:
-                self._depth -= 1
-            if self._cycles == cycles:  # an answer that met a cycle depends on what is pending
-                self._kinds[expr] = known
-        return known if known != _CYCLE or self._pending else UNKNOWN
+        if known is not None:
+            return known
+        if self._circle is not None:
+            known = self._round.get(expr)
+            if known is not None:
+                self._tentative += 1
+                return known
+        if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: its inner part first
+            raise _Deep(expr, lambda: self._kind(expr))
+        self._depth += 1
+        tentative = self._tentative
+        try:
+            known = self._infer(expr)
+        finally:
+            self._depth -= 1
+        (self._kinds if self._tentative == tentative else self._round)[expr] = known
+        return known
 
     def _infer(self, expr: ast.expr) -> str:
         kind = type(expr)
@@ -158,14 +179,12 @@ class Inference:
             return NOT_TENSOR
         if kind is ast.BinOp:
             sides = (self._kind(expr.left), self._kind(expr.right))
-            if TENSOR in sides or _MAYBE in sides:
-                return TENSOR
-            if _CYCLE in sides and set(sides) <= {_CYCLE, NOT_TENSOR, _NONE}:
-                return _CYCLE  # x / (x.sum() + 1e-6) read in x's own assignment: the number tells nothing
-            return combine(sides)
+            if _CYCLE in sides or _NONE in sides:
+                return _CYCLE  # no value yet (x / (x.sum() + 1e-6) in x's own assignment), or None's: raises
+            return TENSOR if TENSOR in sides or _MAYBE in sides else combine(sides)
         if kind is ast.UnaryOp:
             operand = self._kind(expr.operand)
-            return NOT_TENSOR if isinstance(expr.op, ast.Not) else TENSOR if operand == _MAYBE else operand
+            return NOT_TENSOR if isinstance(expr.op, ast.Not) else _through(operand) if operand in (_MAYBE, _NONE) else operand
         if kind is ast.Compare:
             return self._compare_kind(expr)
         if kind is ast.BoolOp:  # `a or b` is one of its operands
@@ -213,14 +232,14 @@ class Inference:
         if kind is ast.BinOp:
             return self._plain(expr.left, depth + 1) and self._plain(expr.right, depth + 1)
         if kind is ast.Attribute:
-            return self._is_config(expr.value) or (expr.attr in FACTS.plain_attributes and self._kind(expr.value) == TENSOR)
+            return self._is_config(expr.value) or (expr.attr in FACTS.plain_attributes and self._tensor_or_no_value(expr.value))
         if kind is ast.Subscript:  # x.shape[-1]
             return type(expr.value) is ast.Attribute and self._plain(expr.value, depth + 1)
         if kind is ast.Call:
             func = expr.func
             if self._index.import_names(func) & FACTS.plain_builtins:
                 return True
-            return type(func) is ast.Attribute and func.attr in FACTS.plain_methods and self._kind(func.value) == TENSOR
+            return type(func) is ast.Attribute and func.attr in FACTS.plain_methods and self._tensor_or_no_value(func.value)
         if kind is ast.Name:
             bindings = self._index.bindings(expr)
             return bool(bindings) and all(
@@ -228,6 +247,10 @@ class Inference:
                 for b in bindings
             )
         return False
+
+    def _tensor_or_no_value(self, expr: ast.expr) -> bool:
+        """A tensor, or no value yet: ``x.shape`` is plain then (kinds only grow, answers stay stable)."""
+        return self._kind(expr) in (TENSOR, _CYCLE)
 
     def _is_config(self, expr: ast.expr) -> bool:
         """A model config: a parameter named as one (``config``, ``text_config``; not annotated as
@@ -273,7 +296,7 @@ class Inference:
             bindings = self._index.bindings(func)
             if not bindings:
                 return None
-            return self._combine_pending(bindings, self._called_binding)
+            return self._combine_pending(("called", *map(id, bindings)), bindings, self._called_binding)
         if type(func) is not ast.Attribute or not _is_self(func.value):
             return None
         cls = self._enclosing_class(func.value)
@@ -283,7 +306,7 @@ class Inference:
         if method is not None:
             return self._returns_kind(method)
         values = self._class_index(cls).assigned.get(func.attr)
-        return self._combine_pending(values, self._called_value) if values else None
+        return self._combine_pending(("called", id(values)), values, self._called_value) if values else None
 
     def _called_binding(self, binding: Binding) -> str:
         node = binding.node
@@ -339,7 +362,7 @@ class Inference:
             if declared != UNKNOWN:
                 return declared
         returns = self._returns(function)
-        return self._combine_pending(returns, self._returned) if returns else NOT_TENSOR
+        return self._combine_pending(("returns", function), returns, self._returned) if returns else NOT_TENSOR
 
     def _returned(self, value: ast.expr | None) -> str:
         return _NONE if value is None else self._kind(value)
@@ -400,7 +423,7 @@ class Inference:
             bindings = self._index.bindings(value)
             if not bindings:
                 return UNKNOWN
-            return self._combine_pending(bindings, lambda b: self._binding_part(b, path))
+            return self._combine_pending(("part", path, *map(id, bindings)), bindings, lambda b: self._binding_part(b, path))
         if kind is ast.Call:
             return self._call_part(value, path)
         return UNKNOWN
@@ -441,7 +464,7 @@ class Inference:
             if declared != UNKNOWN:
                 return declared
         returns = [v for v in self._returns(function) if v is not None]  # unpacking None raises
-        return self._combine_pending(returns, lambda v: self._part_kind(v, path)) if returns else UNKNOWN
+        return self._combine_pending(("returned part", path, function), returns, lambda v: self._part_kind(v, path)) if returns else UNKNOWN
 
     def _builtin_part(self, names: set[str], call: ast.Call, path: tuple) -> str:
         """Items of ``zip(a, b)`` and ``enumerate(a)``: tuples of the arguments' items."""
@@ -481,7 +504,8 @@ class Inference:
     def _method_kind(self, func: ast.Attribute) -> str:
         method = func.attr
         if method in FACTS.not_tensor_methods:
-            return NOT_TENSOR if self._kind(func.value) in (TENSOR, _MAYBE) else UNKNOWN
+            receiver = self._kind(func.value)
+            return NOT_TENSOR if receiver in (TENSOR, _MAYBE) else _through(receiver)
         if method in self._tensor_methods or method in FACTS.tensor_methods:
             return _through(self._kind(func.value))
         declared = self._declared_method(func)
@@ -552,46 +576,69 @@ class Inference:
         """``self.x``: what every ``self.x = ...`` / ``register_buffer("x", ...)`` in the class holds."""
         cls = self._enclosing_class(attr.value)
         values = self._class_index(cls).assigned.get(attr.attr) if cls else None
-        return self._combine_pending(values, self.kind) if values else UNKNOWN
+        return self._combine_pending(("attribute", id(values)), values, self._stored_kind) if values else UNKNOWN
+
+    def _stored_kind(self, value: ast.expr) -> str:
+        """A value stored in an attribute: None there may be stored again after a check (not a tensor's None)."""
+        known = self._kind(value)
+        return NOT_TENSOR if known == _NONE else UNKNOWN if known == _MAYBE else known
 
     def _name_kind(self, name: ast.Name) -> str:
         if self._is_config(name):
             return NOT_TENSOR
         bindings = self._index.bindings(name)
-        return self._combine_pending(bindings, self._binding_kind) if bindings else UNKNOWN
+        return self._combine_pending(("name", *map(id, bindings)), bindings, self._binding_kind) if bindings else UNKNOWN
 
-    def _combine_pending(self, evidence: list, kind_of) -> str:
-        """Combine the kinds of ``evidence`` (one list per name or ``self`` attribute).
+    def _combine_pending(self, key: tuple, evidence: list, kind_of) -> str:
+        """Combine the kinds of ``evidence`` (the bindings of a name, the values stored in a
+        ``self`` attribute, a function's returns), asked as the question ``key``.
 
-        A list read again while it is being inferred (``x = x.float()``) gives no evidence at
-        first; the answer found without it is then assumed for those reads and must come out
-        again (``n = 1; n = (n * 2).sin()`` is unknown, not an int). Past a budget of such checks
-        per question, or a chain deeper than the interpreter's stack allows, the answer is unknown.
+        Answers are the least fixed point of these equations, whatever question came first: a
+        key read while it is being inferred (``x = x.float()``) reads its kind so far (at
+        first: no value), and the first pending key (the circle's) infers again, round after
+        round, until every such read read what its key came to (``n = 1; n = (n * 2).sin()``:
+        an int, then unknown). Kinds only grow, so rounds end.
         """
-        key = id(evidence)
+        known = self._kinds.get(key)
+        if known is not None:
+            return known
         if key in self._pending:
-            self._cycles += 1  # nothing inferred across this read is memoised
-            self._hit.add(key)
-            return self._assumed.get(key, _CYCLE)
+            self._tentative += 1
+            known = self._circle.get(key, _CYCLE)
+            self._reads.append((key, known))
+            return known
+        if self._circle is not None:
+            return self._infer_pending(key, evidence, kind_of)
+        self._circle = {}
+        try:
+            while True:
+                self._round, self._reads = {}, []
+                known = self._infer_pending(key, evidence, kind_of)
+                if all(self._circle.get(k) == read for k, read in self._reads):
+                    self._kinds.update(self._round)  # every answer of this round is final
+                    return known
+        finally:
+            self._circle, self._round, self._reads = None, {}, []
+
+    def _infer_pending(self, key: tuple, evidence: list, kind_of) -> str:
+        """One round's kind of ``key``: final if it read no kind so far, else joined with the last."""
+        known = self._round.get(key)
+        if known is not None:
+            self._tentative += 1
+            return known
         if len(self._pending) > _MAX_DEPTH:
-            return UNKNOWN
-        if not self._pending:
-            self._checks = _MAX_CHECKS
+            raise _Deep(key, lambda: self._combine_pending(key, evidence, kind_of))
+        tentative = self._tentative
         self._pending.add(key)
         try:
-            kind = combine([kind_of(e) for e in evidence])
-            if key in self._hit and kind not in (_CYCLE, UNKNOWN) and key not in self._assumed:
-                self._checks -= 1
-                self._assumed[key] = kind
-                try:
-                    if self._checks < 0 or combine([kind_of(e) for e in evidence]) != kind:
-                        kind = UNKNOWN
-                finally:
-                    del self._assumed[key]
+            known = combine([kind_of(e) for e in evidence])
         finally:
             self._pending.discard(key)
-            self._hit.discard(key)
-        return kind  # a cycle stays one while what it reads is pending (_kind answers unknown after)
+        if self._tentative == tentative:
+            self._kinds[key] = known
+            return known
+        self._circle[key] = self._round[key] = known = combine((self._circle.get(key, _CYCLE), known))
+        return known
 
     def _binding_kind(self, binding: Binding) -> str:
         how = binding.kind
@@ -902,6 +949,13 @@ class Inference:
         """The class whose body defines ``function`` directly."""
         scope = self._index.scope_of.get(function)
         return scope.node if scope is not None and scope.is_class else None
+
+
+class _Deep(Exception):
+    """A chain of questions deeper than the stack allows: ``again`` asks its innermost ``key`` first."""
+
+    def __init__(self, key, again: Callable[[], str]) -> None:
+        self.key, self.again = key, again
 
 
 @dataclasses.dataclass(frozen=True)
