@@ -360,3 +360,50 @@ def test_a_comparison_with_a_self_referencing_side_waits_for_the_assumption():
     # (a wrapper's result) was decided on that side alone, not on what m is assumed: not idempotent
     code = "def f(m: torch.Tensor | None, n):\n    v = m.cumsum(-1) > n\n    m = m & v\n    return m.exp()\n"
     assert fates(code) == [C]
+
+
+LISTS = """\
+from transformers.activations import ACT2FN, get_activation
+
+class Layer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.act = ACT2FN[config.hidden_act]
+        self.gelu = get_activation("gelu")
+
+    def forward(self, x):
+        return self.gelu(self.act(x)) * 2
+
+class Pair(nn.Module):
+    def forward(self, x):
+        return x, x
+
+class Model(nn.Module):
+    def __init__(self, config, other):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer(config) for _ in range(3)])
+        self.pairs = nn.ModuleList([Pair(), Pair()])
+        self.grown = nn.ModuleList([Layer(config)])
+        self.grown.append(other)
+        self.act = ACT2FN[config.hidden_act]
+
+    def forward(self, h, n):
+        for layer in self.layers[:n]:
+            h = layer(h)
+        for i, each in enumerate(self.layers):
+            g = each(h)
+        for grown in self.grown:
+            u = grown(h)
+        for pair in self.pairs:
+            a, b = pair(h)
+            o = pair(h)[0]
+        return (h.exp(), g.exp(), u.exp(), self.layers[0](h).exp(), a.exp(), o.exp(), self.act(n).exp(),
+                ACT2FN["gelu"](h).exp(), ACT2FN["linear"](h.shape).exp(), self.norm(h))
+"""
+
+
+def test_calls_of_module_list_items_and_activations():
+    # a module list's items are what built them, unless it is changed in place (grown); an
+    # activation returns a tensor for a tensor, its argument as it is otherwise (LinearActivation)
+    assert fates(LISTS) == [C, C, A, C, C, C, C, C, A]
+    assert [s for api, s in statuses(HEAD + LISTS) if api == "torch.Tensor.norm"] == []  # self is a module

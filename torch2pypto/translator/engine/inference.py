@@ -283,20 +283,26 @@ class Inference:
         names = self._index.import_names(func)
         if names:
             return combine(_function_kind(n) for n in names)
-        callee = self._callee(func)
+        callee = self._callee(func, call)
         if callee is not None:
             return callee
         if type(func) is ast.Attribute:
             return self._method_kind(func)
         return UNKNOWN
 
-    def _callee(self, func: ast.expr) -> str | None:
-        """What calling a name or ``self`` attribute of this module returns (None: not one of those)."""
+    def _callee(self, func: ast.expr, call: ast.Call) -> str | None:
+        """What ``call`` returns, calling a name, a ``self`` attribute or an item of this module (None:
+        not one of those): ``ACT2FN["gelu"](x)``, ``self.layers[i](x)``."""
         if type(func) is ast.Name:
             bindings = self._index.bindings(func)
             if not bindings:
                 return None
-            return self._combine_pending(("called", *map(id, bindings)), bindings, self._called_binding)
+            return self._combine_pending(("called", call, *map(id, bindings)), bindings, lambda b: self._called_binding(b, call))
+        if type(func) is ast.Subscript:
+            if self._activation(func):
+                return self._activated(call)
+            items = self._module_items(func.value) if type(func.slice) is not ast.Slice else None
+            return combine(self._called_value(i, call) for i in items) if items else None
         if type(func) is not ast.Attribute or not _is_self(func.value):
             return None
         cls = self._enclosing_class(func.value)
@@ -306,20 +312,25 @@ class Inference:
         if method is not None:
             return self._returns_kind(method)
         values = self._class_index(cls).assigned.get(func.attr)
-        return self._combine_pending(("called", id(values)), values, self._called_value) if values else None
+        if not values:
+            return None
+        return self._combine_pending(("called", call, id(values)), values, lambda v: self._called_value(v, call))
 
-    def _called_binding(self, binding: Binding) -> str:
+    def _called_binding(self, binding: Binding, call: ast.Call) -> str:
         node = binding.node
         if binding.kind == DEFINITION:
             return self._returns_kind(node) if isinstance(node, _FUNCTION_DEFS) else self._instance_kind(node)
         if binding.kind == ASSIGN and binding.value is not None:
-            return self._called_value(binding.value)
-        return UNKNOWN
+            return self._called_value(binding.value, call)
+        items = self._iterated_items(binding) if binding.kind == UNPACKED else None
+        return combine(self._called_value(i, call) for i in items) if items else UNKNOWN
 
-    def _called_value(self, value: ast.expr) -> str:
-        """What calling the value stored in a name or attribute returns: a module's result."""
+    def _called_value(self, value: ast.expr, call: ast.Call) -> str:
+        """What ``call`` returns, calling the value stored in a name or attribute: a module's result."""
         if type(value) is ast.IfExp:
-            return combine((self._called_value(value.body), self._called_value(value.orelse)))
+            return combine((self._called_value(value.body, call), self._called_value(value.orelse, call)))
+        if self._activation(value):
+            return self._activated(call)
         if type(value) is not ast.Call:
             return UNKNOWN
         names = self._index.import_names(value.func)
@@ -327,6 +338,65 @@ class Inference:
             return TENSOR if names <= FACTS.module_tensor_results else UNKNOWN
         forward = self._forward_of(value)
         return self._returns_kind(forward) if forward is not None else UNKNOWN
+
+    def _activation(self, value: ast.expr) -> bool:
+        """An activation module of a registry (``ACT2FN[config.hidden_act]``, ``get_activation(name)``)."""
+        kind = type(value)
+        if kind is ast.Subscript:
+            names, known = self._index.import_names(value.value), FACTS.module_activation_registries
+        elif kind is ast.Call:
+            names, known = self._index.import_names(value.func), FACTS.module_activation_factories
+        else:
+            return False
+        return bool(names) and {self._hierarchy.absolute(n) for n in names} <= known
+
+    def _activated(self, call: ast.Call) -> str:
+        """An activation module's result: a tensor for a tensor (one returns its input as it is)."""
+        if len(call.args) != 1 or call.keywords or type(call.args[0]) is ast.Starred:
+            return UNKNOWN
+        known = self._kind(call.args[0])
+        return known if known in (TENSOR, _MAYBE, _CYCLE) else UNKNOWN
+
+    def _iterated_items(self, binding: Binding) -> list[ast.expr] | None:
+        """What builds the modules a loop over a module list binds (``for layer in self.layers``,
+        ``for i, layer in enumerate(self.layers[:n])``, ``zip(self.layers, ...)``)."""
+        value, path = binding.value, binding.path
+        if path == (ITEM,):
+            return self._module_items(value)
+        if len(path) != 2 or path[0] is not ITEM or type(value) is not ast.Call or value.keywords:
+            return None
+        names, args, step = self._index.import_names(value.func), value.args, path[1]
+        if any(type(a) is ast.Starred for a in args):
+            return None
+        if names == {"builtins.enumerate"} and len(args) == 1 and step in (1, -1):
+            return self._module_items(args[0])
+        return self._module_items(args[step]) if names == {"builtins.zip"} and -len(args) <= step < len(args) else None
+
+    def _module_items(self, expr: ast.expr) -> list[ast.expr] | None:
+        """What builds the items of the module list ``expr`` is: ``self.layers``, holding only
+        ``nn.ModuleList([Layer(config, i) for i in ...])`` or lists of modules and never changed
+        in place, or a slice of it. None if not known."""
+        if type(expr) is ast.Subscript and type(expr.slice) is ast.Slice:
+            return self._module_items(expr.value)
+        if type(expr) is not ast.Attribute or not _is_self(expr.value):
+            return None
+        cls = self._enclosing_class(expr.value)
+        index = self._class_index(cls) if cls else None
+        if index is None or expr.attr in index.changed or not index.assigned.get(expr.attr):
+            return None
+        items: list[ast.expr] = []
+        for value in index.assigned[expr.attr]:
+            names = self._index.import_names(value.func) if type(value) is ast.Call else set()
+            if not names or not names <= FACTS.module_lists or value.keywords or len(value.args) != 1:
+                return None
+            built = value.args[0]
+            if type(built) in (ast.List, ast.Tuple) and not any(type(e) is ast.Starred for e in built.elts):
+                items += built.elts
+            elif type(built) in (ast.ListComp, ast.GeneratorExp) and len(built.generators) == 1:
+                items.append(built.elt)
+            else:
+                return None
+        return items
 
     def _forward_of(self, value: ast.expr) -> ast.FunctionDef | None:
         """The ``forward`` a call of ``value`` runs: an instance of a module class of this module."""
@@ -487,9 +557,14 @@ class Inference:
             bindings = self._index.bindings(func)
             if len(bindings) == 1 and bindings[0].kind == DEFINITION and isinstance(bindings[0].node, _FUNCTION_DEFS):
                 return [bindings[0].node]
-            values = [b.value for b in bindings if b.kind == ASSIGN]
-            if not bindings or len(values) != len(bindings):
-                return []
+            values = []
+            for binding in bindings:
+                items = [binding.value] if binding.kind == ASSIGN else self._iterated_items(binding) if binding.kind == UNPACKED else None
+                if not items:
+                    return []
+                values += items
+        elif type(func) is ast.Subscript and type(func.slice) is not ast.Slice:
+            values = self._module_items(func.value) or []
         elif type(func) is ast.Attribute and _is_self(func.value):
             cls = self._enclosing_class(func.value)
             method = self._inherited(cls, func.attr) if cls is not None else None
@@ -672,8 +747,10 @@ class Inference:
         cls = self._class_of_function(function)
         if cls is None:
             return self._function_param_kind(function, param) if self._transparent(function, True) else UNKNOWN
-        if param.index <= 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
+        if param.index < 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
             return UNKNOWN
+        if param.index == 0:
+            return NOT_TENSOR  # self: a module (self.norm(x) is no Tensor.norm)
         if function.name == "forward":
             return TENSOR
         if not self._transparent(function, True):
@@ -1084,6 +1161,7 @@ class _ClassIndex:
     def __init__(self, cls: ast.ClassDef) -> None:
         self.assigned: dict[str, list[ast.expr]] = {}
         self.calls: dict[str, list[ast.Call]] = {}
+        self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
         for node in ast.walk(cls):
             kind = type(node)
             if kind is ast.Assign:
@@ -1098,6 +1176,8 @@ class _ClassIndex:
                     self._store(target, _UNKNOWN_VALUE)
             elif kind is ast.Call and type(node.func) is ast.Attribute and _is_self(node.func.value):
                 self._call(node)
+            elif kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _IN_PLACE_CHANGES:
+                self._changed(node.func.value)
 
     def _call(self, node: ast.Call) -> None:
         method = node.func.attr
@@ -1107,8 +1187,14 @@ class _ClassIndex:
             if isinstance(args[0].value, str):
                 self.assigned.setdefault(args[0].value, []).append(args[1])
 
-    def _store(self, target: ast.expr, value: ast.expr) -> None:
+    def _changed(self, target: ast.expr) -> None:
         if type(target) is ast.Attribute and _is_self(target.value):
+            self.changed.add(target.attr)
+
+    def _store(self, target: ast.expr, value: ast.expr) -> None:
+        if type(target) is ast.Subscript:  # self.layers[0] = m
+            self._changed(target.value)
+        elif type(target) is ast.Attribute and _is_self(target.value):
             self.assigned.setdefault(target.attr, []).append(value)
         elif type(target) in (ast.Tuple, ast.List, ast.Starred):  # self.a, self.b = ...: not followed
             for element in ast.walk(target):
@@ -1117,6 +1203,7 @@ class _ClassIndex:
 
 
 _UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
+_IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:
