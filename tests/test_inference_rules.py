@@ -331,16 +331,18 @@ class M(nn.Module):
         self.proj = nn.Linear(4, 4, bias=False)
         self.either = nn.Linear(4, 4) if n else Box()
         self.act = nn.SiLU()
+        self.mask = nn.Parameter(torch.zeros(4)) if n else None
 
     def forward(self, h):
-        return self.emb.weight.exp(), self.proj.bias.exp(), self.either.weight.exp(), self.act.weight.exp()
+        return self.emb.weight.exp(), self.proj.bias.exp(), self.either.weight.exp(), self.act.weight.exp(), self.mask.exp()
 """
 
 
 def test_weights_and_biases_of_torch_layers_are_parameters_or_none():
     # Linear(bias=False).bias is None: a method call on it raises, so it is a tensor's there;
-    # an attribute that may hold another class stays ambiguous (SiLU has no weight: it raises)
-    assert fates("class Box:\n    pass\n" + LAYERS) == [C, C, A, C]
+    # an attribute that may hold another class stays ambiguous (SiLU has no weight: it raises);
+    # an attribute holding a parameter or None is a tensor receiver as a name would be
+    assert fates("class Box:\n    pass\n" + LAYERS) == [C, C, A, C, C]
 
 
 @pytest.mark.parametrize(

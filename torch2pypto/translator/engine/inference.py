@@ -651,12 +651,7 @@ class Inference:
         """``self.x``: what every ``self.x = ...`` / ``register_buffer("x", ...)`` in the class holds."""
         cls = self._enclosing_class(attr.value)
         values = self._class_index(cls).assigned.get(attr.attr) if cls else None
-        return self._combine_pending(("attribute", id(values)), values, self._stored_kind) if values else UNKNOWN
-
-    def _stored_kind(self, value: ast.expr) -> str:
-        """A value stored in an attribute: None there may be stored again after a check (not a tensor's None)."""
-        known = self._kind(value)
-        return NOT_TENSOR if known == _NONE else UNKNOWN if known == _MAYBE else known
+        return self._combine_pending(("attribute", id(values)), values, self._kind) if values else UNKNOWN
 
     def _name_kind(self, name: ast.Name) -> str:
         if self._is_config(name):
