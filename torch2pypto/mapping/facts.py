@@ -25,6 +25,7 @@ _LAYOUT = {
     "device": {"classes": "list", "types": "list"},
     "annotation": {"unions": "list", "tuples": "list", "sequences": "list", "unknown": "list"},
     "plain": {"config_names": "list", "builtins": "list", "methods": "list", "attributes": "list"},
+    "attributes": "map",
 }
 
 
@@ -62,6 +63,7 @@ class Facts:
     plain_builtins: frozenset[str]
     plain_methods: frozenset[str]
     plain_attributes: frozenset[str]
+    attributes: Mapping[str, str]
 
 
 def build_facts(raw: Mapping[str, Any]) -> Facts:

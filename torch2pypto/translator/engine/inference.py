@@ -587,38 +587,75 @@ class Inference:
         return self._annotation_kind(*declared) if declared else UNKNOWN
 
     def _declared_method(self, func: ast.Attribute) -> tuple[ast.expr, Names | None] | None:
-        """The return annotation of a method called on a name whose annotations declare its class
+        """The return annotation of a method called on a value whose class is declared
         (``cache.update(k, v)`` with ``cache: Cache | None``), with what its names import where it
         is written: a class of this module, or of a file an import names. None if not known."""
-        receiver = func.value
-        bindings = self._index.bindings(receiver) if type(receiver) is ast.Name else []
-        if not bindings or any(b.kind not in (PARAMETER, ANNOTATED) or b.annotation is None or _is_vararg(b) for b in bindings):
-            return None
-        classes = [self._declared_class(b.annotation) for b in bindings]
-        if None in classes or len({ast.dump(c) for c in classes}) != 1:
-            return None
-        local = self._local_class(classes[0])
-        if local is not None:
-            method = self._inherited(local, func.attr)
+        declared = self._declared(func.value)
+        cls = self._declared_class(*declared) if declared else None
+        if isinstance(cls, ast.ClassDef):
+            method = self._inherited(cls, func.attr)
             if method is None or method.returns is None or method.decorator_list:
                 return None
             return method.returns, None
-        names = self._index.import_names(classes[0])
-        return self._hierarchy.method_returns(names.pop(), func.attr) if len(names) == 1 else None
+        return self._hierarchy.method_returns(cls, func.attr) if cls else None
 
-    def _declared_class(self, annotation: ast.expr) -> ast.expr | None:
-        """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``)."""
+    def _declared(self, expr: ast.expr, seen: frozenset = frozenset()) -> tuple[ast.expr, Names] | None:
+        """The annotation that declares what ``expr`` is, with what its names import: a name's (every
+        binding annotated, or assigned a declared value, of one class), an attribute's of a declared
+        class as torch.toml's [attributes] gives it (``cache.self_attention_cache``), an item's of a
+        declared list (``cache.layers[i]``). None if not known."""
+        kind = type(expr)
+        if kind is ast.Name:
+            bindings = self._index.bindings(expr)
+            if not bindings or id(bindings) in seen:
+                return None
+            found = []
+            for binding in bindings:
+                if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None and not _is_vararg(binding):
+                    found.append((binding.annotation, self._index.import_names))
+                elif binding.kind == ASSIGN and binding.value is not None:
+                    found.append(self._declared(binding.value, seen | {id(bindings)}))
+                else:
+                    return None
+            if None in found or len({self._declared_class(*d) for d in found}) != 1 or self._declared_class(*found[0]) is None:
+                return None
+            return found[0]
+        if kind is ast.Attribute:
+            owner = self._declared(expr.value, seen)
+            cls = self._declared_class(*owner) if owner else None
+            declared = _FACT_ANNOTATIONS.get(f"{cls}.{expr.attr}") if isinstance(cls, str) else None
+            return (declared, _written_names) if declared is not None else None
+        if kind is ast.IfExp:
+            sides = [self._declared(e, seen) for e in (expr.body, expr.orelse)]
+            same = None not in sides and self._declared_class(*sides[0]) == self._declared_class(*sides[1])
+            return sides[0] if same else None
+        if kind is ast.Subscript and type(expr.slice) is not ast.Slice:
+            owner = self._declared(expr.value, seen)
+            annotation, names = owner if owner else (None, None)
+            if type(annotation) is ast.Subscript and names(annotation.value) & FACTS.annotation_sequences:
+                return annotation.slice, names
+        return None
+
+    def _declared_class(self, annotation: ast.expr, names: Names | None = None) -> ast.ClassDef | str | None:
+        """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``): a
+        class of this module, or the absolute name of one a file defines."""
+        names = names or self._index.import_names
         kind = type(annotation)
         if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
             parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
-            return self._declared_class(parts[0]) if len(parts) == 1 else None
-        if kind is ast.Subscript and self._index.import_names(annotation.value) & FACTS.annotation_unions:
+            return self._declared_class(parts[0], names) if len(parts) == 1 else None
+        if kind is ast.Subscript and names(annotation.value) & FACTS.annotation_unions:
             inner = annotation.slice
             parts = [e for e in (inner.elts if type(inner) is ast.Tuple else [inner]) if not _is_none(e)]
-            return self._declared_class(parts[0]) if len(parts) == 1 else None
-        if not is_dotted(annotation) or self._annotation_kind(annotation) != NOT_TENSOR:
+            return self._declared_class(parts[0], names) if len(parts) == 1 else None
+        if not is_dotted(annotation) or self._annotation_kind(annotation, names) != NOT_TENSOR:
             return None
-        return annotation
+        if names == self._index.import_names:
+            local = self._local_class(annotation)
+            if local is not None:
+                return local
+        qualified = names(annotation)
+        return self._hierarchy.absolute(qualified.pop()) if len(qualified) == 1 else None
 
     def _attribute_kind(self, attr: ast.Attribute) -> str:
         if self._index.import_names(attr):
@@ -634,7 +671,8 @@ class Inference:
             return self._self_attribute_kind(attr)
         if name in FACTS.module_parameters and self._held_torch_module(attr.value):
             return _MAYBE  # an nn module's weight or bias: a parameter, or None (bias=False)
-        return UNKNOWN
+        declared = self._declared(attr)  # cache.layers[i].keys
+        return self._annotation_kind(*declared) if declared else UNKNOWN
 
     def _held_torch_module(self, value: ast.expr) -> bool:
         """``self.<name>`` always holding an instance of one of torch's layers (``nn.Linear``)."""
@@ -1198,6 +1236,12 @@ class _ClassIndex:
 
 
 _UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
+_FACT_ANNOTATIONS = {k: ast.parse(v, mode="eval").body for k, v in FACTS.attributes.items()}  # "Class.attribute"
+
+
+def _written_names(expr: ast.expr) -> set[str]:
+    """A dotted name as written (torch.toml's annotations spell absolute names)."""
+    return {ast.unparse(expr)} if is_dotted(expr) else set()
 _IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
 
 
