@@ -409,3 +409,48 @@ def test_calls_of_module_list_items_and_activations():
     # activation returns a tensor for a tensor, its argument as it is otherwise (LinearActivation)
     assert fates(LISTS) == [C, C, A, C, C, C, C, C, A]
     assert [s for api, s in statuses(HEAD + LISTS) if api == "torch.Tensor.norm"] == []  # self is a module
+
+
+OUTPUTS = """\
+from dataclasses import dataclass
+from transformers.utils.generic import ModelOutput, can_return_tuple
+from transformers.utils.output_capturing import capture_outputs
+
+@dataclass
+class Out(ModelOutput):
+    last_hidden_state: torch.Tensor | None = None
+    past_key_values: object = None
+    logits: torch.Tensor | None = None
+
+class Plain:
+    pass
+
+class Inner(nn.Module):
+    @capture_outputs
+    def forward(self, x):
+        return Out(last_hidden_state=x * 2, past_key_values=self.cache)
+
+class Other(nn.Module):
+    def forward(self, x):
+        return Plain(last_hidden_state=x)
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = Inner()
+        self.other = Other()
+
+    @can_return_tuple
+    def forward(self, x):
+        outputs = self.model(x)
+        h = outputs.last_hidden_state
+        return (h.exp(), outputs.logits.exp(), outputs.past_key_values.exp(), self.model(x).last_hidden_state.exp(),
+                self.other(x).last_hidden_state.exp())
+"""
+
+
+def test_fields_of_the_model_outputs_a_module_returns():
+    # Out(last_hidden_state=...) holds what it was built with (logits, not passed, is None: no
+    # call on it is a tensor's); a field capture_outputs may replace, and a class that is no
+    # model output, say nothing
+    assert fates(OUTPUTS) == [C, A, C, A]

@@ -671,8 +671,62 @@ class Inference:
             return self._self_attribute_kind(attr)
         if name in FACTS.module_parameters and self._held_torch_module(attr.value):
             return _MAYBE  # an nn module's weight or bias: a parameter, or None (bias=False)
+        if name in FACTS.module_output_fields:
+            field = self._output_field(attr.value, name, frozenset())
+            if field is not None:
+                return field
         declared = self._declared(attr)  # cache.layers[i].keys
         return self._annotation_kind(*declared) if declared else UNKNOWN
+
+    def _output_field(self, value: ast.expr, field: str, seen: frozenset) -> str | None:
+        """A field of the model output a call of a module of this module returns
+        (``self.model(x).last_hidden_state``, through names assigned such calls); None if not one."""
+        if type(value) is ast.Name:
+            bindings = self._index.bindings(value)
+            if not bindings or id(bindings) in seen or any(b.kind != ASSIGN or b.value is None for b in bindings):
+                return None
+            fields = [self._output_field(b.value, field, seen | {id(bindings)}) for b in bindings]
+            return None if None in fields else combine(fields)
+        if type(value) is not ast.Call:
+            return None
+        functions = self._functions_called(value.func)
+        if not functions or not all(self._keeps_fields(f) for f in functions):
+            return None
+        returned = [self._returned_field(v, field) for f in functions for v in self._returns(f)]
+        return None if None in returned else combine(returned)
+
+    def _keeps_fields(self, function: ast.FunctionDef) -> bool:
+        """Every decorator keeps what the function returns, or its output's fields (torch.toml)."""
+        for decorator in function.decorator_list:
+            target = decorator.func if type(decorator) is ast.Call else decorator
+            names = {self._hierarchy.absolute(n) for n in self._index.import_names(target)}
+            if not names or not names <= FACTS.module_transparent_decorators | FACTS.module_output_decorators:
+                return False
+        return True
+
+    def _returned_field(self, value: ast.expr | None, field: str) -> str | None:
+        """A field of a returned value: ``Output(field=x, ...)``'s x, None if not passed (every field
+        but the first defaults to None); None's raises. None if not an output built there."""
+        if value is None or _is_none(value):
+            return _CYCLE
+        if type(value) is ast.IfExp:
+            sides = (self._returned_field(value.body, field), self._returned_field(value.orelse, field))
+            return None if None in sides else combine(sides)
+        if type(value) is not ast.Call or value.args or not self._output_class(value.func):
+            return None
+        passed = [k.value for k in value.keywords if k.arg == field]
+        if any(k.arg is None for k in value.keywords):
+            return None  # **fields
+        return self._kind(passed[0]) if passed else _NONE
+
+    def _output_class(self, func: ast.expr, depth: int = 0) -> bool:
+        """A model-output dataclass: a dataclass of this module deriving from one, or one a file defines."""
+        local = self._local_class(func)
+        if local is None:
+            names = self._index.import_names(func)
+            return len(names) == 1 and self._hierarchy.derives(names.pop(), FACTS.module_output_classes)
+        dataclass = any(self._index.import_names(d.func if type(d) is ast.Call else d) & _DATACLASS for d in local.decorator_list)
+        return dataclass and depth < _MAX_DEPTH and len(local.bases) == 1 and self._output_class(local.bases[0], depth + 1)
 
     def _held_torch_module(self, value: ast.expr) -> bool:
         """``self.<name>`` always holding an instance of one of torch's layers (``nn.Linear``)."""
@@ -1242,6 +1296,7 @@ _FACT_ANNOTATIONS = {k: ast.parse(v, mode="eval").body for k, v in FACTS.attribu
 def _written_names(expr: ast.expr) -> set[str]:
     """A dotted name as written (torch.toml's annotations spell absolute names)."""
     return {ast.unparse(expr)} if is_dotted(expr) else set()
+_DATACLASS = frozenset({"dataclasses.dataclass"})
 _IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
 
 
