@@ -454,3 +454,10 @@ def test_fields_of_the_model_outputs_a_module_returns():
     # call on it is a tensor's); a field capture_outputs may replace, and a class that is no
     # model output, say nothing
     assert fates(OUTPUTS) == [C, A, C, A]
+
+
+def test_an_unpacking_path_that_grows_round_a_loop_is_unknown():
+    # corpus bark: `for x in xs: xs = x` asks for ever deeper items (xs's items' items...); each
+    # question was new, so answering the deepest first never ended
+    code = "def f(a: torch.Tensor, xs):\n    for x in xs:\n        xs = x\n    return x.exp(), a.exp()\n"
+    assert fates(code) == [A, C]

@@ -42,6 +42,7 @@ TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
 _NONE, _MAYBE = "none", "tensor-or-none"  # None itself; a tensor or None (a method call on it is a tensor's)
 _CYCLE = "cycle"  # no value (yet): a name read while its own assignments are being inferred; None operated on
 _MAX_DEPTH = 40  # names/attributes followed at once before the innermost is answered first (see _answer)
+_MAX_PATH = 8  # steps of an unpacking path followed (a deeper part, as of `for x in xs: xs = [x]`, is unknown)
 
 FACTS = load_facts()
 DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
@@ -136,7 +137,7 @@ class Inference:
             try:
                 known = todo[-1][1]()
             except _Deep as deep:
-                if any(key == deep.key for key, _ in todo):  # a cycle longer than the stack allows
+                if len(todo) > _MAX_DEPTH or any(key == deep.key for key, _ in todo):  # a cycle longer than the stack allows
                     self._kinds[deep.key] = UNKNOWN
                 else:
                     todo.append((deep.key, deep.again))
@@ -474,6 +475,8 @@ class Inference:
         """The kind of the part of ``value`` that unpacking along ``path`` reaches."""
         if not path:
             return self._kind(value)
+        if len(path) > _MAX_PATH:
+            return UNKNOWN
         step, rest = path[0], path[1:]
         if step == REST:
             return NOT_TENSOR if not rest else UNKNOWN  # a starred target is a list
