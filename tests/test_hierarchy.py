@@ -180,6 +180,33 @@ def test_methods_of_declared_classes_in_other_files_return_what_they_declare(pac
     assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted", "converted", "left-alone", "left-alone", "left-alone"]
 
 
+ENCODER_DECODER = """\
+import torch
+from ...cache_utils import Cache, EncoderDecoderCache
+
+def f(k: torch.Tensor, past_key_values: Cache | None, cross: bool, other):
+    if isinstance(past_key_values, EncoderDecoderCache):
+        cache = past_key_values.cross_attention_cache if cross else past_key_values.self_attention_cache
+    else:
+        cache = past_key_values
+    if cross:
+        k = cache.layers[0].keys
+    else:
+        k, v = cache.update(k, k)
+    mixed = other if cross else cache
+    return k.exp(), v.exp(), past_key_values.self_attention_cache.layers[1].values.exp(), mixed.update(k, k)[0].exp()
+"""
+
+
+def test_caches_an_encoder_decoder_cache_holds_and_their_layers_keys_are_declared_in_torch_toml(package):
+    # a name bound to a declared cache or to one of the caches it holds is a cache; its layers'
+    # keys and values are tensors (or None); a name that may be something else says nothing
+    (package / "cache_utils.py").write_text(CACHE + "\nclass EncoderDecoderCache(Cache):\n    pass\n")
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(ENCODER_DECODER)
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted", "converted", "converted", "left-alone"]
+
+
 KERNELIZED = """\
 import torch
 from ...integrations import use_kernel_forward_from_hub, use_kernelized_func

@@ -19,12 +19,13 @@ from torch2pypto.mapping import TableError
 _LAYOUT = {
     "dtypes": "map",
     "tensor": {"namespaces": "list", "classes": "list", "attributes": "list", "methods": "list"},
-    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "argument_decorators": "list", "naming_calls": "list", "parameters": "list"},
+    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "argument_decorators": "list", "naming_calls": "list", "parameters": "list", "lists": "list", "activation_registries": "list", "activation_factories": "list", "output_classes": "list", "output_decorators": "list", "output_fields": "list"},
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
     "annotation": {"unions": "list", "tuples": "list", "sequences": "list", "unknown": "list"},
     "plain": {"config_names": "list", "builtins": "list", "methods": "list", "attributes": "list"},
+    "attributes": "map",
 }
 
 
@@ -43,6 +44,12 @@ class Facts:
     module_argument_decorators: frozenset[str]
     module_naming_calls: frozenset[str]
     module_parameters: frozenset[str]
+    module_lists: frozenset[str]
+    module_activation_registries: frozenset[str]
+    module_activation_factories: frozenset[str]
+    module_output_classes: frozenset[str]
+    module_output_decorators: frozenset[str]
+    module_output_fields: frozenset[str]
     tensors_functions: frozenset[str]
     tensors_methods: frozenset[str]
     not_tensor_functions: frozenset[str]
@@ -59,6 +66,7 @@ class Facts:
     plain_builtins: frozenset[str]
     plain_methods: frozenset[str]
     plain_attributes: frozenset[str]
+    attributes: Mapping[str, str]
 
 
 def build_facts(raw: Mapping[str, Any]) -> Facts:

@@ -42,12 +42,17 @@ class Hierarchy:
         """``path``: the file whose imports are asked about (None or not a file: no other file is read)."""
         file = Path(path).resolve() if path and os.path.isfile(path) else None
         self._file = file
-        self._module_bases = module_bases
-        self._known: dict[tuple[Path | None, str], bool] = {}
+        self._modules = _MODULE_CLASSES | module_bases
+        self._known: dict[tuple[frozenset, Path | None, str], bool] = {}
 
     def is_module(self, qualified: str) -> bool:
         """Whether the class ``qualified`` (as this file imports it) derives from ``nn.Module``."""
-        return self._qualified(self._file, qualified, set())
+        return self._qualified(self._file, qualified, set(), self._modules)
+
+    def derives(self, qualified: str, roots: frozenset[str]) -> bool:
+        """Whether the class ``qualified`` (as this file imports it) is or derives from one of ``roots``
+        (absolute dotted names)."""
+        return self._qualified(self._file, qualified, set(), roots)
 
     def method_returns(self, qualified: str, method: str) -> tuple[ast.expr, Callable[[ast.expr], set[str]]] | None:
         """The return annotation of ``method`` of the class ``qualified`` (as this file imports it)
@@ -85,17 +90,14 @@ class Hierarchy:
 
     # --- following names across files ----------------------------------------------------
 
-    def _qualified(self, file: Path | None, qualified: str, seen: set) -> bool:
-        if qualified in _MODULE_CLASSES:
-            return True
-        absolute = _absolute(file, qualified)
-        if absolute and absolute in self._module_bases or qualified in self._module_bases:
+    def _qualified(self, file: Path | None, qualified: str, seen: set, roots: frozenset) -> bool:
+        if qualified in roots or _absolute(file, qualified) in roots:
             return True
         target = _locate(file, qualified)
-        return target is not None and self._class(*target, seen)
+        return target is not None and self._class(*target, seen, roots)
 
-    def _class(self, file: Path, name: str, seen: set) -> bool:
-        key = (file, name)
+    def _class(self, file: Path, name: str, seen: set, roots: frozenset) -> bool:
+        key = (roots, file, name)
         if key in self._known:
             return self._known[key]
         if key in seen or len(seen) > _MAX_HOPS:
@@ -105,20 +107,20 @@ class Hierarchy:
         if summary is None:
             answer = False
         elif name in summary.classes:
-            answer = any(self._base(file, summary, base, seen) for base in summary.classes[name])
+            answer = any(self._base(file, summary, base, seen, roots) for base in summary.classes[name])
         elif name in summary.imports:
-            answer = self._qualified(file, summary.imports[name], seen)
+            answer = self._qualified(file, summary.imports[name], seen, roots)
         else:
-            answer = any(self._qualified(file, f"{m}.{name}" if not m.endswith(".") else m + name, seen) for m in summary.stars)
+            answer = any(self._qualified(file, f"{m}.{name}" if not m.endswith(".") else m + name, seen, roots) for m in summary.stars)
         self._known[key] = answer
         return answer
 
-    def _base(self, file: Path, summary: _Summary, base: str, seen: set) -> bool:
+    def _base(self, file: Path, summary: _Summary, base: str, seen: set, roots: frozenset) -> bool:
         head, dot, rest = base.partition(".")
         if head in summary.imports:
-            return self._qualified(file, summary.imports[head] + dot + rest, seen)
+            return self._qualified(file, summary.imports[head] + dot + rest, seen, roots)
         if not rest and head in summary.classes:
-            return self._class(file, head, seen)
+            return self._class(file, head, seen, roots)
         return False
 
 

@@ -40,9 +40,9 @@ from torch2pypto.translator.engine.scopes import (
 
 TENSOR, NOT_TENSOR, UNKNOWN = "tensor", "not-tensor", "unknown"
 _NONE, _MAYBE = "none", "tensor-or-none"  # None itself; a tensor or None (a method call on it is a tensor's)
-_CYCLE = "cycle"  # a name read while its own assignments are being inferred: no evidence either way
-_MAX_DEPTH = 40  # names/attributes followed at once before giving up (UNKNOWN)
-_MAX_CHECKS = 64  # assumptions about self-referencing names checked per question (then UNKNOWN)
+_CYCLE = "cycle"  # no value (yet): a name read while its own assignments are being inferred; None operated on
+_MAX_DEPTH = 40  # names/attributes followed at once before the innermost is answered first (see _answer)
+_MAX_PATH = 8  # steps of an unpacking path followed (a deeper part, as of `for x in xs: xs = [x]`, is unknown)
 
 FACTS = load_facts()
 DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
@@ -75,11 +75,11 @@ def combine(kinds: Iterable[str]) -> str:
 def _through(receiver: str) -> str:
     """The kind of a tensor-preserving operation's result, given its receiver's kind.
 
-    On None the operation raises, so a result that exists is a tensor's.
+    On None the operation raises, so a result that exists is a tensor's, and None's is no value.
     """
     if receiver in (TENSOR, _MAYBE):
         return TENSOR
-    return _CYCLE if receiver == _CYCLE else UNKNOWN
+    return _CYCLE if receiver in (_CYCLE, _NONE) else UNKNOWN
 
 
 class Inference:
@@ -101,13 +101,13 @@ class Inference:
         self._wrapper_api = wrapper_api
         self._hierarchy = hierarchy or Hierarchy(None)
         self._tensor_methods = tensor_methods
-        self._kinds: dict[ast.AST, str] = {}
-        self._pending: set[int] = set()
-        self._assumed: dict[int, str] = {}  # pending evidence lists -> the kind assumed for their reads
-        self._hit: set[int] = set()  # pending evidence lists read again
-        self._checks = _MAX_CHECKS  # assumptions still to be checked for the question being answered
+        self._kinds: dict = {}  # final answers: expressions and evidence keys (see _combine_pending)
+        self._pending: set = set()  # evidence keys being inferred
+        self._circle: dict | None = None  # evidence keys read while pending -> their kind so far
+        self._round: dict = {}  # answers of the circle's current round that read a kind so far
+        self._reads: list[tuple] = []  # (key, kind so far) of this round's reads of pending keys
+        self._tentative = 0  # reads of kinds so far: an answer computed across one is not final
         self._depth = 0
-        self._cycles = 0  # cycles met so far: answers computed across one are not memoised
         self._torch_read: bool | None = None
         self._module_reads_torch = reads_torch
         self._torch_aliases: list[str] | None = None  # module-level names other than torch bound to it
@@ -121,28 +121,50 @@ class Inference:
 
     def kind(self, expr: ast.expr) -> str:
         """TENSOR, NOT_TENSOR or UNKNOWN for an expression (a tensor or None: unknown)."""
-        known = self._kind(expr)
-        return NOT_TENSOR if known == _NONE else UNKNOWN if known == _MAYBE else known
+        known = self._answer(expr)
+        return NOT_TENSOR if known == _NONE else UNKNOWN if known in (_MAYBE, _CYCLE) else known
 
     def receiver_kind(self, expr: ast.expr) -> str:
         """The kind of a method call's receiver: a tensor or None is a tensor there (None has no methods)."""
-        known = self._kind(expr)
-        return NOT_TENSOR if known == _NONE else TENSOR if known == _MAYBE else known
+        known = self._answer(expr)
+        return NOT_TENSOR if known == _NONE else TENSOR if known == _MAYBE else UNKNOWN if known == _CYCLE else known
+
+    def _answer(self, expr: ast.expr) -> str:
+        """``_kind`` of a question asked from outside; a chain too deep to follow at once is
+        answered from its innermost link out, so that no answer depends on where it was entered."""
+        todo: list[tuple] = [(expr, lambda: self._kind(expr))]
+        while True:
+            try:
+                known = todo[-1][1]()
+            except _Deep as deep:
+                if len(todo) > _MAX_DEPTH or any(key == deep.key for key, _ in todo):  # a cycle longer than the stack allows
+                    self._kinds[deep.key] = UNKNOWN
+                else:
+                    todo.append((deep.key, deep.again))
+                continue
+            todo.pop()
+            if not todo:
+                return known
 
     def _kind(self, expr: ast.expr) -> str:
         known = self._kinds.get(expr)
-        if known is None:
-            if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: give up, do not overflow
-                return UNKNOWN
-            self._depth += 1
-            cycles = self._cycles
-            try:
-                known = self._infer(expr)
-            finally:
-                self._depth -= 1
-            if self._cycles == cycles:  # an answer that met a cycle depends on what is pending
-                self._kinds[expr] = known
-        return known if known != _CYCLE or self._pending else UNKNOWN
+        if known is not None:
+            return known
+        if self._circle is not None:
+            known = self._round.get(expr)
+            if known is not None:
+                self._tentative += 1
+                return known
+        if self._depth > _MAX_DEPTH * 4:  # a very long operator chain: its inner part first
+            raise _Deep(expr, lambda: self._kind(expr))
+        self._depth += 1
+        tentative = self._tentative
+        try:
+            known = self._infer(expr)
+        finally:
+            self._depth -= 1
+        (self._kinds if self._tentative == tentative else self._round)[expr] = known
+        return known
 
     def _infer(self, expr: ast.expr) -> str:
         kind = type(expr)
@@ -158,14 +180,12 @@ class Inference:
             return NOT_TENSOR
         if kind is ast.BinOp:
             sides = (self._kind(expr.left), self._kind(expr.right))
-            if TENSOR in sides or _MAYBE in sides:
-                return TENSOR
-            if _CYCLE in sides and set(sides) <= {_CYCLE, NOT_TENSOR, _NONE}:
-                return _CYCLE  # x / (x.sum() + 1e-6) read in x's own assignment: the number tells nothing
-            return combine(sides)
+            if _CYCLE in sides or _NONE in sides:
+                return _CYCLE  # no value yet (x / (x.sum() + 1e-6) in x's own assignment), or None's: raises
+            return TENSOR if TENSOR in sides or _MAYBE in sides else combine(sides)
         if kind is ast.UnaryOp:
             operand = self._kind(expr.operand)
-            return NOT_TENSOR if isinstance(expr.op, ast.Not) else TENSOR if operand == _MAYBE else operand
+            return NOT_TENSOR if isinstance(expr.op, ast.Not) else _through(operand) if operand in (_MAYBE, _NONE) else operand
         if kind is ast.Compare:
             return self._compare_kind(expr)
         if kind is ast.BoolOp:  # `a or b` is one of its operands
@@ -213,14 +233,14 @@ class Inference:
         if kind is ast.BinOp:
             return self._plain(expr.left, depth + 1) and self._plain(expr.right, depth + 1)
         if kind is ast.Attribute:
-            return self._is_config(expr.value) or (expr.attr in FACTS.plain_attributes and self._kind(expr.value) == TENSOR)
+            return self._is_config(expr.value) or (expr.attr in FACTS.plain_attributes and self._tensor_or_no_value(expr.value))
         if kind is ast.Subscript:  # x.shape[-1]
             return type(expr.value) is ast.Attribute and self._plain(expr.value, depth + 1)
         if kind is ast.Call:
             func = expr.func
             if self._index.import_names(func) & FACTS.plain_builtins:
                 return True
-            return type(func) is ast.Attribute and func.attr in FACTS.plain_methods and self._kind(func.value) == TENSOR
+            return type(func) is ast.Attribute and func.attr in FACTS.plain_methods and self._tensor_or_no_value(func.value)
         if kind is ast.Name:
             bindings = self._index.bindings(expr)
             return bool(bindings) and all(
@@ -228,6 +248,10 @@ class Inference:
                 for b in bindings
             )
         return False
+
+    def _tensor_or_no_value(self, expr: ast.expr) -> bool:
+        """A tensor, or no value yet: ``x.shape`` is plain then (kinds only grow, answers stay stable)."""
+        return self._kind(expr) in (TENSOR, _CYCLE)
 
     def _is_config(self, expr: ast.expr) -> bool:
         """A model config: a parameter named as one (``config``, ``text_config``; not annotated as
@@ -260,20 +284,26 @@ class Inference:
         names = self._index.import_names(func)
         if names:
             return combine(_function_kind(n) for n in names)
-        callee = self._callee(func)
+        callee = self._callee(func, call)
         if callee is not None:
             return callee
         if type(func) is ast.Attribute:
             return self._method_kind(func)
         return UNKNOWN
 
-    def _callee(self, func: ast.expr) -> str | None:
-        """What calling a name or ``self`` attribute of this module returns (None: not one of those)."""
+    def _callee(self, func: ast.expr, call: ast.Call) -> str | None:
+        """What ``call`` returns, calling a name, a ``self`` attribute or an item of this module (None:
+        not one of those): ``ACT2FN["gelu"](x)``, ``self.layers[i](x)``."""
         if type(func) is ast.Name:
             bindings = self._index.bindings(func)
             if not bindings:
                 return None
-            return self._combine_pending(bindings, self._called_binding)
+            return self._combine_pending(("called", call, *map(id, bindings)), bindings, lambda b: self._called_binding(b, call))
+        if type(func) is ast.Subscript:
+            if self._activation(func):
+                return self._activated(call)
+            items = self._module_items(func.value) if type(func.slice) is not ast.Slice else None
+            return combine(self._called_value(i, call) for i in items) if items else None
         if type(func) is not ast.Attribute or not _is_self(func.value):
             return None
         cls = self._enclosing_class(func.value)
@@ -283,20 +313,25 @@ class Inference:
         if method is not None:
             return self._returns_kind(method)
         values = self._class_index(cls).assigned.get(func.attr)
-        return self._combine_pending(values, self._called_value) if values else None
+        if not values:
+            return None
+        return self._combine_pending(("called", call, id(values)), values, lambda v: self._called_value(v, call))
 
-    def _called_binding(self, binding: Binding) -> str:
+    def _called_binding(self, binding: Binding, call: ast.Call) -> str:
         node = binding.node
         if binding.kind == DEFINITION:
             return self._returns_kind(node) if isinstance(node, _FUNCTION_DEFS) else self._instance_kind(node)
         if binding.kind == ASSIGN and binding.value is not None:
-            return self._called_value(binding.value)
-        return UNKNOWN
+            return self._called_value(binding.value, call)
+        items = self._iterated_items(binding) if binding.kind == UNPACKED else None
+        return combine(self._called_value(i, call) for i in items) if items else UNKNOWN
 
-    def _called_value(self, value: ast.expr) -> str:
-        """What calling the value stored in a name or attribute returns: a module's result."""
+    def _called_value(self, value: ast.expr, call: ast.Call) -> str:
+        """What ``call`` returns, calling the value stored in a name or attribute: a module's result."""
         if type(value) is ast.IfExp:
-            return combine((self._called_value(value.body), self._called_value(value.orelse)))
+            return combine((self._called_value(value.body, call), self._called_value(value.orelse, call)))
+        if self._activation(value):
+            return self._activated(call)
         if type(value) is not ast.Call:
             return UNKNOWN
         names = self._index.import_names(value.func)
@@ -304,6 +339,65 @@ class Inference:
             return TENSOR if names <= FACTS.module_tensor_results else UNKNOWN
         forward = self._forward_of(value)
         return self._returns_kind(forward) if forward is not None else UNKNOWN
+
+    def _activation(self, value: ast.expr) -> bool:
+        """An activation module of a registry (``ACT2FN[config.hidden_act]``, ``get_activation(name)``)."""
+        kind = type(value)
+        if kind is ast.Subscript:
+            names, known = self._index.import_names(value.value), FACTS.module_activation_registries
+        elif kind is ast.Call:
+            names, known = self._index.import_names(value.func), FACTS.module_activation_factories
+        else:
+            return False
+        return bool(names) and {self._hierarchy.absolute(n) for n in names} <= known
+
+    def _activated(self, call: ast.Call) -> str:
+        """An activation module's result: a tensor for a tensor (one returns its input as it is)."""
+        if len(call.args) != 1 or call.keywords or type(call.args[0]) is ast.Starred:
+            return UNKNOWN
+        known = self._kind(call.args[0])
+        return known if known in (TENSOR, _MAYBE, _CYCLE) else UNKNOWN
+
+    def _iterated_items(self, binding: Binding) -> list[ast.expr] | None:
+        """What builds the modules a loop over a module list binds (``for layer in self.layers``,
+        ``for i, layer in enumerate(self.layers[:n])``, ``zip(self.layers, ...)``)."""
+        value, path = binding.value, binding.path
+        if path == (ITEM,):
+            return self._module_items(value)
+        if len(path) != 2 or path[0] is not ITEM or type(value) is not ast.Call or value.keywords:
+            return None
+        names, args, step = self._index.import_names(value.func), value.args, path[1]
+        if any(type(a) is ast.Starred for a in args):
+            return None
+        if names == {"builtins.enumerate"} and len(args) == 1 and step in (1, -1):
+            return self._module_items(args[0])
+        return self._module_items(args[step]) if names == {"builtins.zip"} and -len(args) <= step < len(args) else None
+
+    def _module_items(self, expr: ast.expr) -> list[ast.expr] | None:
+        """What builds the items of the module list ``expr`` is: ``self.layers``, holding only
+        ``nn.ModuleList([Layer(config, i) for i in ...])`` or lists of modules and never changed
+        in place, or a slice of it. None if not known."""
+        if type(expr) is ast.Subscript and type(expr.slice) is ast.Slice:
+            return self._module_items(expr.value)
+        if type(expr) is not ast.Attribute or not _is_self(expr.value):
+            return None
+        cls = self._enclosing_class(expr.value)
+        index = self._class_index(cls) if cls else None
+        if index is None or expr.attr in index.changed or not index.assigned.get(expr.attr):
+            return None
+        items: list[ast.expr] = []
+        for value in index.assigned[expr.attr]:
+            names = self._index.import_names(value.func) if type(value) is ast.Call else set()
+            if not names or not names <= FACTS.module_lists or value.keywords or len(value.args) != 1:
+                return None
+            built = value.args[0]
+            if type(built) in (ast.List, ast.Tuple) and not any(type(e) is ast.Starred for e in built.elts):
+                items += built.elts
+            elif type(built) in (ast.ListComp, ast.GeneratorExp) and len(built.generators) == 1:
+                items.append(built.elt)
+            else:
+                return None
+        return items
 
     def _forward_of(self, value: ast.expr) -> ast.FunctionDef | None:
         """The ``forward`` a call of ``value`` runs: an instance of a module class of this module."""
@@ -339,7 +433,7 @@ class Inference:
             if declared != UNKNOWN:
                 return declared
         returns = self._returns(function)
-        return self._combine_pending(returns, self._returned) if returns else NOT_TENSOR
+        return self._combine_pending(("returns", function), returns, self._returned) if returns else NOT_TENSOR
 
     def _returned(self, value: ast.expr | None) -> str:
         return _NONE if value is None else self._kind(value)
@@ -381,6 +475,8 @@ class Inference:
         """The kind of the part of ``value`` that unpacking along ``path`` reaches."""
         if not path:
             return self._kind(value)
+        if len(path) > _MAX_PATH:
+            return UNKNOWN
         step, rest = path[0], path[1:]
         if step == REST:
             return NOT_TENSOR if not rest else UNKNOWN  # a starred target is a list
@@ -400,7 +496,7 @@ class Inference:
             bindings = self._index.bindings(value)
             if not bindings:
                 return UNKNOWN
-            return self._combine_pending(bindings, lambda b: self._binding_part(b, path))
+            return self._combine_pending(("part", path, *map(id, bindings)), bindings, lambda b: self._binding_part(b, path))
         if kind is ast.Call:
             return self._call_part(value, path)
         return UNKNOWN
@@ -441,7 +537,7 @@ class Inference:
             if declared != UNKNOWN:
                 return declared
         returns = [v for v in self._returns(function) if v is not None]  # unpacking None raises
-        return self._combine_pending(returns, lambda v: self._part_kind(v, path)) if returns else UNKNOWN
+        return self._combine_pending(("returned part", path, function), returns, lambda v: self._part_kind(v, path)) if returns else UNKNOWN
 
     def _builtin_part(self, names: set[str], call: ast.Call, path: tuple) -> str:
         """Items of ``zip(a, b)`` and ``enumerate(a)``: tuples of the arguments' items."""
@@ -464,9 +560,14 @@ class Inference:
             bindings = self._index.bindings(func)
             if len(bindings) == 1 and bindings[0].kind == DEFINITION and isinstance(bindings[0].node, _FUNCTION_DEFS):
                 return [bindings[0].node]
-            values = [b.value for b in bindings if b.kind == ASSIGN]
-            if not bindings or len(values) != len(bindings):
-                return []
+            values = []
+            for binding in bindings:
+                items = [binding.value] if binding.kind == ASSIGN else self._iterated_items(binding) if binding.kind == UNPACKED else None
+                if not items:
+                    return []
+                values += items
+        elif type(func) is ast.Subscript and type(func.slice) is not ast.Slice:
+            values = self._module_items(func.value) or []
         elif type(func) is ast.Attribute and _is_self(func.value):
             cls = self._enclosing_class(func.value)
             method = self._inherited(cls, func.attr) if cls is not None else None
@@ -481,45 +582,83 @@ class Inference:
     def _method_kind(self, func: ast.Attribute) -> str:
         method = func.attr
         if method in FACTS.not_tensor_methods:
-            return NOT_TENSOR if self._kind(func.value) in (TENSOR, _MAYBE) else UNKNOWN
+            receiver = self._kind(func.value)
+            return NOT_TENSOR if receiver in (TENSOR, _MAYBE) else _through(receiver)
         if method in self._tensor_methods or method in FACTS.tensor_methods:
             return _through(self._kind(func.value))
         declared = self._declared_method(func)
         return self._annotation_kind(*declared) if declared else UNKNOWN
 
     def _declared_method(self, func: ast.Attribute) -> tuple[ast.expr, Names | None] | None:
-        """The return annotation of a method called on a name whose annotations declare its class
+        """The return annotation of a method called on a value whose class is declared
         (``cache.update(k, v)`` with ``cache: Cache | None``), with what its names import where it
         is written: a class of this module, or of a file an import names. None if not known."""
-        receiver = func.value
-        bindings = self._index.bindings(receiver) if type(receiver) is ast.Name else []
-        if not bindings or any(b.kind not in (PARAMETER, ANNOTATED) or b.annotation is None or _is_vararg(b) for b in bindings):
-            return None
-        classes = [self._declared_class(b.annotation) for b in bindings]
-        if None in classes or len({ast.dump(c) for c in classes}) != 1:
-            return None
-        local = self._local_class(classes[0])
-        if local is not None:
-            method = self._inherited(local, func.attr)
+        declared = self._declared(func.value)
+        cls = self._declared_class(*declared) if declared else None
+        if isinstance(cls, ast.ClassDef):
+            method = self._inherited(cls, func.attr)
             if method is None or method.returns is None or method.decorator_list:
                 return None
             return method.returns, None
-        names = self._index.import_names(classes[0])
-        return self._hierarchy.method_returns(names.pop(), func.attr) if len(names) == 1 else None
+        return self._hierarchy.method_returns(cls, func.attr) if cls else None
 
-    def _declared_class(self, annotation: ast.expr) -> ast.expr | None:
-        """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``)."""
+    def _declared(self, expr: ast.expr, seen: frozenset = frozenset()) -> tuple[ast.expr, Names] | None:
+        """The annotation that declares what ``expr`` is, with what its names import: a name's (every
+        binding annotated, or assigned a declared value, of one class), an attribute's of a declared
+        class as torch.toml's [attributes] gives it (``cache.self_attention_cache``), an item's of a
+        declared list (``cache.layers[i]``). None if not known."""
+        kind = type(expr)
+        if kind is ast.Name:
+            bindings = self._index.bindings(expr)
+            if not bindings or id(bindings) in seen:
+                return None
+            found = []
+            for binding in bindings:
+                if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None and not _is_vararg(binding):
+                    found.append((binding.annotation, self._index.import_names))
+                elif binding.kind == ASSIGN and binding.value is not None:
+                    found.append(self._declared(binding.value, seen | {id(bindings)}))
+                else:
+                    return None
+            if None in found or len({self._declared_class(*d) for d in found}) != 1 or self._declared_class(*found[0]) is None:
+                return None
+            return found[0]
+        if kind is ast.Attribute:
+            owner = self._declared(expr.value, seen)
+            cls = self._declared_class(*owner) if owner else None
+            declared = _FACT_ANNOTATIONS.get(f"{cls}.{expr.attr}") if isinstance(cls, str) else None
+            return (declared, _written_names) if declared is not None else None
+        if kind is ast.IfExp:
+            sides = [self._declared(e, seen) for e in (expr.body, expr.orelse)]
+            same = None not in sides and self._declared_class(*sides[0]) == self._declared_class(*sides[1])
+            return sides[0] if same else None
+        if kind is ast.Subscript and type(expr.slice) is not ast.Slice:
+            owner = self._declared(expr.value, seen)
+            annotation, names = owner if owner else (None, None)
+            if type(annotation) is ast.Subscript and names(annotation.value) & FACTS.annotation_sequences:
+                return annotation.slice, names
+        return None
+
+    def _declared_class(self, annotation: ast.expr, names: Names | None = None) -> ast.ClassDef | str | None:
+        """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``): a
+        class of this module, or the absolute name of one a file defines."""
+        names = names or self._index.import_names
         kind = type(annotation)
         if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
             parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
-            return self._declared_class(parts[0]) if len(parts) == 1 else None
-        if kind is ast.Subscript and self._index.import_names(annotation.value) & FACTS.annotation_unions:
+            return self._declared_class(parts[0], names) if len(parts) == 1 else None
+        if kind is ast.Subscript and names(annotation.value) & FACTS.annotation_unions:
             inner = annotation.slice
             parts = [e for e in (inner.elts if type(inner) is ast.Tuple else [inner]) if not _is_none(e)]
-            return self._declared_class(parts[0]) if len(parts) == 1 else None
-        if not is_dotted(annotation) or self._annotation_kind(annotation) != NOT_TENSOR:
+            return self._declared_class(parts[0], names) if len(parts) == 1 else None
+        if not is_dotted(annotation) or self._annotation_kind(annotation, names) != NOT_TENSOR:
             return None
-        return annotation
+        if names == self._index.import_names:
+            local = self._local_class(annotation)
+            if local is not None:
+                return local
+        qualified = names(annotation)
+        return self._hierarchy.absolute(qualified.pop()) if len(qualified) == 1 else None
 
     def _attribute_kind(self, attr: ast.Attribute) -> str:
         if self._index.import_names(attr):
@@ -535,7 +674,62 @@ class Inference:
             return self._self_attribute_kind(attr)
         if name in FACTS.module_parameters and self._held_torch_module(attr.value):
             return _MAYBE  # an nn module's weight or bias: a parameter, or None (bias=False)
-        return UNKNOWN
+        if name in FACTS.module_output_fields:
+            field = self._output_field(attr.value, name, frozenset())
+            if field is not None:
+                return field
+        declared = self._declared(attr)  # cache.layers[i].keys
+        return self._annotation_kind(*declared) if declared else UNKNOWN
+
+    def _output_field(self, value: ast.expr, field: str, seen: frozenset) -> str | None:
+        """A field of the model output a call of a module of this module returns
+        (``self.model(x).last_hidden_state``, through names assigned such calls); None if not one."""
+        if type(value) is ast.Name:
+            bindings = self._index.bindings(value)
+            if not bindings or id(bindings) in seen or any(b.kind != ASSIGN or b.value is None for b in bindings):
+                return None
+            fields = [self._output_field(b.value, field, seen | {id(bindings)}) for b in bindings]
+            return None if None in fields else combine(fields)
+        if type(value) is not ast.Call:
+            return None
+        functions = self._functions_called(value.func)
+        if not functions or not all(self._keeps_fields(f) for f in functions):
+            return None
+        returned = [self._returned_field(v, field) for f in functions for v in self._returns(f)]
+        return None if None in returned else combine(returned)
+
+    def _keeps_fields(self, function: ast.FunctionDef) -> bool:
+        """Every decorator keeps what the function returns, or its output's fields (torch.toml)."""
+        for decorator in function.decorator_list:
+            target = decorator.func if type(decorator) is ast.Call else decorator
+            names = {self._hierarchy.absolute(n) for n in self._index.import_names(target)}
+            if not names or not names <= FACTS.module_transparent_decorators | FACTS.module_output_decorators:
+                return False
+        return True
+
+    def _returned_field(self, value: ast.expr | None, field: str) -> str | None:
+        """A field of a returned value: ``Output(field=x, ...)``'s x, None if not passed (every field
+        but the first defaults to None); None's raises. None if not an output built there."""
+        if value is None or _is_none(value):
+            return _CYCLE
+        if type(value) is ast.IfExp:
+            sides = (self._returned_field(value.body, field), self._returned_field(value.orelse, field))
+            return None if None in sides else combine(sides)
+        if type(value) is not ast.Call or value.args or not self._output_class(value.func):
+            return None
+        passed = [k.value for k in value.keywords if k.arg == field]
+        if any(k.arg is None for k in value.keywords):
+            return None  # **fields
+        return self._kind(passed[0]) if passed else _NONE
+
+    def _output_class(self, func: ast.expr, depth: int = 0) -> bool:
+        """A model-output dataclass: a dataclass of this module deriving from one, or one a file defines."""
+        local = self._local_class(func)
+        if local is None:
+            names = self._index.import_names(func)
+            return len(names) == 1 and self._hierarchy.derives(names.pop(), FACTS.module_output_classes)
+        dataclass = any(self._index.import_names(d.func if type(d) is ast.Call else d) & _DATACLASS for d in local.decorator_list)
+        return dataclass and depth < _MAX_DEPTH and len(local.bases) == 1 and self._output_class(local.bases[0], depth + 1)
 
     def _held_torch_module(self, value: ast.expr) -> bool:
         """``self.<name>`` always holding an instance of one of torch's layers (``nn.Linear``)."""
@@ -552,46 +746,64 @@ class Inference:
         """``self.x``: what every ``self.x = ...`` / ``register_buffer("x", ...)`` in the class holds."""
         cls = self._enclosing_class(attr.value)
         values = self._class_index(cls).assigned.get(attr.attr) if cls else None
-        return self._combine_pending(values, self.kind) if values else UNKNOWN
+        return self._combine_pending(("attribute", id(values)), values, self._kind) if values else UNKNOWN
 
     def _name_kind(self, name: ast.Name) -> str:
         if self._is_config(name):
             return NOT_TENSOR
         bindings = self._index.bindings(name)
-        return self._combine_pending(bindings, self._binding_kind) if bindings else UNKNOWN
+        return self._combine_pending(("name", *map(id, bindings)), bindings, self._binding_kind) if bindings else UNKNOWN
 
-    def _combine_pending(self, evidence: list, kind_of) -> str:
-        """Combine the kinds of ``evidence`` (one list per name or ``self`` attribute).
+    def _combine_pending(self, key: tuple, evidence: list, kind_of) -> str:
+        """Combine the kinds of ``evidence`` (the bindings of a name, the values stored in a
+        ``self`` attribute, a function's returns), asked as the question ``key``.
 
-        A list read again while it is being inferred (``x = x.float()``) gives no evidence at
-        first; the answer found without it is then assumed for those reads and must come out
-        again (``n = 1; n = (n * 2).sin()`` is unknown, not an int). Past a budget of such checks
-        per question, or a chain deeper than the interpreter's stack allows, the answer is unknown.
+        Answers are the least fixed point of these equations, whatever question came first: a
+        key read while it is being inferred (``x = x.float()``) reads its kind so far (at
+        first: no value), and the first pending key (the circle's) infers again, round after
+        round, until every such read read what its key came to (``n = 1; n = (n * 2).sin()``:
+        an int, then unknown). Kinds only grow, so rounds end.
         """
-        key = id(evidence)
+        known = self._kinds.get(key)
+        if known is not None:
+            return known
         if key in self._pending:
-            self._cycles += 1  # nothing inferred across this read is memoised
-            self._hit.add(key)
-            return self._assumed.get(key, _CYCLE)
+            self._tentative += 1
+            known = self._circle.get(key, _CYCLE)
+            self._reads.append((key, known))
+            return known
+        if self._circle is not None:
+            return self._infer_pending(key, evidence, kind_of)
+        self._circle = {}
+        try:
+            while True:
+                self._round, self._reads = {}, []
+                known = self._infer_pending(key, evidence, kind_of)
+                if all(self._circle.get(k) == read for k, read in self._reads):
+                    self._kinds.update(self._round)  # every answer of this round is final
+                    return known
+        finally:
+            self._circle, self._round, self._reads = None, {}, []
+
+    def _infer_pending(self, key: tuple, evidence: list, kind_of) -> str:
+        """One round's kind of ``key``: final if it read no kind so far, else joined with the last."""
+        known = self._round.get(key)
+        if known is not None:
+            self._tentative += 1
+            return known
         if len(self._pending) > _MAX_DEPTH:
-            return UNKNOWN
-        if not self._pending:
-            self._checks = _MAX_CHECKS
+            raise _Deep(key, lambda: self._combine_pending(key, evidence, kind_of))
+        tentative = self._tentative
         self._pending.add(key)
         try:
-            kind = combine([kind_of(e) for e in evidence])
-            if key in self._hit and kind not in (_CYCLE, UNKNOWN) and key not in self._assumed:
-                self._checks -= 1
-                self._assumed[key] = kind
-                try:
-                    if self._checks < 0 or combine([kind_of(e) for e in evidence]) != kind:
-                        kind = UNKNOWN
-                finally:
-                    del self._assumed[key]
+            known = combine([kind_of(e) for e in evidence])
         finally:
             self._pending.discard(key)
-            self._hit.discard(key)
-        return kind  # a cycle stays one while what it reads is pending (_kind answers unknown after)
+        if self._tentative == tentative:
+            self._kinds[key] = known
+            return known
+        self._circle[key] = self._round[key] = known = combine((self._circle.get(key, _CYCLE), known))
+        return known
 
     def _binding_kind(self, binding: Binding) -> str:
         how = binding.kind
@@ -625,8 +837,10 @@ class Inference:
         cls = self._class_of_function(function)
         if cls is None:
             return self._function_param_kind(function, param) if self._transparent(function, True) else UNKNOWN
-        if param.index <= 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
+        if param.index < 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
             return UNKNOWN
+        if param.index == 0:
+            return NOT_TENSOR  # self: a module (self.norm(x) is no Tensor.norm)
         if function.name == "forward":
             return TENSOR
         if not self._transparent(function, True):
@@ -904,6 +1118,13 @@ class Inference:
         return scope.node if scope is not None and scope.is_class else None
 
 
+class _Deep(Exception):
+    """A chain of questions deeper than the stack allows: ``again`` asks its innermost ``key`` first."""
+
+    def __init__(self, key, again: Callable[[], str]) -> None:
+        self.key, self.again = key, again
+
+
 @dataclasses.dataclass(frozen=True)
 class HeldModule:
     """An nn module class held in an attribute; ``bare``: every instance was built with no arguments."""
@@ -1030,6 +1251,7 @@ class _ClassIndex:
     def __init__(self, cls: ast.ClassDef) -> None:
         self.assigned: dict[str, list[ast.expr]] = {}
         self.calls: dict[str, list[ast.Call]] = {}
+        self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
         for node in ast.walk(cls):
             kind = type(node)
             if kind is ast.Assign:
@@ -1044,6 +1266,8 @@ class _ClassIndex:
                     self._store(target, _UNKNOWN_VALUE)
             elif kind is ast.Call and type(node.func) is ast.Attribute and _is_self(node.func.value):
                 self._call(node)
+            elif kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _IN_PLACE_CHANGES:
+                self._changed(node.func.value)
 
     def _call(self, node: ast.Call) -> None:
         method = node.func.attr
@@ -1053,8 +1277,14 @@ class _ClassIndex:
             if isinstance(args[0].value, str):
                 self.assigned.setdefault(args[0].value, []).append(args[1])
 
-    def _store(self, target: ast.expr, value: ast.expr) -> None:
+    def _changed(self, target: ast.expr) -> None:
         if type(target) is ast.Attribute and _is_self(target.value):
+            self.changed.add(target.attr)
+
+    def _store(self, target: ast.expr, value: ast.expr) -> None:
+        if type(target) is ast.Subscript:  # self.layers[0] = m
+            self._changed(target.value)
+        elif type(target) is ast.Attribute and _is_self(target.value):
             self.assigned.setdefault(target.attr, []).append(value)
         elif type(target) in (ast.Tuple, ast.List, ast.Starred):  # self.a, self.b = ...: not followed
             for element in ast.walk(target):
@@ -1063,6 +1293,14 @@ class _ClassIndex:
 
 
 _UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
+_FACT_ANNOTATIONS = {k: ast.parse(v, mode="eval").body for k, v in FACTS.attributes.items()}  # "Class.attribute"
+
+
+def _written_names(expr: ast.expr) -> set[str]:
+    """A dotted name as written (torch.toml's annotations spell absolute names)."""
+    return {ast.unparse(expr)} if is_dotted(expr) else set()
+_DATACLASS = frozenset({"dataclasses.dataclass"})
+_IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:
