@@ -202,3 +202,17 @@ def test_a_wrappers_result_is_what_its_torch_call_gave(kernels_module):
     once = translate_source(source, kernels_module=kernels_module)
     assert "pypto_roll(x, 1)" in once.code and "torch.repeat_interleave(x, r.view(-1)" in once.code
     assert translate_source(once.code, kernels_module=kernels_module).code == once.code
+
+
+def test_a_tensor_forms_call_stands_for_its_sites_torch_call():
+    """torch.max(a, b) of tensors runs a maximum kernel, but its wrapper still stands for torch.max
+    (not torch.maximum), so a second run reads `n` as the first did (corpus: layoutlmv2, umt5)."""
+    source = (
+        "import torch\n\n\ndef f(rp, flag):\n"
+        "    if flag:\n        n = torch.abs(rp)\n"
+        "    else:\n        n = torch.max(-rp, torch.zeros_like(rp))\n"
+        "    return n.float()\n"
+    )
+    once = translate_source(source, options=Options(fuse=False))
+    assert "pypto_max_tensors(-rp, torch.zeros_like(rp))" in once.code
+    assert translate_source(once.code, options=Options(fuse=False)).code == once.code
