@@ -390,8 +390,9 @@ def _with_tensor_forms(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
     parts = dict(entry.parts)
     for form, op in entry.tensor_forms.items():
         names = form.split(",")
-        if not set(names) <= {p.name for p in entry.params[1:]} or len(set(names)) != len(names):
-            raise TableError(f"{entry.op}: tensor_forms key {form!r} names parameters after the input, each once")
+        after = [p.name for p in entry.params[1:]]
+        if not set(names) <= set(after) or names != sorted(set(names), key=after.index):
+            raise TableError(f"{entry.op}: tensor_forms key {form!r} names parameters after the input, each once, in signature order")
         target = entries.get(op)
         if target is None or target.family is None:
             raise TableError(f"{entry.op}: tensor_forms names no mapped entry: {op!r}")
