@@ -129,14 +129,15 @@ def f(a: torch.Tensor):
 @pytest.mark.parametrize(
     "module, expected",
     [
-        # a hub kernel's decorator runs the body on its callers' arguments (or replaces it): its
-        # parameters are what they pass; its result stays unknown
-        ("...integrations", ["converted", "left-alone"]),
-        ("transformers.integrations.hub_kernels", ["converted", "left-alone"]),
+        # a hub kernel's decorator runs the body on its callers' arguments, or swaps in a drop-in
+        # kernel that takes and returns the same: its parameters are what they pass, its result
+        # what the body returns
+        ("...integrations", ["converted", "converted"]),
+        ("transformers.integrations.hub_kernels", ["converted", "converted"]),
         ("...other", ["left-alone", "left-alone"]),  # any other decorator may call it with anything
     ],
 )
-def test_hub_kernel_decorators_pass_their_callers_arguments(package, module, expected):
+def test_hub_kernel_decorators_pass_their_callers_arguments_and_return_the_bodys_result(package, module, expected):
     path = package / "models" / "llama" / "modeling_llama.py"
     path.write_text(ROTARY.format(module=module))
     assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == expected

@@ -15,15 +15,16 @@ from typing import Any, Mapping
 
 from torch2pypto.mapping import TableError
 
-# section -> field -> "list" (of names) or "map" (name -> name)
+# section -> "map" (name -> name), or field -> "list" (of names) or "map"
 _LAYOUT = {
     "dtypes": "map",
     "tensor": {"namespaces": "list", "classes": "list", "attributes": "list", "methods": "list"},
-    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "argument_decorators": "list", "naming_calls": "list", "parameters": "list", "lists": "list", "activation_registries": "list", "activation_factories": "list", "output_classes": "list", "output_decorators": "list", "output_fields": "list"},
+    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "naming_calls": "list", "parameters": "list", "sequentials": "list", "lists": "list", "activation_registries": "list", "activation_factories": "list", "output_classes": "list", "output_decorators": "list", "output_fields": "list"},
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
-    "annotation": {"unions": "list", "tuples": "list", "sequences": "list", "unknown": "list"},
+    "annotation": {"unions": "list", "tuples": "list", "sequences": "list", "unknown": "list", "callables": "list", "mappings": "list"},
+    "registry": {"lookups": "list", "results": "map"},
     "plain": {"config_names": "list", "builtins": "list", "methods": "list", "attributes": "list"},
     "attributes": "map",
 }
@@ -41,9 +42,9 @@ class Facts:
     module_classes: frozenset[str]
     module_tensor_results: frozenset[str]
     module_transparent_decorators: frozenset[str]
-    module_argument_decorators: frozenset[str]
     module_naming_calls: frozenset[str]
     module_parameters: frozenset[str]
+    module_sequentials: frozenset[str]
     module_lists: frozenset[str]
     module_activation_registries: frozenset[str]
     module_activation_factories: frozenset[str]
@@ -62,6 +63,10 @@ class Facts:
     annotation_tuples: frozenset[str]
     annotation_sequences: frozenset[str]
     annotation_unknown: frozenset[str]
+    annotation_callables: frozenset[str]
+    annotation_mappings: frozenset[str]
+    registry_lookups: frozenset[str]
+    registry_results: Mapping[str, str]
     plain_config_names: frozenset[str]
     plain_builtins: frozenset[str]
     plain_methods: frozenset[str]
@@ -85,8 +90,9 @@ def build_facts(raw: Mapping[str, Any]) -> Facts:
         extra = set(body) - set(layout)
         if extra or set(layout) - set(body):
             raise TableError(f"torch facts: [{section}] needs exactly {sorted(layout)}")
-        for name in layout:
-            fields[f"{section}_{name}"] = frozenset(_names(f"{section}.{name}", body[name]))
+        for name, kind in layout.items():
+            names = _names(f"{section}.{name}", body[name], mapping=kind == "map")
+            fields[f"{section}_{name}"] = MappingProxyType(names) if kind == "map" else frozenset(names)
     return Facts(**fields)
 
 

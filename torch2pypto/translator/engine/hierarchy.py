@@ -1,7 +1,8 @@
-"""Which classes of other files are ``nn.Module``s, found by reading (never importing) them.
+"""What other files declare, found by reading (never importing) them: which classes are
+``nn.Module``s, what methods and functions return, what annotated names hold.
 
-A base class named through an import (``from ...modeling_utils import PreTrainedModel``) is
-looked up in the file the import names: relative imports up to the package's root, absolute ones
+A name imported (``from ...modeling_utils import PreTrainedModel``) is looked up in the file the
+import names: relative imports up to the package's root, absolute ones
 of the file's own top package found on disk beside it, even when those files are not part of the
 run. Each file read is parsed once per process and reduced to its classes' bases and its imports.
 Classes whose files are not on disk can be named as module bases (``module-bases``), by their
@@ -31,12 +32,17 @@ class _Summary:
 
     classes: dict[str, tuple[str, ...]]  # class -> its bases as dotted source text
     returns: dict[str, dict[str, ast.expr]]  # class -> method -> its return annotation
+    functions: dict[str, ast.expr]  # function -> its return annotation
+    annotations: dict[str, ast.expr]  # annotated name (X: T = ...) -> its annotation
     imports: dict[str, str]  # name -> qualified name it imports (relative ones keep their dots)
     stars: tuple[str, ...]  # modules of `from M import *`
 
 
+Declared = tuple[ast.expr, Callable[[ast.expr], set[str]]]  # an annotation, with what its names import where written
+
+
 class Hierarchy:
-    """Answers "is this class an nn.Module?" for names that one file imports."""
+    """Answers for the names one file imports: is this class an nn.Module, what does it declare."""
 
     def __init__(self, path: str | os.PathLike | None, module_bases: frozenset[str] = frozenset()) -> None:
         """``path``: the file whose imports are asked about (None or not a file: no other file is read)."""
@@ -54,22 +60,36 @@ class Hierarchy:
         (absolute dotted names)."""
         return self._qualified(self._file, qualified, set(), roots)
 
-    def method_returns(self, qualified: str, method: str) -> tuple[ast.expr, Callable[[ast.expr], set[str]]] | None:
+    def method_returns(self, qualified: str, method: str) -> Declared | None:
         """The return annotation of ``method`` of the class ``qualified`` (as this file imports it)
         or of its bases, read in the file that defines it, with what its names there import."""
         target = _locate(self._file, qualified)
         return self._returns(*target, method, set()) if target else None
 
+    def function_returns(self, qualified: str) -> Declared | None:
+        """The return annotation of the function ``qualified`` (as this file imports it; an
+        undecorated one), read in the file that defines it."""
+        return self._declared(qualified, "functions")
+
+    def declared(self, qualified: str) -> Declared | None:
+        """The annotation of the module-level name ``qualified`` (``ALL_ATTENTION_FUNCTIONS:
+        AttentionInterface = ...``), read in the file that defines it."""
+        return self._declared(qualified, "annotations")
+
+    def _declared(self, qualified: str, field: str) -> Declared | None:
+        target = _locate(self._file, qualified)
+        found = _defining(target, set()) if target else None
+        if found is None:
+            return None
+        file, summary, name = found
+        annotation = getattr(summary, field).get(name)
+        return (annotation, functools.partial(_names_in, file, summary)) if annotation is not None else None
+
     def _returns(self, file: Path, name: str, method: str, seen: set):
-        summary = _summary(file)
-        if summary is None or (file, name) in seen or len(seen) > _MAX_HOPS:
+        found = _defining((file, name), seen)
+        if found is None or found[2] not in found[1].classes:
             return None
-        seen.add((file, name))
-        if name in summary.imports:
-            target = _locate(file, summary.imports[name])
-            return self._returns(*target, method, seen) if target else None
-        if name not in summary.classes:
-            return None
+        file, summary, name = found
         found = summary.returns[name].get(method)
         if found is not None:
             return found, functools.partial(_names_in, file, summary)
@@ -184,6 +204,21 @@ def _locate(file: Path | None, qualified: str) -> tuple[Path, str] | None:
     return None
 
 
+def _defining(target: tuple[Path, str] | None, seen: set) -> tuple[Path, _Summary, str] | None:
+    """The file that defines the name ``target`` names in its file (following re-exports), that
+    file's summary, and the name there."""
+    while target is not None:
+        file, name = target
+        summary = _summary(file)
+        if summary is None or target in seen or len(seen) > _MAX_HOPS:
+            return None
+        seen.add(target)
+        if name not in summary.imports:
+            return file, summary, name
+        target = _locate(file, summary.imports[name])
+    return None
+
+
 def _summary(file: Path) -> _Summary | None:
     """The classes and imports of a file, read once per process and version (None: unreadable)."""
     try:
@@ -201,6 +236,8 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
         return None
     classes: dict[str, tuple[str, ...]] = {}
     returns: dict[str, dict[str, ast.expr]] = {}
+    functions: dict[str, ast.expr] = {}
+    annotations: dict[str, ast.expr] = {}
     imports: dict[str, str] = {}
     stars: list[str] = []
     statements = tree.body[::-1]
@@ -213,6 +250,11 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
                 for f in node.body
                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.returns is not None and not f.decorator_list
             }
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.returns is not None and not node.decorator_list:
+                functions[node.name] = node.returns
+        elif isinstance(node, ast.AnnAssign) and type(node.target) is ast.Name:
+            annotations[node.target.id] = node.annotation
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             for alias in node.names:
@@ -227,7 +269,7 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
             statements += reversed([*node.body, *getattr(node, "handlers", ()), *node.orelse])
         elif isinstance(node, ast.ExceptHandler):
             statements += reversed(node.body)
-    return _Summary(classes, returns, imports, tuple(stars))
+    return _Summary(classes, returns, functions, annotations, imports, tuple(stars))
 
 
 def _names_in(file: Path, summary: _Summary, expr: ast.expr) -> set[str]:
@@ -242,7 +284,10 @@ def _names_in(file: Path, summary: _Summary, expr: ast.expr) -> set[str]:
     suffix = "".join("." + p for p in reversed(parts))
     imported = summary.imports.get(expr.id)
     if imported is None:
-        return {f"builtins.{expr.id}{suffix}"} if expr.id in _BUILTINS and expr.id not in summary.classes else set()
+        if expr.id in summary.classes:  # a class of the file itself
+            module = _absolute(file, ".") if file.name == "__init__.py" else _absolute(file, "." + file.stem)
+            return {f"{module}.{expr.id}{suffix}"} if module else set()
+        return {f"builtins.{expr.id}{suffix}"} if expr.id in _BUILTINS else set()
     absolute = _absolute(file, imported) if imported.startswith(".") else None
     return {(absolute or imported) + suffix}
 

@@ -116,6 +116,7 @@ class Inference:
         self._module_classes: dict[ast.ClassDef, bool] = {}
         self._function_returns: dict[ast.AST, list[ast.expr | None]] = {}
         self._calls_of: dict[ast.AST, list[ast.Call]] | None = None
+        self._strings: dict[ast.Constant, ast.expr] = {}  # string annotations, parsed
 
     # --- tensors -------------------------------------------------------------------------
 
@@ -216,10 +217,11 @@ class Inference:
             return UNKNOWN
         if all(k == TENSOR or _is_number(s) for k, s in zip(kinds, sides)):
             return TENSOR
-        if not all(k == TENSOR or self._plain(s) for k, s in zip(kinds, sides)):
+        if kinds[0] != TENSOR and not all(k == TENSOR or self._plain(s) for k, s in zip(kinds, sides)):
             return UNKNOWN
-        # a tensor and a plain value: torch compares, or gives up and Python's == answers False
-        # (None, a string, a list); an order raises then. False has no method of a tensor.
+        # a tensor on the left (its operator answers first; a tensor subclass on the right is a
+        # tensor too) or a plain value on either side: torch compares, or gives up and Python's ==
+        # answers a bool (None, a string, a list); an order raises then. A bool has no method of a tensor.
         return _MAYBE if type(compare.ops[0]) in (ast.Eq, ast.NotEq) else TENSOR
 
     def _plain(self, expr: ast.expr, depth: int = 0) -> bool:
@@ -280,65 +282,178 @@ class Inference:
             if api is not None:  # a method's wrapper returns what the function of its name does
                 return _function_kind(api.replace("torch.Tensor.", "torch.", 1)) if api.startswith("torch.") else UNKNOWN
         if type(func) is ast.Attribute and not is_dotted(func):
-            return self._method_kind(func)
+            return self._called(call) if self._is_super(func.value) else self._method_kind(func)
         names = self._index.import_names(func)
         if names:
-            return combine(_function_kind(n) for n in names)
-        callee = self._callee(func, call)
-        if callee is not None:
-            return callee
-        if type(func) is ast.Attribute:
-            return self._method_kind(func)
-        return UNKNOWN
+            return self._callee_result(self._imported_callee(names), call, ())
+        if self._callees(func) is not None or type(func) is not ast.Attribute:
+            return self._called(call)
+        return self._method_kind(func)
 
-    def _callee(self, func: ast.expr, call: ast.Call) -> str | None:
-        """What ``call`` returns, calling a name, a ``self`` attribute or an item of this module (None:
-        not one of those): ``ACT2FN["gelu"](x)``, ``self.layers[i](x)``."""
-        if type(func) is ast.Name:
+    def _called(self, call: ast.Call, path: tuple = ()) -> str:
+        """What calling a name, a ``self`` attribute, an item or ``super()``'s method returns (or the
+        part of it ``path`` reaches), from every callee it may run."""
+        callees = self._callees(call.func)
+        if callees is None:
+            return UNKNOWN
+        return self._combine_pending(("called", call, path), callees, lambda c: self._callee_result(c, call, path))
+
+    def _callee_result(self, callee: _Callee, call: ast.Call, path: tuple) -> str:
+        """The kind of what one callee returns, or of the part of it ``path`` reaches."""
+        function = callee.function
+        if function is not None:
+            if not path:
+                return self._returns_kind(function)
+            return self._returned_part(function, path) if self._transparent(function) else UNKNOWN
+        if callee.declared is not None:
+            return self._annotation_part(callee.declared[0], path, names=callee.declared[1])
+        known = self._activated(call) if callee.activation else callee.kind
+        if not path:
+            return known
+        return TENSOR if known in (TENSOR, _MAYBE) else _CYCLE if known == _CYCLE else UNKNOWN  # a tensor's items
+
+    def _callees(self, func: ast.expr, seen: frozenset = frozenset()) -> list[_Callee] | None:
+        """What calling ``func`` may run (None: something not known): what a name or a ``self``
+        attribute holds, a method of the class, an item of a module list or a registry,
+        ``super()``'s method (``ACT2FN["gelu"](x)``, ``self.layers[i](x)``, ``rope_init_fn(config)``)."""
+        kind = type(func)
+        if kind is ast.Name:
             bindings = self._index.bindings(func)
-            if not bindings:
+            if not bindings or id(bindings) in seen:
                 return None
-            return self._combine_pending(("called", call, *map(id, bindings)), bindings, lambda b: self._called_binding(b, call))
-        if type(func) is ast.Subscript:
+            return _all(self._binding_callees(b, seen | {id(bindings)}) for b in bindings)
+        if kind is ast.Subscript:
             if self._activation(func):
-                return self._activated(call)
-            items = self._module_items(func.value) if type(func.slice) is not ast.Slice else None
-            return combine(self._called_value(i, call) for i in items) if items else None
-        if type(func) is not ast.Attribute or not _is_self(func.value):
+                return [_Callee(activation=True)]
+            if type(func.slice) is ast.Slice:
+                return None
+            items = self._module_items(func.value)
+            if items is not None:
+                return _all(self._value_callees(i, seen) for i in items)
+            result = self._registry_result(func.value)
+            return [_Callee(declared=result)] if result else None
+        if kind is not ast.Attribute:
+            return None
+        if self._is_super(func.value):
+            return self._super_callees(func)
+        if not _is_self(func.value):
             return None
         cls = self._enclosing_class(func.value)
         if cls is None:
             return None
         method = self._inherited(cls, func.attr)
         if method is not None:
-            return self._returns_kind(method)
+            return [_Callee(function=method)]
         values = self._class_index(cls).assigned.get(func.attr)
-        if not values:
+        if not values or id(values) in seen:
             return None
-        return self._combine_pending(("called", call, id(values)), values, lambda v: self._called_value(v, call))
+        return _all(self._value_callees(v, seen | {id(values)}) for v in values)
 
-    def _called_binding(self, binding: Binding, call: ast.Call) -> str:
-        node = binding.node
-        if binding.kind == DEFINITION:
-            return self._returns_kind(node) if isinstance(node, _FUNCTION_DEFS) else self._instance_kind(node)
-        if binding.kind == ASSIGN and binding.value is not None:
-            return self._called_value(binding.value, call)
-        items = self._iterated_items(binding) if binding.kind == UNPACKED else None
-        return combine(self._called_value(i, call) for i in items) if items else UNKNOWN
+    def _binding_callees(self, binding: Binding, seen: frozenset) -> list[_Callee] | None:
+        node, how = binding.node, binding.kind
+        if how == DEFINITION:
+            return [_Callee(function=node) if isinstance(node, _FUNCTION_DEFS) else _Callee(kind=self._instance_kind(node))]
+        if how == IMPORT:
+            return [self._imported_callee({binding.qualified})]
+        if how in (PARAMETER, ANNOTATED) and binding.annotation is not None:
+            result = self._callable_result(binding.annotation, self._index.import_names)
+            if result is not None:
+                return [_Callee(declared=result)]
+        if how in (ASSIGN, NAMED, ANNOTATED) and binding.value is not None:
+            return self._value_callees(binding.value, seen)
+        items = self._iterated_items(binding) if how == UNPACKED else None
+        return _all(self._value_callees(i, seen) for i in items) if items else None
 
-    def _called_value(self, value: ast.expr, call: ast.Call) -> str:
-        """What ``call`` returns, calling the value stored in a name or attribute: a module's result."""
-        if type(value) is ast.IfExp:
-            return combine((self._called_value(value.body, call), self._called_value(value.orelse, call)))
+    def _value_callees(self, value: ast.expr, seen: frozenset) -> list[_Callee] | None:
+        """What calling a value stored in a name or attribute may run: a module's forward, a torch
+        layer (a tensor), an activation, a registry's item or its lookup's default, a function."""
+        kind = type(value)
+        if kind is ast.IfExp:
+            return _all(self._value_callees(v, seen) for v in (value.body, value.orelse))
         if self._activation(value):
-            return self._activated(call)
-        if type(value) is not ast.Call:
-            return UNKNOWN
-        names = self._index.import_names(value.func)
+            return [_Callee(activation=True)]
+        if kind in (ast.Name, ast.Attribute, ast.Subscript):
+            return self._callees(value, seen)
+        if kind is not ast.Call:
+            return None
+        func = value.func
+        if type(func) is ast.Attribute and func.attr in FACTS.registry_lookups and not value.keywords:
+            result = self._registry_result(func.value)  # registry.get_interface(name, default)
+            if result is not None and 1 <= len(value.args) <= 2 and not any(type(a) is ast.Starred for a in value.args):
+                default = self._value_callees(value.args[1], seen) if len(value.args) == 2 else []
+                return None if default is None else [_Callee(declared=result), *default]
+        names = self._index.import_names(func)
+        if names and names <= FACTS.module_sequentials:  # runs its modules in turn: the last one's result
+            args = value.args
+            last = self._value_callees(args[-1], seen) if args and not value.keywords and type(args[-1]) is not ast.Starred else None
+            return last if last is not None and not any(c.activation for c in last) else None
         if names:
-            return TENSOR if names <= FACTS.module_tensor_results else UNKNOWN
+            return [_Callee(kind=TENSOR)] if names <= FACTS.module_tensor_results else None
         forward = self._forward_of(value)
-        return self._returns_kind(forward) if forward is not None else UNKNOWN
+        return [_Callee(function=forward)] if forward is not None else None
+
+    def _imported_callee(self, names: set[str]) -> _Callee:
+        """A function or class an import names: what its file declares it returns, else what torch's
+        (or another library's) name tells."""
+        if len(names) == 1:
+            declared = self._hierarchy.function_returns(next(iter(names)))
+            if declared is not None:
+                return _Callee(declared=declared)
+        return _Callee(kind=combine(_function_kind(n) for n in names))
+
+    def _super_callees(self, func: ast.Attribute) -> list[_Callee] | None:
+        """``super().<method>`` in a class of one base: the base's method (of a class of this module),
+        a torch layer's forward (a tensor), or what a class in another file declares it returns."""
+        cls = self._enclosing_class(func.value.func)
+        if cls is None or len(cls.bases) != 1 or cls.keywords:
+            return None
+        base = cls.bases[0]
+        local = self._local_class(base)
+        if local is not None:
+            method = self._inherited(local, func.attr)
+            return [_Callee(function=method)] if method is not None else None
+        names = self._index.import_names(base)
+        if len(names) != 1:
+            return None
+        name = names.pop()
+        if func.attr == "forward" and name in FACTS.module_tensor_results:
+            return [_Callee(kind=TENSOR)]
+        declared = self._hierarchy.method_returns(name, func.attr)
+        return [_Callee(declared=declared)] if declared is not None else None
+
+    def _is_super(self, expr: ast.expr) -> bool:
+        """A ``super()`` call with no arguments."""
+        return type(expr) is ast.Call and not expr.args and not expr.keywords and self._index.import_names(expr.func) == {"builtins.super"}
+
+    def _registry_result(self, registry: ast.expr) -> tuple[ast.expr, Names] | None:
+        """What calling an item of ``registry`` returns, as declared: a mapping annotated
+        ``dict[str, Callable[..., R]]``, or an instance of a class torch.toml's [registry] names."""
+        declared = self._declared(registry)
+        if declared is None:
+            return None
+        annotation, names = self._parsed(declared[0]), declared[1]
+        if type(annotation) is ast.Subscript and names(annotation.value) & FACTS.annotation_mappings:
+            inner = annotation.slice
+            return self._callable_result(inner.elts[-1], names) if type(inner) is ast.Tuple and len(inner.elts) == 2 else None
+        cls = self._declared_class(annotation, names)
+        return (_REGISTRY_RESULTS[cls], _written_names) if isinstance(cls, str) and cls in _REGISTRY_RESULTS else None
+
+    def _callable_result(self, annotation: ast.expr, names: Names) -> tuple[ast.expr, Names] | None:
+        """R of an annotation ``Callable[..., R]`` (or of one that may be None, whose call raises)."""
+        annotation = self._parsed(annotation)
+        kind = type(annotation)
+        if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
+            parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
+            return self._callable_result(parts[0], names) if len(parts) == 1 else None
+        if kind is not ast.Subscript:
+            return None
+        generic, inner = names(annotation.value), annotation.slice
+        if generic & FACTS.annotation_unions:
+            parts = [e for e in (inner.elts if type(inner) is ast.Tuple else [inner]) if not _is_none(e)]
+            return self._callable_result(parts[0], names) if len(parts) == 1 else None
+        if generic & FACTS.annotation_callables and type(inner) is ast.Tuple and len(inner.elts) == 2:
+            return inner.elts[1], names
+        return None
 
     def _activation(self, value: ast.expr) -> bool:
         """An activation module of a registry (``ACT2FN[config.hidden_act]``, ``get_activation(name)``)."""
@@ -458,16 +573,13 @@ class Inference:
             self._function_returns[function] = found = [None] if generator else found
         return found
 
-    def _transparent(self, function: ast.FunctionDef, arguments: bool = False) -> bool:
-        """Whether every decorator of a function keeps what it takes and returns (``arguments``: or
-        runs the body only on what its callers pass, as a hub kernel's stand-in does)."""
+    def _transparent(self, function: ast.FunctionDef) -> bool:
+        """Whether every decorator of a function keeps what it takes and returns (torch.toml)."""
         for decorator in function.decorator_list:
             target = decorator.func if type(decorator) is ast.Call else decorator
             names = {*self._index.import_names(target)}
             names |= {self._hierarchy.absolute(n) for n in names}
-            if names & FACTS.module_transparent_decorators:
-                continue
-            if not arguments or not names & FACTS.module_argument_decorators:
+            if not names & FACTS.module_transparent_decorators:
                 return False
         return True
 
@@ -523,11 +635,10 @@ class Inference:
         if names:
             if names <= FACTS.tensors_functions:
                 return TENSOR
-            return self._builtin_part(names, call, path)
-        functions = self._functions_called(func)
-        if not functions or not all(self._transparent(f) for f in functions):
-            return UNKNOWN
-        return combine(self._returned_part(f, path) for f in functions)
+            if all(n.startswith("builtins.") for n in names):
+                return self._builtin_part(names, call, path)
+            return self._callee_result(self._imported_callee(names), call, path)
+        return self._called(call, path)
 
     def _returned_part(self, function: ast.FunctionDef, path: tuple) -> str:
         """A part of what a function of this module returns: as its return annotation declares, else
@@ -551,33 +662,11 @@ class Inference:
         return UNKNOWN
 
     def _functions_called(self, func: ast.expr) -> list[ast.FunctionDef]:
-        """The functions of this module a call of ``func`` may run ([]: some it may run are not known).
-
-        A local ``def``, a method of ``self``'s class, or the ``forward`` of the module classes
-        of this module whose instances a name or ``self`` attribute holds.
-        """
-        if type(func) is ast.Name:
-            bindings = self._index.bindings(func)
-            if len(bindings) == 1 and bindings[0].kind == DEFINITION and isinstance(bindings[0].node, _FUNCTION_DEFS):
-                return [bindings[0].node]
-            values = []
-            for binding in bindings:
-                items = [binding.value] if binding.kind == ASSIGN else self._iterated_items(binding) if binding.kind == UNPACKED else None
-                if not items:
-                    return []
-                values += items
-        elif type(func) is ast.Subscript and type(func.slice) is not ast.Slice:
-            values = self._module_items(func.value) or []
-        elif type(func) is ast.Attribute and _is_self(func.value):
-            cls = self._enclosing_class(func.value)
-            method = self._inherited(cls, func.attr) if cls is not None else None
-            if method is not None or cls is None:
-                return [method] if method is not None else []
-            values = self._class_index(cls).assigned.get(func.attr, [])
-        else:
-            return []
-        forwards = [self._forward_of(v) for v in values]
-        return forwards if values and None not in forwards else []
+        """The functions of this module a call of ``func`` may run ([]: some it may run are not
+        functions of this module, or not known)."""
+        callees = self._callees(func) or []
+        functions = [c.function for c in callees]
+        return functions if None not in functions else []
 
     def _method_kind(self, func: ast.Attribute) -> str:
         method = func.attr
@@ -603,10 +692,11 @@ class Inference:
         return self._hierarchy.method_returns(cls, func.attr) if cls else None
 
     def _declared(self, expr: ast.expr, seen: frozenset = frozenset()) -> tuple[ast.expr, Names] | None:
-        """The annotation that declares what ``expr`` is, with what its names import: a name's (every
-        binding annotated, or assigned a declared value, of one class), an attribute's of a declared
-        class as torch.toml's [attributes] gives it (``cache.self_attention_cache``), an item's of a
-        declared list (``cache.layers[i]``). None if not known."""
+        """The annotation that declares what ``expr`` is, with what its names import: a name's (its one
+        binding annotated, imported from a file that annotates it, or assigned a declared value; or
+        every binding of one class), an instance's class (``AttentionInterface()``), an attribute's
+        of a declared class as torch.toml's [attributes] gives it (``cache.self_attention_cache``),
+        an item's of a declared list (``cache.layers[i]``). None if not known."""
         kind = type(expr)
         if kind is ast.Name:
             bindings = self._index.bindings(expr)
@@ -618,11 +708,17 @@ class Inference:
                     found.append((binding.annotation, self._index.import_names))
                 elif binding.kind == ASSIGN and binding.value is not None:
                     found.append(self._declared(binding.value, seen | {id(bindings)}))
+                elif binding.kind == IMPORT:
+                    found.append(self._hierarchy.declared(binding.qualified))
                 else:
                     return None
-            if None in found or len({self._declared_class(*d) for d in found}) != 1 or self._declared_class(*found[0]) is None:
+            if None in found:
+                return None
+            if len(found) > 1 and (len({self._declared_class(*d) for d in found}) != 1 or self._declared_class(*found[0]) is None):
                 return None
             return found[0]
+        if kind is ast.Call:
+            return (expr.func, self._index.import_names) if is_dotted(expr.func) and not expr.args and not expr.keywords else None
         if kind is ast.Attribute:
             owner = self._declared(expr.value, seen)
             cls = self._declared_class(*owner) if owner else None
@@ -630,8 +726,8 @@ class Inference:
             return (declared, _written_names) if declared is not None else None
         if kind is ast.IfExp:
             sides = [self._declared(e, seen) for e in (expr.body, expr.orelse)]
-            same = None not in sides and self._declared_class(*sides[0]) == self._declared_class(*sides[1])
-            return sides[0] if same else None
+            classes = {self._declared_class(*side) if side else None for side in sides}
+            return sides[0] if len(classes) == 1 and None not in classes else None
         if kind is ast.Subscript and type(expr.slice) is not ast.Slice:
             owner = self._declared(expr.value, seen)
             annotation, names = owner if owner else (None, None)
@@ -643,6 +739,7 @@ class Inference:
         """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``): a
         class of this module, or the absolute name of one a file defines."""
         names = names or self._index.import_names
+        annotation = self._parsed(annotation)
         kind = type(annotation)
         if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
             parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
@@ -836,22 +933,24 @@ class Inference:
             return UNKNOWN
         cls = self._class_of_function(function)
         if cls is None:
-            return self._function_param_kind(function, param) if self._transparent(function, True) else UNKNOWN
-        if param.index < 0 or not self._is_module_class(cls) or self._bound_otherwise(function):
+            return self._function_param_kind(function, param) if self._transparent(function) else UNKNOWN
+        if param.index < 0 or not self._is_module_class(cls):
             return UNKNOWN
-        if param.index == 0:
-            return NOT_TENSOR  # self: a module (self.norm(x) is no Tensor.norm)
-        if function.name == "forward":
-            return TENSOR
-        if not self._transparent(function, True):
+        static = self._decorated(function, "builtins.staticmethod")
+        if not static:
+            if self._decorated(function, "builtins.classmethod"):
+                return UNKNOWN
+            if param.index == 0:
+                return NOT_TENSOR  # self: a module (self.norm(x) is no Tensor.norm)
+            if function.name == "forward":
+                return TENSOR
+        if not self._transparent(function):
             return UNKNOWN
-        return self._passed_kind(self._class_index(cls).calls.get(function.name, ()), param, 1)
+        return self._passed_kind(self._class_index(cls).calls.get(function.name, ()), param, 0 if static else 1)
 
-    def _bound_otherwise(self, method: ast.FunctionDef) -> bool:
-        """A static or class method: its first parameter is no instance."""
-        return any(
-            self._index.import_names(d) & {"builtins.staticmethod", "builtins.classmethod"} for d in method.decorator_list
-        )
+    def _decorated(self, function: ast.FunctionDef, name: str) -> bool:
+        """Whether a decorator of ``function`` is the builtin ``name`` (``builtins.staticmethod``)."""
+        return any(name in self._index.import_names(d) for d in function.decorator_list)
 
     def _function_param_kind(self, function: ast.FunctionDef, param: Binding) -> str:
         """A parameter of a function (not a method) of this module: what every call of it passes.
@@ -921,12 +1020,30 @@ class Inference:
         bindings = self._index.bindings(base)
         return len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef) and self._is_module_class(bindings[0].node)
 
+    def _parsed(self, annotation: ast.expr) -> ast.expr:
+        """A string annotation (``"torch.Tensor"``) as the expression it spells, its names read at
+        module level, as ``typing.get_type_hints`` reads them; any other annotation as it is."""
+        if type(annotation) is not ast.Constant or not isinstance(annotation.value, str):
+            return annotation
+        parsed = self._strings.get(annotation)
+        if parsed is None:
+            try:
+                parsed = ast.parse(annotation.value.strip(), mode="eval").body
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                parsed = ast.Constant(...)  # says nothing
+            for node in ast.walk(parsed):
+                if type(node) is ast.Name:
+                    self._index.scope_of[node] = self._index.module
+            self._strings[annotation] = parsed
+        return parsed
+
     def _annotation_kind(self, annotation: ast.expr, names: Names | None = None) -> str:
         """Tensor for ``Tensor``/``torch.Tensor``/``Optional[Tensor]``/``Tensor | None``; else not.
 
         ``names``: what a dotted name in the annotation imports (default: in this module).
         """
         names = names or self._index.import_names
+        annotation = self._parsed(annotation)
         kind = type(annotation)
         if kind is ast.Constant:
             return NOT_TENSOR if annotation.value is None else UNKNOWN
@@ -953,6 +1070,7 @@ class Inference:
         ``items``: the annotation declares the items of the value (``*args: Tensor``).
         """
         names = names or self._index.import_names
+        annotation = self._parsed(annotation)
         if items:
             if path and path[0] == REST:
                 return NOT_TENSOR if len(path) == 1 else UNKNOWN
@@ -1078,9 +1196,16 @@ class Inference:
     # --- helpers -------------------------------------------------------------------------
 
     def _class_index(self, cls: ast.ClassDef) -> _ClassIndex:
-        if cls not in self._classes:
-            self._classes[cls] = _ClassIndex(cls)
-        return self._classes[cls]
+        """What a class does with ``self``, with what its bases of this module store there (their
+        ``__init__`` runs as the class's own, or through ``super().__init__()``)."""
+        index = self._classes.get(cls)
+        if index is None:
+            self._classes[cls] = index = _ClassIndex(cls)  # a cyclic hierarchy reads it as it is
+            for base in cls.bases:
+                local = self._local_class(base)
+                if local is not None:
+                    index.inherit(self._class_index(local))
+        return index
 
     def _enclosing_class(self, name: ast.expr) -> ast.ClassDef | None:
         scope = self._index.scope_of.get(name)
@@ -1116,6 +1241,27 @@ class Inference:
         """The class whose body defines ``function`` directly."""
         scope = self._index.scope_of.get(function)
         return scope.node if scope is not None and scope.is_class else None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Callee:
+    """What a call may run: a function of this module (its returns), a declared result (an
+    annotation, with what its names import), an activation (its argument's kind), or a fixed kind."""
+
+    function: ast.FunctionDef | None = None
+    declared: tuple[ast.expr, Names] | None = None
+    activation: bool = False
+    kind: str = UNKNOWN
+
+
+def _all(found: Iterable[list[_Callee] | None]) -> list[_Callee] | None:
+    """Every list's callees, or None if some list is None (not known)."""
+    callees: list[_Callee] = []
+    for part in found:
+        if part is None:
+            return None
+        callees += part
+    return callees
 
 
 class _Deep(Exception):
@@ -1277,6 +1423,12 @@ class _ClassIndex:
             if isinstance(args[0].value, str):
                 self.assigned.setdefault(args[0].value, []).append(args[1])
 
+    def inherit(self, base: _ClassIndex) -> None:
+        """Add what a base class stores on ``self`` (its calls of methods stay its own)."""
+        for name, values in base.assigned.items():
+            self.assigned[name] = self.assigned[name] + values if name in self.assigned else values
+        self.changed |= base.changed
+
     def _changed(self, target: ast.expr) -> None:
         if type(target) is ast.Attribute and _is_self(target.value):
             self.changed.add(target.attr)
@@ -1294,6 +1446,7 @@ class _ClassIndex:
 
 _UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
 _FACT_ANNOTATIONS = {k: ast.parse(v, mode="eval").body for k, v in FACTS.attributes.items()}  # "Class.attribute"
+_REGISTRY_RESULTS = {k: ast.parse(v, mode="eval").body for k, v in FACTS.registry_results.items()}  # "Class"
 
 
 def _written_names(expr: ast.expr) -> set[str]:
