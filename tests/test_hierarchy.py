@@ -235,3 +235,95 @@ def test_a_function_named_to_use_kernelized_func_does_not_escape(package, other,
     path = package / "models" / "llama" / "modeling_llama.py"
     path.write_text(KERNELIZED.format(other=other))
     assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == expected
+
+
+REGISTRIES = """\
+from collections.abc import Callable
+import torch
+
+class AttentionInterface:
+    def get_interface(self, name, default):
+        return default
+
+ALL_ATTENTION_FUNCTIONS: AttentionInterface = AttentionInterface()
+ROPE_INIT_FUNCTIONS: dict[str, Callable[..., tuple["torch.Tensor", float]]] = {}
+OTHERS: dict[str, Callable] = {}
+
+def sdpa(q) -> tuple[torch.Tensor, None]:
+    return q, None
+"""
+REGISTRY_CALLS = """\
+from typing import Callable
+import torch
+from ...modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface, ROPE_INIT_FUNCTIONS, OTHERS, sdpa
+
+LOCAL_FUNCTIONS = AttentionInterface()
+
+def eager(q: torch.Tensor):
+    return q * 2, None
+
+def f(q: torch.Tensor, name, config):
+    attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(name, eager)
+    out, weights = attention(q)
+    local, _ = LOCAL_FUNCTIONS[name](q)
+    rope_init_fn: Callable = ROPE_INIT_FUNCTIONS[name]
+    inv_freq, scaling = rope_init_fn(config)
+    other, _ = OTHERS[name](q)
+    first, _ = sdpa(q)
+    typed: Callable[..., torch.Tensor] = name
+    return out.exp(), local.exp(), inv_freq.exp(), scaling.exp(), other.exp(), first.exp(), typed(q).exp()
+"""
+
+
+def test_registries_and_callables_return_what_they_declare(package):
+    # AttentionInterface's items return (output, weights) (torch.toml's [registry]), its lookups the
+    # default too; ROPE_INIT_FUNCTIONS' annotation declares its items' results (a string read at
+    # module level), a float is none; a bare Callable says nothing; imported functions and
+    # Callable annotations return what they declare
+    (package / "modeling_utils.py").write_text(REGISTRIES)
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(REGISTRY_CALLS)
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted"] * 3 + ["left-alone"] + ["converted"] * 2
+
+
+SUPER = """\
+import torch
+from torch import nn
+from ...modeling_utils import Base
+
+class Norm(nn.LayerNorm):
+    def forward(self, x):
+        return super().forward(x).exp()
+
+class Other(Base):
+    def forward(self, x):
+        return super().forward(x).exp(), super().declared(x).exp()
+
+class Local(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def twice(self, x):
+        return self.proj(x) * 2
+
+class Child(Local):
+    def forward(self, x):
+        return super().twice(x).exp(), self.proj(x).exp()
+
+class Two(Local, Other):
+    def forward(self, x):
+        return super().twice(x).exp()
+"""
+
+
+def test_super_calls_the_method_of_the_one_base(package):
+    # a torch layer's forward returns a tensor; a base in another file returns what it declares;
+    # a local base's method returns what its body does, and what it stores on self is the child's
+    # too; a class of two bases is not followed (its method resolution order is not modelled)
+    (package / "modeling_utils.py").write_text(
+        "import torch\n" + UTILS + "\nclass Base(PreTrainedModel):\n    def declared(self, x) -> torch.Tensor:\n        return x\n"
+    )
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(SUPER)
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted", "left-alone", "converted", "converted", "converted", "left-alone"]
