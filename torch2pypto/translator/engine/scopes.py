@@ -5,7 +5,8 @@ whole module in Python (about 1,800 lines/s here); one walk over the C-parsed ``
 bindings of every scope and the scope of every name and call, and a name is resolved only when a
 candidate torch call asks for it. Python's rules apply: function scopes see enclosing function
 scopes but not class bodies, comprehensions are scopes of their own, ``global``/``nonlocal``
-redirect, a walrus binds in the nearest non-comprehension scope.
+redirect, a walrus binds in the nearest non-comprehension scope. Within a function, a read sees
+the bindings that may reach it (:mod:`flow`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import ast
 import builtins
 import dataclasses
 
+from torch2pypto.translator.engine.flow import reaching
+
 IMPORT, DEFINITION, PARAMETER, ASSIGN, ANNOTATED, AUGMENTED, NAMED, UNPACKED, OTHER = (
     "import", "definition", "parameter", "assign", "annotated", "augmented", "named", "unpacked", "other",
 )  # fmt: skip
@@ -21,6 +24,7 @@ ITEM, REST = None, "*"  # steps of an unpacked binding's path: an item of an ite
 _BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_EAGER = (ast.ListComp, ast.SetComp, ast.DictComp)  # comprehensions that run where they are written
 
 
 @dataclasses.dataclass(eq=False)
@@ -93,6 +97,7 @@ class ModuleIndex:
         self.calls: list[ast.Call] = []
         self.matmuls: list[ast.BinOp] = []
         self.fstrings: list[ast.JoinedStr] = []
+        self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
 
     # --- queries -------------------------------------------------------------------------
@@ -135,9 +140,16 @@ class ModuleIndex:
         return {b.qualified + suffix for b in bindings if b.kind == IMPORT}
 
     def bindings(self, name: ast.Name) -> list[Binding]:
-        """What a name read sees."""
+        """What a name read sees: the bindings of its scope that may reach it (:mod:`flow`)."""
         scope = self.scope_of.get(name)
-        return self.lookup(scope, name.id) if scope else []
+        found = self.lookup(scope, name.id) if scope else []
+        if len(found) < 2 or type(name.ctx) is not ast.Load:
+            return found
+        reached = self._reached.get(name)
+        if reached is None:
+            owner = _owner(scope, name.id, found)
+            self._reached[name] = reached = reaching(name, owner, found, NAMED, PARAMETER) if owner else found
+        return reached
 
     # --- the walk ------------------------------------------------------------------------
 
@@ -355,6 +367,20 @@ class ModuleIndex:
         if scope is self.module and not self._bind_module:
             return  # bound by the shallow walk of this part
         _bind(scope, name, binding)
+
+
+def _owner(scope: Scope, name: str, bindings: list[Binding]) -> ast.AST | None:
+    """The node of the scope whose ``bindings`` a read in ``scope`` sees, if the read runs as that
+    scope's code does (through comprehensions run in place; not a lambda's, a generator's or a
+    nested function's, which run later)."""
+    current: Scope | None = scope
+    while current is not None:
+        if current.bindings.get(name) is bindings:
+            return current.node
+        if not isinstance(current.node, _EAGER):
+            return None
+        current = current.parent
+    return None
 
 
 def _bind(scope: Scope, name: str, binding: Binding) -> None:
