@@ -327,3 +327,49 @@ def test_super_calls_the_method_of_the_one_base(package):
     path = package / "models" / "llama" / "modeling_llama.py"
     path.write_text(SUPER)
     assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted", "left-alone", "converted", "converted", "converted", "left-alone"]
+
+
+OUTPUTS = """\
+import torch
+from dataclasses import dataclass
+from .utils import ModelOutput
+
+@dataclass
+class BaseModelOutputWithPooling(ModelOutput):
+    last_hidden_state: torch.FloatTensor | None = None
+    pooler_output: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+"""
+FIELDS = """\
+import torch
+from ...modeling_outputs import BaseModelOutputWithPooling
+from ...modeling_utils import PreTrainedModel
+
+class Vision(PreTrainedModel):
+    def forward(self, x) -> tuple | BaseModelOutputWithPooling:
+        return self.encode(x)
+
+class Model(PreTrainedModel):
+    def __init__(self, config):
+        super().__init__()
+        self.vision = Vision._from_config(config)
+
+    def features(self, x) -> tuple | BaseModelOutputWithPooling:
+        return self.vision(x)
+
+    def forward(self, x, other):
+        out: BaseModelOutputWithPooling = other(x)
+        return (out.pooler_output.exp(), self.features(x).pooler_output.exp(), self.vision(x).hidden_states[0].exp(),
+                self.vision(x).missing.exp(), other(x).pooler_output.exp())
+"""
+
+
+def test_fields_of_declared_classes_are_what_their_annotations_declare(package):
+    # an annotated name, a method's and a module's declared result (a tuple has no field, so
+    # tuple | Output is the Output); a class's constructor of torch.toml builds an instance of it;
+    # a field not declared and an undeclared value say nothing
+    (package / "utils.py").write_text("class ModelOutput:\n    pass\n")
+    (package / "modeling_outputs.py").write_text(OUTPUTS)
+    path = package / "models" / "llama" / "modeling_llama.py"
+    path.write_text(FIELDS)
+    assert [s for api, s in status(path) if api == "torch.Tensor.exp"] == ["converted"] * 3 + ["left-alone"] * 2

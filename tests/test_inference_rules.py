@@ -243,6 +243,8 @@ def test_a_tensor_or_none_argument_is_not_a_tensor_argument():
         ("def f(t: tuple[torch.Tensor, ...] | None):\n    a, *b = t\n    return a.exp(), t[3].exp(), b.exp()\n", [C, C]),
         ("def f(pe: tuple[torch.Tensor, Box]):\n    c, s = pe\n    return s.exp()\n", []),  # declared a Box
         ("def f(d: dict[str, torch.Tensor], xs: Sequence):\n    a, b = xs\n    return a.exp()\n", [A]),
+        # an item at any index is any item's (a slice of a list is a list)
+        ("def f(xs: list[torch.Tensor], ns: list[int], ys: list, i):\n    return xs[i].exp(), ns[i].exp(), ys[i].exp(), xs[1:].exp()\n", [C, A]),
         # *args is a tuple; its annotation is its items'
         ("def f(*xs: torch.Tensor):\n    a, b = xs\n    return xs.exp(), a.exp(), xs[0].exp()\n", [C, C]),
         # return annotations of functions of the module

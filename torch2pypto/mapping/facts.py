@@ -19,7 +19,7 @@ from torch2pypto.mapping import TableError
 _LAYOUT = {
     "dtypes": "map",
     "tensor": {"namespaces": "list", "classes": "list", "attributes": "list", "methods": "list"},
-    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "naming_calls": "list", "parameters": "list", "sequentials": "list", "lists": "list", "activation_registries": "list", "activation_factories": "list", "output_classes": "list", "output_decorators": "list", "output_fields": "list"},
+    "module": {"classes": "list", "tensor_results": "list", "transparent_decorators": "list", "naming_calls": "list", "parameters": "list", "constructors": "list", "sequentials": "list", "lists": "list", "activation_registries": "list", "activation_factories": "list", "output_classes": "list", "output_decorators": "list", "output_fields": "list"},
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
@@ -44,6 +44,7 @@ class Facts:
     module_transparent_decorators: frozenset[str]
     module_naming_calls: frozenset[str]
     module_parameters: frozenset[str]
+    module_constructors: frozenset[str]
     module_sequentials: frozenset[str]
     module_lists: frozenset[str]
     module_activation_registries: frozenset[str]

@@ -32,6 +32,7 @@ class _Summary:
 
     classes: dict[str, tuple[str, ...]]  # class -> its bases as dotted source text
     returns: dict[str, dict[str, ast.expr]]  # class -> method -> its return annotation
+    fields: dict[str, dict[str, ast.expr]]  # class -> field annotated in its body -> the annotation
     functions: dict[str, ast.expr]  # function -> its return annotation
     annotations: dict[str, ast.expr]  # annotated name (X: T = ...) -> its annotation
     imports: dict[str, str]  # name -> qualified name it imports (relative ones keep their dots)
@@ -64,7 +65,13 @@ class Hierarchy:
         """The return annotation of ``method`` of the class ``qualified`` (as this file imports it)
         or of its bases, read in the file that defines it, with what its names there import."""
         target = _locate(self._file, qualified)
-        return self._returns(*target, method, set()) if target else None
+        return self._member(*target, "returns", method, set()) if target else None
+
+    def field(self, qualified: str, name: str) -> Declared | None:
+        """The annotation of the field ``name`` that the class ``qualified`` (as this file imports
+        it) or one of its bases declares in its body (``pooler_output: torch.FloatTensor | None``)."""
+        target = _locate(self._file, qualified)
+        return self._member(*target, "fields", name, set()) if target else None
 
     def function_returns(self, qualified: str) -> Declared | None:
         """The return annotation of the function ``qualified`` (as this file imports it; an
@@ -85,12 +92,14 @@ class Hierarchy:
         annotation = getattr(summary, field).get(name)
         return (annotation, functools.partial(_names_in, file, summary)) if annotation is not None else None
 
-    def _returns(self, file: Path, name: str, method: str, seen: set):
+    def _member(self, file: Path, name: str, field: str, member: str, seen: set) -> Declared | None:
+        """What the class ``name`` of ``file`` or one of its bases declares of ``member`` in its
+        summary's ``field`` (method returns, field annotations)."""
         found = _defining((file, name), seen)
         if found is None or found[2] not in found[1].classes:
             return None
         file, summary, name = found
-        found = summary.returns[name].get(method)
+        found = getattr(summary, field)[name].get(member)
         if found is not None:
             return found, functools.partial(_names_in, file, summary)
         for base in summary.classes[name]:
@@ -99,7 +108,7 @@ class Hierarchy:
                 target = _locate(file, summary.imports[head] + dot + rest)
             else:
                 target = (file, head) if not rest else None
-            found = self._returns(*target, method, seen) if target else None
+            found = self._member(*target, field, member, seen) if target else None
             if found is not None:
                 return found
         return None
@@ -236,6 +245,7 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
         return None
     classes: dict[str, tuple[str, ...]] = {}
     returns: dict[str, dict[str, ast.expr]] = {}
+    fields: dict[str, dict[str, ast.expr]] = {}
     functions: dict[str, ast.expr] = {}
     annotations: dict[str, ast.expr] = {}
     imports: dict[str, str] = {}
@@ -249,6 +259,9 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
                 f.name: f.returns
                 for f in node.body
                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.returns is not None and not f.decorator_list
+            }
+            fields[node.name] = {
+                f.target.id: f.annotation for f in node.body if isinstance(f, ast.AnnAssign) and type(f.target) is ast.Name
             }
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.returns is not None and not node.decorator_list:
@@ -269,7 +282,7 @@ def _read(file: Path, mtime_ns: int, size: int) -> _Summary | None:
             statements += reversed([*node.body, *getattr(node, "handlers", ()), *node.orelse])
         elif isinstance(node, ast.ExceptHandler):
             statements += reversed(node.body)
-    return _Summary(classes, returns, functions, annotations, imports, tuple(stars))
+    return _Summary(classes, returns, fields, functions, annotations, imports, tuple(stars))
 
 
 def _names_in(file: Path, summary: _Summary, expr: ast.expr) -> set[str]:

@@ -196,7 +196,11 @@ class Inference:
             if value in (TENSOR, _MAYBE):
                 return TENSOR
             index = _constant_index(expr.slice)
-            return value if index is None else self._part_kind(expr.value, (index,))
+            if index is not None:
+                return self._part_kind(expr.value, (index,))
+            if value == NOT_TENSOR and type(expr.slice) not in (ast.Slice, ast.Tuple):
+                return self._part_kind(expr.value, (ITEM,))  # xs[i]: any item of a list or tuple
+            return value  # a slice of a list is a list
         if kind is ast.IfExp:
             return combine((self._kind(expr.body), self._kind(expr.orelse)))
         if kind is ast.NamedExpr:
@@ -515,8 +519,12 @@ class Inference:
         return items
 
     def _forward_of(self, value: ast.expr) -> ast.FunctionDef | None:
-        """The ``forward`` a call of ``value`` runs: an instance of a module class of this module."""
-        cls = self._local_class(value.func) if type(value) is ast.Call else None
+        """The ``forward`` a call of ``value`` runs: an instance of a module class of this module
+        (built by the class or one of its constructors of torch.toml)."""
+        func = value.func if type(value) is ast.Call else None
+        if type(func) is ast.Attribute and func.attr in FACTS.module_constructors:
+            func = func.value  # Model._from_config(config): an instance of Model
+        cls = self._local_class(func) if func is not None else None
         if cls is None or not self._is_module_class(cls) or self._inherited(cls, "__call__") is not None:
             return None
         return self._inherited(cls, "forward")
@@ -611,7 +619,8 @@ class Inference:
             return self._combine_pending(("part", path, *map(id, bindings)), bindings, lambda b: self._binding_part(b, path))
         if kind is ast.Call:
             return self._call_part(value, path)
-        return UNKNOWN
+        declared = self._declared(value) if kind is ast.Attribute else None  # outputs.hidden_states[0]
+        return self._annotation_part(declared[0], path, names=declared[1]) if declared else UNKNOWN
 
     def _binding_part(self, binding: Binding, path: tuple) -> str:
         if binding.kind in (ASSIGN, NAMED) and binding.value is not None:
@@ -718,12 +727,13 @@ class Inference:
                 return None
             return found[0]
         if kind is ast.Call:
-            return (expr.func, self._index.import_names) if is_dotted(expr.func) and not expr.args and not expr.keywords else None
+            if is_dotted(expr.func) and not expr.args and not expr.keywords:
+                return expr.func, self._index.import_names  # an instance: AttentionInterface()
+            return self._declared_result(expr)
         if kind is ast.Attribute:
             owner = self._declared(expr.value, seen)
-            cls = self._declared_class(*owner) if owner else None
-            declared = _FACT_ANNOTATIONS.get(f"{cls}.{expr.attr}") if isinstance(cls, str) else None
-            return (declared, _written_names) if declared is not None else None
+            cls = self._declared_class(*owner, fields=True) if owner else None
+            return self._field(cls, expr.attr) if cls is not None else None
         if kind is ast.IfExp:
             sides = [self._declared(e, seen) for e in (expr.body, expr.orelse)]
             classes = {self._declared_class(*side) if side else None for side in sides}
@@ -735,19 +745,31 @@ class Inference:
                 return annotation.slice, names
         return None
 
-    def _declared_class(self, annotation: ast.expr, names: Names | None = None) -> ast.ClassDef | str | None:
+    def _declared_result(self, call: ast.Call) -> tuple[ast.expr, Names] | None:
+        """The return annotation of what a call runs (a method, a module's forward, a function of
+        another file), if every callee declares one class (``-> tuple | BaseModelOutput``)."""
+        found = []
+        for callee in self._callees(call.func) or [None]:
+            if callee is not None and callee.function is not None and callee.function.returns is not None:
+                found.append((callee.function.returns, self._index.import_names))
+            elif callee is not None and callee.declared is not None:
+                found.append(callee.declared)
+            else:
+                return None
+        classes = {self._declared_class(*declared, fields=True) for declared in found}
+        return found[0] if len(classes) == 1 and None not in classes else None
+
+    def _declared_class(self, annotation: ast.expr, names: Names | None = None, fields: bool = False) -> ast.ClassDef | str | None:
         """The class an annotation declares, None aside (``Cache | None``, ``Optional[Cache]``): a
-        class of this module, or the absolute name of one a file defines."""
+        class of this module, or the absolute name of one a file defines. ``fields``: for reading a
+        field, so tuples, lists and dicts aside too (``tuple | ModelOutput``: a tuple has none)."""
         names = names or self._index.import_names
-        annotation = self._parsed(annotation)
-        kind = type(annotation)
-        if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
-            parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
-            return self._declared_class(parts[0], names) if len(parts) == 1 else None
-        if kind is ast.Subscript and names(annotation.value) & FACTS.annotation_unions:
-            inner = annotation.slice
-            parts = [e for e in (inner.elts if type(inner) is ast.Tuple else [inner]) if not _is_none(e)]
-            return self._declared_class(parts[0], names) if len(parts) == 1 else None
+        parts = [p for p in self._alternatives(annotation, names) if not _is_none(p)]
+        if fields:
+            parts = [p for p in parts if not names(p.value if type(p) is ast.Subscript else p) & _CONTAINERS]
+        if len(parts) != 1:
+            return None
+        annotation = parts[0]
         if not is_dotted(annotation) or self._annotation_kind(annotation, names) != NOT_TENSOR:
             return None
         if names == self._index.import_names:
@@ -756,6 +778,34 @@ class Inference:
                 return local
         qualified = names(annotation)
         return self._hierarchy.absolute(qualified.pop()) if len(qualified) == 1 else None
+
+    def _alternatives(self, annotation: ast.expr, names: Names) -> list[ast.expr]:
+        """The alternatives of a union annotation (``A | B | None``, ``Optional[A]``, ``Union[A, B]``)."""
+        annotation = self._parsed(annotation)
+        if type(annotation) is ast.BinOp and type(annotation.op) is ast.BitOr:
+            return self._alternatives(annotation.left, names) + self._alternatives(annotation.right, names)
+        if type(annotation) is ast.Subscript and names(annotation.value) & FACTS.annotation_unions:
+            inner = annotation.slice
+            return [a for e in (inner.elts if type(inner) is ast.Tuple else [inner]) for a in self._alternatives(e, names)]
+        return [annotation]
+
+    def _field(self, cls: ast.ClassDef | str, name: str, depth: int = 0) -> tuple[ast.expr, Names] | None:
+        """The annotation of a field a class declares in its body (``last_hidden_state: torch.FloatTensor
+        | None = None`` of a model output dataclass), or of its bases; torch.toml's [attributes]
+        first, for classes that do not declare it where it is read."""
+        if isinstance(cls, str):
+            declared = _FACT_ANNOTATIONS.get(f"{cls}.{name}")
+            return (declared, _written_names) if declared is not None else self._hierarchy.field(cls, name)
+        for statement in cls.body:
+            if type(statement) is ast.AnnAssign and type(statement.target) is ast.Name and statement.target.id == name:
+                return statement.annotation, self._index.import_names
+        for base in cls.bases if depth < _MAX_DEPTH else ():
+            local = self._local_class(base)
+            names = self._index.import_names(base)
+            found = self._field(local, name, depth + 1) if local else self._field(names.pop(), name) if len(names) == 1 else None
+            if found is not None:
+                return found
+        return None
 
     def _attribute_kind(self, attr: ast.Attribute) -> str:
         if self._index.import_names(attr):
@@ -1446,6 +1496,7 @@ class _ClassIndex:
 
 _UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
 _FACT_ANNOTATIONS = {k: ast.parse(v, mode="eval").body for k, v in FACTS.attributes.items()}  # "Class.attribute"
+_CONTAINERS = frozenset({"builtins.tuple", "builtins.list", "builtins.dict"}) | FACTS.annotation_tuples | FACTS.annotation_sequences
 _REGISTRY_RESULTS = {k: ast.parse(v, mode="eval").body for k, v in FACTS.registry_results.items()}  # "Class"
 
 
