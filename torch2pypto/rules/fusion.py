@@ -405,22 +405,13 @@ def _kernel_source(name, where, program: Program, rows, vectors, outputs, factor
     tile = f"_tile_shape({mode.format(buffers, tile_dtypes)})"
     setup = "".join(s for s in dict.fromkeys(program.setup) if s)
     setup = ("count = cols  # the real cols a row reduction counts\n" if program.reduces else "") + setup
-    source = f'''\
-@functools.cache
-def {name}({", ".join(factory)}):
-    """{where}: {" + ".join(dict.fromkeys(program.pypto))} on [rows, cols] tiles, one launch."""
-    rows, tile_cols = {tile}
-{textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
-    @_annotated(locals())
-    def kernel(
-{params}    ):
+    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles, one launch."
+    kernel_body = f'''\
         n = {rows[0].name}.shape[0]
         for i in pypto.loop((n + {block} - 1) // {block}, name="row_tiles", unroll_list=[1]):{"  # a task: max_rows rows, a tile: rows" if program.reduces else ""}
 {textwrap.indent(start, " " * 12)}            pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 12)}
-    return kernel
-'''
+{textwrap.indent(body, " " * 12)}'''
+    source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
     return source.replace("\n\n\n", "\n\n")
 
 

@@ -42,6 +42,30 @@ def reduces(program: Sequence[Apply]) -> bool:
     return any(a.step.reduces for a in program)
 
 
+VECTOR_JIT = "@pypto.frontend.jit(pass_options=_VECTOR_PASSES)"
+
+
+def kernel_factory(name: str, factory_params: str, doc: str, prelude: str, kernel_params: str, kernel_body: str, jit: str = VECTOR_JIT) -> str:
+    """The source of ``name(factory_params)``, a ``functools.cache``'d factory of one jit ``kernel``.
+
+    ``prelude``: the factory's statements before the kernel (unindented); ``kernel_params`` and
+    ``kernel_body``: the kernel's parameter and statement lines, indented into it (8 spaces);
+    ``jit``: its decorator line.
+    """
+    return f'''\
+@functools.cache
+def {name}({factory_params}):
+    """{doc}"""
+{textwrap.indent(prelude, " " * 4)}
+    {jit}
+    @_annotated(locals())
+    def kernel(
+{kernel_params}    ):
+{kernel_body}
+    return kernel
+'''
+
+
 def row_kernel(
     name: str,
     doc: str,
@@ -113,24 +137,15 @@ def row_kernel(
     dtypes = _dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
     # a row splits into column tiles only where no step works along it
     mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
-    source = f'''\
-@functools.cache
-def {name}({factory_params}, max_rows):
-    """{doc}"""
-    rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})
-{textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
-    @_annotated(locals())
-    def kernel(
-{params}        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),
-    ):
+    prelude = f'rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})\n' + setup
+    params += f"        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),\n"
+    kernel_body = f'''\
         n = {inputs[0]}.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
 {start}            pypto.set_vec_tile_shapes(rows, tile_cols)
 {textwrap.indent(body, " " * 12)}            pypto.assemble({result}, [r, 0], out)
-
-    return kernel
 '''
+    source = kernel_factory(name, f"{factory_params}, max_rows", doc, prelude, params, kernel_body)
     return Definition(name, source, ("_tile_shape", "_annotated"))
 
 
@@ -150,29 +165,21 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
             + f"if b > 0:\n    {result} = pypto.add({result}, carry)\n"
             + f"carry = pypto.view({result}, [rows, 1], [0, block - 1])  # the running total\n"
             + store + f"pypto.assemble({result}, [r, b * block], out)\n")
-    source = f'''\
-@functools.cache
-def {name}(dtype, out_dtype, cols, max_rows):
-    """{doc}"""
-    block = min(cols, {SCAN_BLOCK})  # pypto.cumsum transposes its tile: wider blocks overflow the UB
-    # pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)
-    rows, _ = _tile_shape(block, max_rows, 16 if dtype == {FP32} else 4, {_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))}, whole_rows=True)
-    blocks = (cols + block - 1) // block
-{textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
-    @_annotated(locals())
-    def kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-        out: pypto.Tensor([pypto.DYNAMIC, cols], out_dtype),
-    ):
+    prelude = f'''\
+block = min(cols, {SCAN_BLOCK})  # pypto.cumsum transposes its tile: wider blocks overflow the UB
+# pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)
+rows, _ = _tile_shape(block, max_rows, 16 if dtype == {FP32} else 4, {_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))}, whole_rows=True)
+blocks = (cols + block - 1) // block
+{setup}'''
+    params = "        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n        out: pypto.Tensor([pypto.DYNAMIC, cols], out_dtype),\n"
+    kernel_body = f'''\
         n = x.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
             r = i * rows
             pypto.set_vec_tile_shapes(rows, block)
             for b in range(blocks):  # unrolled
-{textwrap.indent(body, " " * 16)}
-    return kernel
-'''
+{textwrap.indent(body, " " * 16)}'''
+    source = kernel_factory(name, "dtype, out_dtype, cols, max_rows", doc, prelude, params, kernel_body)
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
 
 
@@ -234,6 +241,9 @@ def _reduction_rows(t, dim, keepdim, identity):
 )
 
 
+CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
+
+
 def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, transposed: bool, batched: bool, bias: bool) -> Definition:
     """A kernel factory ``name(dtype, out_dtype, k, n, rows)`` multiplying row tiles of ``a`` by ``b``.
 
@@ -276,21 +286,10 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
             "            r = i * rows\n"
         )
         indent = 12
-    source = f'''\
-@functools.cache
-def {name}(dtype, out_dtype, k, n, rows):
-    """{doc}"""
-    k_tiles, n_tiles = _cube_tiles(k, n, dtype, rows)
-    vec_rows, vec_cols = _tile_shape(n, rows, 3, (pypto.DT_FP32,))
-{textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit(pass_options={{"pg_skip_partition": False}})  # set either way: PyPTO keeps pass options
-    @_annotated(locals())
-    def kernel(
-{params}        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),
-    ):
-{loops}{textwrap.indent(body, " " * indent)}
-    return kernel
-'''
+    prelude = "k_tiles, n_tiles = _cube_tiles(k, n, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n, rows, 3, (pypto.DT_FP32,))\n" + setup
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
+    kernel_body = loops + textwrap.indent(body, " " * indent)
+    source = kernel_factory(name, "dtype, out_dtype, k, n, rows", doc, prelude, params, kernel_body, CUBE_JIT)
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
@@ -413,27 +412,21 @@ def assemble_kernel(name: str, inputs: int) -> Definition:
     )
     copies = "".join(copies)
     setup, _ = cast("piece", FP32, "dtype")
-    source = f'''\
-@functools.cache
-def {name}(dtype, cols, width, places, fills=(), value=0.0):
-    """Column runs of {inputs} [rows, cols[i]] input{"s" if inputs > 1 else ""} (places) and fills assembled into [rows, width]."""
-    widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
-    rows, tile_cols = _tile_shape(-(-widest // 16) * 16, 64, 2, (dtype, pypto.DT_FP32))  # tiles 32-byte aligned: runs need not be
-{textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
-    @_annotated(locals())
-    def kernel(
-{params}        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),
-    ):
+    doc = f"Column runs of {inputs} [rows, cols[i]] input{'s' if inputs > 1 else ''} (places) and fills assembled into [rows, width]."
+    prelude = f'''\
+widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
+rows, tile_cols = _tile_shape(-(-widest // 16) * 16, 64, 2, (dtype, pypto.DT_FP32))  # tiles 32-byte aligned: runs need not be
+{setup}'''
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),\n"
+    kernel_body = f'''\
         n = x0.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
             r = i * rows
             valid = (n - r).min(rows)
             pypto.set_vec_tile_shapes(rows, tile_cols)
 {copies}            if len(fills) > 0:  # the parser refuses a loop over nothing
-{textwrap.indent(fill, "    ")}
-    return kernel
-'''
+{textwrap.indent(fill, "    ")}'''
+    source = kernel_factory(name, "dtype, cols, width, places, fills=(), value=0.0", doc, prelude, params, kernel_body)
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
 
 
@@ -452,27 +445,20 @@ def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
         + "result = pypto.where(kept, x_tile, 0.0)\n"
         "pypto.assemble(result, [m * h + r, 0], out)\n"
     )
-    source = f'''\
-@functools.cache
-def {name}(dtype, h, w, diagonal):
-    """{doc}"""
-    rows, tile_cols = _tile_shape(-(-w // 16) * 16, 64, 4, (dtype,))  # 32-byte aligned tiles
-
-    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
-    @_annotated(locals())
-    def kernel(
+    prelude = "rows, tile_cols = _tile_shape(-(-w // 16) * 16, 64, 4, (dtype,))  # 32-byte aligned tiles\n"
+    params = f'''\
         x: pypto.Tensor([pypto.DYNAMIC, w], dtype),
         offsets: pypto.Tensor([h, w], {FP32}),
         out: pypto.Tensor([pypto.DYNAMIC, w], dtype),
-    ):
+'''
+    kernel_body = f'''\
         for m in pypto.loop(x.shape[0] // h, name="matrices"):
             for i in pypto.loop((h + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
                 r = i * rows
                 valid = [(r * -1 + h).min(rows), w]
                 pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 16)}
-    return kernel
-'''
+{textwrap.indent(body, " " * 16)}'''
+    source = kernel_factory(name, "dtype, h, w, diagonal", doc, prelude, params, kernel_body)
     return Definition(name, source, ("_tile_shape", "_annotated"))
 
 
@@ -480,18 +466,9 @@ def one_hot_kernel(name: str, doc: str) -> Definition:
     """A kernel factory ``name(dtype, classes)``: pypto.one_hot of row tiles of the indices ``x``
     ([n], INT64) into ``out`` ([n, classes], INT64). pypto.one_hot's tile spans the classes
     (TiledOneHot: "The numClasses and last axis of tileshape should be equal")."""
-    source = f'''\
-@functools.cache
-def {name}(dtype, classes):
-    """{doc}"""
-    rows = max(1, min(64, _UB_BYTES // (8 * 3 * classes)))
-
-    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
-    @_annotated(locals())
-    def kernel(
-        x: pypto.Tensor([pypto.DYNAMIC], dtype),
-        out: pypto.Tensor([pypto.DYNAMIC, classes], dtype),
-    ):
+    prelude = "rows = max(1, min(64, _UB_BYTES // (8 * 3 * classes)))\n"
+    params = "        x: pypto.Tensor([pypto.DYNAMIC], dtype),\n        out: pypto.Tensor([pypto.DYNAMIC, classes], dtype),\n"
+    kernel_body = '''\
         n = x.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
             r = i * rows
@@ -501,9 +478,8 @@ def {name}(dtype, classes):
             pypto.set_vec_tile_shapes(rows, classes)  # one_hot's tile spans the classes
             result = pypto.one_hot(x_tile, classes)
             pypto.assemble(result, [r, 0], out)
-
-    return kernel
 '''
+    source = kernel_factory(name, "dtype, classes", doc, prelude, params, kernel_body)
     return Definition(name, source, ("_tile_shape", "_annotated", "PYPTO_LAUNCHER"))
 
 
@@ -554,23 +530,13 @@ def indexed_kernel(
             setup, body = setup + more, body + store
         body += f"pypto.assemble({tile}, [r, 0], {out})\n"
     params += "".join(f"        {out}: pypto.Tensor([pypto.DYNAMIC, {cols}], {dtype}),\n" for out, _, dtype, cols in outputs)
-    source = f'''\
-@functools.cache
-def {name}({factory_params}):
-    """{doc}"""
-    rows, tile_cols = {tiles}
-{textwrap.indent(setup, " " * 4)}
-    @pypto.frontend.jit(pass_options=_VECTOR_PASSES)
-    @_annotated(locals())
-    def kernel(
-{params}    ):
+    kernel_body = f'''\
         n = {walked[0]}.shape[0]
         for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
             r = i * rows
             valid = (n - r).min(rows)
-{textwrap.indent(body, " " * 12)}
-    return kernel
-'''
+{textwrap.indent(body, " " * 12)}'''
+    source = kernel_factory(name, factory_params, doc, f"rows, tile_cols = {tiles}\n" + setup, params, kernel_body)
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
 
 
