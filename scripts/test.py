@@ -1,7 +1,8 @@
 """Run the test suite in shards, each its own pytest process, as many at once as there are cores.
 
-    python scripts/test.py [PYTEST ARGS...]        # the default run (README, .ci/run)
+    python scripts/test.py [PYTEST ARGS...]        # the default run (README)
     python scripts/test.py -m matrix               # the full kernel matrix
+    python scripts/test.py --matrix                # both, in one sharded run (.ci/run)
 
 PyPTO's interpreter keeps about 23 MB per compiled kernel until its process exits (measured:
 clearing pypto's compile cache, pypto_impl.Reset() and malloc_trim free none of it, and a forked
@@ -45,9 +46,13 @@ def run_shard(k: int, n: int, pytest_args: list[str], scratch: Path) -> tuple[in
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shards", type=int, default=8, help="pytest processes in all (default 8)")
+    parser.add_argument("--shards", type=int, help="pytest processes in all (default 8, 32 with --matrix)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="shards at once (default: the CPU count)")
+    parser.add_argument("--matrix", action="store_true", help="the default run and the full kernel matrix (all but the corpus)")
     args, pytest_args = parser.parse_known_args(argv)
+    if args.matrix:
+        pytest_args = ["-m", "not corpus", *pytest_args]
+    args.shards = args.shards or (32 if args.matrix else 8)
     totals = dict.fromkeys(COUNTS, 0)
     status = 0
     start = time.monotonic()

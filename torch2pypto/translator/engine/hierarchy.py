@@ -1,12 +1,13 @@
 """What other files declare, found by reading (never importing) them: which classes are
-``nn.Module``s, what methods and functions return, what annotated names hold.
+``nn.Module``s, what methods and functions return, what class fields and annotated names hold.
 
 A name imported (``from ...modeling_utils import PreTrainedModel``) is looked up in the file the
-import names: relative imports up to the package's root, absolute ones
-of the file's own top package found on disk beside it, even when those files are not part of the
-run. Each file read is parsed once per process and reduced to its classes' bases and its imports.
-Classes whose files are not on disk can be named as module bases (``module-bases``), by their
-absolute dotted name.
+import names: relative imports up to the package's root, absolute ones of the file's own top
+package found on disk beside it, even when those files are not part of the run. Each file read
+is parsed once per process and reduced to a summary: its classes' bases, methods' return
+annotations and annotated fields, its functions' return annotations, its annotated names and its
+imports. Classes whose files are not on disk can be named as module bases (``module-bases``), by
+their absolute dotted name.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _MAX_HOPS = 50  # classes followed for one question before giving up (not a modu
 
 @dataclasses.dataclass(frozen=True)
 class _Summary:
-    """A file reduced to what base-class questions need: bases per class, imported names."""
+    """A file reduced to what questions about its names need."""
 
     classes: dict[str, tuple[str, ...]]  # class -> its bases as dotted source text
     returns: dict[str, dict[str, ast.expr]]  # class -> method -> its return annotation

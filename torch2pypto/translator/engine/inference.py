@@ -117,6 +117,7 @@ class Inference:
         self._function_returns: dict[ast.AST, list[ast.expr | None]] = {}
         self._calls_of: dict[ast.AST, list[ast.Call]] | None = None
         self._strings: dict[ast.Constant, ast.expr] = {}  # string annotations, parsed
+        self._callees_of: dict[ast.expr, list[_Callee] | None] = {}
 
     # --- tensors -------------------------------------------------------------------------
 
@@ -316,10 +317,17 @@ class Inference:
             return known
         return TENSOR if known in (TENSOR, _MAYBE) else _CYCLE if known == _CYCLE else UNKNOWN  # a tensor's items
 
-    def _callees(self, func: ast.expr, seen: frozenset = frozenset()) -> list[_Callee] | None:
+    def _callees(self, func: ast.expr) -> list[_Callee] | None:
         """What calling ``func`` may run (None: something not known): what a name or a ``self``
         attribute holds, a method of the class, an item of a module list or a registry,
         ``super()``'s method (``ACT2FN["gelu"](x)``, ``self.layers[i](x)``, ``rope_init_fn(config)``)."""
+        if func not in self._callees_of:
+            self._callees_of[func] = None  # asked again on the way (through a declaration): not known
+            self._callees_of[func] = self._find_callees(func, frozenset())
+        return self._callees_of[func]
+
+    def _find_callees(self, func: ast.expr, seen: frozenset) -> list[_Callee] | None:
+        """``_callees``, not following again the names and attributes in ``seen`` (a cycle)."""
         kind = type(func)
         if kind is ast.Name:
             bindings = self._index.bindings(func)
@@ -377,7 +385,7 @@ class Inference:
         if self._activation(value):
             return [_Callee(activation=True)]
         if kind in (ast.Name, ast.Attribute, ast.Subscript):
-            return self._callees(value, seen)
+            return self._find_callees(value, seen)
         if kind is not ast.Call:
             return None
         func = value.func
@@ -444,17 +452,10 @@ class Inference:
 
     def _callable_result(self, annotation: ast.expr, names: Names) -> tuple[ast.expr, Names] | None:
         """R of an annotation ``Callable[..., R]`` (or of one that may be None, whose call raises)."""
-        annotation = self._parsed(annotation)
-        kind = type(annotation)
-        if kind is ast.BinOp and type(annotation.op) is ast.BitOr:
-            parts = [p for p in (annotation.left, annotation.right) if not _is_none(p)]
-            return self._callable_result(parts[0], names) if len(parts) == 1 else None
-        if kind is not ast.Subscript:
+        parts = [p for p in self._alternatives(annotation, names) if not _is_none(p)]
+        if len(parts) != 1 or type(parts[0]) is not ast.Subscript:
             return None
-        generic, inner = names(annotation.value), annotation.slice
-        if generic & FACTS.annotation_unions:
-            parts = [e for e in (inner.elts if type(inner) is ast.Tuple else [inner]) if not _is_none(e)]
-            return self._callable_result(parts[0], names) if len(parts) == 1 else None
+        generic, inner = names(parts[0].value), parts[0].slice
         if generic & FACTS.annotation_callables and type(inner) is ast.Tuple and len(inner.elts) == 2:
             return inner.elts[1], names
         return None
