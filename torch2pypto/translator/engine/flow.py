@@ -31,17 +31,18 @@ def reaching(read: ast.Name, owner: ast.AST, bindings: list, walrus: str, parame
     chain = _chain(owner.body, _start(read))
     if chain is None:
         return bindings
+    augmented: list = []  # augmented assignments on the way, which keep what came before them
     for block, index, statement, own in reversed(chain):
         inside = _within(bindings, statement)
         if inside:
             found = _inside(statement, own, read, inside, bindings)
             if found is not None:
-                return found
-        found = _before(bindings, block, index)
+                return found if found is bindings else found + augmented
+        found = _before(bindings, block, index, augmented)
         if found is not None:
-            return found
+            return found if found is bindings else found + augmented
     parameters = [b for b in bindings if b.kind == parameter]
-    return parameters or bindings
+    return parameters + augmented if parameters else bindings
 
 
 def _inside(statement: ast.stmt, own: bool, read: ast.Name, inside: list, bindings: list) -> list | None:
@@ -62,11 +63,11 @@ def _inside(statement: ast.stmt, own: bool, read: ast.Name, inside: list, bindin
     return bindings  # a while loop's later bindings reach its body, a match's patterns bind
 
 
-def _before(bindings: list, block: list[ast.stmt], index: int) -> list | None:
+def _before(bindings: list, block: list[ast.stmt], index: int, augmented: list) -> list | None:
     """The bindings an earlier statement of ``block`` leaves to a read in ``block[index]``: the
-    nearest assignment's (with the augmented assignments after it); all of them if a statement
-    that binds conditionally comes first; None if no earlier statement binds the name."""
-    augmented = []
+    nearest assignment's; all of them if a statement that binds conditionally comes first; None if
+    no earlier statement assigns the name. Augmented assignments (and bare annotations) passed on
+    the way are added to ``augmented``."""
     for statement in reversed(block[:index]):
         found = _within(bindings, statement)
         if not found:
@@ -74,9 +75,7 @@ def _before(bindings: list, block: list[ast.stmt], index: int) -> list | None:
         if type(statement) is ast.AugAssign or type(statement) is ast.AnnAssign and statement.value is None:
             augmented += found  # keeps the value before it (a bare annotation binds nothing)
             continue
-        if isinstance(statement, _ASSIGNMENTS):
-            return found + augmented
-        return bindings
+        return found if isinstance(statement, _ASSIGNMENTS) else bindings
     return None
 
 
