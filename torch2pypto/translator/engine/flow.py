@@ -52,14 +52,14 @@ def _inside(statement: ast.stmt, own: bool, read: ast.Name, inside: list, bindin
     if own:  # the read is in the statement's own expressions: an assignment binds after its value
         return None if isinstance(statement, _SIMPLE) or kind in (ast.For, ast.AsyncFor, ast.If) else bindings
     if kind in (ast.For, ast.AsyncFor):  # the target is bound again before each pass of the body
-        return (_within(inside, statement.target) or bindings) if _in(read, statement.body) else bindings
+        return (_within(inside, statement.target) or bindings) if _in(_start(read), statement.body) else bindings
     if kind is ast.If:
         return None
     if kind in (ast.With, ast.AsyncWith):
         bound = [i.optional_vars for i in statement.items if i.optional_vars is not None]
         return bindings if any(_within(inside, target) for target in bound) else None
     if kind is ast.Try or kind.__name__ == "TryStar":
-        return None if _in(read, statement.body) else bindings
+        return None if _in(_start(read), statement.body) else bindings
     return bindings  # a while loop's later bindings reach its body, a match's patterns bind
 
 
@@ -90,7 +90,7 @@ def _chain(body: list[ast.stmt], position: tuple[int, int]) -> list[tuple] | Non
         if index < 0 or _end(block[index]) < position:
             return None
         statement = block[index]
-        inner = next((b for b in _blocks(statement) if b and _start(b[0]) <= position <= _end(b[-1])), None)
+        inner = next((b for b in _blocks(statement) if _in(position, b)), None)
         if isinstance(statement, _DEFERRED):
             return None  # the read runs when that function does
         chain.append((block, index, statement, inner is None))
@@ -115,8 +115,9 @@ def _within(bindings: Iterable, node: ast.AST) -> list:
     return [b for b in bindings if first <= _start(b.node) <= last]
 
 
-def _in(read: ast.AST, block: list[ast.stmt]) -> bool:
-    return bool(block) and _start(block[0]) <= _start(read) <= _end(block[-1])
+def _in(position: tuple[int, int], block: list[ast.stmt]) -> bool:
+    """Whether ``position`` lies within the statements of ``block``."""
+    return bool(block) and _start(block[0]) <= position <= _end(block[-1])
 
 
 def _start(node: ast.AST) -> tuple[int, int]:
