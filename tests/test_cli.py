@@ -192,3 +192,19 @@ def test_in_place_refuses_a_read_only_file_unless_forced(tmp_path, capsys):
     assert a.read_bytes() == (SAMPLE.parent / "qwen3_5_rmsnorm_pypto.py").read_bytes()
     assert a.stat().st_mode & 0o777 == 0o444 and sorted(tmp_path.iterdir()) == [a]
     assert main([str(a), "--in-place"]) == 0  # nothing to change: nothing to refuse
+
+
+def test_view_ops_of_an_unknown_receiver_are_host_side_and_state_queries_no_sites(tmp_path, capsys):
+    """Issue 20 item 10: a view is host-side whatever its receiver is, so it does not lower the rate;
+    torch.is_autocast_enabled() asks for the process's state: no tensor op, no call site."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import torch\n\n\ndef f(x, y: torch.Tensor):\n"
+        "    if torch.is_autocast_enabled():\n"
+        "        y = y.float()\n"
+        "    return x.view(2, -1).transpose(0, 1).contiguous(), torch.exp(y)\n"
+    )
+    assert main([str(source), "--analyze", "--strict"]) == 0
+    err = capsys.readouterr().err
+    assert "5 torch call sites, 2 converted, 0 left as torch, 0 ambiguous, 3 host-side" in err
+    assert "is_autocast_enabled" not in err
