@@ -195,7 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("paths", nargs="+", type=Path, metavar="PATH", help="files and folders to translate")
-    add("-o", "--output", type=Path, metavar="OUT", help="a file for one file (default: stdout), a folder for a folder")
+    add("-o", "--output", type=Path, metavar="OUT", help="a file for one file (default: stdout), a folder for a folder or several files")
     add("--in-place", action="store_true", help="rewrite the files in place (each one replaced atomically)")
     add("--force", action="store_true", help="with --in-place or -o, replace read-only files too")
     add("--diff", action="store_true", help="print a unified diff of every file that would change; write nothing")
@@ -310,17 +310,17 @@ _MODES = "--in-place, --diff, --check or --analyze"  # what every run takes; -o 
 def _check_output(output: Path, plan: Plan) -> None:
     if plan.mixed:
         raise InputError(f"-o takes one folder or files only; for several folders, or folders and files, use {_MODES}")
-    if plan.trees or not plan.single_file:
-        root = plan.trees[0].root if plan.trees else None
-        if root is not None and _inside(output, root):
-            raise InputError(f"{output}: the output folder must not be inside the input folder {root}")
-        if output.exists() and not output.is_dir():
-            raise InputError(f"{output}: not a folder")
-        _check_names(plan.files)
+    if plan.single_file:
+        target = plan.file_output(output, plan.files[0])
+        if not target.parent.resolve().is_dir():
+            raise InputError(f"{output}: folder {target.parent} does not exist")
         return
-    target = plan.file_output(output, plan.files[0])
-    if not target.parent.resolve().is_dir():
-        raise InputError(f"{output}: folder {target.parent} does not exist")
+    for tree in plan.trees:  # one at most
+        if _inside(output, tree.root):
+            raise InputError(f"{output}: the output folder must not be inside the input folder {tree.root}")
+    if output.exists() and not output.is_dir():
+        raise InputError(f"{output}: not a folder")
+    _check_names(plan.files)
 
 
 def _check_names(sources: Sequence[Path]) -> None:
@@ -355,7 +355,6 @@ def _check_outputs(args: argparse.Namespace, plan: Plan, jobs: list[Job]) -> Non
                 claim(args.output / rel, "-o")
     if args.report is not None:
         claim(args.report, "--report")
-
 
 
 
