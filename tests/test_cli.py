@@ -1,5 +1,6 @@
 """The translate command: outputs, exit codes, one-line errors, nothing half-written."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,9 +94,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
 @pytest.mark.interpreter
 def test_verify_runs_every_converted_call_site_in_the_interpreter(tmp_path, capsys):
     assert main([str(SAMPLE), "--verify", "--no-fuse", "-o", str(tmp_path / "out.py")]) == 0
-    out = capsys.readouterr().out
-    assert "CPU interpreter vs torch" in out
-    assert out.count(" ok ") == 6 and "MISMATCH" not in out
+    err = capsys.readouterr().err
+    assert "CPU interpreter vs torch" in err
+    assert err.count(" ok ") == 6 and "MISMATCH" not in err
 
 
 @pytest.mark.interpreter
@@ -105,8 +106,8 @@ def test_verify_samples_a_tensor_form_by_its_own_entry(tmp_path, capsys):
     source.write_text("import torch\n\n\ndef f(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor):\n"
                       "    return torch.clamp(x, lo, hi), x.clamp(max=hi), torch.max(x, lo)\n")
     assert main([str(source), "--verify", "--no-fuse", "-o", str(tmp_path / "out.py")]) == 0
-    out = capsys.readouterr().out
-    assert out.count(" ok ") == 3 and "not exercised" not in out, out
+    err = capsys.readouterr().err
+    assert err.count(" ok ") == 3 and "not exercised" not in err, err
 
 
 @pytest.mark.interpreter
@@ -117,9 +118,9 @@ def test_verify_title_is_one_line_from_a_long_checkout_path(tmp_path, capsys):
     source = deep / SAMPLE.name
     source.write_bytes(SAMPLE.read_bytes())
     assert main([str(source), "--verify", "--no-fuse", "-o", str(tmp_path / "out.py")]) == 0
-    out = capsys.readouterr().out
-    assert f"{source}: CPU interpreter vs torch\n" in out
-    assert out.count(" ok ") == 6 and "MISMATCH" not in out
+    err = capsys.readouterr().err
+    assert f"{source}: CPU interpreter vs torch\n" in err
+    assert err.count(" ok ") == 6 and "MISMATCH" not in err
 
 
 @pytest.mark.interpreter
@@ -127,11 +128,11 @@ def test_verify_runs_each_fused_region_against_its_torch_statements(tmp_path, ca
     """The sample fuses into two regions (forward's inlines self._norm, whose fallback runs on an
     instance of the class): each kernel runs and matches the region's original statements."""
     assert main([str(SAMPLE), "--verify", "-o", str(tmp_path / "out.py")]) == 0
-    out = capsys.readouterr().out
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "fused region" in line]
+    err = capsys.readouterr().err
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in err.splitlines() if "fused region" in line]
     assert rows == [["14:9", "fused region, 5 ops", "6", rows[0][3], rows[0][4], "ok"],
                     ["17:9", "fused region, 10 ops", "6", rows[1][3], rows[1][4], "ok"]], rows
-    assert "MISMATCH" not in out and "not exercised" not in out
+    assert "MISMATCH" not in err and "not exercised" not in err
 
 
 @pytest.mark.interpreter
@@ -145,7 +146,7 @@ def test_verify_reports_a_fused_region_that_disagrees_or_cannot_run(tmp_path, ca
     source = tmp_path / "norm.py"
     source.write_text("import torch\n\n\ndef f(x: torch.Tensor):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n")
     assert main([str(source), "--verify", "-o", str(tmp_path / "out.py")]) == 1
-    assert "MISMATCH" in capsys.readouterr().out
+    assert "MISMATCH" in capsys.readouterr().err
     monkeypatch.undo()
     source.write_text(
         "import torch\n\n\ndef make():\n"
@@ -157,8 +158,8 @@ def test_verify_reports_a_fused_region_that_disagrees_or_cannot_run(tmp_path, ca
         "    return Norm\n"
     )
     assert main([str(source), "--verify", "-o", str(tmp_path / "out.py")]) == 1
-    out = capsys.readouterr().out
-    assert "not exercised" in out and "instance" in out and out.count(" ok ") == 1
+    err = capsys.readouterr().err
+    assert "not exercised" in err and "instance" in err and err.count(" ok ") == 1
 
 
 @pytest.mark.parametrize(
@@ -192,3 +193,93 @@ def test_in_place_refuses_a_read_only_file_unless_forced(tmp_path, capsys):
     assert a.read_bytes() == (SAMPLE.parent / "qwen3_5_rmsnorm_pypto.py").read_bytes()
     assert a.stat().st_mode & 0o777 == 0o444 and sorted(tmp_path.iterdir()) == [a]
     assert main([str(a), "--in-place"]) == 0  # nothing to change: nothing to refuse
+
+
+def test_view_ops_of_an_unknown_receiver_are_host_side_and_state_queries_no_sites(tmp_path, capsys):
+    """Issue 20 item 10: a view is host-side whatever its receiver is, so it does not lower the rate;
+    torch.is_autocast_enabled() asks for the process's state: no tensor op, no call site."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import torch\n\n\ndef f(x, y: torch.Tensor):\n"
+        "    if torch.is_autocast_enabled():\n"
+        "        y = y.float()\n"
+        "    return x.view(2, -1).transpose(0, 1).contiguous(), torch.exp(y)\n"
+    )
+    assert main([str(source), "--analyze", "--strict"]) == 0
+    err = capsys.readouterr().err
+    assert "5 torch call sites, 2 converted, 0 left as torch, 0 ambiguous, 3 host-side" in err
+    assert "is_autocast_enabled" not in err
+
+
+def test_verify_writes_nothing_but_code_to_stdout(tmp_path, capsysbinary):
+    """Issue 20 item 8: `translate m.py --verify > out.py` gives out.py the code alone; the
+    verification goes to stderr with the summary."""
+    source = tmp_path / "m.py"
+    source.write_text("x = 1\n")
+    assert main([str(source), "--verify"]) == 0
+    captured = capsysbinary.readouterr()
+    assert captured.out == b"x = 1\n"
+    assert b"nothing to verify" in captured.err
+
+
+def test_several_files_with_o_go_into_the_folder(tmp_path, capsys):
+    """Issue 20 item 11: as --in-place would write them (kernels inline), into OUTDIR, made if missing."""
+    a, b = tmp_path / "a.py", tmp_path / "sub" / "b.py"
+    b.parent.mkdir()
+    a.write_bytes(SAMPLE.read_bytes())
+    b.write_text("x = 1\n")
+    out = tmp_path / "out"
+    assert main([str(a), str(b), "-o", str(out)]) == 0
+    assert (out / "a.py").read_bytes() == (SAMPLE.parent / "qwen3_5_rmsnorm_pypto.py").read_bytes()
+    assert (out / "b.py").read_text() == "x = 1\n" and sorted(p.name for p in out.iterdir()) == ["a.py", "b.py"]
+    (tmp_path / "b.py").write_text("y = 2\n")
+    assert main([str(b), str(tmp_path / "b.py"), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.endswith(f"{tmp_path / 'b.py'}: -o would write it and {b} to the same file b.py\n")
+    assert main([str(a), str(b)]) == 2
+    assert "several files need -o OUTDIR, --in-place, --diff, --check or --analyze" in capsys.readouterr().err
+
+
+def test_piped_output_is_not_wrapped(tmp_path):
+    """Issue 20 item 12: rich wrapped a pipe at 80 columns, breaking API names mid-word."""
+    source = tmp_path / "m.py"
+    source.write_text("import torch\n\n\ndef f(q, k, v: torch.Tensor):\n"
+                      "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "torch2pypto.translator.run.cli", str(source), "--analyze"],
+        capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )  # fmt: skip
+    rows = [line.split() for line in result.stderr.splitlines()]
+    assert ["1", "torch.nn.functional.scaled_dot_product_attention", "unmapped", "left", "as", "torch"] in rows, result.stderr
+
+
+def test_an_unwritable_output_is_named_as_given(tmp_path, capsys):
+    """Issue 20 item 14: the error named the staging file next to it (/proc/.x.py.1a2b3c4d.tmp)."""
+    assert main([str(SAMPLE), "-o", "/proc/x.py"]) == 2
+    assert capsys.readouterr().err == "translate: error: cannot write /proc/x.py: No such file or directory\n"
+
+
+def test_version_is_the_installed_package_s():
+    """Issue 20 item 15: as black and ruff print theirs."""
+    from importlib import metadata
+
+    result = subprocess.run([sys.executable, "-m", "torch2pypto.translator.run.cli", "--version"], capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (0, f"translate (torch2pypto) {metadata.version('torch2pypto')}\n")
+
+
+CTRL_C_AT_START_UP = """
+import builtins, os, signal, sys
+real = builtins.__import__
+def hook(name, *args, **kwargs):
+    if name == "libcst":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = hook
+from torch2pypto.translator.run.entry import main
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_while_starting_up_is_one_line_exit_130():
+    """Issue 20 item 13: the console script imported the command before any Ctrl-C handling."""
+    result = subprocess.run([sys.executable, "-c", CTRL_C_AT_START_UP, str(SAMPLE)], capture_output=True, text=True)
+    assert (result.returncode, result.stderr) == (130, "translate: interrupted; nothing written\n")

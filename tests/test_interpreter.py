@@ -2,9 +2,11 @@
 
 import functools
 import os
+import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import pypto
 import pytest
@@ -15,6 +17,8 @@ from torch2pypto.translator.verification.interpreter import interpreted, run_ker
 from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, verify
 
 pytestmark = pytest.mark.interpreter
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @functools.cache
@@ -205,3 +209,34 @@ def test_a_case_whose_kernel_never_launched_is_not_exercised_never_ok():
     (outcome,) = verify(torch_only, [Case("exp", "pypto_exp", (torch.randn(4, 8),), {})])
     assert not outcome.ok and outcome.launched == 0 and outcome.error == NOT_EXERCISED
     assert outcome.max_abs == 0
+
+
+RUN_A_SAMPLE_INTERPRETED = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from torch2pypto.translator.verification import interpreter
+if sys.argv[2] == "set-up-first":
+    interpreter.setup()
+import llama_rmsnorm_pypto  # imports pypto: its log dir is fixed from here on
+with interpreter.interpreted():
+    llama_rmsnorm_pypto.LlamaRMSNorm(64)(torch.randn(4, 64))
+"""
+
+
+@pytest.mark.parametrize("logs, order", [("default", "imported-first"), ("default", "set-up-first"), ("chosen", "set-up-first")])
+def test_an_interpreted_run_leaves_no_log_in_home_unless_asked(tmp_path, logs, order):
+    """Issue 20 item 16: each run left PyPTO's host logs in ~/ascend/log. Set up before pypto is
+    imported, nothing at all is left in the home dir (``import pypto`` alone writes run data to
+    ~/.pypto); a log dir the user chose keeps the logs."""
+    home, chosen = tmp_path / "home", tmp_path / "logs"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("TILE_FWK_OUTPUT_DIR", "PYPTO_HOME", "ASCEND_PROCESS_LOG_PATH")}
+    env.update(HOME=str(home), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    if logs == "chosen":
+        env["ASCEND_PROCESS_LOG_PATH"] = str(chosen)
+    result = subprocess.run([sys.executable, "-c", RUN_A_SAMPLE_INTERPRETED, str(ROOT / "samples"), order],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    left = [p for p in home.rglob("*") if p.is_file()]
+    assert left == [] if order == "set-up-first" else not any(p.suffix == ".log" for p in left), left
+    assert bool(list(chosen.rglob("pypto-log-*.log"))) == (logs == "chosen")

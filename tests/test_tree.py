@@ -505,7 +505,9 @@ def test_settings_come_from_pyproject_and_flags_win(pkg, tmp_path, capsys):
         (["{pkg}", "-o", "{pkg}/out"], "must not be inside the input folder"),
         (["{pkg}", "-o", "{pkg}"], "must not be inside the input folder"),
         (["{pkg}", "{pkg}/model.py", "-o", "{tmp}/out"], None),  # the file is part of the folder: one input
-        (["{pkg}/model.py", "{pkg}/layers.py", "-o", "{tmp}/out"], "-o takes one input"),
+        (["{pkg}/model.py", "{pkg}/layers.py", "-o", "{tmp}/out"], None),  # each file into the folder
+        (["{pkg}", "{tmp}/src/pyproject.toml", "-o", "{tmp}/out"], "-o takes one folder or files only"),
+        (["{pkg}", "{tmp}/src/pyproject.toml"], "several folders, or folders and files, need --in-place"),
         (["{pkg}"], "need -o OUTDIR, --in-place, --diff, --check or --analyze"),
         (["{pkg}", "--in-place", "-o", "{tmp}/out"], "exclude each other"),
         (["{pkg}", "--check", "--in-place"], "--check writes nothing"),

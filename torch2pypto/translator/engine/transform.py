@@ -200,11 +200,11 @@ class Sites:
         if entry is None:
             attempt.reason = "not in the mapping table"
             return attempt
+        if entry.category == HOST_SIDE or self._moves_device(call, entry):  # whatever the receiver is
+            attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
+            return attempt
         if found.ambiguous:
             attempt.status, attempt.reason = AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)"
-            return attempt
-        if entry.category == HOST_SIDE or self._moves_device(call, entry):
-            attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
             return attempt
         try:
             receiver = call.func.value if found.method else None

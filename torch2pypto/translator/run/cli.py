@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
@@ -57,9 +58,19 @@ class Plan:
     def single_file(self) -> bool:
         return len(self.files) == 1 and not self.trees
 
+    @property
+    def mixed(self) -> bool:
+        """Several folders, or folders and files: no one folder ``-o`` could mirror."""
+        return bool(self.trees) and len(self.trees) + len(self.files) > 1
+
+    def file_output(self, output: Path, source: Path) -> Path:
+        """Where ``-o`` puts a file given by name: ``output`` for one file, unless it is a folder;
+        into the folder ``output`` for several."""
+        return output / source.name if output.is_dir() or not self.single_file else output
+
     def jobs(self, output: Path | None = None, in_place: bool = False) -> list[Job]:
         """One job per source file, its translation staged for ``output`` (``-o``) or in place."""
-        jobs = [Job(f, str(f), target=f if in_place else output and _file_output(output, f)) for f in self.files]
+        jobs = [Job(f, str(f), target=f if in_place else output and self.file_output(output, f)) for f in self.files]
         for tree in self.trees:
             for rel in tree.sources:
                 source = tree.root / rel
@@ -99,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"translate: error: {exc}", markup=False, soft_wrap=True)
         return 2
     except OSError as exc:  # an unreadable folder, a file that cannot be staged
-        err.print(f"translate: error: {exc.filename}: {exc.strerror}", markup=False, soft_wrap=True)
+        verb = "cannot write " if isinstance(exc, runner.CannotWrite) else ""
+        err.print(f"translate: error: {verb}{exc.filename}: {exc.strerror}", markup=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err.print("translate: interrupted; nothing written", markup=False)
@@ -107,9 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         unread = _output(args, plan, jobs, results, kernels, out, staging)
     except KeyboardInterrupt:  # held while files were written (_output)
-        wrote = args.in_place or args.output is not None
-        err.print(f"translate: interrupted; {'every file was written first' if wrote else 'nothing written'}", markup=False)
-        return 130
+        return _interrupted(args, err)
     except BrokenPipeError:  # `translate ... --diff | head`: stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -118,15 +128,28 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         staging.discard(targets)
-    status = _finish(args, plan, results, kernels, unread, err)
-    if args.verify:
-        try:
-            from torch2pypto.translator.verification.sites import verify_translation  # imports torch
-        except ImportError as exc:
-            err.print(f"translate: error: --verify needs torch and pypto: pip install 'torch2pypto[verify]' ({exc})", markup=False, soft_wrap=True)
-            return 2
-        status = max(status, 0 if verify_translation(translation, out, emit.standalone(translation.code)) else 1)
-    return status
+    try:
+        status = _finish(args, plan, results, kernels, unread, err)
+        return max(status, _verify(translation, err)) if args.verify else status
+    except KeyboardInterrupt:  # the summary, report or verification cut short: what was written stays
+        return _interrupted(args, err)
+
+
+def _interrupted(args: argparse.Namespace, err: Console) -> int:
+    """Ctrl-C once writing may have begun: one line saying what was written; exit 130."""
+    wrote = args.in_place or args.output is not None
+    err.print(f"translate: interrupted; {'every file was written first' if wrote else 'nothing written'}", markup=False)
+    return 130
+
+
+def _verify(translation: Translation, err: Console) -> int:
+    """``--verify``: the table on stderr with the summary (stdout carries only code); the exit code."""
+    try:
+        from torch2pypto.translator.verification.sites import verify_translation  # imports torch
+    except ImportError as exc:
+        err.print(f"translate: error: --verify needs torch and pypto: pip install 'torch2pypto[verify]' ({exc})", markup=False, soft_wrap=True)
+        return 2
+    return 0 if verify_translation(translation, err, emit.standalone(translation.code)) else 1
 
 
 def _to_stdout(args: argparse.Namespace, plan: Plan) -> bool:
@@ -134,10 +157,20 @@ def _to_stdout(args: argparse.Namespace, plan: Plan) -> bool:
     return plan.single_file and not (args.output is not None or args.in_place or args.diff or args.check or args.analyze)
 
 
+_PIPED_WIDTH = 1 << 16  # columns of output that is not a terminal's: in effect, lines are never wrapped
+
+
 def _console(stderr: bool = False) -> Console:
-    """Colour on a terminal; no escape codes at all with NO_COLOR (rich alone would keep bold)."""
+    """Colour on a terminal; no escape codes at all with NO_COLOR (rich alone would keep bold).
+
+    Output to a pipe or file is not wrapped (rich would wrap it at 80 columns, splitting API
+    names), unless COLUMNS sets a width.
+    """
     plain = os.environ.get("NO_COLOR", "") != ""
-    return Console(stderr=stderr, highlight=False, color_system=None if plain else "auto")
+    console = Console(stderr=stderr, highlight=False, color_system=None if plain else "auto")
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console.width = _PIPED_WIDTH
+    return console
 
 
 class _Terms(argparse._ExtendAction):
@@ -162,7 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("paths", nargs="+", type=Path, metavar="PATH", help="files and folders to translate")
-    add("-o", "--output", type=Path, metavar="OUT", help="a file for one file (default: stdout), a folder for a folder")
+    add("-o", "--output", type=Path, metavar="OUT", help="a file for one file (default: stdout), a folder for a folder or several files")
     add("--in-place", action="store_true", help="rewrite the files in place (each one replaced atomically)")
     add("--force", action="store_true", help="with --in-place or -o, replace read-only files too")
     add("--diff", action="store_true", help="print a unified diff of every file that would change; write nothing")
@@ -179,7 +212,16 @@ def _parser() -> argparse.ArgumentParser:
     add("--module-bases", action=_Terms, metavar="CLASSES", help="take these classes (absolute dotted names) as nn.Module bases")
     add("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: the CPU count)")
     add("--verify", action="store_true", help="one file: run each generated kernel in PyPTO's CPU interpreter vs torch")
+    add("--version", action="version", version=f"%(prog)s (torch2pypto) {_version()}")
     return parser
+
+
+def _version() -> str:
+    """The installed package's version (``unknown`` for sources run without installing them)."""
+    try:
+        return metadata.version("torch2pypto")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _percent(text: str) -> float:
@@ -243,7 +285,9 @@ def _plan(args: argparse.Namespace) -> Plan:
         raise InputError("--verify takes one file")
     writes = args.output is not None or args.in_place
     if not plan.single_file and not (writes or args.diff or args.check or args.analyze):
-        raise InputError("a folder or several files need -o OUTDIR, --in-place, --diff, --check or --analyze")
+        if plan.mixed:
+            raise InputError(f"several folders, or folders and files, need {_MODES}")
+        raise InputError(f"a folder or several files need -o OUTDIR, {_MODES}")
     if args.output is not None:
         _check_output(args.output, plan)
     return plan
@@ -260,19 +304,31 @@ def _inside(path: Path, folder: Path) -> bool:
     return path.resolve().is_relative_to(folder.resolve())
 
 
+_MODES = "--in-place, --diff, --check or --analyze"  # what every run takes; -o takes one folder or files
+
+
 def _check_output(output: Path, plan: Plan) -> None:
-    if len(plan.files) + len(plan.trees) > 1:
-        raise InputError("-o takes one input; use --in-place for several")
-    if plan.trees:
-        root = plan.trees[0].root
-        if _inside(output, root):
-            raise InputError(f"{output}: the output folder must not be inside the input folder {root}")
-        if output.exists() and not output.is_dir():
-            raise InputError(f"{output}: not a folder")
+    if plan.mixed:
+        raise InputError(f"-o takes one folder or files only; for several folders, or folders and files, use {_MODES}")
+    if plan.single_file:
+        target = plan.file_output(output, plan.files[0])
+        if not target.parent.resolve().is_dir():
+            raise InputError(f"{output}: folder {target.parent} does not exist")
         return
-    target = _file_output(output, plan.files[0])
-    if not target.parent.resolve().is_dir():
-        raise InputError(f"{output}: folder {target.parent} does not exist")
+    for tree in plan.trees:  # one at most
+        if _inside(output, tree.root):
+            raise InputError(f"{output}: the output folder must not be inside the input folder {tree.root}")
+    if output.exists() and not output.is_dir():
+        raise InputError(f"{output}: not a folder")
+    _check_names(plan.files)
+
+
+def _check_names(sources: Sequence[Path]) -> None:
+    """Files given by name that ``-o`` would put into one folder have different names."""
+    seen: dict[str, Path] = {}
+    for source in sources:
+        if (other := seen.setdefault(source.name, source)) is not source:
+            raise InputError(f"{source}: -o would write it and {other} to the same file {source.name}")
 
 
 def _check_outputs(args: argparse.Namespace, plan: Plan, jobs: list[Job]) -> None:
@@ -300,10 +356,6 @@ def _check_outputs(args: argparse.Namespace, plan: Plan, jobs: list[Job]) -> Non
     if args.report is not None:
         claim(args.report, "--report")
 
-
-def _file_output(output: Path, source: Path) -> Path:
-    """Where one file's translation goes: ``output``, or into it if it is a folder."""
-    return output / source.name if output.is_dir() else output
 
 
 def _failure(result: Result) -> str:

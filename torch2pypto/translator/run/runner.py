@@ -52,6 +52,10 @@ class Job:
     target: Path | None = None
 
 
+class CannotWrite(OSError):
+    """A target that cannot be written (its ``filename``)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Staging:
     """Where a run stages files: next to each target, under a name unique to the run."""
@@ -65,18 +69,22 @@ class Staging:
         """A file next to ``target`` holding ``data``, with the mode ``target`` has or would get.
 
         ``os.replace(staged, target)`` then swaps it in atomically: a reader never sees half a file.
+        Raises ``CannotWrite`` naming ``target`` (the staged file's name means nothing to a user).
         """
-        target.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path(target)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to a new file
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            if target.exists():
-                shutil.copymode(target, tmp)  # an executable script stays executable
-        except BaseException:
-            os.unlink(tmp)
-            raise
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to a new file
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                if target.exists():
+                    shutil.copymode(target, tmp)  # an executable script stays executable
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError as exc:
+            raise CannotWrite(exc.errno, exc.strerror, str(target)) from None
         return str(tmp)
 
     def discard(self, targets: Iterable[Path]) -> None:

@@ -62,19 +62,41 @@ def setup() -> Path:
 
 
 def _redirect_outputs(work: Path) -> None:
-    """Point PyPTO's output, run-data and log dirs into `work` (else ./output, ~/.pypto, ~/ascend).
+    """Point PyPTO's output dir into `work`, and its run-data and log dirs unless the user set them
+    (else they are ~/.pypto and ~/ascend/log). The output dir holds each kernel's compile
+    artefacts, removed once it has run (``_clean``), so it is always `work`'s.
 
-    PyPTO reads the log dir when it is imported, the others when it uses them: if pypto is
-    already imported its log stays where it is, and that is where to look for error lines.
+    PyPTO reads the log dir when it is imported, the others when it uses them. If pypto is
+    already imported (a translated module imports it) with no log dir set, its log stays in
+    ~/ascend/log, which is where to look for error lines; this process's log files are removed
+    from there when it exits.
     """
     global _plog_root
-    if "pypto" in sys.modules:
-        _plog_root = Path(os.environ.get("ASCEND_PROCESS_LOG_PATH") or Path.home() / "ascend" / "log")
-    else:
-        _plog_root = work / "log"
     os.environ["TILE_FWK_OUTPUT_DIR"] = str(work / "output")
-    os.environ["PYPTO_HOME"] = str(work / "home")
-    os.environ["ASCEND_PROCESS_LOG_PATH"] = str(work / "log")
+    if not os.environ.get("PYPTO_HOME"):
+        os.environ["PYPTO_HOME"] = str(work / "home")
+    _plog_root = _chosen_log_root()
+    if _plog_root is None and "pypto" in sys.modules:
+        _plog_root = Path.home() / "ascend" / "log"
+        atexit.register(_remove_own_logs, _plog_root)
+    elif _plog_root is None:
+        _plog_root = work / "log"
+        os.environ["ASCEND_PROCESS_LOG_PATH"] = str(_plog_root)
+
+
+def _chosen_log_root() -> Path | None:
+    """The host log dir the user set: ASCEND_PROCESS_LOG_PATH, else ASCEND_WORK_PATH's log; None if neither."""
+    if os.environ.get("ASCEND_PROCESS_LOG_PATH"):
+        return Path(os.environ["ASCEND_PROCESS_LOG_PATH"])
+    if os.environ.get("ASCEND_WORK_PATH"):
+        return Path(os.environ["ASCEND_WORK_PATH"]) / "log"
+    return None
+
+
+def _remove_own_logs(root: Path) -> None:
+    """This process's PyPTO log files under `root` (``debug/plog/pypto-log-<pid>_*.log`` and the like)."""
+    for path in root.glob(f"debug/*/pypto-*-{os.getpid()}_*.log"):
+        path.unlink(missing_ok=True)
 
 
 def _install_python3_shim(shim_dir: Path) -> None:
