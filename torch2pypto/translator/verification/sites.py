@@ -19,6 +19,7 @@ from rich.table import Table
 from torch2pypto.mapping import load_table, samples
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
+from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
 from torch2pypto.translator.engine.fusion import Region
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
@@ -54,8 +55,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
             for param in conversion.params:
                 if param.name not in bound:
                     continue
-                tensor_dtype = other if args and entry.family == "cast" else dtype
-                tensor_dtype = torch.bool if param.name in entry.bool_operands else tensor_dtype
+                sampled = family(entry.family).operand_sample(entry, len(args), param.name)
+                tensor_dtype = {"same": dtype, "other": other, "bool": torch.bool}[sampled]
                 name = names.get(param.name)
                 param_shape = samples.operand_shape(entry, name, shape, dim) if name in ("y", "w") else shape
                 if name == "i":  # an index in range along the call's dim
