@@ -32,7 +32,8 @@ from torch2pypto.schema.entry import (
     TableError,
     parse_signature,
 )
-from torch2pypto.schema.family import FAMILIES, family
+from torch2pypto.mapping import examples
+from torch2pypto.schema.family import family
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Entry)) - {"op", "params", "parts", "fields"} | {"signature"}
 
@@ -183,6 +184,7 @@ def build_table(raw: Mapping[str, Any]) -> Table:
     entries = {op: _with_tensor_forms(entry, entries) for op, entry in entries.items()}
     for entry in entries.values():
         _honoured(entry, entries)
+    examples.check(entries)
     by_api: dict[str, Entry] = {}
     for entry in entries.values():
         for api in entry.apis:
