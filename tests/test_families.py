@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from torch2pypto.mapping import TableError, build_table, load_table
+from torch2pypto.mapping import TableError, build_table, installed, load_table, page
 from torch2pypto.schema.family import FAMILIES
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -62,17 +62,34 @@ def test_each_family_has_valid_and_invalid_fixtures():
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_valid_fixtures_load(name):
-    build_table(_fixtures(name)["valid"])
+def test_valid_fixtures_load_and_agree_with_torch_and_pypto(name):
+    table = build_table(_fixtures(name)["valid"])
+    pytest.importorskip("pypto")
+    assert installed.problems(table) == []
 
 
 @pytest.mark.parametrize("name, case, body", _cases())
 def test_invalid_fixture_fails_to_load_with_its_message(name, case, body):
     """An invalid fixture loads beside its family's valid ones (so that it may name them) under its
-    ``op`` (the case's name otherwise) and fails with ``error`` in the message."""
+    ``op`` (the case's name otherwise) and fails with ``error`` in the message; one marked
+    ``installed`` loads, and the checks against torch and pypto report ``error``."""
     body = dict(body)
-    error, op = body.pop("error"), body.pop("op", case)
+    error, op, against_packages = body.pop("error"), body.pop("op", case), body.pop("installed", False)
     valid = {k: v for k, v in _fixtures(name)["valid"].items() if k != op}
+    if against_packages:
+        pytest.importorskip("pypto")
+        assert any(error in p for p in installed.problems(build_table({**valid, op: body}))), error
+        return
     with pytest.raises(TableError) as raised:
         build_table({**valid, op: body})
     assert error in str(raised.value)
+
+
+def test_the_table_agrees_with_the_installed_torch_and_pypto():
+    pytest.importorskip("pypto")
+    assert installed.problems(load_table()) == []
+
+
+def test_the_fields_page_is_current():
+    """docs/table.md is written from the schemas: python -m torch2pypto.mapping.page rewrites it."""
+    assert page.PATH.read_text(encoding="utf-8") == page.page()

@@ -85,10 +85,13 @@ def describe(hint: Any) -> str:
     if origin is Literal:
         return " or ".join(f'"{a}"' if isinstance(a, str) else repr(a) for a in args)
     if origin is tuple:
-        return f"a list of {describe(args[0])}"
+        return f"a list of {_PLURALS.get(args[0], describe(args[0]))}"
     if origin in (Mapping, collections.abc.Mapping):
-        return f"a table of {describe(args[1])}"
+        return f"a table of {_PLURALS.get(args[1], describe(args[1]))}"
     return {bool: "true or false", int: "an int", str: "a string"}.get(hint, hint.__name__)
+
+
+_PLURALS = {str: "strings", int: "ints"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from torch2pypto.mapping import load_table, samples
+from torch2pypto.mapping import installed, load_table, samples
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
 from torch2pypto.schema.family import family
@@ -154,6 +154,9 @@ def verify_translation(translation: Translation, console: Console, section: str)
     if not by_site:
         console.print("nothing to verify: no call site was converted")
         return True
+    wrong = _wrong_entries(translation)
+    for line in wrong:
+        console.print(f"table entry disagrees with the installed torch or pypto: {line}", markup=False, soft_wrap=True)
     outcomes = verify(section, [case for site_cases in by_site.values() for case in site_cases], whole=translation.code)
     results = collections.defaultdict(list)
     for outcome in outcomes:
@@ -176,7 +179,14 @@ def verify_translation(translation: Translation, console: Console, section: str)
     # the title names the file: a path is not wrapped (a table title would be, at the table's width)
     console.print(f"{translation.path}: CPU interpreter vs torch", markup=False, soft_wrap=True)
     console.print(table)
-    return ok
+    return ok and not wrong
+
+
+def _wrong_entries(translation: Translation) -> list[str]:
+    """What the checks against torch and pypto find wrong in the entries the translation uses."""
+    table = load_table()
+    used = {table.by_api[c.record.api].op for c in translation.conversions if c.record.api in table.by_api}
+    return installed.problems(table, used | {op for r in translation.regions for op in r.entries})
 
 
 def _worst(outcomes: list[Outcome], field: str) -> str:
