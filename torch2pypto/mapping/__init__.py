@@ -1,5 +1,11 @@
 """The op table: loads ops.toml into validated, immutable entries.
 
+The fields every entry has are :class:`Entry`'s; the others go to the ``fields`` dataclass of the
+entry's family (torch2pypto.schema.family), which checks their types; then the family says
+whether it can honour the entry, and the examples must call their own entry
+(:mod:`torch2pypto.mapping.examples`). Checks that need torch and pypto are
+:mod:`torch2pypto.mapping.installed`'s.
+
 >>> table = load_table()
 >>> table.by_api["torch.Tensor.type_as"].category, table.by_api["torch.Tensor.type_as"].family
 ('difference', 'cast')
@@ -16,13 +22,13 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 import torch2pypto.rules  # noqa: F401  (the families register themselves)
-from torch2pypto.schema.entry import (
+from torch2pypto.mapping import examples
+from torch2pypto.schema.entry import (  # the entry types, also imported from here
     CATEGORIES,
     DOMAINS,
     DTYPES,
     HOST_SIDE,
     INDEX_SAMPLES,
-    KINDS,
     SAMPLE_NAMES,
     Entry,
     Examples,
@@ -32,7 +38,6 @@ from torch2pypto.schema.entry import (
     TableError,
     parse_signature,
 )
-from torch2pypto.mapping import examples
 from torch2pypto.schema.family import family
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Entry)) - {"op", "params", "parts", "fields"} | {"signature"}

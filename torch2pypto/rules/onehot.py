@@ -16,7 +16,7 @@ from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
-from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.entry import Entry, Fields
 from torch2pypto.schema.family import Family, register
 
 
