@@ -93,3 +93,16 @@ def test_the_table_agrees_with_the_installed_torch_and_pypto():
 def test_the_fields_page_is_current():
     """docs/table.md is written from the schemas: python -m torch2pypto.mapping.page rewrites it."""
     assert page.PATH.read_text(encoding="utf-8") == page.page()
+
+
+def test_verify_reports_a_used_entry_that_disagrees_with_torch_or_pypto(monkeypatch):
+    """--verify checks the entries its translation uses (here exp, its pypto op misspelt)."""
+    pytest.importorskip("pypto")
+    from torch2pypto.translator.engine.translate import translate_source
+    from torch2pypto.translator.verification import sites
+
+    raw = _fixtures("elementwise")["valid"]
+    wrong = build_table({**raw, "exp": {**raw["exp"], "pypto": "expm11"}})
+    monkeypatch.setattr(sites, "load_table", lambda: wrong)
+    translation = translate_source("import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.exp(x)\n", table=wrong)
+    assert sites._wrong_entries(translation) == ["exp: pypto.expm11 does not exist in pypto"]
