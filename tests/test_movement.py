@@ -29,7 +29,7 @@ TRIL = {"category": "composite", "family": "triangle", "apis": ["torch.tril"], "
         ("cat", {**CAT, "dtypes": ["int32"]}, "movement kernels take float dtypes"),
         ("tril", {**TRIL, "args": {"keep": "lt"}}, 'keep = "le"'),
         ("tril", {**TRIL, "pypto": "tril"}, '"le+where"'),
-        ("one_hot", {**TRIL, "family": "one_hot", "pypto": "one_hot", "args": {}}, "(input, num_classes)"),
+        ("one_hot", {**{k: v for k, v in TRIL.items() if k != "args"}, "family": "one_hot", "pypto": "one_hot"}, "(input, num_classes)"),
     ],
 )
 def test_an_entry_these_families_cannot_honour_is_refused(op, body, message):

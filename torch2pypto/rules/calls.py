@@ -7,8 +7,8 @@ import dataclasses
 
 import libcst as cst
 
-from torch2pypto.mapping import Entry, Param
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.schema.entry import Entry, Param
 
 _EMPTY = cst.Module([])
 _EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))

@@ -9,15 +9,27 @@ move is no kernel); the dtype part is the cast.
 
 from __future__ import annotations
 
-from typing import Mapping
+import dataclasses
+from typing import Literal, Mapping
 
 import libcst as cst
 
-from torch2pypto.mapping import Entry, parse_signature
 from torch2pypto.rules import templates
 from torch2pypto.rules.calls import dtype_expr, literal, rejection, replacement, source_of
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.schema.entry import Entry, Fields, field, parse_signature
+from torch2pypto.schema.family import Family, OperandSample, register
+
+
+@dataclasses.dataclass(frozen=True)
+class CastFields(Fields):
+    """The table fields the casting family reads."""
+
+    target: Literal["float32", "float16", "bfloat16"] | None = field("the dtype a cast without a dtype parameter makes (x.float())")
+    overloads: tuple[str, ...] = field("the torch overloads, as parameter lists (Tensor.to)", ())
+
 
 CAST_KERNEL = templates.row_kernel(
     "cast_kernel", "pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`.",
@@ -88,7 +100,7 @@ OVERLOAD_KINDS = {"dtype", "device", "other", "non_blocking", "copy", "memory_fo
 def wrapper_names(entry: Entry) -> tuple[str, ...]:
     """The wrappers whose calls are sites of ``entry`` (their docstrings name its API): Tensor.to's
     two and type_as's. ``x.float()`` and the other casts call pypto_cast, Tensor.to's."""
-    if entry.overloads:
+    if entry.fields.overloads:
         return ("pypto_cast", "pypto_cast_like")
     return ("pypto_type_as",) if any(p.name == "other" for p in entry.params) else ()
 
@@ -97,13 +109,13 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     names = {p.name for p in entry.params}
     if entry.pypto != "cast":
         return f"a cast is pypto.cast, not pypto.{entry.pypto}"
-    if entry.overloads:
-        for text in entry.overloads:
+    if entry.fields.overloads:
+        for text in entry.fields.overloads:
             unknown = {p.name for p in parse_signature(entry.op, text)} - OVERLOAD_KINDS
             if unknown:
                 return f"overload {text} has parameters {sorted(unknown)} a cast cannot take"
         return None
-    if not (entry.target or "dtype" in names or "other" in names):
+    if not (entry.fields.target or "dtype" in names or "other" in names):
         return "no target dtype: give target, a dtype parameter or an other tensor"
     known = {"input", "dtype", "other", "non_blocking"}
     for p in entry.params:
@@ -117,15 +129,15 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     if rejected:
         return rejected
     entry = site.entry
-    if entry.overloads:
+    if entry.fields.overloads:
         return _overloaded(site)
     if "other" in site.args:
         return _converted(replacement(site, "pypto_type_as", PARAMS["pypto_type_as"]), "pypto_type_as")
-    if entry.target:
-        target = dtype_expr(site, entry.target)
+    if entry.fields.target:
+        target = dtype_expr(site, entry.fields.target)
         if target is None:
             return Unsupported("no name reaches the torch module here to spell the target dtype")
-        return _cast(site, entry.target, target, {})
+        return _cast(site, entry.fields.target, target, {})
     if "dtype" not in site.args:
         return Unsupported(f".{entry.op}() without a dtype is not a cast")
     return _cast(site, site.static_dtype("dtype"), site.args["dtype"], {})
@@ -146,7 +158,7 @@ def _overloaded(site: CallSite) -> Converted | Unsupported:
         return Unsupported("the argument of .to() is not known to be a dtype or a tensor (a device move is no cast)")
     else:
         return Unsupported(".to() without a dtype is not a cast")
-    overload = next(o for o in site.entry.overloads if o.startswith(f"({chosen}"))
+    overload = next(o for o in site.entry.fields.overloads if o.startswith(f"({chosen}"))
     params = parse_signature(site.entry.op, overload)
     if len(positional) > len(params):
         return Unsupported(f".to({chosen}, ...) takes at most {len(params)} positional arguments")
@@ -191,3 +203,16 @@ def _call(wrapper: str, positional, keywords, site: CallSite) -> cst.Call:
 
 def _converted(call: cst.Call, wrapper: str) -> Converted:
     return Converted(call, WRAPPERS[wrapper], "pypto.cast", PARAMS[wrapper])
+
+
+def fuse(builder, entry: Entry, bound, env) -> Operand:
+    """A cast in a fused region: a conversion of the region's value."""
+    return builder.cast(entry, bound, env)
+
+
+def operand_sample(entry: Entry, position: int, name: str) -> OperandSample:
+    """A tensor after the input (type_as's other) carries another dtype: the one cast to."""
+    return "other" if position else "same"
+
+
+register(Family("cast", CastFields, rewrite, problem, wrapper_names, fuse=fuse, operand_sample=operand_sample))

@@ -30,15 +30,30 @@ import ast
 import dataclasses
 import itertools
 import textwrap
-from typing import Mapping
+from typing import Literal, Mapping
 
-from torch2pypto.mapping import Entry, Param
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step, row_reduction
 from torch2pypto.rules import elementwise
+from torch2pypto.schema.entry import Entry, Fields, Param, TableError, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class CompositeFields(Fields):
+    """The table fields the composite family reads."""
+
+    recipe: str | None = field("other entries' steps, as Python: assignments, then the result (\"mul(input, sigmoid(input))\")")
+    along: str | None = field("the parameter naming the row a row recipe reduces: a dim (int: moved last) or a normalized shape (Dims: trailing dims folded into the row)")
+    halves: str | None = field("a dim whose two halves of the input are the operands a and b (glu)")
+    channels: tuple[str, ...] = field("operands of one value per channel (dim 1), reshaped on the host to broadcast (prelu's weight)", ())
+    compute: Literal["float32"] | None = field("float32 computes the recipe in FP32")
+    output: Literal["bool"] | None = field("bool for a recipe ending in a comparison")
+
 
 REDUCERS = ("sum", "amax", "amin")  # row reductions a recipe may call
 
@@ -64,42 +79,40 @@ class RecipeError(ValueError):
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
-    if not entry.recipe:
+    if not entry.fields.recipe:
         return "a composite gives its recipe"
     try:
         programs = [program(entry, entries, choice, absent) for choice, absent, _ in variants(entry)]
     except RecipeError as exc:
-        return f"recipe {entry.recipe!r}: {exc}"
+        return f"recipe {entry.fields.recipe!r}: {exc}"
     tensors = operands(entry)
-    if entry.output not in (None, "bool"):
-        return f"output is bool or the operands' dtype, not {entry.output!r}"
-    if any((steps[-1].step.result == "bool") != (entry.output == "bool") for steps in programs):
+    if any((steps[-1].step.result == "bool") != (entry.fields.output == "bool") for steps in programs):
         return "output = 'bool' is for a recipe whose result is a comparison's (bool), and only then"
     for (_, _, given), steps in zip(variants(entry), programs):
         first = next((a for a in steps if a.operands and a.operands[0] in given), None)
         if first:
             return f"pypto.{first.step.op} takes a tensor first, but {first.operands[0]!r} may be a Python number"
     used = {p.name for p in tensors} | set(constants(entry)) | set(_choices(entry))
-    if entry.halves:
-        if entry.along or entry.halves not in {p.name for p in entry.params} or entry.param(entry.halves).kinds != ("int",):
-            return f"halves = {entry.halves!r} names an int parameter (the dim split in two) of an elementwise recipe"
+    if entry.fields.halves:
+        if entry.fields.along or entry.fields.halves not in {p.name for p in entry.params} or entry.param(entry.fields.halves).kinds != ("int",):
+            return f"halves = {entry.fields.halves!r} names an int parameter (the dim split in two) of an elementwise recipe"
         if len(tensors) != 1:
             return "a recipe over halves takes one tensor"
-        used.add(entry.halves)
-    for name in entry.channels:
-        if entry.along or name not in {p.name for p in tensors[1:]} or name in {p.name for p in _numeric(entry)}:
+        used.add(entry.fields.halves)
+    for name in entry.fields.channels:
+        if entry.fields.along or name not in {p.name for p in tensors[1:]} or name in {p.name for p in _numeric(entry)}:
             return f"channels names {name!r}, which is no tensor operand after the input of an elementwise recipe"
-    if entry.along:
-        if entry.along not in {p.name for p in entry.params}:
-            return f"along = {entry.along!r} is no parameter"
-        kinds = entry.param(entry.along).kinds
+    if entry.fields.along:
+        if entry.fields.along not in {p.name for p in entry.params}:
+            return f"along = {entry.fields.along!r} is no parameter"
+        kinds = entry.param(entry.fields.along).kinds
         if kinds not in (("int",), ("Dims",)):
-            return f"along = {entry.along!r} is a dim (int) or a normalized shape (Dims), not {' | '.join(kinds)}"
+            return f"along = {entry.fields.along!r} is a dim (int) or a normalized shape (Dims), not {' | '.join(kinds)}"
         if kinds == ("int",) and len(tensors) > 1:
             return "a recipe along a dim takes one tensor; rows of a normalized shape (Dims) take more"
         if any(templates.whole_tiles(p) for p in programs):
             return f"a row recipe cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
-        used |= {entry.along, "dtype"}
+        used |= {entry.fields.along, "dtype"}
     elif any(templates.reduces(p) for p in programs):
         return "a recipe that reduces along the row names its row (along)"
     elif any("Tensor" in p.kinds and p.default is None for p in tensors):
@@ -110,7 +123,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     for p in tensors:
         if set(p.kinds) - {"Tensor", "Number"} or p is tensors[0] and p.kinds != ("Tensor",):
             return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors, or numbers after the first"
-    if entry.along and (_numeric(entry) or entry.output):
+    if entry.fields.along and (_numeric(entry) or entry.fields.output):
         return "a row recipe's operands are tensors, and its result has the input's dtype"
     return None
 
@@ -121,7 +134,7 @@ def operands(entry: Entry) -> tuple[Param, ...]:
 
 def _tiles(entry: Entry) -> list[str]:
     """The tensors the recipe names: its operands, or the input's halves ``a`` and ``b``."""
-    return ["a", "b"] if entry.halves else [p.name for p in operands(entry)]
+    return ["a", "b"] if entry.fields.halves else [p.name for p in operands(entry)]
 
 
 def _numeric(entry: Entry) -> tuple[Param, ...]:
@@ -136,7 +149,7 @@ def _optional(entry: Entry) -> tuple[Param, ...]:
 def _tree(entry: Entry) -> tuple[list[tuple[str, ast.expr]], ast.expr]:
     """The recipe's assignments and its result expression."""
     try:
-        body = ast.parse(entry.recipe or "").body
+        body = ast.parse(entry.fields.recipe or "").body
     except SyntaxError as exc:
         raise RecipeError("not Python statements") from exc
     if not body or not isinstance(body[-1], ast.Expr):
@@ -152,7 +165,7 @@ def _tree(entry: Entry) -> tuple[list[tuple[str, ast.expr]], ast.expr]:
 def _choices(entry: Entry) -> dict[str, tuple[str, ...]]:
     """str parameter -> the values the recipe's conditions name (its default first)."""
     seen: dict[str, list[str]] = {}
-    for node in ast.walk(ast.parse(entry.recipe or "")):
+    for node in ast.walk(ast.parse(entry.fields.recipe or "")):
         if isinstance(node, ast.IfExp):
             name, value = _condition(entry, node.test)
             seen.setdefault(name, [entry.param(name).default])
@@ -189,12 +202,12 @@ def variants(entry: Entry) -> list[tuple[tuple[tuple[str, str], ...], frozenset[
 
 def _names(entry: Entry) -> tuple[str, ...]:
     """The kernel constants the recipe may name: parameters that are no tensors, and ``cols``."""
-    return (*(p.name for p in wrapper_params(entry) if "Tensor" not in p.kinds and p.name != entry.along), "cols")
+    return (*(p.name for p in wrapper_params(entry) if "Tensor" not in p.kinds and p.name != entry.fields.along), "cols")
 
 
 def constants(entry: Entry) -> tuple[str, ...]:
     """The constants the recipe uses, in signature order (the kernel factory's parameters)."""
-    used = {n.id for n in ast.walk(ast.parse(entry.recipe or "")) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(ast.parse(entry.fields.recipe or "")) if isinstance(n, ast.Name)}
     choices = _choices(entry)
     return tuple(n for n in _names(entry) if n in used and n not in choices and n != "cols")
 
@@ -258,7 +271,7 @@ def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
     part = entries.get(name)
     if part is None or part.family != "elementwise":
         raise RecipeError(f"{name} is no elementwise entry of the table nor a reducer ({', '.join(REDUCERS)})")
-    if part.order:
+    if part.fields.order:
         raise RecipeError(f"{name} takes its operands in an order of its own (order): call where directly")
     return elementwise.step(part), len(elementwise.operands(part))
 
@@ -270,7 +283,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     entry = site.entry
     kernels = [(_kernel_name(entry, c, a, g), c, a, g, program(entry, entry.parts, c, a)) for c, a, g in variants(entry)]
     pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
-    definitions = _row_definitions(entry, kernels) if entry.along else _definitions(entry, kernels)
+    definitions = _row_definitions(entry, kernels) if entry.fields.along else _definitions(entry, kernels)
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions, pypto, wrapper_params(entry))
 
 
@@ -296,12 +309,12 @@ def _kernel(
     """The kernel of one variant; the operands ``given`` as Python numbers are its constants."""
     inputs = [i for i in inputs if i not in given]
     rename = {n: f"{_tile(n)}_tile" for n in _tiles(entry) if n not in given}
-    fp32 = entry.compute == "float32"  # the whole recipe computes in FP32
+    fp32 = entry.fields.compute == "float32"  # the whole recipe computes in FP32
     steps = tuple(
         Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
         for a in steps
     )
-    row = bool(entry.along)
+    row = bool(entry.fields.along)
     numbers = _in_order(entry, given)
     told = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors] + [f"{n} a Python number" for n in numbers]
     return templates.row_kernel(
@@ -313,12 +326,12 @@ def _kernel(
         steps,
         buffers=len(inputs) + len(vectors) + sum(not a.step.reduces for a in steps),  # a reduced row is one column
         vectors=[_tile(v) for v in vectors],
-        out_dtype=templates.BOOL if entry.output == "bool" else "dtype",
+        out_dtype=templates.BOOL if entry.fields.output == "bool" else "dtype",
     )
 
 
 def _how(entry: Entry) -> str:
-    return entry.note or f"{entry.recipe} over tiles".replace("; ", ", then ")
+    return entry.note or f"{entry.fields.recipe} over tiles".replace("; ", ", then ")
 
 
 def _choose(entry: Entry, kernels, factory: str) -> str:
@@ -379,7 +392,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
         + "x = rows[0]\n"
         + _defaults(entry)
-        + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.output == 'bool' else 'x.dtype'}, device=x.device)\n"
+        + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.fields.output == 'bool' else 'x.dtype'}, device=x.device)\n"
         + _choose(entry, kernels, factory)
         + "_launch(kernel, *rows, out)\n"
         f"return _in_layout_of({result}.reshape(shape), input)\n"
@@ -403,11 +416,11 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
 
 def _layout(entry: Entry) -> tuple[str, list[str]]:
     """The host statements laying out the recipe's tensors, and the guards they need."""
-    if entry.halves:
-        dim = entry.halves
+    if entry.fields.halves:
+        dim = entry.fields.halves
         return f"a, b = input.chunk(2, {dim})\n", ["input.dim() > 0", f"input.shape[{dim}] % 2 == 0"]
     statements, guards = "", []
-    for name in entry.channels:  # torch's rule: numel 1, or one per channel (dim 1)
+    for name in entry.fields.channels:  # torch's rule: numel 1, or one per channel (dim 1)
         statements += f"{name} = {name}.reshape(-1, *[1] * (input.dim() - 2))  # broadcasts along dim 1\n"
         guards += ["input.dim() > 0", f"{name}.dim() <= 1",
                    f"{name}.numel() in (1, input.shape[1] if input.dim() > 1 else 1)"]
@@ -422,23 +435,23 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, _, steps in kernels]
     buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
     factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
-    dim = entry.param(entry.along).kinds == ("int",)
+    dim = entry.param(entry.fields.along).kinds == ("int",)
     cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
     guards = _accepted(entry)
     if dim:
         prologue = ""
-        guards += [f"{entry.along} is not None", "input.dim() > 0"]
+        guards += [f"{entry.fields.along} is not None", "input.dim() > 0"]
         if "dtype" in {p.name for p in params}:
             guards.append("(dtype is None or dtype in _PYPTO_DTYPES)")
-        guards += ["_on_kernel_path(input)", f"_fits_row(input.shape[{entry.along}], {buffers})"]
+        guards += ["_on_kernel_path(input)", f"_fits_row(input.shape[{entry.fields.along}], {buffers})"]
         body = (
-            f"moved = ({cast}).movedim({entry.along}, -1)\n"
+            f"moved = ({cast}).movedim({entry.fields.along}, -1)\n"
             "cols = moved.shape[-1]\n"
             "x = _aligned_rows(moved, cols)\n"
         )
-        shaped = f"out[:, :cols].reshape(moved.shape).movedim(-1, {entry.along}).contiguous()"
+        shaped = f"out[:, :cols].reshape(moved.shape).movedim(-1, {entry.fields.along}).contiguous()"
     else:
-        shape = entry.along
+        shape = entry.fields.along
         prologue = f"shape = ({shape},) if isinstance({shape}, int) else tuple({shape})\n"
         guards += [f"_row_operands(input, shape{''.join(', ' + r for r in rows)})", f"_fits_row(math.prod(shape), {buffers})"]
         body = (
@@ -464,3 +477,23 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     extra = () if dim else (ROW_OPERANDS,)
     wrapper = dataclasses.replace(wrapper, imports=("math",)) if not dim else wrapper
     return (*defined, templates.ALIGNED_ROWS, templates.WHOLE_ROWS, *extra, wrapper)
+
+
+def parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:
+    """The entries the recipe calls."""
+    if not entry.fields.recipe:
+        return ()
+    try:
+        tree = ast.parse(entry.fields.recipe)
+    except SyntaxError as exc:
+        raise TableError(f"{entry.op}: recipe {entry.fields.recipe!r} is not Python statements") from exc
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return tuple(op for op in sorted(called) if op in entries)
+
+
+def fuse(builder, entry: Entry, bound, env) -> Operand:
+    """The recipe's steps in a fused region."""
+    return builder.composite(entry, bound, env)
+
+
+register(Family("composite", CompositeFields, rewrite, problem, parts=parts, fuse=fuse))

@@ -11,14 +11,24 @@ torch refuses (mixed dtypes, mismatched K, other ranks) run torch, which raises 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Literal, Mapping
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class CubeFields(Fields):
+    """The table fields the cube family reads."""
+
+    args: Mapping[str, str] = field("b_trans = \"True\": a transposed weight (linear)", {})
+    rank: Literal[2, 3] | None = field("the operands' rank: 2 (mm) or 3 (bmm)")
+
 
 FP32 = templates.FP32
 MAX_DIM = 65535  # the longest ND row a matmul input may have
@@ -60,18 +70,18 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         return "a cube op multiplies two required tensors and may add a third (bias)"
     if entry.pypto != "matmul":
         return f"the cube's op is pypto.matmul, not pypto.{entry.pypto}"
-    if set(entry.args) - {"b_trans"} or entry.args.get("b_trans", "False") not in ("True", "False"):
+    if set(entry.fields.args) - {"b_trans"} or entry.fields.args.get("b_trans", "False") not in ("True", "False"):
         return 'args: only b_trans = "True" or "False"'
     transposed = _transposed(entry)
     if len(params) == 3 and (params[2].default is not None or not transposed):
         return "a bias (default None) is added to a product with a transposed weight (linear)"
-    if entry.rank not in (None, 2, 3) or entry.rank and transposed:
+    if entry.fields.rank and transposed:
         return "rank (2 or 3) is the operands' rank of matmul-like ops, not of linear"
     return None
 
 
 def _transposed(entry: Entry) -> bool:
-    return entry.args.get("b_trans") == "True"
+    return entry.fields.args.get("b_trans") == "True"
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
@@ -86,7 +96,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     variants = [(f"{entry.op}_kernel", False, False)]
     if len(wrapper_params(entry)) == 3:
         variants.append((f"{entry.op}_bias_kernel", False, True))
-    if not transposed and entry.rank != 2:
+    if not transposed and entry.fields.rank != 2:
         variants.append((f"{entry.op}_stacked_kernel", True, False))
     kernels = []
     for name, batched, bias in variants:
@@ -101,7 +111,7 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
     params = wrapper_params(entry)
     a, b, *bias = (p.name for p in params)
     transposed = _transposed(entry)
-    takes = [a, b, *(f"bias={n}" for n in bias), *([f"rank={entry.rank}"] if entry.rank else []),
+    takes = [a, b, *(f"bias={n}" for n in bias), *([f"rank={entry.fields.rank}"] if entry.fields.rank else []),
              *(["transposed=True"] if transposed else [])]
     factory = "(_PYPTO_DTYPES[a.dtype], _PYPTO_DTYPES[out.dtype], a.shape[1], n, rows)"
     if transposed:  # linear: [..., k] by one weight [n, k]
@@ -134,3 +144,5 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
     )
     return dataclasses.replace(wrapper, imports=("math",))
 
+
+register(Family("cube", CubeFields, rewrite, problem))

@@ -19,16 +19,33 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
-from typing import Mapping
+from typing import Literal, Mapping
 
 import libcst as cst
 
-from torch2pypto.mapping import Entry, Param
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import is_number, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import Operand, Unfusible
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.schema.entry import Entry, Fields, Param, TableError, field
+from torch2pypto.schema.family import Family, OperandSample, family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementwiseFields(Fields):
+    """The table fields the elementwise family reads."""
+
+    args: Mapping[str, str] = field("pypto keyword -> torch parameter or literal: extra arguments of the PyPTO op (clip bounds, decimals)", {})
+    output: Literal["bool"] | None = field("bool for comparisons")
+    compute: Literal["float32"] | None = field("float32 for FP32-only ops")
+    commutative: bool = field("a Python number may come first; the operands are swapped (torch.mul(0.5, x))", False)
+    number_first: str | None = field("the entry computing a number-first call with the operands swapped (torch.sub(2, x) is rsub(x, 2)); without it (or commutative) a number first stays torch")
+    bool_operands: tuple[str, ...] = field("operands that are bool tensors whatever the dtype (where's condition, masked_fill's mask)", ())
+    inplace: bool = field("a tensor method writing its result back into the receiver, which it returns (x.add_(y))", False)
+    order: tuple[str, ...] = field("the PyPTO op's operands in its own order; a Number parameter there is a kernel constant (masked_fill is where(mask, value, input))", ())
+
 
 OUTPUTS = {None: None, "bool": "torch.bool"}
 _PYPTO_OUTPUT = {"bool": templates.BOOL}
@@ -37,40 +54,38 @@ _PYPTO_OUTPUT = {"bool": templates.BOOL}
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     """Why this family cannot carry the entry out faithfully, or None."""
     names = {p.name for p in entry.params}
-    for keyword, value in entry.args.items():
+    for keyword, value in entry.fields.args.items():
         if value not in names and not _is_literal(value):
             return f"args.{keyword} = {value!r} is neither a parameter nor a literal"
         if value in names and "Tensor" in entry.param(value).kinds:
             return f"args.{keyword} = {value!r} is a tensor; tensors are operands, not arguments"
-    used = {p.name for p in operands(entry)} | set(entry.args.values()) | set(entry.order)
+    used = {p.name for p in operands(entry)} | set(entry.fields.args.values()) | set(entry.fields.order)
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is neither an operand, an argument of pypto.{entry.pypto} (args) nor rejected"
     for p in operands(entry):
         if set(p.kinds) - {"Tensor", "Number"}:
             return f"operand {p.name!r} takes {' | '.join(p.kinds)}: operands are tensors or numbers"
-    for name in entry.bool_operands:
+    for name in entry.fields.bool_operands:
         if name not in names or not entry.param(name).is_tensor or name in entry.reject:
             return f"bool operand {name!r} is no Tensor operand"
-    if entry.order:
+    if entry.fields.order:
         tensors = {p.name for p in operands(entry)}
-        if len(set(entry.order)) != len(entry.order) or not tensors <= set(entry.order):
-            return f"order {list(entry.order)} names each operand once"
-        for name in set(entry.order) - tensors:
+        if len(set(entry.fields.order)) != len(entry.fields.order) or not tensors <= set(entry.fields.order):
+            return f"order {list(entry.fields.order)} names each operand once"
+        for name in set(entry.fields.order) - tensors:
             if name not in names or entry.param(name).kinds != ("Number",) or name in entry.reject:
                 return f"order names {name!r}, which is neither an operand nor a Number parameter"
     if not shared(entry):
         return "every operand is a bool mask: nothing gives the dtype"
-    if entry.commutative and len(operands(entry)) != 2:
+    if entry.fields.commutative and len(operands(entry)) != 2:
         return "only a binary op can be commutative"
-    if entry.number_first and (entry.commutative or len(operands(entry)) != 2
-                               or len(operands(entry.parts[entry.number_first])) != 2):
+    if entry.fields.number_first and (entry.fields.commutative or len(operands(entry)) != 2
+                               or len(operands(entry.parts[entry.fields.number_first])) != 2):
         return "number_first swaps the operands of a binary op that is not commutative"
-    if entry.output not in OUTPUTS:
-        return f"output is bool or the operands' dtype, not {entry.output!r}"
-    if entry.inplace and (entry.output or entry.commutative):
+    if entry.fields.inplace and (entry.fields.output or entry.fields.commutative):
         return "an in-place op keeps the receiver's dtype and place: no output, not commutative"
-    if entry.inplace and any(not api.startswith("torch.Tensor.") for api in entry.apis):
+    if entry.fields.inplace and any(not api.startswith("torch.Tensor.") for api in entry.apis):
         return "an in-place op is a tensor method"
     return None
 
@@ -89,18 +104,18 @@ def operands(entry: Entry) -> tuple[Param, ...]:
 
 def shared(entry: Entry) -> tuple[Param, ...]:
     """The operands of the kernel's dtype (all but the bool masks)."""
-    return tuple(p for p in operands(entry) if p.name not in entry.bool_operands)
+    return tuple(p for p in operands(entry) if p.name not in entry.fields.bool_operands)
 
 
 def constants(entry: Entry) -> tuple[Param, ...]:
     """Parameters the kernel takes as factory constants (named in ``args``, or Numbers in ``order``)."""
-    named = {*entry.args.values(), *entry.order}
+    named = {*entry.fields.args.values(), *entry.fields.order}
     return tuple(p for p in wrapper_params(entry) if p.name in named and "Tensor" not in p.kinds)
 
 
 def step(entry: Entry) -> Step:
     """The op's tile step; composites reuse it."""
-    return Step(entry.pypto, tuple(entry.args.items()), entry.compute == "float32", entry.output)
+    return Step(entry.pypto, tuple(entry.fields.args.items()), entry.fields.compute == "float32", entry.fields.output)
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
@@ -112,16 +127,14 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     call = replacement(site, f"pypto_{entry.op}")
     if all(is_number(site.args.get(p.name)) for p in shared(entry)):
         return Unsupported(f"only Python numbers as {', '.join(p.name for p in shared(entry))}: no tensor gives the dtype")
-    if is_number(site.args.get(first.name)) and entry.number_first and site.is_tensor(rest[0].name):
+    if is_number(site.args.get(first.name)) and entry.fields.number_first and site.is_tensor(rest[0].name):
         # sub(2, x) is rsub(x, 2), for an x known to be a tensor (torch.rsub takes no number first)
-        swapped = entry.parts[entry.number_first]
+        swapped = entry.parts[entry.fields.number_first]
         one, two = (p.name for p in operands(swapped)[:2])
         args = {**site.args, one: site.args[rest[0].name], two: site.args[first.name]}
-        from torch2pypto.rules import RULES  # the swapped entry's family
-
-        return RULES[swapped.family](dataclasses.replace(site, entry=swapped, args=args))
+        return family(swapped.family).rewrite(dataclasses.replace(site, entry=swapped, args=args))
     if is_number(site.args.get(first.name)):
-        if not (entry.commutative and not is_number(site.args.get(rest[0].name))):
+        if not (entry.fields.commutative and not is_number(site.args.get(rest[0].name))):
             return Unsupported(f"a Python number as {first.name}: pypto.{entry.pypto} takes a tensor first")
         swapped = [call.args[1].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT),
                    call.args[0].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)]
@@ -139,7 +152,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
             continue  # no tensor gives the dtype: torch
         name = f"{entry.op}_kernel" if not chosen else f"{entry.op}_{'_'.join(p.name for p in chosen)}_number_kernel"
         variants.append((name, chosen, _kernel(entry, name, chosen)))
-    how = f"pypto.{entry.pypto}" + (", computed in FP32" if entry.compute == "float32" else "")
+    how = f"pypto.{entry.pypto}" + (", computed in FP32" if entry.fields.compute == "float32" else "")
     whole = templates.whole_tiles((Apply("result", step(entry), ()),))
     return (*(kernel for _, _, kernel in variants), _wrapper(entry, variants, how, whole))
 
@@ -154,10 +167,10 @@ def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...]) -> Definition:
     inputs = [_tile(n) for n in tensors]
     constants_ = [*(p.name for p in chosen), *(p.name for p in constants(entry))]
     tiles = {p.name: f"{_tile(p.name)}_tile" for p in operands(entry) if p not in chosen}
-    args = [tiles.get(name, name) for name in entry.order or [p.name for p in operands(entry)]]
+    args = [tiles.get(name, name) for name in entry.fields.order or [p.name for p in operands(entry)]]
     program = (Apply("result", step(entry), tuple(args)),)
     numbers = f" with {', '.join(p.name for p in chosen)} a Python number" if chosen else ""
-    out = _PYPTO_OUTPUT.get(entry.output, "dtype")
+    out = _PYPTO_OUTPUT.get(entry.fields.output, "dtype")
     return templates.row_kernel(
         name,
         f"pypto.{entry.pypto} on [rows, cols] tiles{numbers}.",
@@ -166,7 +179,7 @@ def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...]) -> Definition:
         program,
         out_dtype=out,
         buffers=len(inputs) + 1 + len(program) - 1,
-        masks=[_tile(n) for n in entry.bool_operands],
+        masks=[_tile(n) for n in entry.fields.bool_operands],
     )
 
 
@@ -195,10 +208,10 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {variants[0][0]} reads whole tiles\n"
            if whole else "")
         + f"x, dtype = rows[0], {_dtype(shared(entry))}\n"
-        f"out = torch.empty(x.shape, dtype={OUTPUTS[entry.output] or 'dtype'}, device=x.device)\n"
+        f"out = torch.empty(x.shape, dtype={OUTPUTS[entry.fields.output] or 'dtype'}, device=x.device)\n"
         + "".join(launch)
         + "_launch(kernel, *rows, out)\n"
-        + (f"return {names[0]}.copy_({result}.reshape(shape))\n" if entry.inplace
+        + (f"return {names[0]}.copy_({result}.reshape(shape))\n" if entry.fields.inplace
            else f"return _in_layout_of({result}.reshape(shape), {names[0]})\n")
     )
     spelled = ", ".join(names)
@@ -206,7 +219,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         f"({', '.join(f'torch.{d}' for d in entry.dtypes)}{',' if len(entry.dtypes) == 1 else ''})",
         *(p.name for p in shared(entry) if "Number" not in p.kinds),
         *_keyword("numbers", [p.name for p in shared(entry) if "Number" in p.kinds]),
-        *_keyword("bools", [p.name for p in operands(entry) if p.name in entry.bool_operands]),
+        *_keyword("bools", [p.name for p in operands(entry) if p.name in entry.fields.bool_operands]),
         *_keyword("options", [p.name for p in constants(entry)]),
     ])
     guard = f"_kernel_operands({guard})"
@@ -215,7 +228,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         requires.append("_kernel_number")
     if whole:
         requires.append("_whole_tile_rows")
-    if entry.inplace:
+    if entry.fields.inplace:
         guard = f"({guard} and _in_place_ok({spelled}))"
         requires.append("_in_place_ok")
         how += ", written back into the receiver"
@@ -244,3 +257,29 @@ def _dtype(params: tuple[Param, ...]) -> str:
         return f"{first.name}.dtype"
     return f"({first.name} if isinstance({first.name}, torch.Tensor) else {rest[0].name}).dtype" if len(rest) == 1 \
         else f"({first.name}.dtype if isinstance({first.name}, torch.Tensor) else {_dtype(tuple(rest))})"
+
+
+def parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:
+    """The entry computing a number-first call with the operands swapped (``number_first``)."""
+    name = entry.fields.number_first
+    if name and name not in entries:
+        raise TableError(f"{entry.op}: number_first names no entry: {name!r}")
+    return (name,) if name else ()
+
+
+def fuse(builder, entry: Entry, bound, env) -> Operand | None:
+    """The call's step in a fused region, unless it writes in place or takes kernel constants."""
+    if entry.fields.inplace or constants(entry):
+        return None
+    names = [p.name for p in operands(entry)]
+    if set(bound) - set(names):
+        raise Unfusible("arguments beyond the operands")
+    return builder.elementwise(entry.op, [bound.get(n) for n in names], env, entry)
+
+
+def operand_sample(entry: Entry, position: int, name: str) -> OperandSample:
+    """Bool operands are sampled as bool tensors whatever the case's dtype."""
+    return "bool" if name in entry.fields.bool_operands else "same"
+
+
+register(Family("elementwise", ElementwiseFields, rewrite, problem, parts=parts, fuse=fuse, operand_sample=operand_sample))

@@ -24,15 +24,27 @@ run torch, and ``torch_only`` ones (embedding's padding_idx) only shape torch's 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexingFields(Fields):
+    """The table fields the indexing family reads."""
+
+    args: Mapping[str, str] = field("PyPTO operand (input, dim, index, src / source) -> the torch parameter or literal giving it, where not the parameter of that name", {})
+    rank: int | None = field("the index_select table's rank")
+    inplace: bool = field("write the result into the receiver", False)
+
 
 OPERANDS = {"index_select": ("input", "dim", "index"), "gather": ("input", "dim", "index"),
             "scatter": ("input", "dim", "index", "src"), "index_add": ("input", "dim", "index", "source")}
@@ -44,7 +56,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         return f"pypto.{entry.pypto} is none of {', '.join('pypto.' + o for o in OPERANDS)}"
     names = {p.name for p in entry.params}
     known = {*OPERANDS[entry.pypto], *KEYWORDS.get(entry.pypto, ())}
-    if set(entry.args) - known:
+    if set(entry.fields.args) - known:
         return f"args: pypto.{entry.pypto} takes {', '.join(sorted(known))}"
     bound = _bound(entry)
     for operand, param in bound.items():
@@ -57,18 +69,18 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is no operand of pypto.{entry.pypto}, fallback, torch_only nor rejected"
-    if entry.inplace and (entry.pypto == "index_select" or any(not a.startswith("torch.Tensor.") for a in entry.apis)):
+    if entry.fields.inplace and (entry.pypto == "index_select" or any(not a.startswith("torch.Tensor.") for a in entry.apis)):
         return "an in-place op is a tensor method writing what it scatters or adds"
     if entry.pypto == "index_select" and bound["dim"] not in names and bound["dim"] != "0":
         return "an index_select the entry fixes the dim of picks rows: dim = \"0\""
-    if entry.rank is not None and entry.pypto != "index_select":
+    if entry.fields.rank is not None and entry.pypto != "index_select":
         return "rank is the table's rank of index_select"
     return None
 
 
 def _bound(entry: Entry) -> dict[str, str]:
     """PyPTO operand -> the torch parameter (or dim literal) it takes."""
-    return {o: entry.args.get(o, o) for o in (*OPERANDS[entry.pypto], *KEYWORDS.get(entry.pypto, ()))}
+    return {o: entry.fields.args.get(o, o) for o in (*OPERANDS[entry.pypto], *KEYWORDS.get(entry.pypto, ()))}
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
@@ -83,7 +95,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     declared = f"dtypes=({', '.join(f'torch.{d}' for d in entry.dtypes)}{',' if len(entry.dtypes) == 1 else ''})"  # others run torch
     if op == "index_select":
         fixed = dim not in {p.name for p in entry.params}
-        prologue = (f"d = _indexed_dim({table}, {dim}{f', rank={entry.rank}' if entry.rank else ''})\n"
+        prologue = (f"d = _indexed_dim({table}, {dim}{f', rank={entry.fields.rank}' if entry.fields.rank else ''})\n"
                     f"indices = None if d is None else _kernel_indices({index}, {table}.shape[d]{'' if fixed else ', rank=1'})\n")
         if fixed:  # dim 0: the index's shape takes its place
             body = f"rows = {table}.reshape({table}.shape[0], -1).contiguous()\n"
@@ -114,7 +126,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
                  else [f"{source}.requires_grad"] if source else [])]
     guard = ["indices is not None", *guard, *checks]
     recording = f"torch.is_grad_enabled() and ({' or '.join(grads)})"
-    if entry.inplace:  # autograd's in-place checks stay torch's
+    if entry.fields.inplace:  # autograd's in-place checks stay torch's
         body = body.replace("return ", f"return {table}.copy_(", 1).rstrip("\n") + ")\n"
         guard.append(f"not ({recording})")
     elif op == "scatter":  # torch has no gradient of a reduce, and raises when asked for one
@@ -161,7 +173,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
         launch, args, out = "x.shape[1], idx.shape[1]", "x, idx", "idx.shape"
         shapes = f"_gathers({x}, {index}, d)"
     elif op == "scatter":  # a number as src: a tensor of it where the index writes
-        reduce = entry.args.get("reduce", "reduce")
+        reduce = entry.fields.args.get("reduce", "reduce")
         filled = f"torch.full({index}.shape, {source}, dtype={x}.dtype, device={x}.device)"
         body += (f"idx, _ = _scan_rows({index_rows}, d)\n"
                  f"src = {source}[tuple(slice(0, s) for s in {index}.shape)] if isinstance({source}, torch.Tensor) else {filled}\n"
@@ -170,7 +182,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
         shapes = f"_scatters({x}, {index}, {source}, d, {reduce})"
     else:
         body += f"src, _ = _scan_rows({source}, d)\n"
-        alpha = entry.args.get("alpha", "alpha")
+        alpha = entry.fields.args.get("alpha", "alpha")
         launch, args, out = f"x.shape[1], indices.shape[0], src.shape[1], _kernel_number({alpha}, {x}.dtype)", "x, indices, src", "x.shape"
         shapes = f"_adds({x}, indices, {source}, d, {alpha})"
     body += (f"out = torch.empty({out}, dtype={x}.dtype, device={x}.device)\n"
@@ -212,3 +224,6 @@ def _adds(input, indices, source, d, alpha):
         alpha) in (int, float)
 ''',
 )
+
+
+register(Family("indexing", IndexingFields, rewrite, problem))

@@ -17,15 +17,25 @@ tuple of tensors) run torch, which raises or promotes as it does.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 import libcst as cst
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class MovementFields(Fields):
+    """The table fields the movement family reads."""
+
+    args: Mapping[str, str] = field("layout = cat, stack, roll, repeat_interleave or pad", {})
+
 
 MAX_INPUTS = 32  # tensors a cat or stack kernel of a literal takes
 ARITIES = (8, 4, 2, 1)  # the kernels a cat or stack of a run-time count launches, largest first
@@ -107,14 +117,14 @@ PARAMS = {  # the parameters each layout reads
 
 
 def layout(entry: Entry) -> str:
-    return entry.args.get("layout", "")
+    return entry.fields.args.get("layout", "")
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     kind = layout(entry)
     if kind not in LAYOUTS:
         return f"args.layout is one of {', '.join(LAYOUTS)}, not {kind!r}"
-    if set(entry.args) != {"layout"}:
+    if set(entry.fields.args) != {"layout"}:
         return "args: only layout"
     if entry.pypto != "assemble":
         return f"movement copies with pypto.view and pypto.assemble (pypto = \"assemble\"), not pypto.{entry.pypto}"
@@ -287,3 +297,6 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
         (host, "_moved_along"), prologue=prologue,
     )
     return templates.assemble_kernel("assemble1_kernel", 1), ALONG, host_definition, wrapper
+
+
+register(Family("movement", MovementFields, rewrite, problem, wrapper_names))

@@ -9,13 +9,21 @@ the unified buffer run torch.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.schema.entry import Entry, Fields
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class OneHotFields(Fields):
+    """The onehot family reads no fields of its own."""
+
 
 MAX_CLASSES = 8192  # an INT64 row of them, three buffers, fits the 192 KB unified buffer
 
@@ -36,8 +44,8 @@ def _one_hot_classes(input, num_classes):
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
-    if entry.pypto != "one_hot" or entry.args:
-        return "a one_hot is pypto.one_hot, no args"
+    if entry.pypto != "one_hot":
+        return "a one_hot is pypto.one_hot"
     if tuple(p.name for p in wrapper_params(entry)) != ("input", "num_classes"):
         return "a one_hot takes (input, num_classes)"
     if tuple(entry.dtypes) != ("int64",):
@@ -66,3 +74,6 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     )
     doc = "pypto.one_hot of [rows] index tiles into [rows, classes] int64 rows."
     return templates.one_hot_kernel(kernel, doc), CLASSES, wrapper
+
+
+register(Family("one_hot", OneHotFields, rewrite, problem))

@@ -23,14 +23,27 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping
+from typing import Literal, Mapping
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class ReductionFields(Fields):
+    """The table fields the reduction family reads."""
+
+    args: Mapping[str, str] = field("p = the p-norm's parameter (sum; inf / -inf: amax / amin of |x|); correction / unbiased = var's; then = \"sqrt\" (std); indices = \"dim\": torch.max's (values, indices)", {})
+    compute: Literal["float32"] | None = field("float32 accumulates in FP32")
+    average: bool = field("divide by the count (mean)", False)
+    output: Literal["bool", "int64"] | None = field("bool: all / any of x != 0 (amin / amax); int64: argmax / argmin (amax / amin)")
+
 
 # reducer -> the value its padding holds, which never changes the result (var's two passes read
 # the real cols only, whatever the pad holds)
@@ -47,34 +60,32 @@ MAX_INDEX = 2**24  # indices are computed in FP32, exact up to here
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
-    if entry.output not in IDENTITIES:
-        return f"output is bool (all/any), int64 (argmax/argmin) or the input's dtype, not {entry.output!r}"
-    reducers = IDENTITIES[entry.output]
+    reducers = IDENTITIES[entry.fields.output]
     if entry.pypto not in reducers:
         return f"no padding identity known for pypto.{entry.pypto} (reducers{_for(entry)}: {', '.join(reducers)})"
-    if entry.average and entry.pypto != "sum":
+    if entry.fields.average and entry.pypto != "sum":
         return "average divides a sum by the count; it needs pypto.sum"
     names = {p.name for p in entry.params}
-    for keyword, value in entry.args.items():
-        if keyword not in ARGS or entry.pypto not in ARGS[keyword].split() or (keyword == "indices") != (entry.output == "int64"):
+    for keyword, value in entry.fields.args.items():
+        if keyword not in ARGS or entry.pypto not in ARGS[keyword].split() or (keyword == "indices") != (entry.fields.output == "int64"):
             return f"args.{keyword} means nothing to a{_for(entry)} pypto.{entry.pypto} reduction"
         if keyword == "then" and value not in THEN:
             return f"args.then = {value!r}: the reduced result may take {', '.join(THEN)}"
         if keyword not in ("then",) and value not in names:
             return f"args.{keyword} = {value!r} is no parameter"
-    used = {entry.params[0].name, *PARAMS[1:]} | {v for k, v in entry.args.items() if k != "then"}
+    used = {entry.params[0].name, *PARAMS[1:]} | {v for k, v in entry.fields.args.items() if k != "then"}
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is none of {', '.join(sorted(used))} and not rejected"
     if "dim" not in names:
         return "a reduction takes a dim parameter"
-    if entry.output and "dtype" in names:
-        return f"a {entry.output} result takes no dtype="
+    if entry.fields.output and "dtype" in names:
+        return f"a {entry.fields.output} result takes no dtype="
     return None
 
 
 def _for(entry: Entry) -> str:
-    return f" of {entry.output} results" if entry.output else ""
+    return f" of {entry.fields.output} results" if entry.fields.output else ""
 
 
 def step(reducer: str, fp32: bool = False) -> Step:
@@ -88,16 +99,16 @@ NORMS = {"inf": "amax", "neg_inf": "amin"}  # p-norms of infinite p: the reducer
 def program(entry: Entry, norm: str | None = None) -> tuple[Apply, ...]:
     """The reducer's steps over ``x_tile`` (real cols: ``count``); the last is the result.
     ``norm``: a p-norm's infinite p (:data:`NORMS`)."""
-    fp32 = entry.compute == "float32"
+    fp32 = entry.fields.compute == "float32"
     if norm:
         return (Apply("t0", Step("abs"), ("x_tile",)), Apply("result", step(NORMS[norm], fp32), ("t0",)))
     reduce = step(entry.pypto, fp32)
-    if entry.output == "bool":  # all / any: reduce the truth of x != 0 as 1.0 / 0.0
+    if entry.fields.output == "bool":  # all / any: reduce the truth of x != 0 as 1.0 / 0.0
         return (Apply("t0", Step("ne", result="bool"), ("x_tile", "0.0")),
                 Apply("t1", Step("where"), ("t0", "1.0", "0.0")),
                 Apply("t2", reduce, ("t1",)),
                 Apply("result", Step("ne", result="bool"), ("t2", "0.0")))
-    if entry.output == "int64":  # the first index of the extreme; a NaN is the extreme
+    if entry.fields.output == "int64":  # the first index of the extreme; a NaN is the extreme
         return (Apply("t0", reduce, ("x_tile",)),
                 Apply("t1", Step("eq", result="bool"), ("x_tile", "t0")),
                 Apply("t2", Step("where"), ("t1", "index_tile", "count * 1.0")),
@@ -105,7 +116,7 @@ def program(entry: Entry, norm: str | None = None) -> tuple[Apply, ...]:
                 Apply("t4", Step("where"), ("t3", "index_tile", "t2")),
                 Apply("result", step("amin", fp32), ("t4",)))
     if entry.pypto == "var":
-        then = entry.args.get("then")
+        then = entry.fields.args.get("then")
         total = step("sum", True)
         steps = [Apply("t0", total, ("x_tile",)),
                  Apply("t1", Step("mul"), ("t0", "1.0 / count")),
@@ -114,12 +125,12 @@ def program(entry: Entry, norm: str | None = None) -> tuple[Apply, ...]:
                  Apply("t4", total, ("t3",)),
                  Apply("result" if not then else "t5", Step("mul"), ("t4", "1.0 / (count - correction)"))]
         return (*steps, *([Apply("result", Step(then), ("t5",))] if then else []))
-    if "p" in entry.args:  # the p-norm
+    if "p" in entry.fields.args:  # the p-norm
         return (Apply("t0", Step("abs"), ("x_tile",)),
                 Apply("t1", Step("pow"), ("t0", "p")),
                 Apply("t2", reduce, ("t1",)),
                 Apply("result", Step("pow"), ("t2", "1.0 / p")))
-    if entry.average:
+    if entry.fields.average:
         return (Apply("t0", reduce, ("x_tile",)), Apply("result", Step("mul"), ("t0", "1.0 / count")))
     return (Apply("result", reduce, ("x_tile",)),)
 
@@ -130,18 +141,18 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         return rejected
     entry = site.entry
     dim = site.args.get("dim")
-    if "indices" in entry.args and dim is not None and type(literal(dim)) is not int:
+    if "indices" in entry.fields.args and dim is not None and type(literal(dim)) is not int:
         known = "is a tensor" if site.is_tensor("dim") else "is not an int literal, so the call may be"
         return Unsupported(f"the second argument {known} {_api(entry)}(input, other), the elementwise "
                            f"{entry.pypto[1:]}imum (torch.{entry.pypto[1:]}imum)")
     if dim is not None and type(literal(dim)) is bool:
         return Unsupported(f"a bool as dim: {_api(entry)}(input, unbiased) is an overload this wrapper does not take")
-    power = literal(site.args[entry.args["p"]]) if entry.args.get("p") in site.args else Ellipsis
+    power = literal(site.args[entry.fields.args["p"]]) if entry.fields.args.get("p") in site.args else Ellipsis
     if power is not Ellipsis and power != "fro" and not (type(power) in (int, float) and (0 < power or power == -math.inf)):
-        return Unsupported(f"{entry.args['p']}={power!r}: the kernel takes 'fro', p > 0, inf and -inf")
-    if "indices" in entry.args and entry.args["indices"] not in site.args:
+        return Unsupported(f"{entry.fields.args['p']}={power!r}: the kernel takes 'fro', p > 0, inf and -inf")
+    if "indices" in entry.fields.args and entry.fields.args["indices"] not in site.args:
         if set(site.args) - {entry.params[0].name}:
-            return Unsupported(f"{', '.join(sorted(set(site.args) - {'input'}))} without {entry.args['indices']}")
+            return Unsupported(f"{', '.join(sorted(set(site.args) - {'input'}))} without {entry.fields.args['indices']}")
         return Converted(replacement(site, f"pypto_{entry.op}_values"), definitions(entry, values=True),
                          f"pypto.{entry.pypto}", wrapper_params(entry)[:1])
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), _how(entry), wrapper_params(entry))
@@ -163,12 +174,12 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
     first = params[0].name
     name = f"{entry.op}_values" if values else entry.op
     if values:
-        entry = dataclasses.replace(entry, output=None, args={})  # torch.max(x): the amax
+        entry = dataclasses.replace(entry, fields=dataclasses.replace(entry.fields, output=None, args={}))  # torch.max(x): the amax
     steps = program(entry)
-    index = entry.output == "int64"
-    pair = "indices" in entry.args  # (values, indices), the values being the reduction's first step
-    constants = [c for c in ("correction", "p") if c in entry.args]
-    fp32 = ", accumulated in FP32" if entry.compute == "float32" else ""
+    index = entry.fields.output == "int64"
+    pair = "indices" in entry.fields.args  # (values, indices), the values being the reduction's first step
+    constants = [c for c in ("correction", "p") if c in entry.fields.args]
+    fp32 = ", accumulated in FP32" if entry.fields.compute == "float32" else ""
     kernel = templates.row_kernel(
         f"{name}_kernel",
         f"The {_what(entry)} of each row of [rows, cols] tiles (count real cols){fp32}.",
@@ -182,7 +193,7 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         row_inputs=("index",) if index else (),
         also=(("values", steps[0].target),) if pair else (),
     )
-    torch_dtype, pypto_dtype = OUT_DTYPES.get(entry.output, (None, None))
+    torch_dtype, pypto_dtype = OUT_DTYPES.get(entry.fields.output, (None, None))
     out_dtype = torch_dtype or (f"{first}.dtype if dtype is None else dtype" if "dtype" in names else f"{first}.dtype")
     dim, keepdim = ("dim", "keepdim" if "keepdim" in names else "False") if not values else ("None", "False")
     guard = [f"_on_kernel_path({first})"] if torch_dtype else ["out_dtype in _PYPTO_DTYPES", f"_on_kernel_path({first})"]
@@ -190,8 +201,8 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
     factory = ["_PYPTO_DTYPES[x.dtype]", pypto_dtype or "_PYPTO_DTYPES[out_dtype]", "x.shape[1]", "count"]
     requires = ["_reduction_rows", f"{name}_kernel"]
     torch_params = params
-    if "correction" in entry.args:
-        correction, unbiased = entry.args["correction"], entry.args.get("unbiased")
+    if "correction" in entry.fields.args:
+        correction, unbiased = entry.fields.args["correction"], entry.fields.args.get("unbiased")
         if unbiased:  # torch's older spelling: the torch call passes the correction it means
             prologue += (f"if {unbiased} is not None and {correction} is not None:\n"
                          f"    raise TypeError(\"{_api(entry)}() takes {unbiased}= or {correction}=, not both\")\n"
@@ -202,10 +213,10 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         guard.append(f"_reduced_count({first}, dim) > {correction}")
         factory.append(correction)
     kernels = ()
-    launched = f"kernel = {name}_kernel({', '.join([*factory, *(['power'] if 'p' in entry.args else []), templates.SPREAD_ROWS])})\n"
+    launched = f"kernel = {name}_kernel({', '.join([*factory, *(['power'] if 'p' in entry.fields.args else []), templates.SPREAD_ROWS])})\n"
     identity = _identity(entry)
-    if "p" in entry.args:
-        p = entry.args["p"]
+    if "p" in entry.fields.args:
+        p = entry.fields.args["p"]
         fro = f'2 if {p} == "fro" else ' if entry.param(p).default == "fro" else ""
         prologue += f"power = {fro}{p}\n"
         guard.append("type(power) in (int, float) and (0 < power or power == -math.inf)")
@@ -243,7 +254,7 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
 
 def _norm_kernel(entry: Entry, name: str, norm: str) -> Definition:
     """The kernel of a p-norm of infinite p: the amax / amin of |x| along each row."""
-    fp32 = ", in FP32" if entry.compute == "float32" else ""
+    fp32 = ", in FP32" if entry.fields.compute == "float32" else ""
     return templates.row_kernel(
         f"{name}_{norm}_kernel",
         f"The pypto.{NORMS[norm]} of |x| of each row of [rows, cols] tiles (count real cols){fp32}: the p-norm of p = {norm.replace('neg_', '-')}.",
@@ -258,17 +269,25 @@ def _norm_kernel(entry: Entry, name: str, norm: str) -> Definition:
 
 
 def _identity(entry: Entry) -> str:
-    return IDENTITIES[entry.output][entry.pypto]
+    return IDENTITIES[entry.fields.output][entry.pypto]
 
 
 def _what(entry: Entry) -> str:
-    if entry.output == "bool":
+    if entry.fields.output == "bool":
         return {"amin": "all-nonzero test", "amax": "any-nonzero test"}[entry.pypto]
-    if entry.output == "int64":
+    if entry.fields.output == "int64":
         extreme = f"{entry.pypto[1:]}imum"
-        return f"{extreme} and its first index" if "indices" in entry.args else f"first index of the {extreme}"
+        return f"{extreme} and its first index" if "indices" in entry.fields.args else f"first index of the {extreme}"
     if entry.pypto == "var":
-        return "standard deviation" if entry.args.get("then") else "variance"
-    if "p" in entry.args:
+        return "standard deviation" if entry.fields.args.get("then") else "variance"
+    if "p" in entry.fields.args:
         return "p-norm"
-    return "mean" if entry.average else f"pypto.{entry.pypto}"
+    return "mean" if entry.fields.average else f"pypto.{entry.pypto}"
+
+
+def fuse(builder, entry: Entry, bound, env) -> Operand:
+    """A plain row reduction in a fused region (along dim=-1, keepdim=True)."""
+    return builder.reduce(entry, bound, env)
+
+
+register(Family("reduction", ReductionFields, rewrite, problem, fuse=fuse))

@@ -7,14 +7,24 @@ adding the running total of the blocks before it (:func:`templates.scan_kernel`)
 
 from __future__ import annotations
 
-from typing import Mapping
+import dataclasses
+from typing import Literal, Mapping
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanFields(Fields):
+    """The table fields the scan family reads."""
+
+    compute: Literal["float32"] | None = field("float32 accumulates in FP32")
+
 
 PARAMS = ("input", "dim", "dtype")
 
@@ -39,7 +49,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
 
 
 def step(entry: Entry) -> Step:
-    return Step(entry.pypto, (("dim", "-1"),), entry.compute == "float32")
+    return Step(entry.pypto, (("dim", "-1"),), entry.fields.compute == "float32")
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
@@ -47,7 +57,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:
-    fp32 = ", in FP32" if entry.compute == "float32" else ""
+    fp32 = ", in FP32" if entry.fields.compute == "float32" else ""
     kernel = templates.scan_kernel(
         f"{entry.op}_kernel",
         f"pypto.{entry.pypto} along each row of [rows, cols] tiles, in column blocks{fp32}.",
@@ -69,3 +79,6 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         ("_scan_rows", f"{entry.op}_kernel"), prologue=f"out_dtype = {out_dtype}\n",
     )
     return kernel, SCAN_ROWS, wrapper
+
+
+register(Family("scan", ScanFields, rewrite, problem))

@@ -7,8 +7,8 @@ from typing import Callable, Mapping
 
 import libcst as cst
 
-from torch2pypto.mapping import Entry, Param
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.schema.entry import Entry, Param
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,15 +12,26 @@ two results, run torch.
 
 from __future__ import annotations
 
-from typing import Mapping
+import dataclasses
+from typing import Literal, Mapping
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class SortingFields(Fields):
+    """The table fields the sorting family reads."""
+
+    args: Mapping[str, str] = field("k = a parameter, or \"cols\" (the whole row: sort); largest = the order's parameter", {})
+    output: Literal["int64"] | None = field("int64: the indices only (argsort)")
+
 
 ARGS = ("k", "largest")
 
@@ -28,17 +39,15 @@ ARGS = ("k", "largest")
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "topk":
         return f"the sorting op is pypto.topk, not pypto.{entry.pypto}"
-    if entry.output not in (None, "int64"):
-        return f"output is int64 (the indices only) or none (values and indices), not {entry.output!r}"
     names = {p.name for p in entry.params}
-    if set(entry.args) != set(ARGS):
+    if set(entry.fields.args) != set(ARGS):
         return f"args: pypto.topk needs {', '.join(ARGS)}"
-    for keyword, param in entry.args.items():
+    for keyword, param in entry.fields.args.items():
         if param not in names and not (keyword == "k" and param == "cols"):
             return f"args.{keyword} = {param!r} is no parameter"
     if "dim" not in names:
         return "a sort takes a dim parameter"
-    used = {entry.params[0].name, "dim", *entry.args.values(), *entry.fallback, *entry.torch_only}
+    used = {entry.params[0].name, "dim", *entry.fields.args.values(), *entry.fallback, *entry.torch_only}
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is no argument of pypto.{entry.pypto}, fallback, torch_only nor rejected"
@@ -51,13 +60,13 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     x = entry.params[0].name
-    indices_only = entry.output == "int64"
+    indices_only = entry.fields.output == "int64"
     checks = fallback_checks(entry)
     guard = ["d is not None", f"_on_kernel_path({x})", f"_fits_whole_rows({x}, d, buffers=4)",
              f"not bool(torch.isnan({x}).any())", *checks]
-    k = "x.shape[1]" if entry.args["k"] == "cols" else entry.args["k"]
-    largest = entry.args["largest"]
-    if entry.args["k"] != "cols":
+    k = "x.shape[1]" if entry.fields.args["k"] == "cols" else entry.fields.args["k"]
+    largest = entry.fields.args["largest"]
+    if entry.fields.args["k"] != "cols":
         guard.insert(1, f"type({k}) is int and 0 < {k} <= {x}.shape[d]")
     program = [Apply("result, indices", Step("topk", fp32=True), ("x_tile", "k", "-1", "largest"))]
     launch = f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], count, bool({largest})), x, {{}}out)\n"
@@ -89,3 +98,6 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         prologue=f"d = _indexed_dim({x}, dim)\n",
     )
     return kernel, templates.INDICES, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
+
+
+register(Family("sorting", SortingFields, rewrite, problem))

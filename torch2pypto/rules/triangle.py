@@ -8,14 +8,24 @@ upper) and zeroes the rest with pypto.where. Leading dims fold into a stack of m
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
-from torch2pypto.mapping import Entry
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Step
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+
+@dataclasses.dataclass(frozen=True)
+class TriangleFields(Fields):
+    """The table fields the triangle family reads."""
+
+    args: Mapping[str, str] = field("keep = \"le\" (lower: tril) or \"ge\" (upper: triu)", {})
+
 
 KEEPS = {"le": "lower", "ge": "upper"}
 
@@ -30,10 +40,10 @@ def _col_minus_row(h, w, device):
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
-    if entry.args.get("keep") not in KEEPS or set(entry.args) != {"keep"}:
+    if entry.fields.args.get("keep") not in KEEPS or set(entry.fields.args) != {"keep"}:
         return 'args: keep = "le" (lower triangle) or "ge" (upper)'
-    if entry.pypto != f"{entry.args['keep']}+where":
-        return f'pypto names the ops: "{entry.args["keep"]}+where"'
+    if entry.pypto != f"{entry.fields.args['keep']}+where":
+        return f'pypto names the ops: "{entry.fields.args["keep"]}+where"'
     if tuple(p.name for p in wrapper_params(entry)) != ("input", "diagonal"):
         return "a triangle takes (input, diagonal) once rejected arguments are gone"
     if set(entry.dtypes) - {"float32", "float16", "bfloat16"}:
@@ -46,7 +56,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:
-    keep = entry.args["keep"]
+    keep = entry.fields.args["keep"]
     kernel = f"{entry.op}_kernel"
     side = KEEPS[keep]
     doc = f"The {side} triangle of each [h, w] matrix: pypto.{keep}(col - row, diagonal), pypto.where."
@@ -66,3 +76,6 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         guard, body, (kernel, "_col_minus_row"),
     )
     return templates.triangle_kernel(kernel, doc, Step(keep)), OFFSETS, wrapper
+
+
+register(Family("triangle", TriangleFields, rewrite, problem))

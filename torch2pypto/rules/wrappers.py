@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
-from torch2pypto.mapping import Entry, Param
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.schema.entry import Entry, Param
 
 PRELUDE_NEEDS = ("_on_kernel_path", "_launch", "_with_torch_grad")
 

@@ -25,6 +25,7 @@ from torch2pypto.rules import composite, elementwise, reduction
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, definitions, name_of, static_dtype
 from torch2pypto.rules.steps import Apply
+from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED
@@ -340,7 +341,7 @@ class _Built:
         if len(values) != len(names) or None in values:
             raise Unfusible(f"{op} takes {len(names)} operands")
         if not values[0].is_tile:
-            if entry.commutative:
+            if entry.fields.commutative:
                 values = values[::-1]
             elif op == "sub" and values[1].is_tile and infix:  # 1 - x as -x + 1: the same single rounding
                 negated = self.program.apply("neg", (Apply("result", elementwise.step(self.entry("neg")), ("input",)),), {"input": values[1]})
@@ -353,7 +354,7 @@ class _Built:
         label = f"x {_SYMBOL[op]} y" if op in _SYMBOL else op
         return self.program.apply(
             label, (Apply("result", step, tuple(names)),), dict(zip(names, values)),
-            fp32=entry.compute == "float32", bools=entry.bool_operands, result=entry.output,
+            fp32=entry.fields.compute == "float32", bools=entry.fields.bool_operands, result=entry.fields.output,
         )
 
     def call(self, node: ast.Call, env) -> Operand:
@@ -375,20 +376,9 @@ class _Built:
         for name, reason in entry.reject.items():
             if name in bound and _literal(bound[name]) != entry.param(name).default:
                 raise Unfusible(reason)
-        family = entry.family
-        if family == "elementwise" and not entry.inplace and not elementwise.constants(entry):
-            names = [p.name for p in elementwise.operands(entry)]
-            if set(bound) - set(names):
-                raise Unfusible("arguments beyond the operands")
-            result = self.elementwise(entry.op, [bound.get(n) for n in names], env, entry)
-        elif family == "cast":
-            result = self.cast(entry, bound, env)
-        elif family == "reduction":
-            result = self.reduce(entry, bound, env)
-        elif family == "composite":
-            result = self.composite(entry, bound, env)
-        else:
-            raise Unfusible(f"{entry.op} is of the {family} family")
+        result = family(entry.family).fuse(self, entry, bound, env) if entry.family else None
+        if result is None:
+            raise Unfusible(f"{entry.op} is of the {entry.family} family")
         if found.method is False and self.depth == 0 and node.func is not None:
             self._replace(node.func, found.api)  # the fallback spells the torch function fully
         if self.depth == 0:
@@ -401,8 +391,8 @@ class _Built:
         extra = set(bound) - {"input", "dtype", "other", "arg1"}
         if extra:
             raise Unfusible(f"{', '.join(sorted(extra))} of a cast")
-        if entry.target:
-            dtype = static_dtype(entry.target)
+        if entry.fields.target:
+            dtype = static_dtype(entry.fields.target)
         elif "other" in bound or ("arg1" in bound and self.finder.sites.inference.kind(bound["arg1"]) == TENSOR):
             dtype = self.dtype_of(bound.get("other", bound.get("arg1")), env)
         elif "dtype" in bound or "arg1" in bound:
@@ -437,7 +427,7 @@ class _Built:
         return self.program.dtype(self._leaf(node, "dtype", node.attr if type(node) is ast.Attribute else node.id))
 
     def reduce(self, entry: Entry, bound, env) -> Operand:
-        if entry.output or entry.pypto not in composite.REDUCERS or {"indices", "p"} & set(entry.args) or set(bound) - {"input", "dim", "keepdim"}:
+        if entry.fields.output or entry.pypto not in composite.REDUCERS or {"indices", "p"} & set(entry.fields.args) or set(bound) - {"input", "dim", "keepdim"}:
             raise Unfusible(f"{entry.op} is no plain row reduction")
         if _literal(bound.get("dim")) not in (-1, (-1,), [-1]) or _literal(bound.get("keepdim")) is not True:
             raise Unfusible("a reduction fuses along dim=-1 with keepdim=True")
@@ -445,8 +435,8 @@ class _Built:
         return self.program.apply(entry.op, steps, {"x_tile": self.value(bound["input"], env)}, fp32=True)
 
     def composite(self, entry: Entry, bound, env) -> Operand:
-        if entry.along:
-            if entry.param(entry.along).kinds != ("int",) or _literal(bound.get(entry.along)) != -1:
+        if entry.fields.along:
+            if entry.param(entry.fields.along).kinds != ("int",) or _literal(bound.get(entry.fields.along)) != -1:
                 raise Unfusible(f"{entry.op} fuses along dim=-1")
             if bound.get("dtype") is not None and _literal(bound["dtype"]) is not None:
                 raise Unfusible(f"{entry.op} with dtype=")

@@ -17,7 +17,7 @@ from typing import AbstractSet as Set, Callable
 import libcst as cst
 
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
-from torch2pypto.rules import RULES, CallSite, Converted, Unsupported
+from torch2pypto.rules import CallSite, Converted, Unsupported, rewrite_site
 from torch2pypto.rules.calls import in_tensor_form
 from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
@@ -290,7 +290,7 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
         args = cst_args(call) + cst_held(call, found.held)
     bound = bind(entry.params, args, receiver, entry.aliases)
     site = in_tensor_form(CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor")))
-    result = RULES[site.entry.family](site)
+    result = rewrite_site(site)
     if not isinstance(result, Converted):
         return result
     new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else result.call).with_changes(lpar=(), rpar=())

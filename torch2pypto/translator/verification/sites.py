@@ -16,9 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from torch2pypto.mapping import load_table, samples
+from torch2pypto.mapping import installed, load_table, samples
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
+from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
 from torch2pypto.translator.engine.fusion import Region
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
@@ -54,8 +55,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
             for param in conversion.params:
                 if param.name not in bound:
                     continue
-                tensor_dtype = other if args and entry.family == "cast" else dtype
-                tensor_dtype = torch.bool if param.name in entry.bool_operands else tensor_dtype
+                sampled = family(entry.family).operand_sample(entry, len(args), param.name)
+                tensor_dtype = {"same": dtype, "other": other, "bool": torch.bool}[sampled]
                 name = names.get(param.name)
                 param_shape = samples.operand_shape(entry, name, shape, dim) if name in ("y", "w") else shape
                 if name == "i":  # an index in range along the call's dim
@@ -153,6 +154,9 @@ def verify_translation(translation: Translation, console: Console, section: str)
     if not by_site:
         console.print("nothing to verify: no call site was converted")
         return True
+    wrong = _wrong_entries(translation)
+    for line in wrong:
+        console.print(f"table entry disagrees with the installed torch or pypto: {line}", markup=False, soft_wrap=True)
     outcomes = verify(section, [case for site_cases in by_site.values() for case in site_cases], whole=translation.code)
     results = collections.defaultdict(list)
     for outcome in outcomes:
@@ -175,7 +179,14 @@ def verify_translation(translation: Translation, console: Console, section: str)
     # the title names the file: a path is not wrapped (a table title would be, at the table's width)
     console.print(f"{translation.path}: CPU interpreter vs torch", markup=False, soft_wrap=True)
     console.print(table)
-    return ok
+    return ok and not wrong
+
+
+def _wrong_entries(translation: Translation) -> list[str]:
+    """What the checks against torch and pypto find wrong in the entries the translation uses."""
+    table = load_table()
+    used = {table.by_api[c.record.api].op for c in translation.conversions if c.record.api in table.by_api}
+    return installed.problems(table, used | {op for r in translation.regions for op in r.entries})
 
 
 def _worst(outcomes: list[Outcome], field: str) -> str:

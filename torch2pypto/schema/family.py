@@ -1,0 +1,83 @@
+"""The kernel family contract and the one registry of families.
+
+A family is one module of torch2pypto/rules that ends with ``register(Family(...))``: its name
+in the table, the dataclass of the fields it reads, and its hooks. Every hook is declared here,
+with its default; nothing is looked up by name. The table loader (mapping) and the engine both
+find a family through :func:`family`; this module imports only the entry types, so neither
+mapping nor rules sit below the other through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
+
+from torch2pypto.schema.entry import Entry, Fields, TableError
+
+if TYPE_CHECKING:
+    from torch2pypto.rules.site import CallSite, Converted, Unsupported
+
+OperandSample = Literal["same", "other", "bool"]
+
+
+def _no_problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    return None
+
+
+def _own_wrapper(entry: Entry) -> tuple[str, ...]:
+    return (f"pypto_{entry.op}",)
+
+
+def _no_parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:
+    return ()
+
+
+def _unfusible(builder: Any, entry: Entry, bound: Mapping[str, Any], env: Any) -> Any:
+    return None
+
+
+def _same_dtype(entry: Entry, position: int, name: str) -> OperandSample:
+    return "same"
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """How one family makes code for its entries.
+
+    ``rewrite``: a bound call site -> Converted (the replacement call and its definitions) or
+    Unsupported (why it stays torch). ``problem``: why the family cannot honour an entry, or None
+    (checked when the table loads). ``wrapper_names``: the generated wrappers whose calls are
+    converted sites of an entry. ``parts``: the op names of the entries an entry calls (a recipe's
+    steps, the swapped form of a number-first call); the loader attaches them. ``fuse``: the entry's tile steps in a fused
+    region (engine/fusion.py's builder, the entry, its bound ast arguments, the region's values),
+    or None if it does not fuse. ``operand_sample``: the dtype a sampled tensor operand (after the
+    input, at ``position``) gets in the tests and --verify: the case's (same), another float
+    dtype (other: a cast's dtype carrier) or bool.
+    """
+
+    name: str
+    fields: type[Fields]
+    rewrite: Callable[[CallSite], Converted | Unsupported]
+    problem: Callable[[Entry, Mapping[str, Entry]], str | None] = _no_problem
+    wrapper_names: Callable[[Entry], tuple[str, ...]] = _own_wrapper
+    parts: Callable[[Entry, Mapping[str, Entry]], tuple[str, ...]] = _no_parts
+    fuse: Callable[[Any, Entry, Mapping[str, Any], Any], Any] = _unfusible
+    operand_sample: Callable[[Entry, int, str], OperandSample] = _same_dtype
+
+
+FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()
+
+
+def register(new: Family) -> Family:
+    """Add a family to the registry (once per name)."""
+    if new.name in FAMILIES:
+        raise ValueError(f"family {new.name!r} is registered twice")
+    FAMILIES[new.name] = new
+    return new
+
+
+def family(name: str | None, op: str = "") -> Family:
+    """The registered family of that name; a TableError naming ``op`` if there is none."""
+    if name not in FAMILIES:
+        raise TableError(f"{op}: a mapped op names its kernel family ({', '.join(FAMILIES)}), not {name!r}")
+    return FAMILIES[name]
