@@ -96,17 +96,6 @@ def call_dim(entry: Entry, call: str | None) -> int | None:
     return dim if type(dim) is int else None
 
 
-def tolerance(entry: Entry, dtype: torch.dtype) -> dict[str, float]:
-    """assert_close's tolerances: its defaults, but a cube kernel sums k FP32 products in tile
-    order, not torch's, so FP32 results differ by a few ulps of the sum; half-precision
-    index_add's sums are rounded as torch rounds them on some paths only."""
-    if entry.pypto == "index_add" and dtype in (torch.float16, torch.bfloat16):
-        # repeated indices: the kernel sums in FP32 and rounds once; torch's CPU index_add does so
-        # for alpha=1 along the first or last dim, else rounds after each add (a few ulps apart)
-        return {"rtol": 1.6e-2, "atol": 8 * torch.finfo(dtype).eps}
-    return {"rtol": 1e-4, "atol": 1e-4} if entry.family == "cube" and dtype == torch.float32 else {}
-
-
 def dtypes(entry: Entry) -> list[torch.dtype]:
     return [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
 

@@ -19,6 +19,7 @@ import torch
 
 import torch2pypto
 from torch2pypto import Options, translate_source
+from torch2pypto.mapping.tolerance import region_tolerance
 from torch2pypto.translator.oracle.invariants import violations
 from torch2pypto.translator.verification.interpreter import counting
 
@@ -50,10 +51,6 @@ def module(code: str) -> types.ModuleType:
     return m
 
 
-def tolerance(dtype):
-    return {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
-
-
 def check(code: str, inputs, kernels: int = 1, *, name: str = "f", calls: int = 0):
     """Run ``name`` translated (interpreted) and original on ``inputs``: ``kernels`` fused kernels
     launch, and at most ``calls`` per-call ones (a cast to its own dtype launches none)."""
@@ -69,7 +66,7 @@ def check(code: str, inputs, kernels: int = 1, *, name: str = "f", calls: int = 
     got, expected = (got, expected) if isinstance(got, tuple) else ((got,), (expected,))
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
-        atol, rtol = tolerance(e.dtype)
+        atol, rtol = region_tolerance(e.dtype)
         torch.testing.assert_close(g.float(), e.float(), atol=atol, rtol=rtol)
     return translation
 

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 import torch2pypto
-from table_cases import TABLE, inputs, kernel_cases, load, snippet, tolerance
+from table_cases import TABLE, call_dim, inputs, kernel_cases, load, snippet
 from torch2pypto import translate_source
 from torch2pypto.mapping import build_table
+from torch2pypto.mapping.tolerance import equal_nan, tolerance
 from torch2pypto.translator.verification import interpreter
 
 pytestmark = pytest.mark.interpreter
@@ -60,9 +61,11 @@ def run_case(modules, entry, call, dtype, shapes, table=TABLE):
             continue
         assert sum(launched().values()) > 0, f"{call} on {dtype} {shape}: no kernel launched (torch fallback)"
         assert type(got) is type(expected)
+        atol, rtol = tolerance(entry, dtype, shape, call_dim(entry, call))
         for g, e in zip(*((got, expected) if isinstance(expected, tuple) else ((got,), (expected,)))):
             assert g.dtype == e.dtype and g.shape == e.shape and g.device == e.device
-            torch.testing.assert_close(g, e, **tolerance(entry, dtype), msg=lambda m: f"{call} on {dtype} {shape}: {m}")
+            torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=equal_nan(entry),
+                                       msg=lambda m: f"{call} on {dtype} {shape}: {m}")
         for name, value in kernel_inputs.items():
             assert (got is value) == (expected is torch_inputs[name]), f"{call}: aliasing of {name} differs"
             if isinstance(value, torch.Tensor):

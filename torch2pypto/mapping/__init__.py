@@ -143,6 +143,7 @@ class Entry:
     examples: Examples = Examples()
     sample: Sample = Sample()
     parts: Mapping[str, "Entry"] = dataclasses.field(default_factory=dict)  # entries a recipe calls
+    tolerance: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # dtype -> (atol, rtol): mapping.tolerance
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -226,6 +227,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
         sample=_sample(op, raw.pop("sample", {})),
+        tolerance=_tolerance(op, raw.pop("tolerance", {})),
         **raw,
     )
     _check(entry)
@@ -261,6 +263,15 @@ def _sample(op: str, raw: dict[str, Any]) -> Sample:
     if sample.domain not in DOMAINS:
         raise TableError(f"{op}: sample domain is one of {', '.join(DOMAINS)}, not {sample.domain!r}")
     return sample
+
+
+def _tolerance(op: str, raw: dict[str, Any]) -> Mapping[str, tuple[float, float]]:
+    """``tolerance = { bfloat16 = [atol, rtol] }``: the entry's own base tolerance for those dtypes."""
+    for dtype, pair in raw.items():
+        if dtype not in DTYPES or not (isinstance(pair, list) and len(pair) == 2 and all(
+                isinstance(v, (int, float)) and v >= 0 for v in pair)):
+            raise TableError(f"{op}: tolerance maps dtypes to [atol, rtol], not {dtype!r} = {pair!r}")
+    return MappingProxyType({dtype: tuple(pair) for dtype, pair in raw.items()})
 
 
 def _check(entry: Entry) -> None:
