@@ -153,6 +153,20 @@ def test_operands_the_kernel_does_not_take_run_the_fallback():
             torch.testing.assert_close(g, e)
 
 
+@pytest.mark.interpreter
+def test_an_empty_dtype_carrier_of_type_as_takes_the_kernel_path():
+    """Issue 20 item 3: ``y.type_as(like)`` reads only like's dtype, so an empty ``like`` (a dtype
+    carrier) launches the kernel: the fused region's and, without fusion, the cast's."""
+    code = typed("def f(y, like):\n    return (y * 2 + 1).type_as(like)\n")
+    like = torch.empty(0, dtype=torch.float16)
+    check(code, (tensor(7, 40), like))
+    translated = module(fused(code, Options(fuse=False)).code)
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        got = translated.f(tensor(7, 40), like)
+    assert launched()["cast_kernel.kernel"] == 1 and got.dtype == torch.float16
+
+
 def test_regions_report_ops_and_spans():
     translation = fused(RMSNORM)
     (region,) = translation.regions
