@@ -175,13 +175,13 @@ def verify_translation(translation: Translation, console: Console, section: str)
             if not o.ok:
                 failures[where, api, _kind(o), o.error].append(o.label.split(" ", 1)[1])
         if not results[site]:  # a region whose fallback needs an instance of a class the module does not name
-            failures[where, api, "not exercised", "no instance of its self's class can be made"].append("no case")
+            failures[where, api, "not exercised", "no instance of its self's class can be made"].append("")
     # the title names the file: a path is not wrapped (a table title would be, at the table's width)
     console.print(f"{translation.path}: CPU interpreter vs torch", markup=False, soft_wrap=True)
     console.print(table)
     for (where, api, kind, error), which in failures.items():  # whole numbers and reasons, never cut
         more = f" (and {len(which) - 1} more cases)" if len(which) > 1 else ""
-        console.print(f"{where} {api} {which[0]}{more}: {kind}: {error}", markup=False, soft_wrap=True, highlight=False)
+        console.print(f"{where} {api} {which[0]}".rstrip() + f"{more}: {kind}: {error}", markup=False, soft_wrap=True, highlight=False)
     return ok
 
 

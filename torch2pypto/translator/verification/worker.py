@@ -138,7 +138,7 @@ def _max_errors(got, ref) -> tuple[float | None, float | None]:
     ref = torch.cat([r.detach().double().flatten() for _, r in pairs])
     if not ref.numel():
         return 0.0, 0.0
-    diff = (got - ref).abs()
+    diff = torch.where((got == ref) | got.isnan() & ref.isnan(), 0.0, (got - ref).abs())  # inf and inf, NaN and NaN: 0
     rel = torch.where(diff == 0, 0.0, diff / ref.abs())
     return diff.max().item(), rel.max().item()
 
