@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 
 import torch
@@ -118,3 +119,13 @@ def kernel_cases(table=TABLE, matrix=False):
                 shapes = samples.shapes(entry, matrix) if i == 0 or matrix else samples.shapes(entry)[:1]
                 cases.append((entry, call, dtype, shapes))
     return cases
+
+
+def nonfinite_cases(table=TABLE):
+    """(entry, call, dtype, shapes): each float entry's first example on FP32 samples with inf,
+    -inf and NaN mixed in (whose results torch defines), on its first sample shape. Not the
+    sorting entries (sample domain "distinct"): their wrappers run torch on a row with a NaN."""
+    return [(dataclasses.replace(e, sample=dataclasses.replace(e.sample, domain="nonfinite")), e.examples.convert[0],
+             torch.float32, samples.shapes(e)[:1])
+            for e in table.entries.values()
+            if e.family and "float32" in e.dtypes and e.sample.domain not in ("nonfinite", "distinct")]
