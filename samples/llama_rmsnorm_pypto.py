@@ -202,9 +202,10 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), g
 
     It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
     `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
-    numbers, float dtypes, tensors `like` whose dtype it reads; all on the kernel path; unless
-    `grad`, autograd not recording (a region of several results keeps torch's gradients by
-    running torch). Any other mix runs the region's torch statements.
+    numbers, float dtypes; all on the kernel path; tensors `like` whose dtype only it reads (a
+    float dtype, on the rows' device; empty ones too: type_as's dtype carriers); unless `grad`,
+    autograd not recording (a region of several results keeps torch's gradients by running
+    torch). Any other mix runs the region's torch statements.
     """
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
@@ -221,7 +222,9 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), g
         return None
     if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return None
-    return shape if _on_kernel_path(*tensors) else None
+    if any(t.dtype not in _PYPTO_DTYPES or t.device != rows[0].device for t in like):
+        return None
+    return shape if _on_kernel_path(*rows, *vectors) else None
 
 
 def pypto_fused_forward_3d2561_5sites(hidden_states, variance_epsilon, weight, input_dtype):

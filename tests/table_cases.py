@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 
 import torch
@@ -96,17 +97,6 @@ def call_dim(entry: Entry, call: str | None) -> int | None:
     return dim if type(dim) is int else None
 
 
-def tolerance(entry: Entry, dtype: torch.dtype) -> dict[str, float]:
-    """assert_close's tolerances: its defaults, but a cube kernel sums k FP32 products in tile
-    order, not torch's, so FP32 results differ by a few ulps of the sum; half-precision
-    index_add's sums are rounded as torch rounds them on some paths only."""
-    if entry.pypto == "index_add" and dtype in (torch.float16, torch.bfloat16):
-        # repeated indices: the kernel sums in FP32 and rounds once; torch's CPU index_add does so
-        # for alpha=1 along the first or last dim, else rounds after each add (a few ulps apart)
-        return {"rtol": 1.6e-2, "atol": 8 * torch.finfo(dtype).eps}
-    return {"rtol": 1e-4, "atol": 1e-4} if entry.family == "cube" and dtype == torch.float32 else {}
-
-
 def dtypes(entry: Entry) -> list[torch.dtype]:
     return [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
 
@@ -129,3 +119,13 @@ def kernel_cases(table=TABLE, matrix=False):
                 shapes = samples.shapes(entry, matrix) if i == 0 or matrix else samples.shapes(entry)[:1]
                 cases.append((entry, call, dtype, shapes))
     return cases
+
+
+def nonfinite_cases(table=TABLE):
+    """(entry, call, dtype, shapes): each float entry's first example on FP32 samples with inf,
+    -inf and NaN mixed in (whose results torch defines), on its first sample shape. Not the
+    sorting entries (sample domain "distinct"): their wrappers run torch on a row with a NaN."""
+    return [(dataclasses.replace(e, sample=dataclasses.replace(e.sample, domain="nonfinite")), e.examples.convert[0],
+             torch.float32, samples.shapes(e)[:1])
+            for e in table.entries.values()
+            if e.family and "float32" in e.dtypes and e.sample.domain not in ("nonfinite", "distinct")]

@@ -19,6 +19,7 @@ import torch
 
 import torch2pypto
 from torch2pypto import Options, translate_source
+from torch2pypto.mapping.tolerance import region_tolerance
 from torch2pypto.translator.oracle.invariants import violations
 from torch2pypto.translator.verification.interpreter import counting
 
@@ -50,10 +51,6 @@ def module(code: str) -> types.ModuleType:
     return m
 
 
-def tolerance(dtype):
-    return {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
-
-
 def check(code: str, inputs, kernels: int = 1, *, name: str = "f", calls: int = 0):
     """Run ``name`` translated (interpreted) and original on ``inputs``: ``kernels`` fused kernels
     launch, and at most ``calls`` per-call ones (a cast to its own dtype launches none)."""
@@ -69,7 +66,7 @@ def check(code: str, inputs, kernels: int = 1, *, name: str = "f", calls: int = 
     got, expected = (got, expected) if isinstance(got, tuple) else ((got,), (expected,))
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
-        atol, rtol = tolerance(e.dtype)
+        atol, rtol = region_tolerance(e.dtype)
         torch.testing.assert_close(g.float(), e.float(), atol=atol, rtol=rtol)
     return translation
 
@@ -154,6 +151,20 @@ def test_operands_the_kernel_does_not_take_run_the_fallback():
         for g, e in zip(got, module(HEAD + code).f(x, y)):
             assert g.shape == e.shape and g.dtype == e.dtype
             torch.testing.assert_close(g, e)
+
+
+@pytest.mark.interpreter
+def test_an_empty_dtype_carrier_of_type_as_takes_the_kernel_path():
+    """Issue 20 item 3: ``y.type_as(like)`` reads only like's dtype, so an empty ``like`` (a dtype
+    carrier) launches the kernel: the fused region's and, without fusion, the cast's."""
+    code = typed("def f(y, like):\n    return (y * 2 + 1).type_as(like)\n")
+    like = torch.empty(0, dtype=torch.float16)
+    check(code, (tensor(7, 40), like))
+    translated = module(fused(code, Options(fuse=False)).code)
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        got = translated.f(tensor(7, 40), like)
+    assert launched()["cast_kernel.kernel"] == 1 and got.dtype == torch.float16
 
 
 def test_regions_report_ops_and_spans():

@@ -84,6 +84,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
         sample=_sample(op, raw.pop("sample", {})),
+        tolerance=_tolerance(op, raw.pop("tolerance", {})),
         fields=kind.load(op, own),
         **raw,
     )
@@ -102,6 +103,15 @@ def _examples(op: str, raw: dict[str, Any]) -> Examples:
         except SyntaxError as exc:
             raise TableError(f"{op}: example {call!r} is not an expression") from exc
     return examples
+
+
+def _tolerance(op: str, raw: dict[str, Any]) -> Mapping[str, tuple[float, float]]:
+    """``tolerance = { bfloat16 = [atol, rtol] }``: the entry's own base tolerance for those dtypes."""
+    for dtype, pair in raw.items():
+        if dtype not in DTYPES or not (isinstance(pair, list) and len(pair) == 2 and all(
+                isinstance(v, (int, float)) and v >= 0 for v in pair)):
+            raise TableError(f"{op}: tolerance maps dtypes to [atol, rtol], not {dtype!r} = {pair!r}")
+    return MappingProxyType({dtype: tuple(pair) for dtype, pair in raw.items()})
 
 
 def _sample(op: str, raw: dict[str, Any]) -> Sample:

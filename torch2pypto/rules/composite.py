@@ -40,7 +40,7 @@ from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step, row_reduction
 from torch2pypto.rules import elementwise
 from torch2pypto.schema.entry import Entry, Fields, Param, TableError, field
-from torch2pypto.schema.family import Family, register
+from torch2pypto.schema.family import Family, length_over, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -496,4 +496,13 @@ def fuse(builder, entry: Entry, bound, env) -> Operand:
     return builder.composite(entry, bound, env)
 
 
-register(Family("composite", CompositeFields, rewrite, problem, parts=parts, fuse=fuse))
+def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
+    """A row recipe's row: the normalized shape's (the last dim here) or ``dim``'s values."""
+    along = entry.fields.along
+    if not along:
+        return 1
+    return shape[-1] if along == "normalized_shape" else length_over(shape, dim)
+
+
+register(Family("composite", CompositeFields, rewrite, problem, parts=parts, fuse=fuse, accumulates="sum",
+                reduced_length=reduced_length))

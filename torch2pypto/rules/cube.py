@@ -145,4 +145,9 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
     return dataclasses.replace(wrapper, imports=("math",))
 
 
-register(Family("cube", CubeFields, rewrite, problem))
+def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
+    """A matmul's K: its input's last dim."""
+    return shape[-1]
+
+
+register(Family("cube", CubeFields, rewrite, problem, accumulates="sum", reduced_length=reduced_length))

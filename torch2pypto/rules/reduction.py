@@ -32,7 +32,7 @@ from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
-from torch2pypto.schema.family import Family, register
+from torch2pypto.schema.family import Family, length_over, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,4 +290,5 @@ def fuse(builder, entry: Entry, bound, env) -> Operand:
     return builder.reduce(entry, bound, env)
 
 
-register(Family("reduction", ReductionFields, rewrite, problem, fuse=fuse))
+register(Family("reduction", ReductionFields, rewrite, problem, fuse=fuse, accumulates="sum",
+                reduced_length=lambda entry, shape, dim: length_over(shape, dim)))

@@ -16,7 +16,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
-from torch2pypto.schema.family import Family, register
+from torch2pypto.schema.family import Family, length_over, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,4 +81,5 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     return kernel, SCAN_ROWS, wrapper
 
 
-register(Family("scan", ScanFields, rewrite, problem))
+register(Family("scan", ScanFields, rewrite, problem, accumulates="sum",
+                reduced_length=lambda entry, shape, dim: length_over(shape, dim)))

@@ -185,6 +185,7 @@ class Entry:
     examples: Examples = Examples()
     sample: Sample = Sample()
     parts: Mapping[str, "Entry"] = dataclasses.field(default_factory=dict)  # entries a recipe calls
+    tolerance: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # dtype -> (atol, rtol): mapping.tolerance
     fields: Fields = Fields()  # the fields its family reads (its Fields subclass)
 
     def param(self, name: str) -> Param:

@@ -10,6 +10,7 @@ mapping nor rules sit below the other through it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 from torch2pypto.schema.entry import Entry, Fields, TableError
@@ -40,6 +41,18 @@ def _same_dtype(entry: Entry, position: int, name: str) -> OperandSample:
     return "same"
 
 
+def _one_value(entry: Entry, shape: tuple[int, ...], dim: Any) -> int:
+    return 1
+
+
+def length_over(shape: tuple[int, ...], dim: int | tuple[int, ...] | None) -> int:
+    """How many values of ``shape`` lie along ``dim`` (None, or dims it does not have: all)."""
+    dims = (dim,) if isinstance(dim, int) else dim
+    if dims is None or not all(-len(shape) <= d < len(shape) for d in dims):
+        return math.prod(shape)
+    return math.prod(shape[d] for d in dims)
+
+
 @dataclasses.dataclass(frozen=True)
 class Family:
     """How one family makes code for its entries.
@@ -52,7 +65,9 @@ class Family:
     region (engine/fusion.py's builder, the entry, its bound ast arguments, the region's values),
     or None if it does not fuse. ``operand_sample``: the dtype a sampled tensor operand (after the
     input, at ``position``) gets in the tests and --verify: the case's (same), another float
-    dtype (other: a cast's dtype carrier) or bool.
+    dtype (other: a cast's dtype carrier) or bool. ``accumulates``: what one result element
+    gathers over ``reduced_length`` values of an input of that shape reduced along the call's
+    ``dim`` ("sum", "product" or None), which widens its tolerance (mapping.tolerance).
     """
 
     name: str
@@ -63,6 +78,8 @@ class Family:
     parts: Callable[[Entry, Mapping[str, Entry]], tuple[str, ...]] = _no_parts
     fuse: Callable[[Any, Entry, Mapping[str, Any], Any], Any] = _unfusible
     operand_sample: Callable[[Entry, int, str], OperandSample] = _same_dtype
+    accumulates: Literal["sum", "product"] | None = None
+    reduced_length: Callable[[Entry, tuple[int, ...], Any], int] = _one_value
 
 
 FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()

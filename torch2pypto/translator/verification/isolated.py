@@ -30,13 +30,15 @@ NOT_EXERCISED = "not exercised: no kernel launched (the wrapper took its torch p
 @dataclass(frozen=True)
 class Case:
     """Call `wrapper` (a name in the module) with `args` and `kwargs`; `label` names it in reports;
-    `tolerance`: (atol, rtol) of the comparison, None for torch.testing.assert_close's defaults."""
+    `tolerance`: (atol, rtol) of the comparison, None for torch.testing.assert_close's defaults;
+    `equal_nan`: NaN compares equal (non-finite samples)."""
 
     label: str
     wrapper: str
     args: tuple
     kwargs: dict
     tolerance: tuple[float, float] | None = None
+    equal_nan: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ class Instance:
 @dataclass
 class Outcome:
     """How a case went: interpreter vs torch error (None if not comparable), the reason if not ok,
-    and how many kernels it launched (a case that launched none proves nothing)."""
+    how many kernels it launched (a case that launched none proves nothing) and `used`, the
+    largest difference as a share of the one its tolerance allows there (over 1: a mismatch)."""
 
     label: str
     ok: bool
@@ -61,6 +64,7 @@ class Outcome:
     seconds: float
     error: str | None
     launched: int = 0
+    used: float | None = None
 
 
 def verify(module_source: str, cases: list[Case], timeout: float = 300, whole: str = "") -> list[Outcome]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import math
 
 import libcst as cst
 import torch
@@ -17,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from torch2pypto.mapping import installed, load_table, samples
+from torch2pypto.mapping.tolerance import equal_nan, region_tolerance, tolerance
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
 from torch2pypto.schema.family import family
@@ -35,7 +37,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
 
     Inputs come from the entry's sample hints (:mod:`torch2pypto.mapping.samples`): the first
     tensor has the case's shape, other tensor operands match it, a cast's ``other`` has another
-    dtype. Each case's label starts with ``key`` (unique per call site), then says what it runs.
+    dtype. Each case's label is ``key`` (unique per call site), its dtype and its shape; it is
+    compared within the entry's tolerance (:mod:`torch2pypto.mapping.tolerance`).
     """
     record = conversion.record
     bound = bind(conversion.params, cst_args(conversion.call))
@@ -44,8 +47,9 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     entry = table.by_wrapper.get(wrapper) or table.by_api[record.api]  # clamp(x, min=t): its tensor form's
     kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
     names = _sample_names(entry)
-    dim = literal(bound["dim"]) if "dim" in bound else None  # an index's dim: the call's if it is a literal
-    dim = dim if type(dim) is int else None
+    dims = literal(bound["dim"]) if "dim" in bound else None  # the call's dim if it is a literal
+    dim = dims if type(dims) is int else None  # an index's
+    dims = dims if dim is not None or isinstance(dims, tuple) and all(type(d) is int for d in dims) else None
     result = []
     for i, dtype in enumerate(kernel_dtypes):
         other = kernel_dtypes[(i + 1) % len(kernel_dtypes)]
@@ -67,14 +71,12 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                     args.append(value)
                 else:
                     kwargs[param.name] = value
-            label = f"{key} {record.location} {record.api} {dtype_name(dtype)} {list(shape)}"
-            result.append(Case(label, wrapper, tuple(args), kwargs))
+            label = f"{key} {dtype_name(dtype)} {list(shape)}"
+            result.append(Case(label, wrapper, tuple(args), kwargs, tolerance(entry, dtype, shape, dims), equal_nan(entry)))
     return result
 
 
 FUSED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what a fused wrapper hands its kernel
-# (atol, rtol) of a region: each op may round its dtype's last bit apart from torch's, and the next ops carry it
-FUSED_TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
 _DOMAINS = ("positive", "unit", "nonfinite")  # a region samples in the first of these an entry of it has
 
 
@@ -85,7 +87,7 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     domain of the region's entries (the narrowest their sample hints name); Python numbers are
     0.5, dtypes the case's; ``self`` an :class:`Instance` of the region's class holding the
     operands read from it. No cases if the fallback reads ``self`` of no class the module names.
-    Compared within :data:`FUSED_TOLERANCE`, as tests/test_fusion.py compares them.
+    Compared within :func:`region_tolerance`, as tests/test_fusion.py compares them.
     """
     table = load_table()
     entries = [table.entries[op] for op in region.entries]
@@ -105,8 +107,8 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
             if region.owner is not None:
                 attrs = tuple((p.source.removeprefix("self."), i) for i, p in enumerate(region.params) if p.source.startswith("self."))
                 args = [Instance(region.owner, attrs) if p.kind == "self" else a for p, a in zip(region.params, args)]
-            label = f"{key} {region.path}:{region.span[0]} {region.wrapper} {dtype_name(dtype)} {list(shape)}"
-            result.append(Case(label, region.wrapper, tuple(args), {}, FUSED_TOLERANCE[dtype]))
+            label = f"{key} {dtype_name(dtype)} {list(shape)}"
+            result.append(Case(label, region.wrapper, tuple(args), {}, region_tolerance(dtype), equal_nan(entry)))
     return result
 
 
@@ -147,7 +149,8 @@ def _value(entry, kinds, expr, shape, dtype, other, generator):
 
 
 def verify_translation(translation: Translation, console: Console, section: str) -> bool:
-    """Verify every converted call site and fused region; print max errors per site and region;
+    """Verify every converted call site and fused region; print a row per site and region (its
+    worst case: dtype, max abs error, share of its tolerance used) and a line per failed case;
     True if all match (a region whose kernel never ran is not ok)."""
     by_site = {str(i): cases(c, str(i)) for i, c in enumerate(translation.conversions)}
     by_site |= {f"r{i}": region_cases(r, f"r{i}") for i, r in enumerate(translation.regions)}
@@ -162,23 +165,27 @@ def verify_translation(translation: Translation, console: Console, section: str)
     for outcome in outcomes:
         results[outcome.label.split(" ", 1)[0]].append(outcome)
     table = Table()
-    for column in ("line:col", "torch API", "cases", "max abs", "max rel", "result"):
-        table.add_column(column, justify="right" if column.startswith(("max", "cases")) else "left")
+    for column in ("line:col", "torch API", "cases", "worst", "max abs", "of tol", "result"):  # worst: its dtype
+        table.add_column(column, justify="right" if column in ("cases", "max abs", "of tol") else "left",
+                         overflow="fold", no_wrap=column == "torch API")
     rows = [(str(i), f"{c.record.line}:{c.record.column}", c.record.api) for i, c in enumerate(translation.conversions)]
     rows += [(f"r{i}", f"{r.span[0]}:{r.span[1] + 1}", f"fused region, {len(r.ops)} ops") for i, r in enumerate(translation.regions)]
-    ok = True
+    ok, failures = True, collections.defaultdict(list)
     for site, where, api in rows:
         site_ok = bool(results[site]) and all(o.ok for o in results[site])
         ok &= site_ok
-        exercised = any(o.launched for o in results[site])
+        table.add_row(where, escape(api), str(len(results[site])), *_worst(results[site]), _verdict(results[site]))
+        for o in results[site]:
+            if not o.ok:
+                failures[where, api, _kind(o), o.error].append(o.label.split(" ", 1)[1])
         if not results[site]:  # a region whose fallback needs an instance of a class the module does not name
-            verdict = "[yellow]not exercised[/] (no instance of its self)"
-        else:
-            verdict = "[green]ok[/]" if site_ok else _failure(results[site]) if exercised else "[yellow]not exercised[/]"
-        table.add_row(where, escape(api), str(len(results[site])), _worst(results[site], "max_abs"), _worst(results[site], "max_rel"), verdict)
+            failures[where, api, "not exercised", "no instance of its self's class can be made"].append("")
     # the title names the file: a path is not wrapped (a table title would be, at the table's width)
     console.print(f"{translation.path}: CPU interpreter vs torch", markup=False, soft_wrap=True)
     console.print(table)
+    for (where, api, kind, error), which in failures.items():  # whole numbers and reasons, never cut
+        more = f" (and {len(which) - 1} more cases)" if len(which) > 1 else ""
+        console.print(f"{where} {api} {which[0]}".rstrip() + f"{more}: {kind}: {error}", markup=False, soft_wrap=True, highlight=False)
     return ok and not wrong
 
 
@@ -189,11 +196,27 @@ def _wrong_entries(translation: Translation) -> list[str]:
     return installed.problems(table, used | {op for r in translation.regions for op in r.entries})
 
 
-def _worst(outcomes: list[Outcome], field: str) -> str:
-    values = [getattr(o, field) for o in outcomes if getattr(o, field) is not None]
-    return f"{max(values):.3g}" if values else "-"
+def _worst(outcomes: list[Outcome]) -> list[str]:
+    """The dtype, max abs error and share of its tolerance of the case that used most of it."""
+    compared = [o for o in outcomes if o.used is not None]
+    if not compared:
+        return ["-", "-", "-"]
+    worst = max(compared, key=lambda o: o.used)
+    return [worst.label.split(" ")[1], f"{worst.max_abs:.3g}", f"{worst.used:.0%}" if worst.used < math.inf else "inf"]
 
 
-def _failure(outcomes: list[Outcome]) -> str:
-    error = next((o.error.splitlines()[0] for o in outcomes if o.error and o.error != NOT_EXERCISED), "")
-    return f"[red]MISMATCH[/] {error}" if error else "[yellow]not exercised[/] (some cases)"
+def _kind(outcome: Outcome) -> str:
+    """What went wrong in a failed case: a result outside its tolerance, a case whose wrapper took
+    its torch path, or an error (a kernel that failed to compile or run, a crash)."""
+    if outcome.error == NOT_EXERCISED:
+        return "not exercised"
+    return "MISMATCH" if outcome.max_abs is not None else "error"
+
+
+def _verdict(outcomes: list[Outcome]) -> str:
+    kinds = {_kind(o) for o in outcomes if not o.ok} if outcomes else {"not exercised"}
+    if not kinds:
+        return "[green]ok[/]"
+    if kinds != {"not exercised"}:
+        return " and ".join(f"[red]{k}[/]" for k in ("error", "MISMATCH") if k in kinds)
+    return "[yellow]not exercised[/]" + ("" if all(not o.ok for o in outcomes) else " (some cases)")

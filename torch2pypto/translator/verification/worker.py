@@ -8,6 +8,7 @@ line on stdout. Stops after a kernel failure, since that poisons the process.
 import functools
 import importlib.util
 import json
+import math
 import os
 import sys
 import time
@@ -17,6 +18,7 @@ from dataclasses import asdict
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from torch2pypto.mapping.tolerance import BASE
 from torch2pypto.translator.verification import interpreter
 from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Instance, Outcome
 
@@ -89,14 +91,15 @@ def run_case(module, case: Case) -> Outcome:
         return Outcome(case.label, False, None, None, elapsed(), error)
     count = sum(launched().values())
     max_abs, max_rel = _max_errors(got, ref)
+    used, worst = _worst(got, ref, case.tolerance, case.equal_nan)
     try:
         atol, rtol = case.tolerance or (None, None)
-        torch.testing.assert_close(got, ref, atol=atol, rtol=rtol)
+        torch.testing.assert_close(got, ref, atol=atol, rtol=rtol, equal_nan=case.equal_nan)
     except AssertionError as exc:
-        return Outcome(case.label, False, max_abs, max_rel, elapsed(), _one_line(exc), count)
+        return Outcome(case.label, False, max_abs, max_rel, elapsed(), worst or _one_line(exc), count, used)
     if not count and not any(got is a for a in args):  # a no-op (a cast to its own dtype) returns its input
-        return Outcome(case.label, False, max_abs, max_rel, elapsed(), NOT_EXERCISED, count)
-    return Outcome(case.label, True, max_abs, max_rel, elapsed(), None, count)
+        return Outcome(case.label, False, max_abs, max_rel, elapsed(), NOT_EXERCISED, count, used)
+    return Outcome(case.label, True, max_abs, max_rel, elapsed(), None, count, used)
 
 
 def _fresh(tree):
@@ -135,9 +138,37 @@ def _max_errors(got, ref) -> tuple[float | None, float | None]:
     ref = torch.cat([r.detach().double().flatten() for _, r in pairs])
     if not ref.numel():
         return 0.0, 0.0
-    diff = (got - ref).abs()
+    diff = torch.where((got == ref) | got.isnan() & ref.isnan(), 0.0, (got - ref).abs())  # inf and inf, NaN and NaN: 0
     rel = torch.where(diff == 0, 0.0, diff / ref.abs())
     return diff.max().item(), rel.max().item()
+
+
+def _worst(got, ref, tolerance: tuple[float, float] | None, equal_nan: bool) -> tuple[float | None, str | None]:
+    """How much of its tolerance the result uses at its worst element (None if shapes differ) and,
+    if more than all of it, that element: the result's dtype and shape, the element's index, got,
+    expected and the tolerance (None: assert_close's defaults for the result's dtype)."""
+    pairs = [(g.detach(), r.detach()) for g, r in zip(tree_leaves(got), tree_leaves(ref))
+             if isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor)]
+    if not pairs or any(g.shape != r.shape for g, r in pairs):
+        return None, None
+    used, worst = 0.0, None
+    for g, r in pairs:
+        atol, rtol = tolerance or BASE.get(r.dtype, (0.0, 0.0))
+        g64, r64 = g.double(), r.double()
+        close = torch.isclose(g64, r64, rtol=rtol, atol=atol, equal_nan=equal_nan)
+        diff, allowed = (g64 - r64).abs(), atol + rtol * r64.abs()  # diff NaN where both are inf, or NaN
+        share = torch.where(close, (diff / allowed).nan_to_num(0.0).clamp(max=1), (diff / allowed).nan_to_num(math.inf, posinf=math.inf))
+        excess = torch.where(close, diff - allowed, (diff - allowed).nan_to_num(math.inf, posinf=math.inf))
+        if share.numel() and share.max().item() > used:
+            used, worst = share.max().item(), (g, r, excess.flatten().argmax().item(), atol, rtol, (~close).sum().item())
+    if used <= 1:
+        return used, None
+    g, r, flat, atol, rtol, differ = worst
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), g.shape))
+    got_value, expected = g.flatten()[flat].item(), r.flatten()[flat].item()
+    return used, (f"{str(r.dtype).removeprefix('torch.')} {list(r.shape)}: {differ} of {r.numel()} elements differ; "
+                  f"the worst at {index}: got {got_value:.9g}, expected {expected:.9g}, |diff| "
+                  f"{abs(got_value - expected):.3g} > atol {atol:.3g} + rtol {rtol:.3g} * |expected|")
 
 
 def _one_line(exc: BaseException) -> str:

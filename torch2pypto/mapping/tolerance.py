@@ -1,0 +1,50 @@
+"""How close a kernel's result must come to torch's: one policy for the generated kernel tests,
+``translate --verify`` and ``scripts/models.py``.
+
+An entry's (atol, rtol) for a dtype start from torch.testing.assert_close's defaults (exact for
+integers and bool), or from the entry's own ``tolerance`` in ops.toml. A kernel that sums n
+values (a reduction, a scan, a row recipe, matmul's K) adds them in another order than torch,
+whose results then differ by up to n units of FP32 rounding: atol grows to n * eps, and rtol as
+well, as the sum's size is the values' (each family says what it accumulates and over how
+many values; a product of n values moves its relative error alike). A fused region rounds once per op, and
+the next ops carry that: :func:`region_tolerance`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from torch2pypto.schema.family import family
+
+# assert_close's defaults, by dtype: about one unit in the last place for the half types
+BASE = {torch.float32: (1e-5, 1.3e-6), torch.float16: (1e-5, 1e-3), torch.bfloat16: (1e-5, 1.6e-2)}
+# a region: each op may round its dtype's last bit apart from torch's, and the next ops carry it
+REGION = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+_EPS = torch.finfo(torch.float32).eps  # the kernels accumulate in FP32
+
+
+def tolerance(entry, dtype: torch.dtype, shape=(), dim: int | tuple[int, ...] | None = None) -> tuple[float, float]:
+    """(atol, rtol) for ``entry``'s kernel on inputs of ``dtype`` whose first tensor has ``shape``,
+    reducing ``dim`` where the call gives it (its family's ``reduced_length``)."""
+    override = entry.tolerance.get(str(dtype).removeprefix("torch."))
+    atol, rtol = override or BASE.get(dtype, (0.0, 0.0))
+    if not dtype.is_floating_point:
+        return atol, rtol
+    kind = family(entry.family, entry.op).accumulates if entry.family else None
+    grown = (family(entry.family).reduced_length(entry, tuple(shape), dim) if kind and shape else 1) * _EPS
+    if kind == "sum":
+        return max(atol, grown), max(rtol, grown)
+    return (atol, max(rtol, grown)) if kind == "product" else (atol, rtol)
+
+
+def equal_nan(entry) -> bool:
+    """Whether NaN compares equal to NaN: on the entry's non-finite samples (inf - inf is NaN in
+    both), where a float result may well be NaN."""
+    return entry.sample.domain == "nonfinite"
+
+
+def region_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) of a fused region's (or a whole model's) result in ``dtype``."""
+    return REGION.get(dtype, (0.0, 0.0))
