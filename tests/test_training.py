@@ -1,13 +1,11 @@
 """Training under ``interpreted()``: with autograd recording, kernels compute the forward and the
 gradients are torch's, whatever the caller does with a kernel's result or its inputs."""
 
-import importlib.util
-
 import pytest
 import torch
 
 import torch2pypto
-from helpers import sample, translate
+from helpers import load, sample, translate
 from torch2pypto.translator.verification.interpreter import counting
 
 pytestmark = pytest.mark.interpreter
@@ -45,16 +43,8 @@ def exp(x: torch.Tensor):
 def translated(tmp_path_factory):
     """The translated and the original module (from files: PyPTO reads a kernel's source)."""
     folder = tmp_path_factory.mktemp("training")
-    return tuple(_load(folder / f"{name}.py", code) for name, code in
+    return tuple(load(folder / f"{name}.py", code) for name, code in
                  (("training_block", translate(BLOCK).code), ("original_block", BLOCK)))
-
-
-def _load(path, code):
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _loss_and_grads(model, x):
