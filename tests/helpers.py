@@ -1,5 +1,7 @@
 """Shared test helpers: translate snippets, run them on CPU."""
 
+import importlib.util
+
 import torch
 
 from torch2pypto import Options, translate_source
@@ -23,3 +25,12 @@ def run(code: str, **names):
 def sample(*shape, dtype=torch.float32, positive=False, seed=0):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
     return (x.abs() + 0.5 if positive else x).to(dtype)
+
+
+def load(path, code: str):
+    """Write module `code` to `path` and import it (PyPTO reads a kernel's source from its file)."""
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

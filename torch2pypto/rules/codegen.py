@@ -207,13 +207,19 @@ def _in_place_ok(input, *others):
         "_TorchGradient",
         '''\
 class _TorchGradient(torch.autograd.Function):
-    """The kernel's result forward; backward, torch's gradient of the original expression."""
+    """The kernel's result forward; backward, torch's gradient of the original expression.
+
+    The result is the Function's own tensor, as torch's op gives: autograd forbids changing in place
+    an output that is a view (a kernel's result is one of its padded buffer, which is detached
+    from it) or an input's storage (which is copied)."""
 
     @staticmethod
     def forward(ctx, kernel_path, torch_path, *args):
         ctx.torch_path = torch_path
         ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-        return kernel_path(*args)
+        result = kernel_path(*args)
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        return result.clone() if result.untyped_storage().data_ptr() in inputs else result.detach()
 
     @staticmethod
     def backward(ctx, grad):

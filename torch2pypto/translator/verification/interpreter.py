@@ -191,7 +191,9 @@ def _patch_verify_data() -> None:
 def run_kernel(kernel, *args) -> None:
     """Run `kernel` on `args` (CPU tensors, inputs then outputs) and write its results into them.
 
-    As with an NPU launch, every tensor argument ends up holding what the kernel left in it.
+    As with an NPU launch, every tensor argument ends up holding what the kernel left in it; only
+    those the kernel changed are written, so an input keeps its autograd version (a tensor torch
+    saved for backward, or a Function's output, may be read by a kernel).
     Raises KernelError if the kernel fails; PyPTO cannot run further kernels in this process then.
     """
     global _poisoned
@@ -214,9 +216,14 @@ def run_kernel(kernel, *args) -> None:
         _clean(work)
     with torch.no_grad():
         for arg, result in zip(args, staged):
-            if isinstance(arg, torch.Tensor):
+            if isinstance(arg, torch.Tensor) and not _same_bits(arg, result):
                 arg.copy_(result)
     LAUNCHES[name] += 1
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether `a` and `b` (of one dtype and shape) hold the same bytes (NaNs included)."""
+    return torch.equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8))
 
 
 def counting():
