@@ -42,6 +42,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from torch2pypto import Translation, interpreted, translate_source
+from torch2pypto.mapping.tolerance import MODEL_FACTOR as FACTOR
+from torch2pypto.mapping.tolerance import MODEL_TOLERANCE as TOLERANCE
 from torch2pypto.translator.engine.report import CONVERTED
 from torch2pypto.translator.run.json_report import STATUS_NAMES
 from torch2pypto.translator.verification.interpreter import counting, setup
@@ -80,22 +82,6 @@ MODELS = {
 # Sequences of odd length (tail row tiles); a batch of two rows of ids.
 BATCH, SEQUENCE = 2, 7
 
-# FP32 tolerance of the logits, the loss and the gradients: the kernels compute in FP32 like torch
-# but reduce in another order, so FP32 logits (|logit| < ~2 here) may differ by some hundred
-# units in the last place after two layers.
-TOLERANCE = 1e-4
-
-# Low precision (bfloat16: 8 bits of mantissa) departs from FP32 in every op, and a kernel that
-# rounds once where torch rounds twice, or sums in another order, lands an element near a tie
-# on the other bf16 neighbour; later layers grow such a flip as they grow torch's own rounding.
-# An absolute tolerance cannot tell that from a wrong rounding. The FP32 forward of the same
-# weights can: a translated forward must stay within FACTOR times the original's own distance
-# from it (largest and root-mean-square), and pick the reference's token wherever the
-# reference's choice leads by more than twice the distance the check allows. A kernel rounding
-# toward zero instead of to nearest doubles the distance of its results (up to one ulp instead
-# of half of one), and the logits are one kernel's results; grown near-tie flips stayed below
-# the original's own distance (RoBERTa 0.45 of it, T5 0.8).
-FACTOR = 1.5
 
 
 @dataclasses.dataclass(frozen=True)
