@@ -1212,12 +1212,19 @@ class Inference:
         if dtype:
             return dtype
         bindings = self._index.bindings(name)
-        if not bindings or any(b.kind != ASSIGN for b in bindings):
-            return None
-        values = [self.static_dtype(b.value) for b in bindings if b.value is not name]
+        values = [self._binding_dtype(b) for b in bindings if b.value is not name]
         if not values or None in values:
             return None
         return values[0] if len(set(values)) == 1 else "?"
+
+    def _binding_dtype(self, binding: Binding) -> str | None:
+        """What a binding makes a name: an assigned dtype, or a dtype not known statically for a
+        name declared ``torch.dtype`` (``def f(x, dtype: torch.dtype)``)."""
+        if binding.kind == ASSIGN:
+            return self.static_dtype(binding.value)
+        if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None and not _is_vararg(binding):
+            return "?" if _DTYPE_CLASS in self._index.import_names(self._parsed(binding.annotation)) else None
+        return None
 
     def torch_name(self, node: ast.AST) -> str | None:
         """A name that reaches the torch package at ``node`` (``torch`` if free there)."""
@@ -1505,6 +1512,7 @@ def _written_names(expr: ast.expr) -> set[str]:
     """A dotted name as written (torch.toml's annotations spell absolute names)."""
     return {ast.unparse(expr)} if is_dotted(expr) else set()
 _DATACLASS = frozenset({"dataclasses.dataclass"})
+_DTYPE_CLASS = "torch.dtype"  # the class of dtypes, as an annotation names it
 _IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
 
 
