@@ -38,7 +38,7 @@ import corpus  # noqa: E402 - the harness next to this script: fetch, file list,
 from torch2pypto.translator.engine.translate import translate_source  # noqa: E402
 
 PACONVERT = 7_500  # lines/s per core: PaConvert (ast-based, formatting off) on this corpus
-TARGET_RATIO = 1.3  # translate within 1.3x the time of libcst parse + code generation
+TARGET_RATIO = 0.4  # translate within 0.4x the time of libcst parse + code generation, per core (issue 21)
 TARGET_SECONDS = 60  # the whole corpus at -j2
 
 
@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     a1, a2 = took["(a) libcst parse + code, 1 process"], took["(a) libcst parse + code, 2 processes"]
     b1, b2 = took["(b) translate CLI -j1"], took["(b) translate CLI -j2"]
     per_core = total / took["(b) translate_source in-process, 1 core"]
-    print(f"\nratio b/a (time): -j1 {b1 / a1:.2f}x, -j2 {b2 / a2:.2f}x   (target: within {TARGET_RATIO}x)")
+    in_process = took["(b) translate_source in-process, 1 core"] / a1
+    print(f"\nratio b/a (time): -j1 {b1 / a1:.2f}x, -j2 {b2 / a2:.2f}x, in-process {in_process:.2f}x   (target: within {TARGET_RATIO}x)")
     print(f"per core: translate_source {per_core:,.0f} lines/s, PaConvert {PACONVERT:,}   (target: at least PaConvert)")
     print(f"translate -j2, {total:,} lines: {b2:.1f} s   (target: the whole corpus under {TARGET_SECONDS} s)")
     print("peak RSS of translate -j2 (the CLI or its largest worker):")

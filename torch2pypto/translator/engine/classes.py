@@ -8,7 +8,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.translator.engine.hierarchy import Hierarchy
-from torch2pypto.translator.engine.scopes import ModuleIndex
+from torch2pypto.translator.engine.scopes import ModuleIndex, walk
 
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 MAX_DEPTH = 40  # classes followed up a hierarchy of this module
@@ -149,7 +149,7 @@ class SelfStores:
         self.assigned: dict[str, list[ast.expr]] = {}
         self.calls: dict[str, list[ast.Call]] = {}
         self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
-        for node in _walk(cls):
+        for node in walk(cls):
             kind = type(node)
             if kind is ast.Assign:
                 for target in node.targets:
@@ -196,20 +196,6 @@ class SelfStores:
 
 
 UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
-
-
-def _walk(node: ast.AST) -> list[ast.AST]:
-    """The nodes of ``node``'s tree in ``ast.walk``'s order (breadth first), without its generators."""
-    nodes = [node]
-    add, extend = nodes.append, nodes.extend
-    for current in nodes:
-        for name in current._fields:
-            value = getattr(current, name, None)
-            if isinstance(value, ast.AST):
-                add(value)
-            elif type(value) is list:
-                extend(v for v in value if isinstance(v, ast.AST))
-    return nodes
 
 
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:

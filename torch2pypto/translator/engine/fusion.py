@@ -30,6 +30,7 @@ from torch2pypto.rules.steps import Apply
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.scopes import walk
 
 _INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 _COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
@@ -143,7 +144,7 @@ class _Finder:
 
     @functools.cached_property
     def loads(self) -> list[ast.Name]:
-        return [n for n in ast.walk(self.function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
+        return [n for n in walk(self.function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
 
     @functools.cached_property
     def deferred(self) -> set[int]:
@@ -158,7 +159,7 @@ class _Finder:
         if loop is None:
             return set()
         if id(loop) not in self._loops:
-            self._loops[id(loop)] = {id(n) for n in ast.walk(loop)}
+            self._loops[id(loop)] = {id(n) for n in walk(loop)}
         return self._loops[id(loop)]
 
     def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
@@ -201,7 +202,7 @@ class _Finder:
         return built
 
     def outputs(self, statements, built: _Built) -> list[Output]:
-        inside = {id(n) for s in statements for n in ast.walk(s)}
+        inside = {id(n) for s in statements for n in walk(s)}
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
             n.id for n in self.loads
@@ -308,7 +309,7 @@ class _Built:
         self.replacements[(lines.offset(*span[:2]), lines.offset(*span[2:]))] = text
 
     def _reads_region(self, node: ast.expr, env) -> bool:
-        return any(type(n) is ast.Name and n.id in env for n in ast.walk(node))
+        return any(type(n) is ast.Name and n.id in env for n in walk(node))
 
     def _number(self, node: ast.expr, env) -> Operand | None:
         """A Python number: a literal, or an expression of no tensor (checked at run time)."""
@@ -320,7 +321,7 @@ class _Built:
             return Program.literal(value)
         if value is not None or self._reads_region(node, env) or self.depth and not _self_rooted(node):
             return None
-        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in ast.walk(node)):
+        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in walk(node)):
             return None
         if self.finder.sites.inference.kind(node) == TENSOR:
             return None
