@@ -478,3 +478,19 @@ def test_an_unpacking_path_that_grows_round_a_loop_is_unknown():
     # question was new, so answering the deepest first never ended
     code = "def f(a: torch.Tensor, xs):\n    for x in xs:\n        xs = x\n    return x.exp(), a.exp()\n"
     assert fates(code) == [A, C]
+
+
+@pytest.mark.parametrize(
+    "declared, fate",
+    [
+        ("dtype: torch.dtype", "converted"),  # corpus falcon: build_alibi_tensor(..., dtype: torch.dtype)
+        ('dtype: "torch.dtype"', "converted"),
+        ("dtype: torch.dtype = torch.float16", "converted"),  # what a caller passes, not the default
+        ("dtype", "unsupported"),  # a device or a tensor, for all we know
+        ("dtype: torch.dtype | None", "unsupported"),  # None moves nothing and casts nothing
+        ("*dtype: torch.dtype", "unsupported"),  # a tuple of dtypes
+    ],
+)
+def test_a_parameter_declared_a_dtype_is_one(declared, fate):
+    code = f"def f(x: torch.Tensor, {declared}):\n    return x.to(dtype)\n"
+    assert statuses(HEAD + code, fuse=False) == [("torch.Tensor.to", fate)]

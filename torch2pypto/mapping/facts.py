@@ -111,3 +111,25 @@ def load_facts() -> Facts:
     """The built-in facts (torch2pypto/mapping/torch.toml)."""
     text = resources.files(__package__).joinpath("torch.toml").read_text(encoding="utf-8")
     return build_facts(tomllib.loads(text))
+
+
+def is_tensor_function(name: str) -> bool:
+    """Whether a torch function (fully qualified) returns one tensor: the ops a report counts."""
+    facts = load_facts()
+    module, _, function = name.rpartition(".")
+    return (
+        module in facts.tensor_namespaces
+        and function[:1].islower()
+        and not function.startswith("_")
+        and function not in facts.not_tensor_functions
+    )
+
+
+def torch_dtype(names: set[str]) -> str | None:
+    """The dtype one of ``names`` (qualified) spells as ``torch.<dtype>``, if any."""
+    dtypes = load_facts().dtypes
+    for name in names:
+        prefix, _, last = name.rpartition(".")
+        if prefix == "torch" and last in dtypes:
+            return dtypes[last]
+    return None

@@ -16,7 +16,9 @@ call sites are converted sites, fused.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
+import functools
 import io
 import tokenize
 
@@ -29,12 +31,14 @@ from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.scopes import walk
 
 _INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 _COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BLOCKS = ("body", "orelse", "finalbody")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
 _INLINE_DEPTH = 4
 
 
@@ -69,12 +73,23 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fuse
     pending = {a.span: a for a in attempts if not a.status}
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
-    for function in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+    for function in _functions(tree):
         finder = _Finder(sites, pending, lines, text, function)
         finder.path, finder.owner = path, owners.get(id(function))
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
+
+
+def _functions(tree: ast.Module):
+    """The functions of a module, nested ones too, in ``ast.walk``'s order; only statements (and
+    their handlers and cases) can hold one, so expressions are not walked."""
+    queue = collections.deque([tree])
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, _FUNCTIONS):
+            yield node
+        queue.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _STATEMENTS))
 
 
 def _methods(body: list[ast.stmt], prefix: str):
@@ -118,15 +133,38 @@ class _Finder:
 
     def __init__(self, sites, pending, lines, text: str, function) -> None:
         self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
-        self.declared = {name for n in _own_nodes(function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-        own = {id(n) for n in _own_nodes(function)}
-        self.loads = [n for n in ast.walk(function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
-        self.deferred = {id(n) for n in self.loads if id(n) not in own}  # read by a nested function, whenever it runs
-        self.loop = None
+        self.loop_node = None  # the loop around the current block
+        self._loops: dict[int, set[int]] = {}
         self.path, self.owner = "", None
 
+    # what the function reads and declares: walked only for a function with a region to try
+
+    @functools.cached_property
+    def declared(self) -> set[str]:
+        return {name for n in _own_nodes(self.function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+
+    @functools.cached_property
+    def loads(self) -> list[ast.Name]:
+        return [n for n in walk(self.function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
+
+    @functools.cached_property
+    def deferred(self) -> set[int]:
+        """Names read by a nested function, whenever it runs."""
+        own = {id(n) for n in _own_nodes(self.function)}
+        return {id(n) for n in self.loads if id(n) not in own}
+
+    @property
+    def loop(self) -> set[int]:
+        """The nodes of the loop around the current block."""
+        loop = self.loop_node
+        if loop is None:
+            return set()
+        if id(loop) not in self._loops:
+            self._loops[id(loop)] = {id(n) for n in walk(loop)}
+        return self._loops[id(loop)]
+
     def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
-        self.loop = {id(n) for n in ast.walk(loop)} if loop is not None else set()
+        self.loop_node = loop
         i = 0
         while i < len(statements):
             best = None
@@ -165,7 +203,7 @@ class _Finder:
         return built
 
     def outputs(self, statements, built: _Built) -> list[Output]:
-        inside = {id(n) for s in statements for n in ast.walk(s)}
+        inside = {id(n) for s in statements for n in walk(s)}
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
             n.id for n in self.loads
@@ -272,7 +310,7 @@ class _Built:
         self.replacements[(lines.offset(*span[:2]), lines.offset(*span[2:]))] = text
 
     def _reads_region(self, node: ast.expr, env) -> bool:
-        return any(type(n) is ast.Name and n.id in env for n in ast.walk(node))
+        return any(type(n) is ast.Name and n.id in env for n in walk(node))
 
     def _number(self, node: ast.expr, env) -> Operand | None:
         """A Python number: a literal, or an expression of no tensor (checked at run time)."""
@@ -284,7 +322,7 @@ class _Built:
             return Program.literal(value)
         if value is not None or self._reads_region(node, env) or self.depth and not _self_rooted(node):
             return None
-        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in ast.walk(node)):
+        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in walk(node)):
             return None
         if self.finder.sites.inference.kind(node) == TENSOR:
             return None

@@ -156,8 +156,14 @@ class Hierarchy:
 
 def _package_root(file: Path) -> Path | None:
     """The outermost folder of the file's package (each folder up to it has an ``__init__.py``)."""
+    return _root_of(file.parent)
+
+
+@functools.lru_cache(maxsize=4096)
+def _root_of(folder: Path) -> Path | None:
+    """The outermost package folder at or above ``folder``, found once per process (every name
+    a file imports asks it, a stat per folder up to the root)."""
     root = None
-    folder = file.parent
     while (folder / "__init__.py").is_file():
         root = folder
         if folder.parent == folder:

@@ -1,0 +1,215 @@
+"""The classes of one module: what a class stores on ``self``, its methods, its bases of this module,
+whether it is an ``nn.Module`` (through bases of other files too, :mod:`hierarchy`)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Mapping
+
+from torch2pypto.translator.engine.hierarchy import Hierarchy
+from torch2pypto.translator.engine.scopes import ModuleIndex, walk
+
+FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+MAX_DEPTH = 40  # classes followed up a hierarchy of this module
+_IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
+
+
+class Classes:
+    """Facts about the classes of one module, each worked out once."""
+
+    def __init__(self, index: ModuleIndex, hierarchy: Hierarchy) -> None:
+        self._index = index
+        self._hierarchy = hierarchy
+        self._stores: dict[ast.ClassDef, SelfStores] = {}
+        self._modules: dict[ast.ClassDef, bool] = {}
+
+    def stores(self, cls: ast.ClassDef) -> SelfStores:
+        """What a class does with ``self``, with what its bases of this module store there (their
+        ``__init__`` runs as the class's own, or through ``super().__init__()``)."""
+        stores = self._stores.get(cls)
+        if stores is None:
+            self._stores[cls] = stores = SelfStores(cls)  # a cyclic hierarchy reads it as it is
+            for base in cls.bases:
+                local = self.local(base)
+                if local is not None:
+                    stores.inherit(self.stores(local))
+        return stores
+
+    def enclosing(self, name: ast.expr) -> ast.ClassDef | None:
+        """The class whose code reads ``name`` (``self``), if any."""
+        scope = self._index.scope_of.get(name)
+        return scope.enclosing(ast.ClassDef) if scope else None
+
+    def assigned(self, attr: ast.Attribute) -> list[ast.expr] | None:
+        """The values the enclosing class stores in ``self.<attr>`` (None: no class)."""
+        cls = self.enclosing(attr.value)
+        return self.stores(cls).assigned.get(attr.attr) if cls else None
+
+    def local(self, expr: ast.expr) -> ast.ClassDef | None:
+        """The class of this module a name always is."""
+        if type(expr) is not ast.Name:
+            return None
+        bindings = self._index.bindings(expr)
+        if len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef):
+            return bindings[0].node
+        return None
+
+    def inherited(self, cls: ast.ClassDef, name: str, depth: int = 0) -> ast.FunctionDef | None:
+        """The method ``name`` of a class or, depth first, of its bases of this module."""
+        method = _method(cls, name)
+        if method is not None or depth > MAX_DEPTH:
+            return method
+        for base in cls.bases:
+            local = self.local(base)
+            found = self.inherited(local, name, depth + 1) if local is not None else None
+            if found is not None:
+                return found
+        return None
+
+    def of_function(self, function: ast.AST) -> ast.ClassDef | None:
+        """The class whose body defines ``function`` directly."""
+        scope = self._index.scope_of.get(function)
+        return scope.node if scope is not None and scope.is_class else None
+
+    def is_module(self, cls: ast.ClassDef) -> bool:
+        """Derives from ``nn.Module``, directly or through classes of this module or of files it imports."""
+        known = self._modules.get(cls)
+        if known is None:
+            self._modules[cls] = False  # a cyclic hierarchy is not a module
+            known = any(self._is_module_base(base) for base in cls.bases)
+            self._modules[cls] = known
+        return known
+
+    def _is_module_base(self, base: ast.expr) -> bool:
+        if any(self._hierarchy.is_module(name) for name in self._index.import_names(base)):
+            return True
+        if type(base) is not ast.Name:
+            return False
+        bindings = self._index.bindings(base)
+        return len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef) and self.is_module(bindings[0].node)
+
+    def plain(self, cls: ast.ClassDef, depth: int = 0) -> bool:
+        """A class whose bases are all classes of this module (or none): no tensor subclass."""
+        if depth > MAX_DEPTH or cls.keywords:
+            return False
+        for base in cls.bases:
+            local = self.local(base)
+            if local is None or not self.plain(local, depth + 1):
+                return False
+        return True
+
+    def holds_layers(self, value: ast.expr, layers: frozenset[str]) -> bool:
+        """``self.<name>`` always holding an instance of one of ``layers`` (``nn.Linear``)."""
+        if type(value) is not ast.Attribute or not is_self(value.value):
+            return False
+        values = self.assigned(value)
+        return bool(values) and all(
+            type(v) is ast.Call and self._index.import_names(v.func) and self._index.import_names(v.func) <= layers
+            for v in values
+        )
+
+    def held_module(self, func: ast.Attribute) -> HeldModule | None:
+        """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
+        if not is_self(func.value):
+            return None
+        values = self.assigned(func)
+        if not values or any(type(v) is not ast.Call for v in values):
+            return None
+        names = set.union(*(self._index.import_names(v.func) for v in values))
+        if len(names) != 1 or not next(iter(names)).startswith("torch.nn."):
+            return None
+        return HeldModule(names.pop(), all(not v.args and not v.keywords for v in values))
+
+    def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
+        """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""
+        if type(func) is not ast.Attribute or not is_self(func.value):
+            return None
+        cls = self.enclosing(func.value)
+        return self.inherited(cls, func.attr) if cls is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldModule:
+    """An nn module class held in an attribute; ``bare``: every instance was built with no arguments."""
+
+    name: str
+    bare: bool
+
+    def held(self, attributes: Mapping[str, str], required: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
+        """(parameter, attribute) pairs a call reads from the module; a bare module's are at their
+        defaults, but for the ``required`` parameters, which have none (nn.PReLU()'s weight)."""
+        return tuple((p, a) for p, a in attributes.items() if not self.bare or p in required)
+
+
+class SelfStores:
+    """What one class does with ``self``: values stored per attribute, calls per method."""
+
+    def __init__(self, cls: ast.ClassDef) -> None:
+        self.assigned: dict[str, list[ast.expr]] = {}
+        self.calls: dict[str, list[ast.Call]] = {}
+        self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
+        for node in walk(cls):
+            kind = type(node)
+            if kind is ast.Assign:
+                for target in node.targets:
+                    self._store(target, node.value)
+            elif kind is ast.AnnAssign and node.value is not None:
+                self._store(node.target, node.value)
+            elif kind is ast.AugAssign:
+                self._store(node.target, ast.BinOp(node.target, node.op, node.value))
+            elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith):
+                for target in _targets(node):
+                    self._store(target, UNKNOWN_VALUE)
+            elif kind is ast.Call and type(node.func) is ast.Attribute and is_self(node.func.value):
+                self._call(node)
+            elif kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _IN_PLACE_CHANGES:
+                self._changed(node.func.value)
+
+    def _call(self, node: ast.Call) -> None:
+        method = node.func.attr
+        self.calls.setdefault(method, []).append(node)
+        args = node.args
+        if method == "register_buffer" and len(args) >= 2 and type(args[0]) is ast.Constant:
+            if isinstance(args[0].value, str):
+                self.assigned.setdefault(args[0].value, []).append(args[1])
+
+    def inherit(self, base: SelfStores) -> None:
+        """Add what a base class stores on ``self`` (its calls of methods stay its own)."""
+        for name, values in base.assigned.items():
+            self.assigned[name] = self.assigned[name] + values if name in self.assigned else values
+        self.changed |= base.changed
+
+    def _changed(self, target: ast.expr) -> None:
+        if type(target) is ast.Attribute and is_self(target.value):
+            self.changed.add(target.attr)
+
+    def _store(self, target: ast.expr, value: ast.expr) -> None:
+        if type(target) is ast.Subscript:  # self.layers[0] = m
+            self._changed(target.value)
+        elif type(target) is ast.Attribute and is_self(target.value):
+            self.assigned.setdefault(target.attr, []).append(value)
+        elif type(target) in (ast.Tuple, ast.List, ast.Starred):  # self.a, self.b = ...: not followed
+            for element in ast.walk(target):
+                if type(element) is ast.Attribute and is_self(element.value):
+                    self.assigned.setdefault(element.attr, []).append(UNKNOWN_VALUE)
+
+
+UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    """A method the class body itself defines (a plain one: no decorator that changes it)."""
+    found = [s for s in cls.body if isinstance(s, FUNCTION_DEFS) and s.name == name]
+    return found[-1] if found else None
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """The targets a loop, comprehension or with statement stores to."""
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    return [node.target]
+
+
+def is_self(node: ast.expr) -> bool:
+    return type(node) is ast.Name and node.id == "self"
