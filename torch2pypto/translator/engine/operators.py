@@ -47,17 +47,25 @@ def operands(node: ast.AST) -> tuple[ast.expr, ...]:
     if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
         return node.left, node.comparators[0]
     if kind is ast.AugAssign and type(node.op) in _BINARY:
-        return node.target, node.value
+        return _read(node.target), node.value
     return ()
 
 
-def dispatch(node: ast.AST, left_is_tensor: bool) -> Dispatch:
-    """The method Python runs for an operator node (:func:`operands` gives some): on its first
-    operand, or, where that is no tensor (``left_is_tensor`` False), the second's reflected one."""
+def _read(target: ast.expr) -> ast.expr:
+    """An augmented assignment's target as the read it first is (``x`` of ``x += y``)."""
+    if type(target) not in (ast.Name, ast.Attribute):
+        return target
+    read = ast.Name(target.id, ast.Load()) if type(target) is ast.Name else ast.Attribute(target.value, target.attr, ast.Load())
+    return ast.copy_location(read, target)
+
+
+def dispatch(node: ast.AST, sides: tuple[ast.expr, ...], left_is_tensor: bool) -> Dispatch:
+    """The method Python runs for an operator node on its :func:`operands` ``sides``: on the
+    first, or, where that is no tensor (``left_is_tensor`` False), the second's reflected one."""
     kind = type(node)
     if kind is ast.UnaryOp:
-        return Dispatch(f"__{_UNARY[type(node.op)]}__", node.operand, None)
-    left, right = operands(node)
+        return Dispatch(f"__{_UNARY[type(node.op)]}__", sides[0], None)
+    left, right = sides
     if kind is ast.Compare:
         method, reflected = _COMPARE[type(node.ops[0])]
     else:

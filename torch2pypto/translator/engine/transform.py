@@ -167,11 +167,13 @@ class Sites:
         tensor. An operand that may or may not be a tensor, whose method Python would run first,
         makes the site ambiguous."""
         sides = operators.operands(node)
+        for side in sides:
+            self.index.scope_of.setdefault(side, self.index.scope_of[node])  # x += y: x read where the statement is
         kinds = [self.inference.receiver_kind(side) for side in sides]
         assume = self.options.assume_tensors
         if TENSOR not in kinds and not (assume and type(getattr(node, "op", None)) in operators.NUMBERLESS and NOT_TENSOR not in kinds):
             return None
-        dispatch = operators.dispatch(node, kinds[0] != NOT_TENSOR)
+        dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
         call = ast.Call(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), [dispatch.argument] if dispatch.argument else [], [])
         ast.copy_location(call, node)
         ast.copy_location(call.func, node)
