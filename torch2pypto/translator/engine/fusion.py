@@ -35,6 +35,7 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "=
 _BLOCKS = ("body", "orelse", "finalbody")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _INLINE_DEPTH = 4
+_OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,6 +286,8 @@ class _Built:
             return None
         if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in ast.walk(node)):
             return None
+        if any(self.finder.lines.span(n) in self.finder.pending for n in ast.walk(node) if isinstance(n, _OPERATORS)):
+            return None  # an operator on a tensor (x == m, where m may be one): no number
         if self.finder.sites.inference.kind(node) == TENSOR:
             return None
         name = node.attr if type(node) is ast.Attribute else node.id if type(node) is ast.Name else "number"

@@ -219,8 +219,8 @@ class Sites:
         if found.ambiguous:
             attempt.status, attempt.reason = AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)"
             return attempt
-        if found.operator == ITEM:
-            attempt.reason = "an item's augmented assignment writes back through __setitem__: no kernel form"
+        if found.operator == ITEM or found.operator == STATEMENT and found.reflected:
+            attempt.reason = _NOT_IN_PLACE[found.operator]
             return attempt
         if entry.category == HOST_SIDE or self._moves_device(call, entry):
             attempt.status, attempt.reason = HOST_SIDE, entry.reason if entry.category == HOST_SIDE else _MOVE
@@ -250,6 +250,10 @@ class Sites:
 
 
 _MOVE = "a device move: host-side memory transfer, no kernel"
+_NOT_IN_PLACE = {
+    ITEM: "an item's augmented assignment writes back through __setitem__: no kernel form",
+    STATEMENT: "an augmented assignment to a value that is no tensor binds a new tensor (t.__radd__(n)): no in-place form",
+}
 
 
 class CallRewriter:
@@ -317,10 +321,7 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
     new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else operators.keep_layout(result.call, call))
     new = new.with_changes(lpar=(), rpar=())
     newline = _NEWLINE.search(text)  # the parser's default newline, which line breaks it kept print as
-    code = cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node
-    if found.operator == STATEMENT and found.reflected:  # total += t on a number: total = t.__radd__(total)
-        return f"{code(call.body[0].target)} = {code(new)}", result
-    return code(new), result
+    return cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node(new), result
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
