@@ -321,7 +321,10 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
     new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else operators.keep_layout(result.call, call))
     new = new.with_changes(lpar=(), rpar=())
     newline = _NEWLINE.search(text)  # the parser's default newline, which line breaks it kept print as
-    return cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node(new), result
+    code = cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node
+    if found.operator == STATEMENT:  # x += y is x = x.__iadd__(y): the in-place wrapper returns x itself
+        return f"{code(call.body[0].target)} = {code(new)}", result
+    return code(new), result
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
