@@ -66,6 +66,8 @@ def test_operators_of_no_known_tensor_are_no_sites():
 def test_an_unknown_operand_whose_method_runs_first_is_ambiguous():
     assert sites("return u + x") == [("torch.Tensor.__add__", "left-alone")]
     assert sites("return u + x", assume_tensors=True) == [("torch.Tensor.__add__", "converted")]
+    assert sites("a = u + u\nb = n + u\nreturn n + 1", assume_tensors=True) == [  # n: an int
+        ("torch.Tensor.__add__", "converted"), ("torch.Tensor.__radd__", "converted")]
     assert sites("return x + u") == [("torch.Tensor.__add__", "converted")]  # x's method runs first
 
 
@@ -192,3 +194,11 @@ def test_a_fused_region_takes_no_operator_site_as_a_number():
     once = translate(code)
     compile(once.code, "snippet.py", "exec")
     assert translate(once.code).code == once.code
+
+
+def test_under_assume_tensors_operands_of_no_known_kind_are_tensors():
+    """As receivers are: so that a converted v.pow(2) (pypto_pow(v, 2), a tensor) decides alike in
+    a second translation."""
+    for code in ("def f(v, t):\n    return t.exp(v) + v.pow(2)\n", "def g(v):\n    y += x\n    y = x.float()\n"):
+        once = translate("import torch\n\n\n" + code, assume_tensors=True)
+        assert translate(once.code, assume_tensors=True).code == once.code

@@ -20,7 +20,6 @@ _BINARY = {
 _UNARY = {ast.USub: "neg", ast.Invert: "invert"}
 _COMPARE = {ast.Eq: ("eq", "eq"), ast.NotEq: ("ne", "ne"), ast.Lt: ("lt", "gt"), ast.LtE: ("le", "ge"),
             ast.Gt: ("gt", "lt"), ast.GtE: ("ge", "le")}  # (method, the right operand's reflected method)
-NUMBERLESS = (ast.MatMult,)  # no Python number has it: under --assume-tensors unknown operands are tensors
 OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.AugAssign)  # the nodes that may be operator sites
 
 

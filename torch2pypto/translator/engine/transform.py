@@ -169,9 +169,9 @@ class Sites:
         sides = operators.operands(node)
         for side in sides:
             self.index.scope_of.setdefault(side, self.index.scope_of[node])  # x += y: x read where the statement is
+        assume = self.options.assume_tensors  # operands of no known kind are tensors, as receivers are
         kinds = [self.inference.receiver_kind(side) for side in sides]
-        assume = self.options.assume_tensors
-        if TENSOR not in kinds and not (assume and type(getattr(node, "op", None)) in operators.NUMBERLESS and NOT_TENSOR not in kinds):
+        if TENSOR not in kinds and not (assume and any(kind != NOT_TENSOR for kind in kinds)):
             return None
         dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
         call = ast.Call(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), [dispatch.argument] if dispatch.argument else [], [])
