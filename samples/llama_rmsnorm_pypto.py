@@ -233,7 +233,7 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), g
     return shape if _on_kernel_path(*rows, *vectors) else None
 
 
-def pypto_fused_forward_3d2561_5sites(hidden_states, variance_epsilon, weight, input_dtype):
+def pypto_fused_forward_3d2561_8sites(hidden_states, variance_epsilon, weight, input_dtype):
     """forward's region as one PyPTO kernel: Tensor.to, Tensor.pow, Tensor.mean, x + y, rsqrt, x *
     y, Tensor.to, x * y.
 
@@ -271,7 +271,7 @@ class LlamaRMSNorm(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         input_dtype = hidden_states.dtype
-        return pypto_fused_forward_3d2561_5sites(hidden_states, self.variance_epsilon, self.weight, input_dtype)
+        return pypto_fused_forward_3d2561_8sites(hidden_states, self.variance_epsilon, self.weight, input_dtype)
 
     def extra_repr(self):
         return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}"

@@ -215,7 +215,7 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), g
     return shape if _on_kernel_path(*rows, *vectors) else None
 
 
-def pypto_fused_norm_5d7727_3sites(x, eps):
+def pypto_fused_norm_5d7727_5sites(x, eps):
     """_norm's region as one PyPTO kernel: Tensor.pow, Tensor.mean, x + y, rsqrt, x * y.
 
     pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt in torch's dtypes, rounded
@@ -285,7 +285,7 @@ def _torch_fused_forward_22a741(x, eps, self, weight):
     return output.type_as(x)
 
 
-def pypto_fused_forward_22a741_3sites(x, eps, self, weight):
+def pypto_fused_forward_22a741_5sites(x, eps, self, weight):
     """forward's region as one PyPTO kernel: Tensor.float, Tensor.pow, Tensor.mean, x + y, rsqrt, x
     * y, Tensor.float, x + y, x * y, Tensor.type_as.
 
@@ -318,12 +318,12 @@ class Qwen3_5RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim))
 
     def _norm(self, x):
-        return pypto_fused_norm_5d7727_3sites(x, self.eps)
+        return pypto_fused_norm_5d7727_5sites(x, self.eps)
 
     def forward(self, x):
         # Llama does x.to(float16) * w whilst Qwen3.5 is (x * w).to(float16)
         # See https://github.com/huggingface/transformers/pull/29402
-        return pypto_fused_forward_22a741_3sites(x, self.eps, self, self.weight)
+        return pypto_fused_forward_22a741_5sites(x, self.eps, self, self.weight)
 
     def extra_repr(self):
         return f"{tuple(self.weight.shape)}, eps={self.eps}"

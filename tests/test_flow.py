@@ -16,11 +16,11 @@ CASES = [
     ("x = f(seen(x))", [0]),  # an assignment binds after its value
     ("a, x = f()\nseen(x)", [1]),
     ("x: int = 1\nx = 2\nseen(x)", [2]),
-    ("x = 1\nx += 2\nseen(x)", [1, 2]),  # an augmented assignment keeps what came before
-    ("x = 1\nx: int\nseen(x)", [1, 2]),  # so does a bare annotation, which binds nothing
-    ("x = 1\nif c:\n    x += 2\n    seen(x)", [1, 3]),  # in an enclosing block too
-    ("for x in r:\n    x += 1\n    seen(x)", [1, 2]),
-    ("x += 1\nseen(x)", [0, 1]),
+    ("x = 1\nx += 2\nseen(x)", [2]),  # an augmented assignment's value (x + 2) reads what came before
+    ("x = 1\nx: int\nseen(x)", [1, 2]),  # a bare annotation binds nothing: what came before reaches
+    ("x = 1\nif c:\n    x += 2\n    seen(x)", [3]),  # in an enclosing block too
+    ("for x in r:\n    x += 1\n    seen(x)", [2]),
+    ("x += 1\nseen(x)", [1]),
     # conditional bindings before the read: every binding
     ("x = 1\nif c:\n    x = 2\nseen(x)", [0, 1, 3]),
     ("if c:\n    x = 2\nelse:\n    x = 3\nseen(x)", [0, 2, 4]),

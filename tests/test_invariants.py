@@ -43,7 +43,7 @@ ALIGNMENT = {
         "import torch\ndef f(x: torch.Tensor):\n    y = torch.nn.functional.relu(input=torch.pow(x,\n"
         "          2,\n          ),\n          inplace=False,\n          )\n"
     ),
-    "two calls on a line": "import torch\ndef f(x: torch.Tensor):\n    return x.float() + (x).half()  # ok\n",
+    "two calls on a line": "import torch\ndef f(x: torch.Tensor):\n    return x.float() or (x).half()  # ok\n",
     "a call's first line, unchanged, inside the new call": (
         "import torch\ny = f(\n    torch.maximum(  # c\n).type_as(\n    x,\n),\n)\n"
     ),
@@ -75,7 +75,7 @@ def test_section_markers_in_strings_are_text(source, kernels_module):
 
 def test_text_between_two_calls_on_a_line_is_checked():
     translation = translate_source(ALIGNMENT["two calls on a line"], options=PER_CALL)
-    tampered = dataclasses.replace(translation, code=translation.code.replace("float32) + pypto", "float32) - pypto"))
+    tampered = dataclasses.replace(translation, code=translation.code.replace("float32) or pypto", "float32) and pypto"))
     assert any(OUTSIDE in p for p in violations(tampered, options=PER_CALL))
 
 
@@ -108,8 +108,8 @@ TAMPERED = {
     "text before a call": (retouch("variance = pypto_mean", "varianc = pypto_mean"), OUTSIDE),
     "line ending after a call": (retouch("keepdim=True)\n", "keepdim=True)\r\n"), OUTSIDE),
     "non-idempotent": (retouch("cast(hidden_states, input", "cast(torch.exp(hidden_states), input"), "not idempotent"),
-    "undefined wrapper": (retouch("pypto_rsqrt(variance", "pypto_sqrt(variance"), "no definition or import"),
-    "dropped record": (lambda t: dataclasses.replace(t, records=t.records[:-1]), OUTSIDE),
+    "undefined wrapper": (retouch("pypto_rsqrt(pypto_add(variance", "pypto_sqrt(pypto_add(variance"), "no definition or import"),
+    "dropped record": (lambda t: dataclasses.replace(t, records=(*t.records[:-2], t.records[-1])), OUTSIDE),  # the outer x * y
     "records out of order": (lambda t: dataclasses.replace(t, records=t.records[::-1]), "not in source order"),
     "other path": (lambda t: dataclasses.replace(t, path="other.py"), "other paths"),
     "unknown status": (

@@ -79,7 +79,8 @@ def test_module_parameters_buffers_forward_args_and_helpers():
     found = statuses(MODULE)
     assert ("torch.Tensor.type_as", C) in found
     assert sorted(api for api, s in found if s == C) == [
-        "torch.Tensor.abs", "torch.Tensor.exp", "torch.Tensor.float", "torch.Tensor.float", "torch.Tensor.type_as",
+        "torch.Tensor.__add__", "torch.Tensor.__add__", "torch.Tensor.abs", "torch.Tensor.exp", "torch.Tensor.float",
+        "torch.Tensor.float", "torch.Tensor.type_as",
     ]  # fmt: skip
 
 

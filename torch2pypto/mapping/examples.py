@@ -11,9 +11,9 @@ import ast
 import builtins
 from typing import Mapping
 
+from torch2pypto.schema import operators
 from torch2pypto.schema.entry import SAMPLE_NAMES, Entry, TableError
 
-_OPERATORS = {ast.MatMult: "matmul", ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv"}
 _KNOWN = {*SAMPLE_NAMES, "torch", *dir(builtins)}
 
 
@@ -38,9 +38,11 @@ def check(entries: Mapping[str, Entry]) -> None:
 
 def called(node: ast.expr) -> str | None:
     """The torch API an example calls: ``torch.nn.functional.silu``, ``torch.Tensor.max`` for a
-    method of a tensor, ``torch.Tensor.__matmul__`` for ``x @ y``; None if none."""
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        return f"torch.Tensor.__{_OPERATORS[type(node.op)]}__"
+    method of a tensor, the method an operator runs (``torch.Tensor.__matmul__`` for ``x @ y``,
+    ``torch.Tensor.__rsub__`` for ``2 - x``: a number is no tensor); None if none."""
+    sides = operators.operands(node)
+    if sides:
+        return f"torch.Tensor.{operators.dispatch(node, sides, not isinstance(sides[0], ast.Constant)).method}"
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         return None
     dotted = ast.unparse(node.func)

@@ -3,8 +3,9 @@
 ``h = self.embed(ids); h = self.norm(h)`` binds ``h`` twice, but a read after the second binding
 sees that one only. The rule is dominance along a block: the nearest statement before the read,
 in the read's block or an enclosing one, that binds the name unconditionally (an assignment)
-runs on every path to the read and kills every binding before it; an augmented assignment
-(``h += x``) or a bare annotation (``h: Tensor``) keeps what came before it. A ``for`` loop's
+runs on every path to the read and kills every binding before it (an augmented assignment
+``h += x`` too: its value is ``h + x``, whose ``h`` reads the bindings before it); a bare
+annotation (``h: Tensor``) keeps what came before it. A ``for`` loop's
 target is what a read in its body sees, unless the body binds the name before the read.
 Anything less certain (a binding inside an ``if`` or ``try`` before the read, a loop that binds
 the name again after it, a walrus, a read in a lambda, a generator or a nested function, which
@@ -31,7 +32,7 @@ def reaching(read: ast.Name, owner: ast.AST, bindings: list, walrus: str, parame
     chain = _chain(owner.body, _start(read))
     if chain is None:
         return bindings
-    augmented: list = []  # augmented assignments on the way, which keep what came before them
+    augmented: list = []  # bare annotations on the way, which keep what came before them
     for block, index, statement, own in reversed(chain):
         inside = _within(bindings, statement)
         if inside:
@@ -66,16 +67,16 @@ def _inside(statement: ast.stmt, own: bool, read: ast.Name, inside: list, bindin
 def _before(bindings: list, block: list[ast.stmt], index: int, augmented: list) -> list | None:
     """The bindings an earlier statement of ``block`` leaves to a read in ``block[index]``: the
     nearest assignment's; all of them if a statement that binds conditionally comes first; None if
-    no earlier statement assigns the name. Augmented assignments (and bare annotations) passed on
-    the way are added to ``augmented``."""
+    no earlier statement assigns the name. Bare annotations passed on the way are added to
+    ``augmented``."""
     for statement in reversed(block[:index]):
         found = _within(bindings, statement)
         if not found:
             continue
-        if type(statement) is ast.AugAssign or type(statement) is ast.AnnAssign and statement.value is None:
-            augmented += found  # keeps the value before it (a bare annotation binds nothing)
+        if type(statement) is ast.AnnAssign and statement.value is None:
+            augmented += found  # keeps the value before it: a bare annotation binds nothing
             continue
-        return found if isinstance(statement, _ASSIGNMENTS) else bindings
+        return found if isinstance(statement, (*_ASSIGNMENTS, ast.AugAssign)) else bindings
     return None
 
 

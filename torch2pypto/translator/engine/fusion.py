@@ -40,6 +40,7 @@ _BLOCKS = ("body", "orelse", "finalbody")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
 _INLINE_DEPTH = 4
+_OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,6 +325,8 @@ class _Built:
             return None
         if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in walk(node)):
             return None
+        if any(self.finder.lines.span(n) in self.finder.pending for n in ast.walk(node) if isinstance(n, _OPERATORS)):
+            return None  # an operator on a tensor (x == m, where m may be one): no number
         if self.finder.sites.inference.kind(node) == TENSOR:
             return None
         name = node.attr if type(node) is ast.Attribute else node.id if type(node) is ast.Name else "number"
@@ -354,14 +357,21 @@ class _Built:
             if found is not None:
                 return found
         if kind is ast.BinOp and type(node.op) in _INFIX:
-            return self.elementwise(_INFIX[type(node.op)], [node.left, node.right], env)
+            return self.operator(node, self.elementwise(_INFIX[type(node.op)], [node.left, node.right], env))
         if kind is ast.UnaryOp and type(node.op) is ast.USub:
-            return self.elementwise("neg", [node.operand], env)
+            return self.operator(node, self.elementwise("neg", [node.operand], env))
         if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-            return self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env)
+            return self.operator(node, self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env))
         if kind is ast.Call:
             return self.call(node, env)
         raise Unfusible(f"{ast.dump(node)[:40]} is no op of a row kernel")
+
+    def operator(self, node: ast.expr, result: Operand) -> Operand:
+        """An infix operator's result; the operator's site, written in the region, is the region's."""
+        attempt = self.finder.pending.get(self.finder.lines.span(node)) if self.depth == 0 else None
+        if attempt is not None:
+            self.attempts.append(attempt)
+        return result
 
     def entry(self, op: str) -> Entry:
         entry = self.finder.sites.table.entries.get(op)

@@ -85,6 +85,7 @@ class Inference:
         self._callees = Callees(index, hierarchy, self._classes, self._declarations)
         self._idioms = Idioms(index, hierarchy, self._classes, self._declarations, self._callees, self._kind)
         self._statics = Statics(index, self._declarations, reads_torch)
+        self._augmented_values: dict[ast.Name, ast.BinOp] = {}  # x += v: x + v, x read where it is
 
     # --- the questions -------------------------------------------------------------------
 
@@ -386,11 +387,24 @@ class Inference:
             if declared != UNKNOWN or binding.value is None:
                 return declared
             return self._kind(binding.value)
-        if how == AUGMENTED:
-            return through(self._kind(binding.value))
+        if how == AUGMENTED:  # x op= v: x op v, x's in-place method where x is a tensor
+            return self._kind(self._augmented(binding))
         if how == UNPACKED:
             return self._part_kind(binding.value, binding.path)
         return UNKNOWN
+
+    def _augmented(self, binding: Binding) -> ast.expr:
+        """``x op v`` for the augmented assignment ``x op= v`` of ``binding``, its ``x`` the read it
+        first is (the value ``v`` alone where ``x`` is no name)."""
+        found = self._augmented_values.get(binding.node)
+        if found is None:
+            target = binding.node
+            if type(target) is not ast.Name:
+                return binding.value
+            read = ast.copy_location(ast.Name(target.id, ast.Load()), target)
+            self._index.scope_of[read] = self._index.scope_of[target]
+            found = self._augmented_values[target] = ast.copy_location(ast.BinOp(read, ast.Add(), binding.value), target)
+        return found
 
     def _param_kind(self, param: Binding) -> Kind:
         if is_vararg(param):

@@ -71,8 +71,8 @@ class Binding:
 
 
 class ModuleIndex:
-    """Every scope of a module, the scope each name and call is evaluated in, and all calls (and
-    ``a @ b`` operations, which are calls of ``__matmul__``)."""
+    """Every scope of a module, the scope each name and call is evaluated in, and all calls and
+    operators (``a @ b``, ``-x``, ``x += y``: calls of ``__matmul__``, ``__neg__``, ``__iadd__``)."""
 
     def __init__(
         self,
@@ -95,7 +95,7 @@ class ModuleIndex:
         self._shallow = shallow
         self.scope_of: dict[ast.AST, Scope] = {} if scope_of is None else scope_of
         self.calls: list[ast.Call] = []
-        self.matmuls: list[ast.BinOp] = []
+        self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign] = []
         self.fstrings: list[ast.JoinedStr] = []
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
@@ -169,8 +169,8 @@ class ModuleIndex:
             if kind is ast.Call:
                 self.calls.append(node)
                 scope_of[node] = scope
-            elif kind is ast.BinOp and type(node.op) is ast.MatMult:
-                self.matmuls.append(node)
+            elif kind in (ast.BinOp, ast.UnaryOp, ast.Compare):
+                self.operators.append(node)
                 scope_of[node] = scope
             else:
                 handler = handlers.get(kind)
@@ -249,6 +249,8 @@ class ModuleIndex:
         self._target(node.target, Binding(ANNOTATED, node.target, node.value, node.annotation), scope, push)
 
     def _augassign(self, node: ast.AugAssign, scope: Scope, push) -> None:
+        self.operators.append(node)
+        self.scope_of[node] = scope
         push((node.value, scope))
         self._target(node.target, Binding(AUGMENTED, node.target, node.value), scope, push)
 

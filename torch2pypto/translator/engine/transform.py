@@ -22,7 +22,8 @@ from torch2pypto.rules.calls import in_tensor_form
 from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
 from torch2pypto.translator.engine.hierarchy import Hierarchy
-from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, Inference, is_dotted, is_tensor_function
+from torch2pypto.schema import operators
+from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, UNKNOWN, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.emit import KERNELS_MODULE
 from torch2pypto.translator.engine.scopes import IMPORT, ModuleIndex
@@ -30,6 +31,8 @@ from torch2pypto.translator.engine.scopes import IMPORT, ModuleIndex
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
 FUSED_API, FUSED = "torch2pypto.fused", "fused"  # a call of a fused region's wrapper, and its category
 FUSED_PREFIX = "pypto_fused_"
+EXPRESSION, STATEMENT, ITEM = "expression", "statement", "item"  # an operator, an augmented assignment to a name
+# or attribute, and one to an item (x[i] += y writes back through __setitem__)
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)
 
 
@@ -72,6 +75,8 @@ class Resolved:
     ambiguous: bool = False
     held: tuple[tuple[str, str], ...] | None = None  # an nn module's call: (parameter, attribute) it holds
     wrapper: bool = False  # a call of the generated wrapper of ``entry``: converted already
+    operator: str = ""  # an operator's site (EXPRESSION, STATEMENT or ITEM), not a call's
+    reflected: bool = False  # an operator's method runs on its right operand (2 + x: x.__radd__(2))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,17 +161,28 @@ class Sites:
             return None
         return Resolved(api, entry, method=True, ambiguous=True)
 
-    def matmul(self, node: ast.BinOp) -> tuple[ast.Call, Resolved] | None:
-        """``a @ b`` on known tensors as the call ``a.__matmul__(b)`` it is, resolved; else None."""
-        entry = self.table.method("__matmul__")
-        kinds = {self.inference.kind(node.left), self.inference.kind(node.right)}
-        if entry is None or kinds != {TENSOR} and not (self.options.assume_tensors and NOT_TENSOR not in kinds):
+    def operator(self, node: ast.AST) -> tuple[ast.Call, Resolved] | None:
+        """An operator on a known tensor (``a + b``, ``2 < x``, ``-x``, ``x += y``) as the method
+        call it runs (``a.__add__(b)``, ``x.__gt__(2)``), resolved; None for an operator of no known
+        tensor. An operand that may or may not be a tensor, whose method Python would run first,
+        makes the site ambiguous."""
+        sides = operators.operands(node)
+        for side in sides:
+            self.index.scope_of.setdefault(side, self.index.scope_of[node])  # x += y: x read where the statement is
+        assume = self.options.assume_tensors  # operands of no known kind are tensors, as receivers are
+        kinds = [self.inference.receiver_kind(side) for side in sides]
+        if TENSOR not in kinds and not (assume and any(kind != NOT_TENSOR for kind in kinds)):
             return None
-        call = ast.Call(ast.Attribute(node.left, "__matmul__", ast.Load()), [node.right], [])
+        dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
+        call = ast.Call(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), [dispatch.argument] if dispatch.argument else [], [])
         ast.copy_location(call, node)
         ast.copy_location(call.func, node)
         self.index.scope_of[call] = self.index.scope_of[node]
-        return call, Resolved("torch.Tensor.__matmul__", entry, method=True)
+        api = f"torch.Tensor.{dispatch.method}"
+        ambiguous = kinds[0] == UNKNOWN and not assume
+        form = EXPRESSION if type(node) is not ast.AugAssign else STATEMENT if type(node.target) in (ast.Name, ast.Attribute) else ITEM
+        return call, Resolved(api, self.table.method(dispatch.method), method=True, ambiguous=ambiguous,
+                              operator=form, reflected=dispatch.receiver is not sides[0])
 
     def _wrapper_api(self, name: ast.Name) -> str | None:
         """The torch API a generated wrapper's name stands for (a fused region's: FUSED_API)."""
@@ -206,6 +222,9 @@ class Sites:
         if found.ambiguous:
             attempt.status, attempt.reason = AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)"
             return attempt
+        if found.operator == ITEM or found.operator == STATEMENT and found.reflected:
+            attempt.reason = _NOT_IN_PLACE[found.operator]
+            return attempt
         try:
             receiver = call.func.value if found.method else None
             bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), receiver, entry.aliases)
@@ -231,6 +250,10 @@ class Sites:
 
 
 _MOVE = "a device move: host-side memory transfer, no kernel"
+_NOT_IN_PLACE = {
+    ITEM: "an item's augmented assignment writes back through __setitem__: no kernel form",
+    STATEMENT: "an augmented assignment to a value that is no tensor binds a new tensor (t.__radd__(n)): no in-place form",
+}
 
 
 class CallRewriter:
@@ -250,7 +273,7 @@ class CallRewriter:
         says why). Raises ``libcst.ParserSyntaxError`` or ``RecursionError`` if libcst cannot
         parse the call."""
         found = attempt.resolved
-        key = (text, found.entry.op, found.method, found.held)
+        key = (text, found.api, found.method, found.held)
         known = self._outcomes.get(key)
         if known is not None and all(_ask(attempt, question) == answer for question, answer in known[0]):
             outcome = known[1]
@@ -281,10 +304,12 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
 
         return answer
 
-    call = cst.parse_expression(f"({text})")  # parenthesised: a call may span lines
     found, entry = attempt.resolved, attempt.resolved.entry
-    if isinstance(call, cst.BinaryOperation):  # a @ b (Sites.matmul): the receiver is a, the argument b
-        receiver, args = call.left, [(None, False, call.right)]
+    # parenthesised: a call may span lines; an augmented assignment is a statement
+    call = cst.parse_statement(text) if found.operator == STATEMENT else cst.parse_expression(f"({text})")
+    if found.operator:  # the method the operator runs (Sites.operator) on its receiver
+        receiver, operands = operators.cst_operands(call, found.reflected)
+        args = [(None, False, operand) for operand in operands]
     else:
         receiver = call.func.value if found.method else None
         args = cst_args(call) + cst_held(call, found.held)
@@ -293,9 +318,13 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
     result = rewrite_site(site)
     if not isinstance(result, Converted):
         return result
-    new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else result.call).with_changes(lpar=(), rpar=())
+    new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else operators.keep_layout(result.call, call))
+    new = new.with_changes(lpar=(), rpar=())
     newline = _NEWLINE.search(text)  # the parser's default newline, which line breaks it kept print as
-    return cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node(new), result
+    code = cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node
+    if found.operator == STATEMENT:  # x += y is x = x.__iadd__(y): the in-place wrapper returns x itself
+        return f"{code(call.body[0].target)} = {code(new)}", result
+    return code(new), result
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")

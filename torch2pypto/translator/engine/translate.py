@@ -16,6 +16,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import fused_sites
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
+from torch2pypto.schema import operators
 from torch2pypto.translator.engine import fusion, parts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
@@ -215,14 +216,15 @@ def _declared(source: bytes) -> str:
 
 def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
     """One attempt per torch call site the run is about, in source order."""
-    in_fstrings = {id(n) for s in sites.index.fstrings for n in ast.walk(s) if type(n) is ast.Call}
+    in_fstrings = {id(n) for s in sites.index.fstrings for n in ast.walk(s) if type(n) in (ast.Call, *operators.OPERATORS)}
     attempts = []
-    matmuls = [found for node in sites.index.matmuls if (found := sites.matmul(node))]
-    for call, found in [(call, sites.resolve(call)) for call in sites.index.calls] + matmuls:
+    calls = [(call, call, sites.resolve(call)) for call in sites.index.calls]
+    calls += [(node, *found) for node in sites.index.operators if (found := sites.operator(node))]
+    for node, call, found in calls:
         if found is None or not sites.options.selects(found.api, found.entry):
             continue
         span = lines.span(call)
-        if id(call) in in_fstrings:
+        if id(node) in in_fstrings:
             attempts.append(Attempt(span, found, reason="inside an f-string"))
         else:
             # a fused region's call stands for the torch call sites it fused: the rate holds after a migration
