@@ -39,8 +39,17 @@ def _launch(kernel, *tensors):
 
 
 def _as_rows(t):
-    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis."""
+    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis (a view
+    of a contiguous `t`, a copy of any other)."""
     return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
+
+
+def _padded_cols(rows, pad, value=0.0):
+    """Matrix `rows` with `pad` columns of `value` appended, contiguous: `rows` itself when it is
+    contiguous and no column is missing (no host copy), else a copy."""
+    if pad:
+        return torch.nn.functional.pad(rows, (0, pad), value=value)
+    return rows.contiguous()
 
 
 def _annotated(namespace):
@@ -70,11 +79,12 @@ _WIDE_TILE = 512
 _BF16_ROW_TILE = 32 * 1024
 
 
-def _spread_rows(n, cols, tiles=_SPREAD_TILES):
+def _spread_rows(n, cols, tiles=_SPREAD_TILES, whole=False):
     """The most rows a tile of a launch over n x cols has: n / `tiles` but at least _MIN_TILE
-    elements, a power of two up to 64 and n's next (kernels are built once per value)."""
+    elements, a power of two up to 64 and n's next (kernels are built once per value); `whole`
+    (a kernel that reads whole tiles only): at most n, so that a tile lies within the rows."""
     rows = max(1, max(n * cols // tiles, _MIN_TILE) // cols)
-    return min(64, 1 << (rows.bit_length() - 1), 1 << (n - 1).bit_length())
+    return min(64, 1 << (rows.bit_length() - 1), 1 << ((n.bit_length() - 1) if whole else (n - 1).bit_length()))
 
 
 def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=False):
@@ -130,8 +140,7 @@ def _fits_whole_rows(t, dim, buffers):
 def _aligned_rows(t, cols):
     """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
     tile rows, and the kernel's valid shape leaves the padding out."""
-    rows = t.reshape(-1, cols)
-    return torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size()))).contiguous()
+    return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
 
 
 def _fits_row(cols, buffers):

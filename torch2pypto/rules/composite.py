@@ -321,11 +321,12 @@ def _how(entry: Entry) -> str:
     return entry.note or f"{entry.recipe} over tiles".replace("; ", ", then ")
 
 
-def _choose(entry: Entry, kernels, factory: str) -> str:
-    """Statements choosing the kernel variant for this call (str parameters, tensors given)."""
+def _choose(entry: Entry, kernels, factory: str, spread: str = templates.SPREAD_ROWS) -> str:
+    """Statements choosing the kernel variant for this call (str parameters, tensors given);
+    `spread`: the kernels' last factory argument."""
     def made(name, given):
         numbers = "".join(f", _kernel_number({n}, x.dtype)" for n in _in_order(entry, given))
-        return f"kernel = {name}({factory}{numbers}, {templates.SPREAD_ROWS})\n"
+        return f"kernel = {name}({factory}{numbers}, {spread})\n"
 
     if len(kernels) == 1:
         return made(kernels[0][0], kernels[0][3])
@@ -371,18 +372,16 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
     defined = [_kernel(entry, name, choice, steps, _tiles(entry), given=given) for name, choice, _, given, steps in kernels]
     factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
-    result = "out[:n]" if whole else "out"
     layout, placed = _layout(entry)
     body = (
         layout
         + f"rows, shape = _broadcast_rows({', '.join(_tiles(entry))})\n"
-        + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
         + "x = rows[0]\n"
         + _defaults(entry)
         + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.output == 'bool' else 'x.dtype'}, device=x.device)\n"
-        + _choose(entry, kernels, factory)
+        + _choose(entry, kernels, factory, templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS)
         + "_launch(kernel, *rows, out)\n"
-        f"return _in_layout_of({result}.reshape(shape), input)\n"
+        "return _in_layout_of(out.reshape(shape), input)\n"
     )
     spelled = ", ".join(names)
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
@@ -390,8 +389,6 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
     guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *placed])
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined)]
-    if whole:
-        requires.append("_whole_tile_rows")
     how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
         ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(

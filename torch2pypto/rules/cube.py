@@ -109,7 +109,7 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
         launch = f"_launch({kernels[0]}{factory}, a, b, out)\n"
         if bias:
             launch = (f"if {bias[0]} is None:\n    {launch}else:\n"
-                      f"    bias_row = _zero_padded({bias[0]}.reshape(1, -1), n - {b}.shape[0])\n"
+                      f"    bias_row = _padded_weight({bias[0]}, n - {b}.shape[0]).reshape(1, -1)\n"
                       f"    _launch({kernels[1]}{factory}, a, b, bias_row, out)\n")
         result = f"out[:, :{b}.shape[0]].reshape(*{a}.shape[:-1], {b}.shape[0])"
         how = "pypto.matmul of the input's rows by the transposed weight, accumulated in FP32"
