@@ -417,7 +417,6 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     names = [p.name for p in operands(entry)]
     rows = names[1:]
     defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, _, steps in kernels]
-    buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
     factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
     dim = entry.param(entry.along).kinds == ("int",)
     cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
@@ -427,7 +426,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         guards += [f"{entry.along} is not None", "input.dim() > 0"]
         if "dtype" in {p.name for p in params}:
             guards.append("(dtype is None or dtype in _PYPTO_DTYPES)")
-        guards += ["_on_kernel_path(input)", f"_fits_row(input.shape[{entry.along}], {buffers})"]
+        guards += ["_on_kernel_path(input)"]
         body = (
             f"moved = ({cast}).movedim({entry.along}, -1)\n"
             "cols = moved.shape[-1]\n"
@@ -437,7 +436,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     else:
         shape = entry.along
         prologue = f"shape = ({shape},) if isinstance({shape}, int) else tuple({shape})\n"
-        guards += [f"_row_operands(input, shape{''.join(', ' + r for r in rows)})", f"_fits_row(math.prod(shape), {buffers})"]
+        guards += [f"_row_operands(input, shape{''.join(', ' + r for r in rows)})"]
         body = (
             "cols = math.prod(shape)\n"
             f"x = _aligned_rows({cast}, cols)\n"
@@ -460,4 +459,4 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     )
     extra = () if dim else (ROW_OPERANDS,)
     wrapper = dataclasses.replace(wrapper, imports=("math",)) if not dim else wrapper
-    return (*defined, templates.ALIGNED_ROWS, templates.WHOLE_ROWS, *extra, wrapper)
+    return (*defined, templates.ALIGNED_ROWS, *extra, wrapper)

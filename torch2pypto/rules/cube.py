@@ -29,7 +29,8 @@ CUBE_TAKES = Definition(
 def _cube_takes(a, b, bias=None, rank=None, transposed=False):
     """Whether a cube kernel computes torch's `a @ b` (`b` transposed: `a @ b.mT`) `+ bias`:
     tensors of one PyPTO dtype on the kernel path whose k matches and whose batch dims broadcast,
-    of `rank` with equal batch dims if given (mm, bmm), a 1-D bias of n; rows of at most {MAX_DIM}."""
+    of `rank` with equal batch dims if given (mm, bmm), a 1-D bias of n; the operands' rows (k,
+    and n unless `b` is transposed: linear's vocab-wide weight) of at most {MAX_DIM}."""
     tensors = [a, b] + ([] if bias is None else [bias])
     if not all(isinstance(t, torch.Tensor) and t.dtype == a.dtype for t in tensors) or not _on_kernel_path(*tensors):
         return False
@@ -39,7 +40,7 @@ def _cube_takes(a, b, bias=None, rank=None, transposed=False):
     if min(a.dim(), b.dim()) < 1 or rank and not (a.dim() == b.dim() == rank and a.shape[:-2] == b.shape[:-2]):
         return False
     k, n = (b.shape[-2], b.shape[-1]) if b.dim() > 1 else (b.shape[0], 1)
-    if a.shape[-1] != k or max(k, n) > {MAX_DIM} or bias is not None and bias.shape != (n,):
+    if a.shape[-1] != k or max(k, 1 if transposed else n) > {MAX_DIM} or bias is not None and bias.shape != (n,):
         return False
     try:
         torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])

@@ -322,7 +322,7 @@ def definitions(
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
              f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
     prologue = f"shape = {guard}\n"
-    guard = "shape is not None" + (f" and _fits_row(shape[-1], {buffers})" if program.reduces else "")
+    guard = "shape is not None"
     first = rows[0].name
     body = "cols = shape[-1]\n"
     expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host
@@ -363,7 +363,7 @@ def definitions(
     else:
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
-    extra = (templates.ALIGNED_ROWS, templates.WHOLE_ROWS) if program.reduces else ()
+    extra = (templates.ALIGNED_ROWS,) if program.reduces else ()
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 

@@ -93,8 +93,8 @@ def row_kernel(
     ``valid_cols``: the columns the tiles hold data in (a reduction's real cols; the rest is
     32-byte padding). ``row_inputs``: FP32 tensors of one row, the same for every tile (an
     index row). ``also``: (output, tile) pairs, further outputs like ``out`` stored as ``in_dtype``
-    (torch.max(x, dim) gives values and indices). ``whole_rows``: a tile spans every column,
-    which the host checks fits (:data:`WHOLE_ROWS`).
+    (torch.max(x, dim) gives values and indices). ``whole_rows``: a tile spans every column
+    where the row fits the unified buffer, else its column tiles (``_tile_shape``).
     A program that reduces along the row (:func:`reduces`) reads whole rows ``width`` wide
     (``cols`` padded to 32 bytes on the host, :data:`ALIGNED_ROWS`) whose padding the tiles'
     valid shape masks; ``vectors`` are inputs of one such row ([1, width]) that broadcast over
@@ -387,12 +387,8 @@ def _aligned_rows(t, cols):
     tile rows, and the kernel's valid shape leaves the padding out."""
     return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
 
-
-def _fits_row(cols, buffers):
-    """Whether FP32 tiles of one whole row of `cols` (`buffers` of them) fit the unified buffer."""
-    return (cols + 7) * 4 * buffers <= _UB_BYTES
 ''',
-    ("_fits_whole_rows", "_padded_cols"),
+    ("_padded_cols",),
 )
 
 
