@@ -39,8 +39,17 @@ def _launch(kernel, *tensors):
 
 
 def _as_rows(t):
-    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis."""
+    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis (a view
+    of a contiguous `t`, a copy of any other)."""
     return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
+
+
+def _padded_cols(rows, pad, value=0.0):
+    """Matrix `rows` with `pad` columns of `value` appended, contiguous: `rows` itself when it is
+    contiguous and no column is missing (no host copy), else a copy."""
+    if pad:
+        return torch.nn.functional.pad(rows, (0, pad), value=value)
+    return rows.contiguous()
 
 
 def _annotated(namespace):
@@ -68,27 +77,34 @@ _SPREAD_TILES = 32
 _MIN_TILE = 4096
 _WIDE_TILE = 512
 _BF16_ROW_TILE = 32 * 1024
+# the widest column tile of a row wider than a tile: wider ones fail in 0.2.0 (F7A001 idx <
+# size_: a softmax over 53248 cols in 16384-wide tiles, a cast in 32768-wide ones); 8192 passed
+# up to 256k
+_WIDEST_TILE = 8192
 
 
-def _spread_rows(n, cols, tiles=_SPREAD_TILES):
+def _spread_rows(n, cols, tiles=_SPREAD_TILES, whole=False):
     """The most rows a tile of a launch over n x cols has: n / `tiles` but at least _MIN_TILE
-    elements, a power of two up to 64 and n's next (kernels are built once per value)."""
+    elements, a power of two up to 64 and n's next (kernels are built once per value); `whole`
+    (a kernel that reads whole tiles only): at most n, so that a tile lies within the rows."""
     rows = max(1, max(n * cols // tiles, _MIN_TILE) // cols)
-    return min(64, 1 << (rows.bit_length() - 1), 1 << (n - 1).bit_length())
+    return min(64, 1 << (rows.bit_length() - 1), 1 << ((n.bit_length() - 1) if whole else (n - 1).bit_length()))
 
 
 def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=False):
     """Vector tile [rows, tile_cols] of a kernel with `buffers` live tiles in the widest of
     `dtypes` (the input's first; BF16 counts as FP32: PyPTO computes it in FP32) within
     _TILE_BUDGET: rows a power of two up to `max_rows` (_spread_rows); tile_cols the whole row
-    while it fits, a power of two if not; `whole_rows`: cols (the host checks it fits);
-    `split_cols` (elementwise kernels): a power of two that leaves max_rows rows, but at least
-    _WIDE_TILE."""
+    while it fits, a power of two up to _WIDEST_TILE if not; `whole_rows`: the whole row also
+    while `buffers` FP32 copies of it fit the unified buffer (a wider row takes column tiles:
+    PyPTO reduces and broadcasts across them); `split_cols` (elementwise kernels): a power of
+    two that leaves max_rows rows, but at least _WIDE_TILE."""
     size = max(2 if d == pypto.DT_FP16 else 8 if d == pypto.DT_INT64 else 4 for d in dtypes)
     if dtypes[0] == pypto.DT_BF16:
         max_rows = min(max_rows, 1 << (max(1, _BF16_ROW_TILE // cols).bit_length() - 1))
     elements = _TILE_BUDGET // (size * buffers)
-    tile_cols = cols if whole_rows else min(cols, 1 << (elements.bit_length() - 1))
+    widest = 1 << (elements.bit_length() - 1)
+    tile_cols = cols if cols <= widest or whole_rows and (cols + 7) * 4 * buffers <= _UB_BYTES else min(widest, _WIDEST_TILE)
     if split_cols:
         tile_cols = min(tile_cols, 1 << (max(_WIDE_TILE, elements // max_rows).bit_length() - 1))
     rows = max(1, elements // tile_cols)
@@ -128,21 +144,10 @@ def _with_torch_grad(kernel_path, torch_path, *args):
     return kernel_path(*args)
 
 
-def _fits_whole_rows(t, dim, buffers):
-    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
-    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
-
-
 def _aligned_rows(t, cols):
     """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
     tile rows, and the kernel's valid shape leaves the padding out."""
-    rows = t.reshape(-1, cols)
-    return torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size()))).contiguous()
-
-
-def _fits_row(cols, buffers):
-    """Whether FP32 tiles of one whole row of `cols` (`buffers` of them) fit the unified buffer."""
-    return (cols + 7) * 4 * buffers <= _UB_BYTES
+    return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
 
 
 @functools.cache
@@ -242,7 +247,7 @@ def pypto_fused_forward_3d2561_8sites(hidden_states, variance_epsilon, weight, i
     dtypes, tensors that need grad, off the NPU) run _torch_fused_forward_3d2561.
     """
     shape = _fused_shape((hidden_states,), (weight,), numbers=(variance_epsilon,), dtypes=(input_dtype,), like=(), results=((hidden_states,),))
-    if not (shape is not None and _fits_row(shape[-1], 3)):
+    if not (shape is not None):
         return _torch_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_dtype)
 
     def kernel_path(hidden_states, variance_epsilon, weight, input_dtype):

@@ -63,8 +63,42 @@ def _launch(kernel, *tensors):
         "_as_rows",
         '''\
 def _as_rows(t):
-    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis."""
+    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis (a view
+    of a contiguous `t`, a copy of any other)."""
     return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
+''',
+    ),
+    Definition(
+        "_padded_cols",
+        '''\
+def _padded_cols(rows, pad, value=0.0):
+    """Matrix `rows` with `pad` columns of `value` appended, contiguous: `rows` itself when it is
+    contiguous and no column is missing (no host copy), else a copy."""
+    if pad:
+        return torch.nn.functional.pad(rows, (0, pad), value=value)
+    return rows.contiguous()
+''',
+    ),
+    Definition(
+        "_row_window",
+        '''\
+def _row_window(t, rows):
+    """`t` as `rows` rows for a kernel that reads a run of columns from any start: (matrix, start).
+    A view of a contiguous `t` from column 0; for a column slice of wider rows (torch's
+    x[..., a:b]), those wider rows, read in place from the slice's column; else a contiguous copy."""
+    cols = t.numel() // rows
+    try:
+        matrix = t.view(rows, cols)
+    except RuntimeError:
+        return t.reshape(rows, cols).contiguous(), 0
+    width = matrix.stride(0)
+    if matrix.is_contiguous() or matrix.stride(1) != 1 or width < cols:
+        return matrix.contiguous(), 0
+    at, size = matrix.storage_offset(), t.untyped_storage().nbytes() // t.element_size()
+    start = max(0, at + rows * width - size)  # the window's rows end within the storage
+    if start > min(at, width - cols):
+        return matrix.contiguous(), 0
+    return t.as_strided((rows, width), (width, 1), at - start), start
 ''',
     ),
     Definition(
@@ -98,27 +132,34 @@ _SPREAD_TILES = 32
 _MIN_TILE = 4096
 _WIDE_TILE = 512
 _BF16_ROW_TILE = 32 * 1024
+# the widest column tile of a row wider than a tile: wider ones fail in 0.2.0 (F7A001 idx <
+# size_: a softmax over 53248 cols in 16384-wide tiles, a cast in 32768-wide ones); 8192 passed
+# up to 256k
+_WIDEST_TILE = 8192
 
 
-def _spread_rows(n, cols, tiles=_SPREAD_TILES):
+def _spread_rows(n, cols, tiles=_SPREAD_TILES, whole=False):
     """The most rows a tile of a launch over n x cols has: n / `tiles` but at least _MIN_TILE
-    elements, a power of two up to 64 and n's next (kernels are built once per value)."""
+    elements, a power of two up to 64 and n's next (kernels are built once per value); `whole`
+    (a kernel that reads whole tiles only): at most n, so that a tile lies within the rows."""
     rows = max(1, max(n * cols // tiles, _MIN_TILE) // cols)
-    return min(64, 1 << (rows.bit_length() - 1), 1 << (n - 1).bit_length())
+    return min(64, 1 << (rows.bit_length() - 1), 1 << ((n.bit_length() - 1) if whole else (n - 1).bit_length()))
 
 
 def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=False):
     """Vector tile [rows, tile_cols] of a kernel with `buffers` live tiles in the widest of
     `dtypes` (the input's first; BF16 counts as FP32: PyPTO computes it in FP32) within
     _TILE_BUDGET: rows a power of two up to `max_rows` (_spread_rows); tile_cols the whole row
-    while it fits, a power of two if not; `whole_rows`: cols (the host checks it fits);
-    `split_cols` (elementwise kernels): a power of two that leaves max_rows rows, but at least
-    _WIDE_TILE."""
+    while it fits, a power of two up to _WIDEST_TILE if not; `whole_rows`: the whole row also
+    while `buffers` FP32 copies of it fit the unified buffer (a wider row takes column tiles:
+    PyPTO reduces and broadcasts across them); `split_cols` (elementwise kernels): a power of
+    two that leaves max_rows rows, but at least _WIDE_TILE."""
     size = max(2 if d == pypto.DT_FP16 else 8 if d == pypto.DT_INT64 else 4 for d in dtypes)
     if dtypes[0] == pypto.DT_BF16:
         max_rows = min(max_rows, 1 << (max(1, _BF16_ROW_TILE // cols).bit_length() - 1))
     elements = _TILE_BUDGET // (size * buffers)
-    tile_cols = cols if whole_rows else min(cols, 1 << (elements.bit_length() - 1))
+    widest = 1 << (elements.bit_length() - 1)
+    tile_cols = cols if cols <= widest or whole_rows and (cols + 7) * 4 * buffers <= _UB_BYTES else min(widest, _WIDEST_TILE)
     if split_cols:
         tile_cols = min(tile_cols, 1 << (max(_WIDE_TILE, elements // max_rows).bit_length() - 1))
     rows = max(1, elements // tile_cols)
@@ -180,14 +221,6 @@ def _in_layout_of(result, t):
     if t.shape != result.shape or t.is_contiguous():
         return result
     return torch.empty_like(t, dtype=result.dtype).copy_(result)
-''',
-    ),
-    Definition(
-        "_whole_tile_rows",
-        '''\
-def _whole_tile_rows(t, min_rows=64):
-    """`t` ([rows, cols]) zero-padded to at least `min_rows` rows, so a kernel reads whole tiles."""
-    return torch.nn.functional.pad(t, (0, 0, 0, max(0, min_rows - t.shape[0])))
 ''',
     ),
     Definition(

@@ -334,11 +334,12 @@ def _how(entry: Entry) -> str:
     return entry.note or f"{entry.fields.recipe} over tiles".replace("; ", ", then ")
 
 
-def _choose(entry: Entry, kernels, factory: str) -> str:
-    """Statements choosing the kernel variant for this call (str parameters, tensors given)."""
+def _choose(entry: Entry, kernels, factory: str, spread: str = templates.SPREAD_ROWS) -> str:
+    """Statements choosing the kernel variant for this call (str parameters, tensors given);
+    `spread`: the kernels' last factory argument."""
     def made(name, given):
         numbers = "".join(f", _kernel_number({n}, x.dtype)" for n in _in_order(entry, given))
-        return f"kernel = {name}({factory}{numbers}, {templates.SPREAD_ROWS})\n"
+        return f"kernel = {name}({factory}{numbers}, {spread})\n"
 
     if len(kernels) == 1:
         return made(kernels[0][0], kernels[0][3])
@@ -384,18 +385,16 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
     defined = [_kernel(entry, name, choice, steps, _tiles(entry), given=given) for name, choice, _, given, steps in kernels]
     factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
-    result = "out[:n]" if whole else "out"
     layout, placed = _layout(entry)
     body = (
         layout
         + f"rows, shape = _broadcast_rows({', '.join(_tiles(entry))})\n"
-        + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {kernels[0][0]} reads whole tiles\n" if whole else "")
         + "x = rows[0]\n"
         + _defaults(entry)
         + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.fields.output == 'bool' else 'x.dtype'}, device=x.device)\n"
-        + _choose(entry, kernels, factory)
+        + _choose(entry, kernels, factory, templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS)
         + "_launch(kernel, *rows, out)\n"
-        f"return _in_layout_of({result}.reshape(shape), input)\n"
+        "return _in_layout_of(out.reshape(shape), input)\n"
     )
     spelled = ", ".join(names)
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
@@ -403,8 +402,6 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
     guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *placed])
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined)]
-    if whole:
-        requires.append("_whole_tile_rows")
     how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
         ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(
@@ -433,7 +430,6 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     names = [p.name for p in operands(entry)]
     rows = names[1:]
     defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, _, steps in kernels]
-    buffers = max(len(steps) + 1 + len(rows) for *_, steps in kernels)
     factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
     dim = entry.param(entry.fields.along).kinds == ("int",)
     cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
@@ -443,7 +439,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         guards += [f"{entry.fields.along} is not None", "input.dim() > 0"]
         if "dtype" in {p.name for p in params}:
             guards.append("(dtype is None or dtype in _PYPTO_DTYPES)")
-        guards += ["_on_kernel_path(input)", f"_fits_row(input.shape[{entry.fields.along}], {buffers})"]
+        guards += ["_on_kernel_path(input)"]
         body = (
             f"moved = ({cast}).movedim({entry.fields.along}, -1)\n"
             "cols = moved.shape[-1]\n"
@@ -453,7 +449,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     else:
         shape = entry.fields.along
         prologue = f"shape = ({shape},) if isinstance({shape}, int) else tuple({shape})\n"
-        guards += [f"_row_operands(input, shape{''.join(', ' + r for r in rows)})", f"_fits_row(math.prod(shape), {buffers})"]
+        guards += [f"_row_operands(input, shape{''.join(', ' + r for r in rows)})"]
         body = (
             "cols = math.prod(shape)\n"
             f"x = _aligned_rows({cast}, cols)\n"
@@ -476,7 +472,7 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     )
     extra = () if dim else (ROW_OPERANDS,)
     wrapper = dataclasses.replace(wrapper, imports=("math",)) if not dim else wrapper
-    return (*defined, templates.ALIGNED_ROWS, templates.WHOLE_ROWS, *extra, wrapper)
+    return (*defined, templates.ALIGNED_ROWS, *extra, wrapper)
 
 
 def parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:

@@ -39,7 +39,8 @@ CUBE_TAKES = Definition(
 def _cube_takes(a, b, bias=None, rank=None, transposed=False):
     """Whether a cube kernel computes torch's `a @ b` (`b` transposed: `a @ b.mT`) `+ bias`:
     tensors of one PyPTO dtype on the kernel path whose k matches and whose batch dims broadcast,
-    of `rank` with equal batch dims if given (mm, bmm), a 1-D bias of n; rows of at most {MAX_DIM}."""
+    of `rank` with equal batch dims if given (mm, bmm), a 1-D bias of n; the operands' rows (k,
+    and n unless `b` is transposed: linear's vocab-wide weight) of at most {MAX_DIM}."""
     tensors = [a, b] + ([] if bias is None else [bias])
     if not all(isinstance(t, torch.Tensor) and t.dtype == a.dtype for t in tensors) or not _on_kernel_path(*tensors):
         return False
@@ -49,7 +50,7 @@ def _cube_takes(a, b, bias=None, rank=None, transposed=False):
     if min(a.dim(), b.dim()) < 1 or rank and not (a.dim() == b.dim() == rank and a.shape[:-2] == b.shape[:-2]):
         return False
     k, n = (b.shape[-2], b.shape[-1]) if b.dim() > 1 else (b.shape[0], 1)
-    if a.shape[-1] != k or max(k, n) > {MAX_DIM} or bias is not None and bias.shape != (n,):
+    if a.shape[-1] != k or max(k, 1 if transposed else n) > {MAX_DIM} or bias is not None and bias.shape != (n,):
         return False
     try:
         torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -119,7 +120,7 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
         launch = f"_launch({kernels[0]}{factory}, a, b, out)\n"
         if bias:
             launch = (f"if {bias[0]} is None:\n    {launch}else:\n"
-                      f"    bias_row = _zero_padded({bias[0]}.reshape(1, -1), n - {b}.shape[0])\n"
+                      f"    bias_row = _padded_weight({bias[0]}, n - {b}.shape[0]).reshape(1, -1)\n"
                       f"    _launch({kernels[1]}{factory}, a, b, bias_row, out)\n")
         result = f"out[:, :{b}.shape[0]].reshape(*{a}.shape[:-1], {b}.shape[0])"
         how = "pypto.matmul of the input's rows by the transposed weight, accumulated in FP32"

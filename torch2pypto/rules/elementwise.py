@@ -195,18 +195,16 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     launch = []
     for i, (kernel, chosen, _) in enumerate(variants):
         factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "x.shape[1]", *(_number(p) for p in (*chosen, *constants(entry))),
-                             templates.SPREAD_ROWS])
+                             templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS])
         test = " and ".join(
             f"{'not ' if p in chosen else ''}isinstance({p.name}, torch.Tensor)" for p in sorted(numbers, key=lambda p: names.index(p.name))
         )
         keyword = "if" if i == 0 else "elif" if i < len(variants) - 1 else "else"
         line = f"{keyword} {test}:" if keyword != "else" else "else:"
         launch.append(f"{line}\n    kernel = {kernel}({factory})\n" if len(variants) > 1 else f"kernel = {kernel}({factory})\n")
-    result = "out[:n]" if whole else "out"
+    result = "out"
     body = (
         "rows, shape = _broadcast_rows(" + ", ".join(names) + ")\n"
-        + (f"n, rows = rows[0].shape[0], [_whole_tile_rows(t) for t in rows]  # {variants[0][0]} reads whole tiles\n"
-           if whole else "")
         + f"x, dtype = rows[0], {_dtype(shared(entry))}\n"
         f"out = torch.empty(x.shape, dtype={OUTPUTS[entry.fields.output] or 'dtype'}, device=x.device)\n"
         + "".join(launch)
@@ -226,8 +224,6 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(k for k, _, _ in variants)]
     if any(chosen for _, chosen, _ in variants) or any("Number" in p.kinds for p in constants(entry)):
         requires.append("_kernel_number")
-    if whole:
-        requires.append("_whole_tile_rows")
     if entry.fields.inplace:
         guard = f"({guard} and _in_place_ok({spelled}))"
         requires.append("_in_place_ok")

@@ -322,7 +322,7 @@ def definitions(
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
              f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
     prologue = f"shape = {guard}\n"
-    guard = "shape is not None" + (f" and _fits_row(shape[-1], {buffers})" if program.reduces else "")
+    guard = "shape is not None"
     first = rows[0].name
     body = "cols = shape[-1]\n"
     expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host
@@ -331,8 +331,6 @@ def definitions(
     else:
         body += "".join(f"{p.name}_rows = _as_rows({expanded[p.name]})\n" for p in rows)
         body += "".join(f"{p.name}_rows = {p.name}.reshape(1, cols).contiguous()\n" for p in vectors)
-    if program.whole:
-        body += f"n = {first}_rows.shape[0]\n" + "".join(f"{p.name}_rows = _whole_tile_rows({p.name}_rows)  # {kernel} reads whole tiles\n" for p in rows)
     for symbol in promoted:
         body += f"{symbol} = {program.symbols[symbol]}\n"
     width = f"{first}_rows.shape[1]"
@@ -340,18 +338,16 @@ def definitions(
         cols = width if o.value.role == ROWS else "1"
         body += f"{o.name}_out = torch.empty({first}_rows.shape[0], {cols}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
     args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
-    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), f"_spread_rows(*{first}_rows.shape)"]
+    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), f"_spread_rows(*{first}_rows.shape{', whole=True' if program.whole else ''})"]
     launched = ", ".join([*(f"{p.name}_rows" for p in tensors), *(f"{o.name}_out" for o in outputs)])
     body += f"_launch({kernel}({', '.join(args)}), {launched})\n"
     results = []
     for o in outputs:
-        cut = "[:n]" if program.whole else ""
-        shaped = f"{o.name}_out{cut}[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out{cut}.reshape(*shape[:-1], 1)"
+        shaped = f"{o.name}_out[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out.reshape(*shape[:-1], 1)"
         results.append(shaped)
     body += f"return {', '.join(results)}\n"
     requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback]
     requires += ["_aligned_rows"] if program.reduces else []
-    requires += ["_whole_tile_rows"] if program.whole else []
     doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
     more = textwrap.fill(
         f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
@@ -367,7 +363,7 @@ def definitions(
     else:
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
-    extra = (templates.ALIGNED_ROWS, templates.WHOLE_ROWS) if program.reduces else ()
+    extra = (templates.ALIGNED_ROWS,) if program.reduces else ()
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 

@@ -55,13 +55,14 @@ def _moved_along(x, dim, size, runs, value=0.0):
         fills += [(done, at - done)] if at > done else []
         done = at + count
     fills += [(done, size * inner - done)] if done < size * inner else []
-    matrix = x.reshape(rows, -1).contiguous()
+    matrix, start = _row_window(x, rows)
+    places = tuple((source + start, count, at) for source, count, at in places)
     out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
     kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
     _launch(kernel, matrix, out)
     return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
 ''',
-    ("_launch", "assemble1_kernel"),
+    ("_launch", "_row_window", "assemble1_kernel"),
     imports=("math",),
 )
 
@@ -85,18 +86,19 @@ def _joined(tensors, dim, stacked):
     if any(t.shape[d] != first.shape[d] for t in tensors for d in same):
         return None
     rows = math.prod(first.shape[:dim])
-    matrices = [t.reshape(rows, -1).contiguous() for t in tensors]
+    windows = [_row_window(t, rows) for t in tensors]  # read in place, column slices too
+    matrices = [m for m, _ in windows]
     places, at = [], 0
-    for m in matrices:
-        places.append(((0, m.shape[1], at),))
-        at += m.shape[1]
+    for t, (_, start) in zip(tensors, windows):
+        places.append(((start, t.numel() // rows, at),))
+        at += t.numel() // rows
     if stacked:
         shape = [*first.shape[:dim], len(tensors), *first.shape[dim:]]
     else:
         shape = [*first.shape[:dim], sum(t.shape[dim] for t in tensors), *first.shape[dim + 1:]]
     return matrices, tuple(places), at, shape
 ''',
-    ("_on_kernel_path",),
+    ("_on_kernel_path", "_row_window"),
     imports=("math",),
 )
 

@@ -21,12 +21,13 @@ from torch2pypto.rules.steps import Apply, Step, render
 FP32 = "pypto.DT_FP32"
 BOOL = "pypto.DT_BOOL"
 # ops that break on a partial tile (they build full-size constants): their kernels read whole
-# tiles, the last one moved back over rows already done, and the host pads inputs to MIN_ROWS
+# tiles, the last one moved back over rows already done, of at most as many rows as the launch has
 WHOLE_TILE_OPS = frozenset({"sigmoid"})
-MIN_ROWS = 64  # the most rows a tile has (_spread_rows)
 # the factory argument every vector kernel's wrapper passes last, for its [rows, cols] matrix x:
-# the most rows a tile of this launch has (kernels are built per value)
+# the most rows a tile of this launch has (kernels are built per value); WHOLE_SPREAD_ROWS for
+# kernels that read whole tiles (whole_tiles)
 SPREAD_ROWS = "_spread_rows(*x.shape)"
+WHOLE_SPREAD_ROWS = "_spread_rows(*x.shape, whole=True)"
 # scan blocks: pypto.cumsum of a [rows, 2048] FP32 tile overflows the 192 KB UB in 0.2.0 (its
 # TRANSPOSE_VNCHWCONV needs 204800 bytes); [8, 1024] blocks fit
 SCAN_BLOCK = 1024
@@ -92,8 +93,8 @@ def row_kernel(
     ``valid_cols``: the columns the tiles hold data in (a reduction's real cols; the rest is
     32-byte padding). ``row_inputs``: FP32 tensors of one row, the same for every tile (an
     index row). ``also``: (output, tile) pairs, further outputs like ``out`` stored as ``in_dtype``
-    (torch.max(x, dim) gives values and indices). ``whole_rows``: a tile spans every column,
-    which the host checks fits (:data:`WHOLE_ROWS`).
+    (torch.max(x, dim) gives values and indices). ``whole_rows``: a tile spans every column
+    where the row fits the unified buffer, else its column tiles (``_tile_shape``).
     A program that reduces along the row (:func:`reduces`) reads whole rows ``width`` wide
     (``cols`` padded to 32 bytes on the host, :data:`ALIGNED_ROWS`) whose padding the tiles'
     valid shape masks; ``vectors`` are inputs of one such row ([1, width]) that broadcast over
@@ -127,7 +128,7 @@ def row_kernel(
     params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
     params += "".join(f"        {v}: pypto.Tensor([1, width], {in_dtype}),\n" for v in vectors)
     params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)
-    if whole:  # the host gives at least MIN_ROWS rows; the last tile ends at the last row
+    if whole:  # tiles of at most n rows (WHOLE_SPREAD_ROWS); the last tile ends at the last row
         start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
         if masked:
             start += " " * 12 + "valid = [rows, cols]\n"
@@ -233,10 +234,11 @@ def _reduction_rows(t, dim, keepdim, identity):
     kept = [d for d in range(t.dim()) if d not in dims]
     cols = _reduced_count(t, dim)
     rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
-    rows = torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size())), value=identity)
+    rows = _padded_cols(rows, -cols % (32 // t.element_size()), identity)
     shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
-    return rows.contiguous(), cols, shape
+    return rows, cols, shape
 ''',
+    ("_padded_cols",),
     imports=("math",),
 )
 
@@ -339,7 +341,7 @@ def _cube_operands(a, b, transposed=False):
     m, k = a.shape[-2:]
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = _zero_padded(a, -k % 16)
-    b = _zero_padded(b, -k % 16, -b.shape[-2] % 16) if transposed else _zero_padded(b, -b.shape[-1] % 16, -k % 16)
+    b = _padded_weight(b, -k % 16, -b.shape[-2] % 16) if transposed else _zero_padded(b, -b.shape[-1] % 16, -k % 16)
     a = a.expand(*batch, m, a.shape[-1]).reshape(-1, a.shape[-1]).contiguous()
     if math.prod(b.shape[:-2]) == 1:
         return a, b.reshape(b.shape[-2:]).contiguous(), batch, False
@@ -348,7 +350,20 @@ def _cube_operands(a, b, transposed=False):
 
 def _zero_padded(t, cols, rows=0):
     """`t` with `cols` zero columns and `rows` zero rows appended (`t` itself if none)."""
-    return torch.nn.functional.pad(t, (0, cols, 0, rows)) if cols or rows else t
+    return torch.nn.functional.pad(t, (0, cols, *((0, rows) if rows else ()))) if cols or rows else t
+
+
+def _padded_weight(w, cols, rows=0):
+    """Weight `w` zero-padded as _zero_padded does and contiguous, copied once per weight: the
+    copy is kept on `w` until `w` changes (its version counter), so no forward pads it again."""
+    if not (cols or rows) and w.is_contiguous():
+        return w
+    key = (w._version, cols, rows)
+    kept = getattr(w, "_pypto_padded", None)
+    if kept is None or kept[0] != key:
+        kept = key, _zero_padded(w, cols, rows).contiguous()
+        w._pypto_padded = kept
+    return kept[1]
 ''',
     imports=("math",),
 )
@@ -370,15 +385,10 @@ ALIGNED_ROWS = Definition(
 def _aligned_rows(t, cols):
     """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
     tile rows, and the kernel's valid shape leaves the padding out."""
-    rows = t.reshape(-1, cols)
-    return torch.nn.functional.pad(rows, (0, -cols % (32 // t.element_size()))).contiguous()
+    return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
 
-
-def _fits_row(cols, buffers):
-    """Whether FP32 tiles of one whole row of `cols` (`buffers` of them) fit the unified buffer."""
-    return (cols + 7) * 4 * buffers <= _UB_BYTES
 ''',
-    ("_fits_whole_rows",),
+    ("_padded_cols",),
 )
 
 

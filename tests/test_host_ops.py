@@ -1,0 +1,129 @@
+"""Wrappers hand their operands to the kernel as they are: the aten ops a wrapper runs on the host
+around its launch are counted (host_ops), and any beyond those the README names fail."""
+
+import collections
+
+import pytest
+import torch
+
+import torch2pypto
+from helpers import sample, translate
+from table_cases import load
+from torch2pypto.translator.verification import interpreter
+from torch2pypto.translator.verification.hostops import host_ops
+
+pytestmark = pytest.mark.interpreter
+
+SOURCE = """\
+import torch
+import torch.nn.functional as F
+
+
+def add(x: torch.Tensor, y: torch.Tensor):
+    return torch.add(x, y)
+
+
+def sigmoid(x: torch.Tensor):
+    return torch.sigmoid(x)
+
+
+def row_sum(x: torch.Tensor):
+    return x.sum(-1)
+
+
+def softmax(x: torch.Tensor):
+    return F.softmax(x, dim=-1)
+
+
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    return F.linear(x, w, b)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor):
+    return torch.matmul(a, b)
+
+
+def halves(x: torch.Tensor):
+    return torch.cat((x[..., 16:], x[..., :16]), dim=-1)
+"""
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("host_ops")
+    (folder / "original.py").write_text(SOURCE)
+    translation = translate(SOURCE)
+    assert {r.status for r in translation.records} == {"converted"}, [r for r in translation.records if r.status != "converted"]
+    (folder / "translated.py").write_text(translation.code)
+    return load(folder / "translated.py"), load(folder / "original.py")
+
+
+def host(modules, name, *args, calls=1):
+    """The aten ops the last of `calls` calls of translated `name` ran outside its launches (it
+    launched a kernel and computed what torch does)."""
+    translated, original = modules
+    expected = getattr(original, name)(*args)
+    for _ in range(calls):
+        launched = interpreter.counting()
+        with torch.no_grad(), torch2pypto.interpreted(translated), host_ops(translated) as ops:
+            got = getattr(translated, name)(*args)
+        assert sum(launched().values()) > 0, f"{name} launched no kernel"
+    torch.testing.assert_close(got, expected)
+    return dict(ops)
+
+
+def test_an_elementwise_op_of_equal_shapes_copies_nothing(modules):
+    assert host(modules, "add", sample(6, 64), sample(6, 64, seed=1)) == {}
+
+
+def test_a_broadcast_operand_is_the_one_copy_of_an_elementwise_op(modules):
+    # named in README: vector kernels take [rows, cols] operands, a broadcast one is expanded
+    assert host(modules, "add", sample(6, 64), sample(64, seed=1)) == {"clone": 1}
+
+
+def test_a_whole_tile_kernel_reads_fewer_rows_than_a_tile_without_padding(modules):
+    assert host(modules, "sigmoid", sample(5, 64)) == {}
+
+
+def test_a_row_reduction_of_aligned_rows_copies_nothing(modules):
+    assert host(modules, "row_sum", sample(3, 5, 64)) == {}
+
+
+def test_a_row_reduction_pads_only_rows_that_are_not_32_byte_aligned(modules):
+    assert host(modules, "row_sum", sample(3, 37)) == {"constant_pad_nd": 1}
+
+
+def test_a_row_composite_of_aligned_rows_copies_nothing(modules):
+    assert host(modules, "softmax", sample(2, 3, 64)) == {}
+    assert host(modules, "layer_norm", sample(2, 3, 64), sample(64, seed=1), sample(64, seed=2)) == {}
+
+
+def test_a_linear_pads_its_weight_once_not_in_every_forward(modules):
+    x, w, b = sample(2, 5, 64), sample(40, 64, seed=1), sample(40, seed=2)
+    assert host(modules, "linear", x, w, b) == {"constant_pad_nd": 2}  # n 40 to 48: weight and bias
+    assert host(modules, "linear", x, w, b) == {}
+    with torch.no_grad():
+        w.mul_(2)  # a weight changed in place (its version counter moves) is padded again
+    assert host(modules, "linear", x, w, b) == {"constant_pad_nd": 1}
+
+
+def test_a_matmul_folds_a_broadcast_batch_into_rows_without_a_copy(modules):
+    assert host(modules, "matmul", sample(2, 3, 8, 32), sample(32, 16, seed=1)) == {}
+    assert host(modules, "matmul", sample(2, 8, 32), sample(2, 32, 16, seed=1)) == {}
+
+
+def test_a_cat_reads_column_slices_in_place(modules):
+    assert host(modules, "halves", sample(2, 5, 32)) == {}
+
+
+def test_host_ops_leave_out_the_kernels_own_work(modules):
+    translated, _ = modules
+    x = sample(6, 64)
+    with torch.no_grad(), torch2pypto.interpreted(translated), host_ops(translated) as ops:
+        torch.exp(x)  # torch's own op, outside any launch: counted
+        translated.add(x, x)
+    assert ops == collections.Counter({"exp": 1})
