@@ -55,7 +55,7 @@ def _loss_and_grads(model, x):
 
 
 @pytest.mark.parametrize("name, kernels", [
-    ("Block", {"layer_norm_weight_bias_kernel.kernel": 1, "linear_bias_kernel.kernel": 2}),  # one output read twice
+    ("Block", {"layer_norm_weight_bias_kernel.kernel": 1, "linear_bias_kernel.kernel": 2, "add_kernel.kernel": 1}),  # one output read twice
     ("Scaled", {"layer_norm_weight_bias_kernel.kernel": 1, "linear_bias_kernel.kernel": 1}),  # changed in place
 ])
 def test_a_kernels_result_trains_as_torchs_does(translated, name, kernels):
