@@ -99,11 +99,15 @@ def call_dim(entry: Entry, call: str | None) -> int | None:
 def tolerance(entry: Entry, dtype: torch.dtype) -> dict[str, float]:
     """assert_close's tolerances: its defaults, but a cube kernel sums k FP32 products in tile
     order, not torch's, so FP32 results differ by a few ulps of the sum; half-precision
-    index_add's sums are rounded as torch rounds them on some paths only."""
+    index_add's sums are rounded as torch rounds them on some paths only; attention's half-precision
+    results are weighted means a few ulps from torch's."""
     if entry.pypto == "index_add" and dtype in (torch.float16, torch.bfloat16):
         # repeated indices: the kernel sums in FP32 and rounds once; torch's CPU index_add does so
         # for alpha=1 along the first or last dim, else rounds after each add (a few ulps apart)
         return {"rtol": 1.6e-2, "atol": 8 * torch.finfo(dtype).eps}
+    if entry.family == "attention" and dtype in (torch.float16, torch.bfloat16):
+        # weighted means of v: P is rounded to the dtype for P.V, and torch rounds on its own paths
+        return {"rtol": 1.6e-2, "atol": 2 * torch.finfo(dtype).eps}
     return {"rtol": 1e-4, "atol": 1e-4} if entry.family == "cube" and dtype == torch.float32 else {}
 
 

@@ -25,7 +25,7 @@ CATEGORIES = (
     "host-side",
 )
 HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, device moves, dropout
-FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube", "movement", "triangle", "one_hot", "indexing", "sorting")  # how code is made (rules/)
+FAMILIES = ("elementwise", "cast", "reduction", "scan", "composite", "cube", "movement", "triangle", "one_hot", "indexing", "sorting", "attention")  # how code is made (rules/)
 KINDS = ("Tensor", "Tensors", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
 DOMAINS = ("real", "positive", "unit", "small", "nonfinite", "distinct")

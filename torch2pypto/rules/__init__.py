@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from torch2pypto.rules import (
+    attention,
     casting,
     composite,
     cube,
@@ -39,6 +40,7 @@ FAMILIES = {
     "one_hot": onehot,
     "indexing": indexing,
     "sorting": sorting,
+    "attention": attention,
 }
 
 
