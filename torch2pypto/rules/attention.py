@@ -26,7 +26,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 
 PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-MAX_HEAD_DIM = 256  # the FP32 output accumulator of a 128-row tile stays within the UB
+MAX_HEAD_DIM = 256  # the largest head dim tried (gemma's); wider heads run torch
 NEG = "-1e30"  # "minus infinity" of masked scores: finite, so a wholly masked tile gives no NaN
 
 
@@ -128,6 +128,17 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
 TAKES = Definition(
     "_sdpa_takes",
     f'''\
+# Query and kv tiles: a power of two from 16 up to 512. In the cost model (scripts/attention.py,
+# B1 H8 S512 D128 bf16) fewer, larger tiles win: 128 x 128 took 635.8 us, 128 x 512 99.5,
+# 256 x 512 67.4, 512 x 512 59.0 (task count falls from 512 to 280).
+_SDPA_TILES = (16, 512)
+
+
+def _sdpa_tile(n):
+    """The rows of a query or kv tile for a sequence of n."""
+    return min(_SDPA_TILES[1], max(_SDPA_TILES[0], 1 << (n - 1).bit_length()))
+
+
 def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
     """Whether the attention kernel computes torch's sdpa of these: q [..., hq, sq, d], k and v
     [..., hkv, skv, d] of one PyPTO dtype on the kernel path, hq == hkv (or a multiple with
@@ -197,8 +208,8 @@ def _wrapper(entry: Entry) -> Definition:
 d, sq, skv = {q}.shape[-1], {q}.shape[-2], {k}.shape[-2]
 heads, group = {q}.shape[-3], {q}.shape[-3] // {k}.shape[-3]
 bh = {q}.numel() // (sq * d)
-tile = _cube_rows(sq)
-kv_tile = tile if {causal} else min(128, _cube_rows(skv))
+tile = _sdpa_tile(sq)
+kv_tile = tile if {causal} else _sdpa_tile(skv)
 bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
 rows = [torch.nn.functional.pad(t.reshape(-1, d), (0, -d % 16)).contiguous() for t in ({q}, {k}, {v})]
 out = torch.empty_like(rows[0])
