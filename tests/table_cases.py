@@ -9,6 +9,7 @@ import torch
 
 from torch2pypto.mapping import SAMPLE_NAMES, Entry, Table, load_table
 from torch2pypto.mapping import samples
+from torch2pypto.rules import attention
 
 TABLE = load_table()
 
@@ -105,9 +106,8 @@ def tolerance(entry: Entry, dtype: torch.dtype) -> dict[str, float]:
         # repeated indices: the kernel sums in FP32 and rounds once; torch's CPU index_add does so
         # for alpha=1 along the first or last dim, else rounds after each add (a few ulps apart)
         return {"rtol": 1.6e-2, "atol": 8 * torch.finfo(dtype).eps}
-    if entry.family == "attention" and dtype in (torch.float16, torch.bfloat16):
-        # weighted means of v: P is rounded to the dtype for P.V, and torch rounds on its own paths
-        return {"rtol": 1.6e-2, "atol": 2 * torch.finfo(dtype).eps}
+    if entry.family == "attention" and attention.tolerance(dtype):
+        return dict(zip(("atol", "rtol"), attention.tolerance(dtype)))
     return {"rtol": 1e-4, "atol": 1e-4} if entry.family == "cube" and dtype == torch.float32 else {}
 
 

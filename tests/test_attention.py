@@ -140,3 +140,21 @@ def test_gradients_are_torchs(module):
         t.grad = None
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
     torch.testing.assert_close(got, [t.grad for t in (q, k, v)])
+
+
+def test_verify_samples_the_kernel_path():
+    """--verify gives a dropout_p known at run time its default (0.5 took the torch path: 'not
+    exercised'), the mask a shape of the scores, and half dtypes attention's tolerance."""
+    from torch2pypto.translator.verification import sites
+
+    cases = sites.cases(translate_source(SDPA).conversions[0], "0")
+    assert len(cases) == 3 * len(ENTRY.sample.shapes)
+    for case in cases:
+        q, k, v = case.args
+        assert case.kwargs["dropout_p"] == 0.0
+        torch.broadcast_shapes(case.kwargs["attn_mask"].shape, (*q.shape[:-1], k.shape[-2]))
+        assert case.tolerance == tolerance_pair(q.dtype)
+
+
+def tolerance_pair(dtype):
+    return None if dtype == torch.float32 else (2 * torch.finfo(dtype).eps, 1.6e-2)

@@ -30,6 +30,15 @@ MAX_HEAD_DIM = 256  # the largest head dim tried (gemma's); wider heads run torc
 NEG = "-1e30"  # "minus infinity" of masked scores: finite, so a wholly masked tile gives no NaN
 
 
+def tolerance(dtype) -> tuple[float, float] | None:
+    """(atol, rtol) against torch's sdpa for a torch dtype (None: assert_close's defaults): a
+    half-precision result is a weighted mean whose P is rounded for P.V, a few ulps from the
+    rounding of torch's own paths."""
+    import torch
+
+    return (2 * torch.finfo(dtype).eps, 1.6e-2) if dtype in (torch.float16, torch.bfloat16) else None
+
+
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if tuple(p.name for p in entry.params) != PARAMS:
         return f"the attention family takes torch's sdpa parameters {PARAMS}"

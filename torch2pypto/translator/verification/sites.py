@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from torch2pypto.mapping import load_table, samples
+from torch2pypto.rules import attention
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
@@ -60,6 +61,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 param_shape = samples.operand_shape(entry, name, shape, dim) if name in ("y", "w") else shape
                 if name == "i":  # an index in range along the call's dim
                     value = samples.index(entry, shape, generator, dim)
+                elif param.name in entry.fallback and literal(bound[param.name]) is Ellipsis:
+                    value = param.default  # known at run time only: the value the kernel takes (sdpa's dropout_p)
                 else:
                     value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
                 if param.required:
@@ -67,7 +70,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 else:
                     kwargs[param.name] = value
             label = f"{key} {record.location} {record.api} {dtype_name(dtype)} {list(shape)}"
-            result.append(Case(label, wrapper, tuple(args), kwargs))
+            tolerance = attention.tolerance(dtype) if entry.family == "attention" else None
+            result.append(Case(label, wrapper, tuple(args), kwargs, tolerance=tolerance))
     return result
 
 
