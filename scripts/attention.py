@@ -1,10 +1,11 @@
 """Benchmark: the attention kernel against today's eager path in PyPTO's cost model (SIM, A2/A3).
 
-    python scripts/attention.py [--shape B H S D]
+    python scripts/attention.py [--shape B H S D] [--causal]
 
 Translates ``F.scaled_dot_product_attention(q, k, v, scale=...)`` (one flash-attention kernel)
 and the eager pattern ``softmax(q @ k.mT * scale, dim=-1, dtype=float32).to(q.dtype) @ v`` (as
-llama's eager_attention_forward writes it), runs each with a launcher that times every kernel it
+llama's eager_attention_forward writes it; --causal: is_causal=True against the eager path
+adding a causal float mask), runs each with a launcher that times every kernel it
 launches in SIM mode, and prints each kernel's time, the sums, and the HBM floors (bytes moved
 over 1.42 TB/s, which the model does not charge). Launch gaps are excluded. Figures only (SIM
 mode computes no values); bf16; a run takes minutes. Not a test.
@@ -21,10 +22,10 @@ from costmodel import HBM_BYTES_PER_US, scratch, sim_time
 
 FUSED = "torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)"
 EAGER = "torch.matmul(torch.nn.functional.softmax(torch.matmul(q, k.mT) * scale, dim=-1, dtype=torch.float32).to(q.dtype), v)"
-SNIPPET = "import torch\n\n\ndef f(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale):\n    return {}\n"
+SNIPPET = "import torch\n\n\ndef f(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale, mask: torch.Tensor):\n    return {}\n"
 
 
-def timed(call: str, folder: Path, q, k, v) -> list[tuple[str, float, int]]:
+def timed(call: str, folder: Path, q, k, v, mask) -> list[tuple[str, float, int]]:
     """(kernel, µs, tasks) of each kernel the translated call launches."""
     from torch2pypto import translate_source
 
@@ -35,25 +36,30 @@ def timed(call: str, folder: Path, q, k, v) -> list[tuple[str, float, int]]:
     spec.loader.exec_module(module)
     runs = []
     module.PYPTO_LAUNCHER = lambda kernel, *tensors: runs.append((kernel._original_func.__qualname__.split(".")[0], *sim_time(kernel, *tensors)))
-    module.f(q, k, v, q.shape[-1] ** -0.5)
+    module.f(q, k, v, q.shape[-1] ** -0.5, mask)
     return runs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", nargs=4, type=int, default=[1, 8, 512, 128], metavar=("B", "H", "S", "D"))
-    b, h, s, d = parser.parse_args().shape
+    parser.add_argument("--causal", action="store_true")
+    arguments = parser.parse_args()
+    b, h, s, d = arguments.shape
     with tempfile.TemporaryDirectory() as folder:
         scratch(folder)
         import torch
 
         q, k, v = (torch.randn(b, h, s, d, dtype=torch.bfloat16) for _ in range(3))
+        mask = torch.full((s, s), float("-inf"), dtype=torch.bfloat16).triu(1)
         qkv, scores = 3 * q.numel() * 2 + q.numel() * 2, b * h * s * s
         floors = {"fused": qkv, "eager": qkv + scores * (2 + 4 + 4 + 2 + 2 + 2)}  # bf16 scores, fp32 scaled / softmax, bf16 weights
-        print(f"B{b} H{h} S{s} D{d} bf16, cost model (A2A3, SIM); launch gaps excluded")
+        print(f"B{b} H{h} S{s} D{d} bf16{' causal' if arguments.causal else ''}, cost model (A2A3, SIM); launch gaps excluded")
         totals = {}
-        for name, call in (("eager", EAGER), ("fused", FUSED)):
-            runs = timed(call, Path(folder), q, k, v)
+        calls = {"eager": EAGER.replace("* scale", "* scale + mask") if arguments.causal else EAGER,
+                 "fused": FUSED.replace("scale=scale", "scale=scale, is_causal=True") if arguments.causal else FUSED}
+        for name, call in calls.items():
+            runs = timed(call, Path(folder), q, k, v, mask)
             for kernel, us, tasks in runs:
                 print(f"  {name:5} {kernel:40} {us:9.1f} us  {tasks:6} tasks")
             totals[name] = sum(us for _, us, _ in runs)
