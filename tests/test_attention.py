@@ -158,3 +158,17 @@ def test_verify_samples_the_kernel_path():
 
 def tolerance_pair(dtype):
     return None if dtype == torch.float32 else (2 * torch.finfo(dtype).eps, 1.6e-2)
+
+
+def test_the_family_refuses_entries_it_cannot_honour():
+    import tomllib
+    from importlib import resources
+
+    from torch2pypto.mapping import TableError, build_table
+
+    raw = tomllib.loads(resources.files("torch2pypto.mapping").joinpath("ops.toml").read_text())
+    entry = raw["scaled_dot_product_attention"]
+    for change, message in [({"fallback": {}}, "fallback = { dropout_p }"),
+                            ({"signature": entry["signature"].replace("enable_gqa", "gqa")}, "sdpa parameters")]:
+        with pytest.raises(TableError, match=message.replace("{", r"\{").replace("}", r"\}")):
+            build_table({"scaled_dot_product_attention": {**entry, **change}})

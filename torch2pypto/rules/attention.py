@@ -4,7 +4,7 @@ Per (batch, head) and tile of query rows, the kernel walks the keys and values i
 online softmax (running row max ``m``, sum ``l`` and output ``o``, rescaled as each tile comes),
 so the [S_q, S_kv] scores live one [rows, kv] tile at a time and never reach HBM. Q.K^T and P.V
 run on the cube, accumulated in FP32; softmax runs in FP32; fp16/bf16 P is rounded to the input
-dtype for the P.V product (as torch's CPU flash kernel does) and the output once.
+dtype for the P.V product (as flash kernels do) and the output once.
 
 The host folds q/k/v to [heads * S, D] rows (D zero-padded to 16); a GQA/MQA query head ``h``
 reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
