@@ -12,7 +12,7 @@ mode computes no values); bf16; a run takes minutes. Not a test.
 
 Last run (pypto 0.2.0; the eager path is 4 launches: matmul, softmax, cast, matmul):
   B1 H8 S512 D128            eager 130.1 us, fused 59.0 us: 2.21x (causal: 65.7 us, 1.98x)
-  B1 H32 S2048 D128          eager 3841.8 us, fused 2217.8 us: 1.73x (causal: 1494.6 us, 2.57x)
+  B1 H32 S2048 D128          eager 3841.8 us, fused 1993.5 us: 1.93x (causal: 1494.6 us, 2.57x)
 HBM floors: eager 26.6 / 1559.6 us (the scores cross HBM four times), fused 3.0 / 47.3 us.
 """
 

@@ -71,11 +71,12 @@ MATRIX = [
     for b, h, h_kv, s_q, s_kv, kwargs in [
         (1, 2, 2, 7, 7, {}), (2, 2, 2, 13, 13, {"causal": True}), (1, 2, 2, 200, 200, {}),
         (1, 2, 2, 200, 200, {"causal": True}), (1, 8, 2, 33, 33, {"gqa": True, "causal": True}),
-        (2, 2, 2, 13, 7, {"causal": True}), (1, 2, 2, 1, 300, {}), (2, 4, 1, 1, 13, {"gqa": True}),
+        (2, 2, 2, 13, 7, {"causal": True}), (1, 2, 2, 1, 1100, {}), (2, 4, 1, 1, 13, {"gqa": True}),
         (2, 2, 2, 33, 150, {"mask": "float"}), (2, 4, 2, 7, 33, {"gqa": True, "mask": "bool"}),
     ]
     for d in (64, 80, 128) for dtype in (torch.float32, torch.bfloat16)
-]
+] + [pytest.param((1, 2, 1, 33, 600, 256, torch.bfloat16, {"gqa": True}), id="d256-gqa-bf16"),
+     pytest.param((1, 2, 2, 600, 600, 64, torch.float32, {"causal": True}), id="causal-two-512-tiles")]
 
 
 def _mask(kind, b, h, s_q, s_kv, dtype):

@@ -140,15 +140,17 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
 TAKES = Definition(
     "_sdpa_takes",
     f'''\
-# Query and kv tiles: a power of two from 16 up to 512. In the cost model (scripts/attention.py,
-# B1 H8 S512 D128 bf16) fewer, larger tiles win: 128 x 128 took 635.8 us, 128 x 512 99.5,
-# 256 x 512 67.4, 512 x 512 59.0 (task count falls from 512 to 280).
-_SDPA_TILES = (16, 512)
+# Query and kv tiles: a power of two from 16 up to 512 query rows and 1024 keys. In the cost
+# model (scripts/attention.py, bf16, D128) fewer, larger tiles win. B1 H8 S512: 128 x 128 took
+# 635.8 us, 128 x 512 99.5, 256 x 512 67.4, 512 x 512 59.0. B1 H32 S2048: 512 x 512 2217.8,
+# 512 x 1024 1993.5, 512 x 2048 1646.8, 1024 x 512 2260.1. Keys stop at 1024 so that a score
+# tile's workspace (512 x 1024 FP32, 2 MiB) stays bounded whatever S_kv: memory linear in S.
+_SDPA_ROWS, _SDPA_KV = 512, 1024
 
 
-def _sdpa_tile(n):
-    """The rows of a query or kv tile for a sequence of n."""
-    return min(_SDPA_TILES[1], max(_SDPA_TILES[0], 1 << (n - 1).bit_length()))
+def _sdpa_tile(n, most):
+    """The rows of a query or kv tile for a sequence of n: a power of two from 16 to `most`."""
+    return min(most, max(16, 1 << (n - 1).bit_length()))
 
 
 def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
@@ -220,8 +222,8 @@ def _wrapper(entry: Entry) -> Definition:
 d, sq, skv = {q}.shape[-1], {q}.shape[-2], {k}.shape[-2]
 heads, group = {q}.shape[-3], {q}.shape[-3] // {k}.shape[-3]
 bh = {q}.numel() // (sq * d)
-tile = _sdpa_tile(sq)
-kv_tile = tile if {causal} else _sdpa_tile(skv)
+tile = _sdpa_tile(sq, _SDPA_ROWS)
+kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
 bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
 rows = [torch.nn.functional.pad(t.reshape(-1, d), (0, -d % 16)).contiguous() for t in ({q}, {k}, {v})]
 out = torch.empty_like(rows[0])
