@@ -2,7 +2,7 @@
 
 Per (batch, head) and tile of query rows, the kernel walks the keys and values in tiles with an
 online softmax (running row max ``m``, sum ``l`` and output ``o``, rescaled as each tile comes),
-so the [S_q, S_kv] scores live one [rows, kv] tile at a time and never reach HBM. Q.K^T and P.V
+so the [S_q, S_kv] scores exist a [rows, kv] tile at a time, never whole in HBM. Q.K^T and P.V
 run on the cube, accumulated in FP32; softmax runs in FP32; fp16/bf16 P is rounded to the input
 dtype for the P.V product (as flash kernels do) and the output once.
 
@@ -233,7 +233,7 @@ _launch(kernel, *rows, bias, out)
 return out[:, :d].reshape({q}.shape)
 '''
     how = ("flash attention in one pypto kernel: Q.K^T and P.V on the cube in FP32, an online softmax over "
-           "kv tiles, so the scores never reach HBM; GQA reads each kv head for its query heads. "
+           "kv tiles, so the scores are never whole in HBM; GQA reads each kv head for its query heads. "
            "Dropout and masks or shapes the kernel does not take run torch")
     operands = ", ".join(p.name for p in params)
     return wrappers.wrapper(
