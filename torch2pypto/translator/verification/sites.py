@@ -65,6 +65,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 param_shape = samples.operand_shape(entry, name, shape, dim) if name in ("y", "w") else shape
                 if name == "i":  # an index in range along the call's dim
                     value = samples.index(entry, shape, generator, dim)
+                elif param.name in entry.fallback and literal(bound[param.name]) is Ellipsis:
+                    value = param.default  # known at run time only: the value the kernel takes (sdpa's dropout_p)
                 else:
                     value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
                 if param.required:

@@ -1,0 +1,158 @@
+"""The attention family beyond the table's examples: F.scaled_dot_product_attention as one
+flash-attention kernel against torch's sdpa, with counted launches: masks, causal, GQA/MQA,
+S_q != S_kv and decode, odd lengths, head_dim 64/80/128, fp32/fp16/bf16; what runs torch."""
+
+import importlib.util
+
+import pytest
+import torch
+
+import torch2pypto
+from helpers import sample, statuses
+from torch2pypto.mapping import load_table
+from torch2pypto.mapping.tolerance import tolerance
+from torch2pypto.translator.engine.translate import translate_source
+from torch2pypto.translator.verification.interpreter import counting
+
+SDPA = """\
+import torch
+import torch.nn.functional as F
+
+
+def f(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None, p=0.0, causal=False, scale=None, gqa=False):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=scale, enable_gqa=gqa)
+"""
+KERNEL = {"scaled_dot_product_attention_kernel.kernel": 1}
+ENTRY = load_table().by_api["torch.nn.functional.scaled_dot_product_attention"]
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory):
+    path = tmp_path_factory.mktemp("attention") / "sdpa_pypto.py"
+    path.write_text(translate_source(SDPA).code)
+    spec = importlib.util.spec_from_file_location("sdpa_pypto", path)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def qkv(b, h, h_kv, s_q, s_kv, d, dtype=torch.float32):
+    return sample(b, h, s_q, d, dtype=dtype), sample(b, h_kv, s_kv, d, dtype=dtype, seed=1), sample(b, h_kv, s_kv, d, dtype=dtype, seed=2)
+
+
+def check(module, q, k, v, launches=KERNEL, **kwargs):
+    """The translated call launches `launches` and matches torch's sdpa."""
+    names = {"mask": "attn_mask", "p": "dropout_p", "causal": "is_causal", "gqa": "enable_gqa"}
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, **{names.get(n, n): a for n, a in kwargs.items()})
+    ran = counting()
+    with torch2pypto.interpreted(module):
+        got = module.f(q, k, v, **kwargs)
+    assert ran() == launches
+    atol, rtol = tolerance(ENTRY, q.dtype, q.shape)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+
+
+def test_sdpa_converts_and_a_literal_dropout_stays_torch():
+    assert statuses(SDPA) == [("torch.nn.functional.scaled_dot_product_attention", "converted")]
+    records = translate_source(SDPA.replace("dropout_p=p", "dropout_p=0.1")).records
+    assert records[0].status != "converted" and "dropout" in records[0].reason
+
+
+# (b, h, h_kv, s_q, s_kv, d, dtype, keyword arguments): a handful by default, the sweep under -m matrix
+CASES = [
+    pytest.param((1, 2, 2, 33, 33, 80, torch.float32, {}), id="d80-odd"),
+    pytest.param((1, 2, 2, 130, 130, 64, torch.float32, {"causal": True}), id="causal-two-tiles"),
+    pytest.param((1, 2, 1, 7, 7, 64, torch.float32, {}), id="one-kv-head-broadcast"),
+    pytest.param((2, 4, 1, 7, 13, 64, torch.bfloat16, {"gqa": True, "mask": "bool"}), id="mqa-bool-mask-bf16"),
+    pytest.param((1, 4, 2, 1, 33, 128, torch.float16, {"gqa": True, "mask": "float", "scale": 0.3}), id="gqa-decode-float-mask-fp16"),
+    pytest.param((1, 2, 2, 13, 13, 64, torch.float32, {"mask": "float", "causal": True}), id="causal-and-mask"),
+]
+MATRIX = [
+    pytest.param((b, h, h_kv, s_q, s_kv, d, dtype, kwargs), id=f"{b}x{h}/{h_kv}x{s_q}x{s_kv}x{d}-{str(dtype)[6:]}-{'-'.join(kwargs)}")
+    for b, h, h_kv, s_q, s_kv, kwargs in [
+        (1, 2, 2, 7, 7, {}), (2, 2, 2, 13, 13, {"causal": True}), (1, 2, 2, 200, 200, {}),
+        (1, 2, 2, 200, 200, {"causal": True}), (1, 8, 2, 33, 33, {"gqa": True, "causal": True}),
+        (2, 2, 2, 13, 7, {"causal": True}), (1, 2, 2, 1, 1100, {}), (2, 4, 1, 1, 13, {"gqa": True}),
+        (2, 2, 2, 33, 150, {"mask": "float"}), (2, 4, 2, 7, 33, {"gqa": True, "mask": "bool"}),
+    ]
+    for d in (64, 80, 128) for dtype in (torch.float32, torch.bfloat16)
+] + [pytest.param((1, 2, 1, 33, 600, 256, torch.bfloat16, {"gqa": True}), id="d256-gqa-bf16"),
+     pytest.param((1, 2, 2, 600, 600, 64, torch.float32, {"causal": True}), id="causal-two-512-tiles")]
+
+
+def _mask(kind, b, h, s_q, s_kv, dtype):
+    """A bool mask [b, 1, s_q, s_kv] keeping each row's first key, or a float mask [s_q, s_kv]."""
+    if kind == "bool":
+        keep = torch.rand(b, 1, s_q, s_kv, generator=torch.Generator().manual_seed(3)) < 0.6
+        return keep.index_fill(-1, torch.tensor([0]), True)
+    return sample(s_q, s_kv, dtype=dtype, seed=4) * 3
+
+
+def _run(module, case):
+    b, h, h_kv, s_q, s_kv, d, dtype, kwargs = case
+    kwargs = dict(kwargs)
+    if "mask" in kwargs:
+        kwargs["mask"] = _mask(kwargs["mask"], b, h, s_q, s_kv, dtype)
+    check(module, *qkv(b, h, h_kv, s_q, s_kv, d, dtype), **kwargs)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("case", CASES)
+def test_attention_kernel_matches_torch(module, case):
+    _run(module, case)
+
+
+@pytest.mark.interpreter
+@pytest.mark.matrix
+@pytest.mark.parametrize("case", MATRIX)
+def test_attention_kernel_matrix(module, case):
+    _run(module, case)
+
+
+@pytest.mark.interpreter
+def test_what_the_kernel_does_not_take_runs_torch(module):
+    """A dropout known at run time, a bool mask with a wholly masked row (torch gives zeros); and
+    heads that differ without enable_gqa raise torch's error."""
+    q, k, v = qkv(1, 4, 4, 7, 7, 64)
+    ran = counting()
+    torch.manual_seed(0)
+    with torch2pypto.interpreted(module):
+        got = module.f(q, k, v, p=0.5)
+    torch.manual_seed(0)
+    torch.testing.assert_close(got, torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5))
+    check(module, q, k, v, launches={}, mask=torch.ones(7, 7, dtype=torch.bool).index_fill(0, torch.tensor([3]), False))
+    assert ran() == {}
+    with pytest.raises(RuntimeError) as expected:
+        torch.nn.functional.scaled_dot_product_attention(q, k[:, :2], v[:, :2])
+    with torch2pypto.interpreted(module), pytest.raises(RuntimeError) as got:
+        module.f(q, k[:, :2], v[:, :2])
+    assert str(got.value) == str(expected.value)
+    assert ran() == {}
+
+
+@pytest.mark.interpreter
+def test_gradients_are_torchs(module):
+    q, k, v = (t.requires_grad_() for t in qkv(1, 2, 2, 7, 13, 64))
+    ran = counting()
+    with torch2pypto.interpreted(module):
+        module.f(q, k, v, causal=True).sum().backward()
+    assert ran() == KERNEL
+    got = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    torch.testing.assert_close(got, [t.grad for t in (q, k, v)])
+
+
+def test_verify_samples_the_kernel_path():
+    """--verify gives a dropout_p known at run time its default (0.5 took the torch path: 'not
+    exercised'), the mask a shape of the scores, and half dtypes attention's tolerance."""
+    from torch2pypto.translator.verification import sites
+
+    cases = sites.cases(translate_source(SDPA).conversions[0], "0")
+    assert len(cases) == 3 * len(ENTRY.sample.shapes)
+    for case in cases:
+        q, k, v = case.args
+        assert case.kwargs["dropout_p"] == 0.0
+        torch.broadcast_shapes(case.kwargs["attn_mask"].shape, (*q.shape[:-1], k.shape[-2]))
+        assert case.tolerance == ((1e-5, 1.3e-6) if q.dtype == torch.float32 else (2 * torch.finfo(q.dtype).eps, 1.6e-2))

@@ -1,0 +1,237 @@
+"""The attention family: ``F.scaled_dot_product_attention`` as one flash-attention kernel.
+
+Per (batch, head) and tile of query rows, the kernel walks the keys and values in tiles with an
+online softmax (running row max ``m``, sum ``l`` and output ``o``, rescaled as each tile comes),
+so the [S_q, S_kv] scores exist a [rows, kv] tile at a time, never whole in HBM. Q.K^T and P.V
+run on the cube, accumulated in FP32; softmax runs in FP32; fp16/bf16 P is rounded to the input
+dtype for the P.V product (as flash kernels do) and the output once.
+
+The host folds q/k/v to [heads * S, D] rows (D zero-padded to 16); a GQA/MQA query head ``h``
+reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
+[T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
+diagonal tile adds the band's right half); an attention mask is an FP32 additive tensor of
+[mask heads * S_q, S_kv] (a bool mask becomes 0 / -1e30; is_causal with a mask adds the causal
+triangle to it), read per tile. Dropout, masks of other shapes, value dims other than key's, and
+rows a bool mask masks wholly run torch.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.schema.entry import Entry, Fields
+from torch2pypto.schema.family import Family, register
+
+PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+MAX_HEAD_DIM = 256  # the largest head dim tried (gemma's); wider heads run torch
+# PyPTO stitches up to this many loop iterations' tasks into one dispatch. In the cost model at
+# B1 H32 S2048 D128 bf16: 3681 us with its default, 2218 with 128; 256, 512 and 1024 crash it.
+JIT = '@pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128}, pass_options={"pg_skip_partition": False})'
+NEG = "-1e30"  # "minus infinity" of masked scores: finite, so a wholly masked tile gives no NaN
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    if tuple(p.name for p in entry.params) != PARAMS:
+        return f"the attention family takes torch's sdpa parameters {PARAMS}"
+    if set(entry.fallback) != {"dropout_p"} or entry.reject:
+        return "attention: fallback = { dropout_p } only, no reject"
+    return None
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    return convert(site, definitions)
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    """The flash-attention kernel, its host helpers, and the wrapper."""
+    return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, _wrapper(entry)
+
+
+def _kernel(name: str) -> Definition:
+    doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows, "
+           "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
+           "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say).")
+    prelude = '''\
+qk_k, qk_n = _cube_tiles(d, kv_tile, dtype, tile)
+pv_k, pv_n = _cube_tiles(kv_tile, d, dtype, tile)
+score_rows, _ = _tile_shape(kv_tile, tile, 4, (pypto.DT_FP32,), whole_rows=True)
+out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
+'''
+    params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, d], dtype),\n" for t in ("q", "k", "v"))
+    params += "        bias: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32),\n"
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, d], dtype),\n"
+    body = f'''\
+        sq = q.shape[0] // bh
+        skv = k.shape[0] // (bh // group)
+        for h in pypto.loop(bh, name="heads"):
+            kv_row = (h // group) * skv
+            for i in pypto.loop((sq + tile - 1) // tile, name="q_tiles"):
+                q_len = (sq - i * tile).min(tile)
+                pypto.set_vec_tile_shapes(out_rows, d)
+                o_acc = pypto.tensor([tile, d], pypto.DT_FP32, "o_acc")
+                l_acc = pypto.tensor([tile, 1], pypto.DT_FP32, "l_acc")
+                m_acc = pypto.tensor([tile, 1], pypto.DT_FP32, "m_acc")
+                kv_tiles = (skv + kv_tile - 1) // kv_tile
+                if bias_kind == "causal":  # tiles above the diagonal see no key
+                    kv_tiles = kv_tiles.min(i + 1)
+                for j in pypto.loop(kv_tiles, name="kv_tiles", unroll_list=[1]):
+                    kv_len = (skv - j * kv_tile).min(kv_tile)
+                    q_tile = pypto.view(q, [tile, d], [h * sq + i * tile, 0], valid_shape=[q_len, d])
+                    k_tile = pypto.view(k, [kv_tile, d], [kv_row + j * kv_tile, 0], valid_shape=[kv_len, d])
+                    v_tile = pypto.view(v, [kv_tile, d], [kv_row + j * kv_tile, 0], valid_shape=[kv_len, d])
+                    pypto.set_cube_tile_shapes([tile, tile], qk_k, qk_n)
+                    s = pypto.matmul(q_tile, k_tile, pypto.DT_FP32, b_trans=True)
+                    pypto.set_vec_tile_shapes(score_rows, kv_tile)
+                    s = pypto.mul(s, scale)
+                    if bias_kind == "causal":  # the band's right half on the diagonal, zeros left of it
+                        band = pypto.view(bias, [tile, kv_tile], [0, (j - i + 1).max(0) * tile], valid_shape=[q_len, kv_len])
+                        s = pypto.add(s, band)
+                    if bias_kind == "mask":
+                        mask_row = ((h // heads if mask_batch else 0) * (heads if mask_heads else 1)
+                                    + (h % heads if mask_heads else 0)) * sq + i * tile
+                        s = pypto.add(s, pypto.view(bias, [tile, kv_tile], [mask_row, j * kv_tile], valid_shape=[q_len, kv_len]))
+                    m_new = pypto.amax(s, dim=-1, keepdim=True)
+                    p = pypto.exp(pypto.sub(s, m_new))
+                    l_new = pypto.sum(p, dim=-1, keepdim=True)
+                    if dtype != pypto.DT_FP32:
+                        p = pypto.cast(p, dtype)
+                    p = pypto.view(p, [tile, kv_tile], [0, 0], valid_shape=[q_len, kv_len])
+                    pypto.set_cube_tile_shapes([tile, tile], pv_k, pv_n)
+                    o_new = pypto.matmul(p, v_tile, pypto.DT_FP32)
+                    pypto.set_vec_tile_shapes(out_rows, d)
+                    if pypto.is_loop_begin(j):
+                        o_acc[:] = o_new
+                        l_acc[:] = l_new
+                        m_acc[:] = m_new
+                    else:  # rescale what came before and this tile to the new row max
+                        o_old = pypto.view(o_acc, [tile, d], [0, 0], valid_shape=[q_len, d])
+                        l_old = pypto.view(l_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1])
+                        m_old = pypto.view(m_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1])
+                        m_max = pypto.maximum(m_old, m_new)
+                        old = pypto.exp(pypto.sub(m_old, m_max))
+                        new = pypto.exp(pypto.sub(m_new, m_max))
+                        l_acc[:] = pypto.add(pypto.mul(l_old, old), pypto.mul(l_new, new))
+                        o_acc[:] = pypto.add(pypto.mul(o_old, old), pypto.mul(o_new, new))
+                        m_acc[:] = m_max
+                pypto.set_vec_tile_shapes(out_rows, d)
+                result = pypto.div(pypto.view(o_acc, [tile, d], [0, 0], valid_shape=[q_len, d]),
+                                   pypto.view(l_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1]))
+                if dtype != pypto.DT_FP32:
+                    result = pypto.cast(result, dtype)
+                pypto.assemble(result, [h * sq + i * tile, 0], out)
+'''
+    factory = "dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads"
+    source = templates.kernel_factory(name, factory, doc, prelude, params, body, JIT)
+    return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+TAKES = Definition(
+    "_sdpa_takes",
+    f'''\
+# Query and kv tiles: a power of two from 16 up to 512 query rows and 1024 keys. In the cost
+# model (scripts/attention.py, bf16, D128) fewer, larger tiles win. B1 H8 S512: 128 x 128 took
+# 635.8 us, 128 x 512 99.5, 256 x 512 67.4, 512 x 512 59.0. B1 H32 S2048: 512 x 512 2217.8,
+# 512 x 1024 1993.5, 512 x 2048 1646.8, 1024 x 512 2260.1. Keys stop at 1024 so that a score
+# tile's workspace (512 x 1024 FP32, 2 MiB) stays bounded whatever S_kv: memory linear in S.
+_SDPA_ROWS, _SDPA_KV = 512, 1024
+
+
+def _sdpa_tile(n, most):
+    """The rows of a query or kv tile for a sequence of n: a power of two from 16 to `most`."""
+    return min(most, max(16, 1 << (n - 1).bit_length()))
+
+
+def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
+    """Whether the attention kernel computes torch's sdpa of these: q [..., hq, sq, d], k and v
+    [..., hkv, skv, d] of one PyPTO dtype on the kernel path, hq == hkv (or a multiple with
+    enable_gqa; hkv 1 broadcasts either way), d up to {MAX_HEAD_DIM}; a mask of the query's dtype or bool, broadcastable to the
+    scores, no row of a bool mask wholly False (torch gives zeros there); a Python number or None
+    as scale."""
+    if not all(isinstance(t, torch.Tensor) and t.dtype == q.dtype for t in (k, v)) or not _on_kernel_path(q, k, v):
+        return False
+    if q.dim() < 3 or k.shape != v.shape or k.dim() != q.dim() or q.shape[:-3] != k.shape[:-3] or q.shape[-1] != k.shape[-1]:
+        return False
+    hq, hkv = q.shape[-3], k.shape[-3]
+    if hq != hkv and not (hkv == 1 or enable_gqa is True and hq % hkv == 0) or q.shape[-1] > {MAX_HEAD_DIM}:
+        return False
+    if type(is_causal) is not bool or scale is not None and type(scale) not in (int, float):
+        return False
+    if mask is None:
+        return True
+    if not isinstance(mask, torch.Tensor) or mask.dtype not in (q.dtype, torch.bool) or mask.dim() > q.dim():
+        return False
+    try:
+        scores = (*q.shape[:-1], k.shape[-2])
+        if torch.broadcast_shapes(mask.shape, scores) != scores:
+            return False
+    except RuntimeError:
+        return False
+    return mask.dtype != torch.bool or bool(mask.any(-1).all())
+''',
+    ("_on_kernel_path",),
+)
+
+
+OPERANDS = Definition(
+    "_sdpa_bias",
+    f'''\
+def _sdpa_bias(q, k, mask, is_causal, tile):
+    """The kernel's bias, its kind and whether a mask varies by batch and by head: a causal
+    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else {NEG}),
+    or the mask as FP32 additive [mask batches * mask heads * sq, skv] rows (leading dims all 1
+    or all the query's; a bool mask's False is {NEG}; with is_causal, {NEG} above the diagonal
+    too, as torch adds them), skv padded to 32 bytes; else a dummy."""
+    if is_causal and mask is None:
+        band = torch.ones(tile, 2 * tile, dtype=torch.bool, device=q.device).triu(tile + 1)
+        return torch.zeros(tile, 2 * tile, device=q.device).masked_fill(band, {NEG}), "causal", False, False
+    if mask is None:
+        return torch.zeros(1, 8, device=q.device), None, False, False
+    mask = mask.reshape((1,) * (q.dim() - mask.dim()) + tuple(mask.shape))
+    by_batch, by_head = any(n != 1 for n in mask.shape[:-3]), mask.shape[-3] != 1
+    shape = (*(q.shape[:-3] if by_batch else mask.shape[:-3]), q.shape[-3] if by_head else 1, q.shape[-2], k.shape[-2])
+    mask = mask.expand(shape).reshape(-1, shape[-1])
+    if mask.dtype == torch.bool:
+        bias = torch.zeros(mask.shape, device=q.device).masked_fill(~mask, {NEG})
+    else:
+        bias = mask.float().clamp(min={NEG})
+    if is_causal:
+        above = torch.ones(shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        bias = bias.reshape(-1, *shape[-2:]).masked_fill(above, {NEG}).reshape(-1, shape[-1])
+    return torch.nn.functional.pad(bias, (0, -shape[-1] % 8)).contiguous(), "mask", by_batch, by_head
+''',
+)
+
+
+def _wrapper(entry: Entry) -> Definition:
+    params = wrapper_params(entry)
+    q, k, v, mask, dropout, causal, scale, gqa = (p.name for p in params)
+    guard = " and ".join([f"_sdpa_takes({q}, {k}, {v}, {mask}, {causal}, {scale}, {gqa})", *fallback_checks(entry)])
+    body = f'''\
+d, sq, skv = {q}.shape[-1], {q}.shape[-2], {k}.shape[-2]
+heads, group = {q}.shape[-3], {q}.shape[-3] // {k}.shape[-3]
+bh = {q}.numel() // (sq * d)
+tile = _sdpa_tile(sq, _SDPA_ROWS)
+kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
+bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
+rows = [torch.nn.functional.pad(t.reshape(-1, d), (0, -d % 16)).contiguous() for t in ({q}, {k}, {v})]
+out = torch.empty_like(rows[0])
+factor = float(d ** -0.5 if {scale} is None else {scale})
+kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], rows[0].shape[1], bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head)
+_launch(kernel, *rows, bias, out)
+return out[:, :d].reshape({q}.shape)
+'''
+    how = ("flash attention in one pypto kernel: Q.K^T and P.V on the cube in FP32, an online softmax over "
+           "kv tiles, so the scores are never whole in HBM; GQA reads each kv head for its query heads. "
+           "Dropout and masks or shapes the kernel does not take run torch")
+    operands = ", ".join(p.name for p in params)
+    return wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, operands, wrappers.torch_call(entry, params),
+        f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_cube_tiles", f"{entry.op}_kernel"),
+    )
+
+
+register(Family("attention", Fields, rewrite, problem))
