@@ -17,7 +17,9 @@ weights. Then, the translated model under ``torch2pypto.interpreted()``:
 Prints per model its modeling file's call sites (converted / total, left as torch, ambiguous),
 the kernels launched and wrappers called, the share of the original forward's matmul FLOPs
 (torch's FlopCounterMode) that the translated bfloat16 one ran in PyPTO kernels rather than in
-torch, the training differences and the bfloat16 figures, and the seconds of each. Exits 1 if a
+torch, the aten compute ops (views and allocations left out) and the bytes they write that each
+translated forward left to torch outside its kernel launches against the original forward's, and
+which ops those are, the training differences and the bfloat16 figures, and the seconds of each. Exits 1 if a
 model fails either check or launched no kernel.
 """
 
@@ -46,6 +48,7 @@ from torch2pypto.mapping.tolerance import MODEL_FACTOR as FACTOR
 from torch2pypto.mapping.tolerance import MODEL_TOLERANCE as TOLERANCE
 from torch2pypto.translator.engine.report import CONVERTED
 from torch2pypto.translator.run.json_report import STATUS_NAMES
+from torch2pypto.translator.verification.hostops import HostWork, host_work
 from torch2pypto.translator.verification.interpreter import counting, setup
 
 
@@ -85,6 +88,19 @@ BATCH, SEQUENCE = 2, 7
 
 
 @dataclasses.dataclass(frozen=True)
+class TorchOps:
+    """The aten compute ops a forward ran in torch outside kernel launches (views and allocations
+    left out) by op name, and the bytes they wrote."""
+
+    ops: collections.Counter
+    written: collections.Counter
+
+    @classmethod
+    def of(cls, work: HostWork) -> TorchOps:
+        return cls(collections.Counter(work.ops), collections.Counter(work.written))
+
+
+@dataclasses.dataclass(frozen=True)
 class Training:
     """One FP32 forward and backward with grad on: the translated run against the original's."""
 
@@ -93,6 +109,7 @@ class Training:
     loss: float  # |diff| of the loss
     gradients: float  # max |diff| over every parameter's gradient (inf: one has a gradient, the other not)
     seconds: float
+    torch_ops: tuple[TorchOps, TorchOps] | None = None  # the forward's: original, translated (outside launches)
 
     @property
     def ok(self) -> bool:
@@ -135,6 +152,7 @@ class LowPrecision:
     agreeing: int  # of those, where the translated argmax is the reference's
     seconds: float
     matmul_flops: tuple[int, int] = (0, 0)  # the original forward's, and those the translated one left to torch
+    torch_ops: tuple[TorchOps, TorchOps] | None = None  # the forward's: original, translated (outside launches)
 
     @classmethod
     def judge(cls, logits: torch.Tensor, original: torch.Tensor, reference: torch.Tensor, **run) -> LowPrecision:
@@ -268,17 +286,19 @@ def train(model: str, module: types.ModuleType, layers: int = 2) -> Training:
     """One FP32 forward and backward of the original and (interpreted) the translated `model`."""
     original, translated = twins(model, module, torch.float32, layers)
     ids = token_ids(original.config.vocab_size)
-    expected = original(ids, labels=ids)
+    with host_work() as whole:
+        expected = original(ids, labels=ids)
     expected.loss.backward()
     launched = counting()
     start = time.perf_counter()
     with interpreted(module):
-        got = translated(ids, labels=ids)
+        with host_work(module) as left:
+            got = translated(ids, labels=ids)
         got.loss.backward()
     seconds = time.perf_counter() - start
     gradients = [_max_diff(p.grad, q.grad) for p, q in zip(translated.parameters(), original.parameters())]
     return Training(launched(), _max_diff(got.logits, expected.logits), _max_diff(got.loss, expected.loss),
-                    max(gradients), seconds)
+                    max(gradients), seconds, (TorchOps.of(whole), TorchOps.of(left)))
 
 
 def _max_diff(a: torch.Tensor | None, b: torch.Tensor | None) -> float:
@@ -295,7 +315,7 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
     ids = token_ids(original.config.vocab_size)
     with torch.no_grad():
         reference = copy.deepcopy(original).float()(ids).logits
-        with FlopCounterMode(display=False) as total:
+        with FlopCounterMode(display=False) as total, host_work() as whole:
             expected = original(ids).logits
         launched = counting()
         start = time.perf_counter()
@@ -303,12 +323,13 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
         with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(module), \
                 FlopCounterMode(display=False) as ran:
             module.PYPTO_LAUNCHER = flops_counted(module.PYPTO_LAUNCHER, in_kernels)
-            logits = translated(ids).logits
+            with host_work(module) as left:
+                logits = translated(ids).logits
         seconds = time.perf_counter() - start
     assert logits.dtype == expected.dtype and logits.shape == expected.shape
     flops = (total.get_total_flops(), ran.get_total_flops() - sum(in_kernels))
     return LowPrecision.judge(logits, expected, reference, kernels=launched(), wrappers=wrappers, seconds=seconds,
-                              matmul_flops=flops)
+                              matmul_flops=flops, torch_ops=(TorchOps.of(whole), TorchOps.of(left)))
 
 
 def compare(model: str, folder: Path, layers: int = 2) -> Result:
@@ -332,6 +353,22 @@ def print_result(result: Result) -> None:
           f" x{FACTOR:g}; argmax agrees at {low.agreeing}/{low.decided} decided positions; {low.seconds:.1f} s"
           f"{'' if low.ok else '  FAILED'}", flush=True)
     print("    " + ", ".join(f"{name.removesuffix('.kernel')} x{n}" for name, n in sorted(low.kernels.items())))
+    for dtype, torch_ops in ((torch.float32, training.torch_ops), (low.dtype, low.torch_ops)):
+        if torch_ops:
+            print(f"    {str(dtype).removeprefix('torch.')} forward: {_left_to_torch(*torch_ops)}")
+
+
+def _left_to_torch(original: TorchOps, translated: TorchOps, top: int = 6) -> str:
+    """The aten ops and bytes the translated forward left to torch against the original's, the
+    share that moved into kernels, and the ops left by count."""
+    def share(total: int, left: int) -> str:
+        return f"{100 * (total - left) / total:.1f}%" if total else "-"
+
+    ops, written = original.ops.total(), original.written.total()
+    left, left_bytes = translated.ops.total(), translated.written.total()
+    remaining = ", ".join(f"{name} x{n}" for name, n in translated.ops.most_common(top))
+    return (f"torch ops {left}/{ops} of the original's ({share(ops, left)} in kernels), bytes written"
+            f" {left_bytes:,}/{written:,} ({share(written, left_bytes)} in kernels); left: {remaining or 'none'}")
 
 
 def _launches(kernels: collections.Counter) -> str:

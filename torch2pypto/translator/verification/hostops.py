@@ -3,7 +3,8 @@
 A translated module's wrappers should hand their operands to the kernel as they are: every
 aten op they run around a launch (a pad, a contiguous copy, an expanded batch) is one more
 device op that reads and writes a whole tensor. ``host_ops`` counts them, views and
-allocations left out, the work the interpreter does inside a launch excluded.
+allocations left out, the work the interpreter does inside a launch excluded; ``host_work``
+also sums the bytes they write.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "n
 VIEWS = frozenset({"_unsafe_view"})  # aliases its input, as the ops torch tags as views do
 
 
-class _Counter(TorchDispatchMode):
-    """Counts aten ops by name while not paused, views, allocations and ops on no tensor (dtype
-    promotion) left out."""
+class HostWork(TorchDispatchMode):
+    """Counts aten ops, and the bytes of the tensors they return, by op name while not paused,
+    views, allocations and ops on no tensor (dtype promotion) left out."""
 
     def __init__(self):
         super().__init__()
         self.ops: collections.Counter[str] = collections.Counter()
+        self.written: collections.Counter[str] = collections.Counter()  # bytes of the outputs
         self.paused = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -35,6 +37,8 @@ class _Counter(TorchDispatchMode):
         if not self.paused and not func.is_view and name not in ALLOCATIONS | VIEWS:
             if any(isinstance(t, torch.Tensor) for t in tree_leaves((args, kwargs, result))):
                 self.ops[name] += 1
+                self.written[name] += sum(t.numel() * t.element_size() for t in tree_leaves(result)
+                                          if isinstance(t, torch.Tensor))
         return result
 
 
@@ -42,7 +46,14 @@ class _Counter(TorchDispatchMode):
 def host_ops(*modules):
     """Inside the block, count the aten ops run outside the kernel launches of `modules` (translated
     modules under ``interpreted()``, whose ``PYPTO_LAUNCHER`` is set); yields the Counter by op name."""
-    counter = _Counter()
+    with host_work(*modules) as work:
+        yield work.ops
+
+
+@contextlib.contextmanager
+def host_work(*modules):
+    """As ``host_ops``, but yields the :class:`HostWork`: ops and bytes written by op name."""
+    counter = HostWork()
     saved = [(module, module.PYPTO_LAUNCHER) for module in modules]
 
     def paused(launch):
@@ -58,7 +69,7 @@ def host_ops(*modules):
         for module, launch in saved:
             module.PYPTO_LAUNCHER = paused(launch)
         with counter:
-            yield counter.ops
+            yield counter
     finally:
         for module, launch in reversed(saved):
             module.PYPTO_LAUNCHER = launch
