@@ -6,6 +6,10 @@ Kernel templates live in :mod:`templates`, host wrappers in :mod:`wrappers`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,6 +20,22 @@ class Definition:
     source: str
     requires: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
+
+
+def per_entry(build: Callable[[object], T]) -> Callable[[object], T]:
+    """``build(entry)``, computed once per table entry: an entry's kernels and wrapper depend on no
+    call site, and building them for every call was a tenth of a translation. Entries are keyed by
+    identity (they hold mappings, so they do not hash)."""
+    built: dict[int, tuple[object, T]] = {}
+
+    @functools.wraps(build)
+    def once(entry):
+        hit = built.get(id(entry))
+        if hit is None or hit[0] is not entry:
+            hit = built[id(entry)] = (entry, build(entry))
+        return hit[1]
+
+    return once
 
 
 IMPORTS = ("functools", "pypto", "torch")  # what every generated section imports

@@ -34,7 +34,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import rejection, replacement, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step, row_reduction
@@ -285,17 +285,12 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions, pypto, wrapper_params(entry))
 
 
-_BUILT: dict[int, tuple[Entry, str, tuple[Definition, ...]]] = {}  # id(entry) -> (entry, pypto ops, definitions)
-
-
+@per_entry
 def _built(entry: Entry) -> tuple[str, tuple[Definition, ...]]:
-    """The entry's PyPTO ops and its kernels and wrapper, built once per entry: no call site changes them."""
-    built = _BUILT.get(id(entry))
-    if built is None or built[0] is not entry:
-        kernels = [(_kernel_name(entry, c, a, g), c, a, g, program(entry, entry.parts, c, a)) for c, a, g in variants(entry)]
-        pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
-        built = _BUILT[id(entry)] = (entry, pypto, _row_definitions(entry, kernels) if entry.fields.along else _definitions(entry, kernels))
-    return built[1], built[2]
+    """The entry's PyPTO ops, and its kernels and wrapper."""
+    kernels = [(_kernel_name(entry, c, a, g), c, a, g, program(entry, entry.parts, c, a)) for c, a, g in variants(entry)]
+    pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
+    return pypto, _row_definitions(entry, kernels) if entry.fields.along else _definitions(entry, kernels)
 
 
 def _kernel_name(entry: Entry, choice, absent, given=frozenset()) -> str:

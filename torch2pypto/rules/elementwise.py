@@ -25,7 +25,7 @@ import libcst as cst
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import is_number, rejection, replacement, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.fusion import Operand, Unfusible
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
@@ -142,6 +142,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return Converted(call, definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The kernel variants and the wrapper of an elementwise op."""
     tensors = operands(entry)
