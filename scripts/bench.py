@@ -32,10 +32,8 @@ from pathlib import Path
 
 import libcst as cst
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import corpus  # noqa: E402 - the harness next to this script: fetch, file list, CLI command
-
-from torch2pypto.translator.engine.translate import translate_source  # noqa: E402
+import corpus  # the harness next to this script: fetch, file list, CLI command
+from torch2pypto.translator.engine.translate import translate_source
 
 PACONVERT = 7_500  # lines/s per core: PaConvert (ast-based, formatting off) on this corpus
 TARGET_RATIO = 0.4  # translate within 0.4x the time of libcst parse + code generation, per core (issue 21)

@@ -3,16 +3,15 @@
 import json
 import os
 import shutil
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import corpus
+
 REPO = Path(__file__).parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-import corpus  # noqa: E402
 
 
 @pytest.fixture(scope="module")

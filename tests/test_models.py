@@ -5,18 +5,14 @@ One hidden layer each, each model translated once."""
 
 import functools
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
-import models  # noqa: E402
-
-import torch2pypto  # noqa: E402
-from helpers import load, translate  # noqa: E402
-from torch2pypto.translator.verification.interpreter import counting  # noqa: E402
+import models
+import torch2pypto
+from helpers import load, translate
+from torch2pypto.translator.verification.interpreter import counting
 
 pytestmark = pytest.mark.interpreter
 
