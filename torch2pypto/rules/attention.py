@@ -209,7 +209,7 @@ def _sdpa_bias(q, k, mask, is_causal, tile):
 def _wrapper(entry: Entry) -> Definition:
     params = wrapper_params(entry)
     q, k, v, mask, dropout, causal, scale, gqa = (p.name for p in params)
-    guard = " and ".join([f"_sdpa_takes({q}, {k}, {v}, {mask}, {causal}, {scale}, {gqa})", *fallback_checks(entry)])
+    guard = " and ".join(["not kwargs", f"_sdpa_takes({q}, {k}, {v}, {mask}, {causal}, {scale}, {gqa})", *fallback_checks(entry)])
     body = f'''\
 d, sq, skv = {q}.shape[-1], {q}.shape[-2], {k}.shape[-2]
 heads, group = {q}.shape[-3], {q}.shape[-3] // {k}.shape[-3]
@@ -226,12 +226,13 @@ return out[:, :d].reshape({q}.shape)
 '''
     how = ("flash attention in one pypto kernel: Q.K^T and P.V on the cube in FP32, an online softmax over "
            "kv tiles, so the scores are never whole in HBM; GQA reads each kv head for its query heads. "
-           "Dropout and masks or shapes the kernel does not take run torch")
+           "Dropout, masks or shapes the kernel does not take, and keywords it does not know run torch")
     operands = ", ".join(p.name for p in params)
+    torch_call = wrappers.rest_call(wrappers.torch_call(entry, params))
     return wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), how, operands, wrappers.torch_call(entry, params),
+        entry, f"pypto_{entry.op}", wrappers.signature(params, rest=True), how, operands, torch_call,
         f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_cube_tiles", f"{entry.op}_kernel"),
     )
 
 
-register(Family("attention", Fields, rewrite, problem))
+register(Family("attention", Fields, rewrite, problem, takes_rest=True))

@@ -71,14 +71,21 @@ def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, 
     return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest), unless_none)})"
 
 
-def signature(params: tuple[Param, ...]) -> str:
-    """Parameter list text for a wrapper, mirroring torch's defaults and keyword-only marker."""
+def signature(params: tuple[Param, ...], rest: bool = False) -> str:
+    """Parameter list text for a wrapper, mirroring torch's defaults and keyword-only marker;
+    ``rest``: and ``**kwargs``, the keywords the wrapper hands to torch (see :func:`rest_call`)."""
     parts: list[str] = []
     for p in params:
         if p.keyword_only and "*" not in parts:
             parts.append("*")
         parts.append(p.name if p.required else f"{p.name}={p.default!r}")
-    return ", ".join(parts)
+    return ", ".join([*parts, *(["**kwargs"] if rest else [])])
+
+
+def rest_call(torch_call: str) -> str:
+    """The torch call of a wrapper that takes ``**kwargs`` (Family.takes_rest), passing them on:
+    a keyword the kernel does not know runs torch, which takes or refuses it as it would."""
+    return f"{torch_call[:-1]}, **kwargs)"
 
 
 def call_args(params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> str:
