@@ -13,6 +13,11 @@ diagonal tile adds the band's right half); an attention mask is an FP32 additive
 [mask heads * S_q, S_kv] (a bool mask becomes 0 / -1e30; is_causal with a mask adds the causal
 triangle to it), read per tile. Dropout, masks of other shapes, value dims other than key's, and
 rows a bool mask masks wholly run torch.
+
+The family takes the rest (Family.takes_rest): a call with ``**kwargs`` (transformers'
+``**sdpa_kwargs``, which carries ``enable_gqa``) or ``*args`` passes them to the wrapper as
+written; the wrapper checks every argument at run time, and hands a keyword it does not know to
+torch's own call.
 """
 
 from __future__ import annotations
@@ -228,7 +233,7 @@ return out[:, :d].reshape({q}.shape)
            "kv tiles, so the scores are never whole in HBM; GQA reads each kv head for its query heads. "
            "Dropout, masks or shapes the kernel does not take, and keywords it does not know run torch")
     operands = ", ".join(p.name for p in params)
-    torch_call = wrappers.rest_call(wrappers.torch_call(entry, params))
+    torch_call = wrappers.torch_call(entry, params, rest=True)
     return wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params, rest=True), how, operands, torch_call,
         f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_cube_tiles", f"{entry.op}_kernel"),
