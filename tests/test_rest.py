@@ -85,6 +85,19 @@ def test_a_family_that_takes_the_rest_rejects_nothing():
         build_table({**raw, "scaled_dot_product_attention": {**body, "reject": {"enable_gqa": "no"}}})
 
 
+def test_verify_samples_a_starred_call_s_operands_as_written_ones():
+    """--verify gives the parameters a starred argument passes at run time (packed's q, k, v)
+    sample operands, as it does written ones."""
+    from torch2pypto.translator.verification import sites
+
+    for conversion in translate(REST).conversions:
+        cases = sites.cases(conversion, "0")
+        assert len(cases) == 3 * len(ENTRY.sample.shapes)
+        for case in cases:
+            q, k, v = case.args
+            assert q.dtype == k.dtype == v.dtype and q.shape[-1] == k.shape[-1] and k.shape == v.shape
+
+
 @pytest.fixture(scope="module")
 def module(tmp_path_factory):
     path = tmp_path_factory.mktemp("rest") / "rest_pypto.py"
@@ -197,3 +210,28 @@ def test_transformers_sdpa_attention_forward_translated_launches_the_kernel(sdpa
         got, _ = translated.sdpa_attention_forward(layer, q, k, v, attention_mask, scaling=0.125)
     assert ran() == KERNEL
     _close(got, expected)
+
+
+@pytest.mark.interpreter
+def test_a_llama_whose_attention_is_the_translated_sdpa_attention_forward_matches_the_original(sdpa_attention):
+    """transformers' default attention path end to end: a tiny GQA LlamaForCausalLM with its
+    attention interface set to the translated sdpa_attention_forward launches one kernel per
+    layer and gives the original's logits, without a mask (is_causal) and with a padding mask."""
+    from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
+
+    _, translated = sdpa_attention
+    AttentionInterface.register("pypto_sdpa", translated.sdpa_attention_forward)
+    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    torch.manual_seed(0)
+    original = LlamaForCausalLM._from_config(config, attn_implementation="sdpa").eval()
+    model = LlamaForCausalLM._from_config(config, attn_implementation="pypto_sdpa").eval()
+    model.load_state_dict(original.state_dict())
+    ids = torch.randint(0, 128, (2, 11), generator=torch.Generator().manual_seed(1))
+    for mask in (None, torch.ones(2, 11, dtype=torch.long).index_fill(1, torch.tensor([0]), 0)):
+        ran = counting()
+        with torch.no_grad(), torch2pypto.interpreted(translated):
+            got = model(ids, attention_mask=mask).logits
+        assert ran() == {"scaled_dot_product_attention_kernel.kernel": 2}
+        with torch.no_grad():
+            torch.testing.assert_close(got, original(ids, attention_mask=mask).logits)
