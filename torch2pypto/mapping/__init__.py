@@ -268,7 +268,10 @@ def _honoured(entry: Entry, entries: Mapping[str, Entry]) -> None:
     """Refuse an entry its kernel family cannot carry out faithfully (nothing is dropped silently)."""
     if entry.family is None:
         return
-    problem = family(entry.family).problem(entry, entries)
+    kind = family(entry.family)
+    problem = kind.problem(entry, entries)
+    if kind.takes_rest and entry.reject:
+        problem = "a call's *args/**kwargs pass through to its wrapper, which therefore takes torch's whole signature: no reject"
     if problem:
         raise TableError(f"{entry.op}: {entry.family} family: {problem}")
 

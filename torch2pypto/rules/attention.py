@@ -13,6 +13,11 @@ diagonal tile adds the band's right half); an attention mask is an FP32 additive
 [mask heads * S_q, S_kv] (a bool mask becomes 0 / -1e30; is_causal with a mask adds the causal
 triangle to it), read per tile. Dropout, masks of other shapes, value dims other than key's, and
 rows a bool mask masks wholly run torch.
+
+The family takes the rest (Family.takes_rest): a call with ``**kwargs`` (transformers'
+``**sdpa_kwargs``, which carries ``enable_gqa``) or ``*args`` passes them to the wrapper as
+written; the wrapper checks every argument at run time, and hands a keyword it does not know to
+torch's own call.
 """
 
 from __future__ import annotations
@@ -209,7 +214,7 @@ def _sdpa_bias(q, k, mask, is_causal, tile):
 def _wrapper(entry: Entry) -> Definition:
     params = wrapper_params(entry)
     q, k, v, mask, dropout, causal, scale, gqa = (p.name for p in params)
-    guard = " and ".join([f"_sdpa_takes({q}, {k}, {v}, {mask}, {causal}, {scale}, {gqa})", *fallback_checks(entry)])
+    guard = " and ".join(["not kwargs", f"_sdpa_takes({q}, {k}, {v}, {mask}, {causal}, {scale}, {gqa})", *fallback_checks(entry)])
     body = f'''\
 d, sq, skv = {q}.shape[-1], {q}.shape[-2], {k}.shape[-2]
 heads, group = {q}.shape[-3], {q}.shape[-3] // {k}.shape[-3]
@@ -226,12 +231,13 @@ return out[:, :d].reshape({q}.shape)
 '''
     how = ("flash attention in one pypto kernel: Q.K^T and P.V on the cube in FP32, an online softmax over "
            "kv tiles, so the scores are never whole in HBM; GQA reads each kv head for its query heads. "
-           "Dropout and masks or shapes the kernel does not take run torch")
+           "Dropout, masks or shapes the kernel does not take, and keywords it does not know run torch")
     operands = ", ".join(p.name for p in params)
+    torch_call = wrappers.torch_call(entry, params, rest=True)
     return wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), how, operands, wrappers.torch_call(entry, params),
+        entry, f"pypto_{entry.op}", wrappers.signature(params, rest=True), how, operands, torch_call,
         f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_cube_tiles", f"{entry.op}_kernel"),
     )
 
 
-register(Family("attention", Fields, rewrite, problem))
+register(Family("attention", Fields, rewrite, problem, takes_rest=True))

@@ -59,7 +59,7 @@ def in_tensor_form(site: CallSite) -> CallSite:
     entry = site.entry
     given = [p.name for p in entry.params[1:] if p.name in site.args]
     form = entry.tensor_forms.get(",".join(given))
-    if form is None or not all(site.is_tensor(name) for name in given):
+    if form is None or site.rest or not all(site.is_tensor(name) for name in given):
         return site
     target = entry.parts[form]
     operands = [p.name for p in target.params if p.kinds == ("Tensor",) and p.required]
@@ -91,8 +91,11 @@ def wrapper_params(entry: Entry) -> tuple[Param, ...]:
 def replacement(site: CallSite, wrapper: str, params: tuple[Param, ...] | None = None) -> cst.Call:
     """``wrapper(<required args>, <optional args as keywords>)`` for this call site.
 
-    Rejected arguments only get here at their default, so they are dropped.
+    Rejected arguments only get here at their default, so they are dropped. A call with
+    ``*args``/``**kwargs`` passes its arguments on as written (``site.rest``).
     """
+    if site.rest:
+        return cst.Call(cst.Name(wrapper), site.rest)
     args: list[cst.Arg] = []
     for p in wrapper_params(site.entry) if params is None else params:
         value = site.args.get(p.name)

@@ -20,7 +20,9 @@ class CallSite:
     (``"float32"``), ``"?"`` for a dtype of unknown value (``x.dtype``), or None when it is not
     known to be a dtype at all; ``torch_name()`` is how the module reaches the torch package at
     this site (None where no name does); ``is_tensor(param)``: that argument is known to be a
-    tensor.
+    tensor. ``rest``: for a call with ``*args``/``**kwargs`` (of a family that takes the rest),
+    its arguments as written, which the wrapper takes as they are; ``args`` holds those that
+    bind statically.
     """
 
     entry: Entry
@@ -28,6 +30,7 @@ class CallSite:
     static_dtype: Callable[[str], str | None]
     torch_name: Callable[[], str | None]
     is_tensor: Callable[[str], bool] = lambda _: False
+    rest: tuple[cst.Arg, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,9 +60,16 @@ def api(entry: Entry) -> str:
     return entry.torch_function or entry.apis[0]
 
 
-def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> str:
+def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...] = (), rest: bool = False) -> str:
     """The torch expression a wrapper falls back to, passing ``params`` by their names; those
-    ``unless_none`` names only when not None (torch refuses ``scatter(..., reduce=None)``)."""
+    ``unless_none`` names only when not None (torch refuses ``scatter(..., reduce=None)``);
+    ``rest``: and the wrapper's ``**kwargs``, keywords its kernel does not know, which torch
+    takes or refuses as it would (Family.takes_rest)."""
+    call = _torch_call(entry, params, unless_none)
+    return f"{call[:-1]}, **kwargs)" if rest else call
+
+
+def _torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...]) -> str:
     first, *rest = params
     if entry.torch:  # a tensor form: its parameters are its parent's by name (clamp's max)
         return f"{entry.torch}({', '.join([first.name, *(f'{p.name}={p.name}' for p in rest)])})"
@@ -71,14 +78,15 @@ def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, 
     return f"{first.name}.{entry.apis[0].rsplit('.', 1)[1]}({call_args(tuple(rest), unless_none)})"
 
 
-def signature(params: tuple[Param, ...]) -> str:
-    """Parameter list text for a wrapper, mirroring torch's defaults and keyword-only marker."""
+def signature(params: tuple[Param, ...], rest: bool = False) -> str:
+    """Parameter list text for a wrapper, mirroring torch's defaults and keyword-only marker;
+    ``rest``: and ``**kwargs``, the keywords the wrapper hands to torch (see :func:`torch_call`)."""
     parts: list[str] = []
     for p in params:
         if p.keyword_only and "*" not in parts:
             parts.append("*")
         parts.append(p.name if p.required else f"{p.name}={p.default!r}")
-    return ", ".join(parts)
+    return ", ".join([*parts, *(["**kwargs"] if rest else [])])
 
 
 def call_args(params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> str:

@@ -68,6 +68,10 @@ class Family:
     dtype (other: a cast's dtype carrier) or bool. ``accumulates``: what one result element
     gathers over ``reduced_length`` values of an input of that shape reduced along the call's
     ``dim`` ("sum", "product" or None), which widens its tolerance (mapping.tolerance).
+    ``takes_rest``: its wrappers take torch's whole signature and a ``**kwargs`` they hand to
+    torch, so a call with ``*args``/``**kwargs`` converts: the rule sees what binds statically,
+    the call's arguments pass through as written, and the wrapper checks the rest at run time
+    (its entries reject nothing, so that Python binds the wrapper's parameters as torch's).
     """
 
     name: str
@@ -80,6 +84,7 @@ class Family:
     operand_sample: Callable[[Entry, int, str], OperandSample] = _same_dtype
     accumulates: Literal["sum", "product"] | None = None
     reduced_length: Callable[[Entry, tuple[int, ...], Any], int] = _one_value
+    takes_rest: bool = False
 
 
 FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()

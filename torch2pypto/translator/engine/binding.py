@@ -46,20 +46,29 @@ def cst_held(call: cst.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg
 
 
 def bind(
-    params: tuple[Param, ...], args: Sequence[Arg], receiver: T | None = None, aliases: Mapping[str, str] = {}
+    params: tuple[Param, ...],
+    args: Sequence[Arg],
+    receiver: T | None = None,
+    aliases: Mapping[str, str] = {},
+    rest: bool = False,
 ) -> dict[str, T]:
     """Map parameter names to argument expressions; a method's receiver binds the first one.
 
     ``aliases`` maps keywords torch also takes to their parameters (``axis`` -> ``dim``).
+    ``rest``: a call with ``*args``/``**kwargs`` binds what it can statically, the positional
+    arguments before the first starred one and the keywords written out; any parameter left may
+    come from the starred ones at run time, so none is missing.
     """
-    if any(star for _, star, _ in args):
+    starred = any(star for _, star, _ in args)
+    if starred and not rest:
         raise BindError("*args/**kwargs cannot be bound statically")
     bound: dict[str, T] = {}
     positional = [p for p in params if not p.keyword_only]
     if receiver is not None:
         bound[positional[0].name] = receiver
         positional = positional[1:]
-    values = [value for keyword, _, value in args if keyword is None]
+    first_star = next((i for i, (_, star, _) in enumerate(args) if star), len(args))
+    values = [value for keyword, _, value in args[:first_star] if keyword is None]
     for value in values:
         if not positional:
             raise BindError(f"too many positional arguments ({len(values)})")
@@ -79,6 +88,6 @@ def bind(
             raise BindError(f"argument {keyword!r} given twice{spelt}")
         bound[keyword] = value
     missing = [p.name for p in params if p.required and p.name not in bound]
-    if missing:
+    if missing and not starred:
         raise BindError(f"missing argument {missing[0]!r}", missing[0])
     return bound

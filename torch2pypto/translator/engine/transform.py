@@ -23,6 +23,7 @@ from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.schema import operators
+from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, UNKNOWN, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.emit import KERNELS_MODULE
@@ -227,7 +228,7 @@ class Sites:
             return attempt
         try:
             receiver = call.func.value if found.method else None
-            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), receiver, entry.aliases)
+            bound = bind(entry.params, ast_args(call) + ast_held(call, found.held), receiver, entry.aliases, _takes_rest(entry))
         except BindError as exc:
             attempt.reason = entry.omitted.get(exc.missing, str(exc))  # torch.where(condition): nonzero
             return attempt
@@ -313,8 +314,9 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
     else:
         receiver = call.func.value if found.method else None
         args = cst_args(call) + cst_held(call, found.held)
-    bound = bind(entry.params, args, receiver, entry.aliases)
-    site = in_tensor_form(CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor")))
+    bound = bind(entry.params, args, receiver, entry.aliases, _takes_rest(entry))
+    rest = _passed(call, receiver, found.held) if any(star for _, star, _ in args) else ()
+    site = in_tensor_form(CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor"), rest))
     result = rewrite_site(site)
     if not isinstance(result, Converted):
         return result
@@ -328,6 +330,18 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def _takes_rest(entry: Entry) -> bool:
+    """Whether a call of the entry with ``*args``/``**kwargs`` goes to its rule (Family.takes_rest)."""
+    return entry.family is not None and family(entry.family).takes_rest
+
+
+def _passed(call: cst.Call, receiver: cst.BaseExpression | None, held) -> tuple[cst.Arg, ...]:
+    """A call's arguments as its wrapper takes them: the receiver first, then the call's own, as
+    written, then what an nn module's call reads from its module."""
+    first = (cst.Arg(receiver),) if receiver is not None else ()
+    return (*first, *call.args, *(cst.Arg(value, keyword=cst.Name(name)) for name, _, value in cst_held(call, held)))
 
 
 def keep_layout(new: cst.Call, old: cst.Call) -> cst.Call:

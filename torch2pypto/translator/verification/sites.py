@@ -41,7 +41,10 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     compared within the entry's tolerance (:mod:`torch2pypto.mapping.tolerance`).
     """
     record = conversion.record
-    bound = bind(conversion.params, cst_args(conversion.call))
+    bound = bind(conversion.params, cst_args(conversion.call), rest=True)
+    for param in conversion.params:  # a call with *args passes these at run time: sampled as written ones
+        if param.required and param.name not in bound:
+            bound[param.name] = cst.Name(param.name)
     wrapper = source_of(conversion.call.func)
     table = load_table()
     entry = table.by_wrapper.get(wrapper) or table.by_api[record.api]  # clamp(x, min=t): its tensor form's
