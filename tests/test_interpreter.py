@@ -64,6 +64,71 @@ def test_a_wrong_kernel_gives_a_wrong_result():
     torch.testing.assert_close(out, torch.exp(x).roll(1, 0))
 
 
+@functools.cache
+def cast_kernel(rows, cols):
+    @pypto.frontend.jit()
+    def kernel(x: pypto.Tensor([rows, cols], pypto.DT_FP32), out: pypto.Tensor([rows, cols], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(4, cols)
+        out[:] = pypto.cast(pypto.exp(x), pypto.DT_BF16)
+    return kernel
+
+
+def copied_back_by_the_cost_model(kernel, *args):
+    """The kernel's results as a full SIM run's cost model copies them back (the recipe of
+    reference/cpu-interpreter.md, before run_kernel read the interpreter's dumps)."""
+    work = interpreter.setup()
+    args = [a.clone() for a in args]
+    saved = kernel._runtime_options, kernel._verify_options, kernel._host_options
+    kernel._runtime_options = {"run_mode": pypto.RunMode.SIM.value}
+    kernel._verify_options = {"enable_pass_verify": True, "pass_verify_pass_filter": ["no_verify"],
+                              "pass_verify_save_tensor_dir": str(work / "verify")}
+    kernel._host_options = {"compile_stage": pypto.CompStage.ALL_COMPLETE}
+    try:
+        kernel(*args)
+    finally:
+        kernel._runtime_options, kernel._verify_options, kernel._host_options = saved
+    return args
+
+
+@pytest.mark.parametrize("kernel, make", [
+    (exp_kernel(128), lambda: (torch.randn(13, 128), torch.zeros(13, 128))),
+    (shifted_exp_kernel(8, 128), lambda: (torch.randn(8, 128), torch.zeros(8, 128))),
+    (cast_kernel(9, 96), lambda: (torch.randn(9, 96), torch.zeros(9, 96, dtype=torch.bfloat16))),
+], ids=["exp", "wrong", "cast-bf16"])
+def test_first_and_repeated_launches_give_the_cost_model_runs_bits(kernel, make):
+    """run_kernel reads the interpreter's dumps and skips the cost model; a repeat stops at the
+    tensor graph. Every launch gives the bytes the cost model copied back, the wrong kernel's too."""
+    args = make()
+    expected = copied_back_by_the_cost_model(kernel, *args)
+    interpreter._COMPILED.pop(kernel, None)
+    for _ in range(2):
+        got = [a.clone() for a in args]
+        run_kernel(kernel, *got)
+        assert all(g.dtype == e.dtype and torch.equal(g.view(torch.uint8), e.view(torch.uint8)) for g, e in zip(got, expected))
+
+
+def test_a_kernel_compiles_in_full_once_per_argument_signature(monkeypatch):
+    """Later launches on the same shapes and dtypes stop at the tensor graph, and are counted."""
+    stages = []
+    options = interpreter._interpreter_options
+
+    def recorded(kernel, work, staged, full):
+        stages.append(full)
+        return options(kernel, work, staged, full)
+
+    monkeypatch.setattr(interpreter, "_interpreter_options", recorded)
+    kernel = exp_kernel(64)
+    interpreter._COMPILED.pop(kernel, None)
+    launched = interpreter.counting()
+    for rows in (8, 8, 13, 8, 13):
+        x = torch.randn(rows, 64)
+        out = torch.empty(rows, 64)
+        run_kernel(kernel, x, out)
+        torch.testing.assert_close(out, torch.exp(x))
+    assert stages == [True, False, True, False, False]
+    assert launched() == {"exp_kernel.kernel": 5}
+
+
 def test_run_kernel_cleans_up_after_itself():
     work = interpreter.setup()
     run_kernel(exp_kernel(128), torch.randn(8, 128), torch.empty(8, 128))
