@@ -2,6 +2,7 @@
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -127,6 +128,32 @@ def test_a_kernel_compiles_in_full_once_per_argument_signature(monkeypatch):
         torch.testing.assert_close(out, torch.exp(x))
     assert stages == [True, False, True, False, False]
     assert launched() == {"exp_kernel.kernel": 5}
+
+
+def test_the_gxx_shim_reuses_only_successful_compiles_of_identical_source(tmp_path):
+    """The same source and flags compiled twice give the same assembly, the second from the
+    cache; a source that does not compile fails with g++'s error and is not kept."""
+    real = shutil.which("g++", path=os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                                    if Path(d).name != interpreter._SHIM_DIR))
+    if not real:
+        pytest.skip("no g++")
+    shim, cache = tmp_path / "g++", tmp_path / "asm"
+    shim.write_text(interpreter._GXX_SHIM.format(real=real, cache=cache))
+    shim.chmod(0o755)
+    outputs = []
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        src = tmp_path / run / "flow.cpp"
+        src.write_text("int twice(int x) { return 2 * x; }\n")
+        subprocess.run([shim, "-O2", "-S", src, "-o", f"{src}.s"], check=True)
+        outputs.append(Path(f"{src}.s").read_bytes())
+        assert len(list(cache.iterdir())) == 1
+    assert outputs[0] == outputs[1] and b"twice" in outputs[0]
+    broken = tmp_path / "broken.cpp"
+    broken.write_text("int broken( {\n")
+    failed = subprocess.run([shim, "-O2", "-S", broken, "-o", f"{broken}.s"], capture_output=True, text=True)
+    assert failed.returncode != 0 and "error" in failed.stderr
+    assert len(list(cache.iterdir())) == 1
 
 
 def test_run_kernel_cleans_up_after_itself():

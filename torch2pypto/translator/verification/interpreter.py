@@ -27,6 +27,7 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import weakref
@@ -41,7 +42,7 @@ import torch
 PASS_FILTER: list[str] | None = []
 
 _CALCULATOR = "lib/libtile_fwk_calculator.so"
-_SHIM_DIR = "python3-shim"
+_SHIM_DIR = "torch2pypto-shims"
 _KERNEL_LOG = "kernel.log"
 _ERROR_PREFIX = re.compile(r"^(\[[^\]]*\]:?)+\s*")  # "[file.cpp:12][PASS]:[Scope]:" before a message
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -68,7 +69,7 @@ def setup() -> Path:
         work = Path(tempfile.mkdtemp(prefix="torch2pypto-"))
         atexit.register(shutil.rmtree, work, True)
         _redirect_outputs(work)
-        _install_python3_shim(work / _SHIM_DIR)
+        _install_shims(work / _SHIM_DIR)
         _load_calculator()
         _patch_verify_data()
         _work = work
@@ -113,18 +114,56 @@ def _remove_own_logs(root: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _install_python3_shim(shim_dir: Path) -> None:
-    """Put a `python3` first on PATH that skips the swim-lane scripts the cost model runs.
-
-    They only draw and print (two need matplotlib) and take about half of each kernel's time.
-    """
+def _install_shims(shim_dir: Path) -> None:
+    """Put a `python3` and a `g++` first on PATH: the first skips the swim-lane scripts the cost
+    model runs (they only draw and print, two need matplotlib, and took half of a kernel's time),
+    the second reuses the assembly of control-flow code already compiled (``_GXX_SHIM``)."""
     path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and Path(d).name != _SHIM_DIR]
-    real = shutil.which("python3", path=os.pathsep.join(path)) or sys.executable
+    real_python = shutil.which("python3", path=os.pathsep.join(path)) or sys.executable
     shim_dir.mkdir()
-    shim = shim_dir / "python3"
-    shim.write_text(f'#!/bin/sh\ncase "$1" in */pypto/lib/scripts/*.py) exit 0;; esac\nexec "{real}" "$@"\n')
-    shim.chmod(0o755)
+    python3 = shim_dir / "python3"
+    python3.write_text(f'#!/bin/sh\ncase "$1" in */pypto/lib/scripts/*.py) exit 0;; esac\nexec "{real_python}" "$@"\n')
+    python3.chmod(0o755)
+    real_gxx = shutil.which("g++", path=os.pathsep.join(path))
+    if real_gxx:
+        gxx = shim_dir / "g++"
+        gxx.write_text(_GXX_SHIM.format(real=real_gxx, cache=_asm_cache(real_gxx)))
+        gxx.chmod(0o755)
     os.environ["PATH"] = os.pathsep.join([str(shim_dir), *path])
+
+
+# A compile fully codegens a kernel's control flow as C++ and compiles it with g++ (-S, then -c,
+# ld and objcopy): about 0.15 s of CPU, the most of a first launch. The C++ depends only on the
+# kernel's program (not on the shapes of a dynamic axis, nor on the process), so the assembly of
+# a source already compiled with the same flags is reused, from a cache shared by processes.
+# Only successful compiles are kept; anything else runs the real g++.
+_GXX_SHIM = """#!/bin/sh
+real="{real}"
+case " $* " in *" -S "*) ;; *) exec "$real" "$@";; esac
+src=; out=; prev=; flags=
+for a in "$@"; do
+  case "$prev" in -S) src=$a;; -o) out=$a;; *) case "$a" in -S|-o) ;; *) flags="$flags $a";; esac;; esac
+  prev=$a
+done
+[ -n "$src" ] && [ -n "$out" ] || exec "$real" "$@"
+key=$({{ echo "$flags ${{src##*/}}"; cat "$src"; }} | sha256sum | cut -c1-40)
+[ -n "$key" ] || exec "$real" "$@"
+hit="{cache}/$key.s"
+[ -f "$hit" ] && cp "$hit" "$out" && exit 0
+"$real" "$@" || exit $?
+mkdir -p "{cache}" && cp "$out" "$hit.$$" && mv -f "$hit.$$" "$hit"
+exit 0
+"""
+
+
+def _asm_cache(real_gxx: str) -> Path:
+    """The folder of reused assembly, beside the calculator's: one per pypto (its headers) and g++."""
+    version = subprocess.run([real_gxx, "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
+    return _cache_root() / f"asm-pypto{metadata.version('pypto')}-gxx{version}"
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("TORCH2PYPTO_CALC_CACHE") or Path.home() / ".cache" / "torch2pypto" / "calculator")
 
 
 def _load_calculator() -> None:
@@ -143,7 +182,7 @@ def _calculator_so() -> Path:
     from pypto._utils import BuildOnlineManager
 
     src = Path(BuildOnlineManager().pkg_lib_dir, "calculator")
-    root = Path(os.environ.get("TORCH2PYPTO_CALC_CACHE") or Path.home() / ".cache" / "torch2pypto" / "calculator")
+    root = _cache_root()
     key = _calculator_key(src)
     so = root / key / _CALCULATOR
     if not so.exists():
