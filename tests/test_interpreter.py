@@ -131,8 +131,10 @@ def test_a_kernel_compiles_in_full_once_per_argument_signature(monkeypatch):
 
 
 def test_the_gxx_shim_reuses_only_successful_compiles_of_identical_source(tmp_path):
-    """The same source and flags compiled twice give the same assembly, the second from the
-    cache; a source that does not compile fails with g++'s error and is not kept."""
+    """Sources that differ only in whole-line comments (PyPTO's name the kernel's file), with the
+    same headers beside them and the same flags, give the same assembly, the second from the
+    cache; another header beside the source is another compile; a source that does not compile
+    fails with g++'s error and is not kept."""
     real = shutil.which("g++", path=os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
                                                     if Path(d).name != interpreter._SHIM_DIR))
     if not real:
@@ -140,20 +142,21 @@ def test_the_gxx_shim_reuses_only_successful_compiles_of_identical_source(tmp_pa
     shim, cache = tmp_path / "g++", tmp_path / "asm"
     shim.write_text(interpreter._GXX_SHIM.format(real=real, cache=cache))
     shim.chmod(0o755)
-    outputs = []
-    for run in ("a", "b"):
+
+    def compile_(run, factor, text="int twice(int x) { return FACTOR * x; }"):
         (tmp_path / run).mkdir()
+        (tmp_path / run / "expr.h").write_text(f"#define FACTOR {factor}\n")
         src = tmp_path / run / "flow.cpp"
-        src.write_text("int twice(int x) { return 2 * x; }\n")
-        subprocess.run([shim, "-O2", "-S", src, "-o", f"{src}.s"], check=True)
-        outputs.append(Path(f"{src}.s").read_bytes())
-        assert len(list(cache.iterdir())) == 1
-    assert outputs[0] == outputs[1] and b"twice" in outputs[0]
-    broken = tmp_path / "broken.cpp"
-    broken.write_text("int broken( {\n")
-    failed = subprocess.run([shim, "-O2", "-S", broken, "-o", f"{broken}.s"], capture_output=True, text=True)
+        src.write_text(f'// /somewhere/{run}/kernel.py:12\n#include "expr.h"\n{text}\n')
+        done = subprocess.run([shim, "-O2", "-S", src, "-o", f"{src}.s"], capture_output=True, text=True)
+        return done, Path(f"{src}.s").read_bytes() if not done.returncode else None
+
+    (_, a), (_, b), (_, c) = compile_("a", 2), compile_("b", 2), compile_("c", 3)
+    assert a == b != c and b"twice" in a
+    assert len(list(cache.iterdir())) == 2
+    failed, _ = compile_("d", 2, "int broken( {")
     assert failed.returncode != 0 and "error" in failed.stderr
-    assert len(list(cache.iterdir())) == 1
+    assert len(list(cache.iterdir())) == 2
 
 
 def test_run_kernel_cleans_up_after_itself():

@@ -135,8 +135,10 @@ def _install_shims(shim_dir: Path) -> None:
 # A compile fully codegens a kernel's control flow as C++ and compiles it with g++ (-S, then -c,
 # ld and objcopy): about 0.15 s of CPU, the most of a first launch. The C++ depends only on the
 # kernel's program (not on the shapes of a dynamic axis, nor on the process), so the assembly of
-# a source already compiled with the same flags is reused, from a cache shared by processes.
-# Only successful compiles are kept; anything else runs the real g++.
+# a source already compiled with the same flags is reused, from a cache shared by processes. The
+# key is the flags, the file's name, and its text and that of the headers beside it (which it
+# includes), without whole-line comments (they name the kernel's file and line; without -g they
+# change nothing in the assembly). Only successful compiles are kept; else the real g++ runs.
 _GXX_SHIM = """#!/bin/sh
 real="{real}"
 case " $* " in *" -S "*) ;; *) exec "$real" "$@";; esac
@@ -146,7 +148,8 @@ for a in "$@"; do
   prev=$a
 done
 [ -n "$src" ] && [ -n "$out" ] || exec "$real" "$@"
-key=$({{ echo "$flags ${{src##*/}}"; cat "$src"; }} | sha256sum | cut -c1-40)
+key=$({{ echo "$flags ${{src##*/}}"; for f in "$src" "${{src%/*}}"/*.h; do [ -f "$f" ] && echo "== ${{f##*/}}" && cat "$f"; done; }} \
+  | sed 's|^[[:space:]]*//[^\\]*$||' | sha256sum | cut -c1-40)
 [ -n "$key" ] || exec "$real" "$@"
 hit="{cache}/$key.s"
 [ -f "$hit" ] && cp "$hit" "$out" && exit 0
