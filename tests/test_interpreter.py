@@ -131,10 +131,11 @@ def test_a_kernel_compiles_in_full_once_per_argument_signature(monkeypatch):
 
 
 def test_the_gxx_shim_reuses_only_successful_compiles_of_identical_source(tmp_path):
-    """Sources that differ only in whole-line comments (PyPTO's name the kernel's file), with the
-    same headers beside them and the same flags, give the same assembly, the second from the
-    cache; another header beside the source is another compile; a source that does not compile
-    fails with g++'s error and is not kept."""
+    """Sources that differ only in their name and whole-line comments (PyPTO's name the kernel's
+    file and per-compile hashes), with the same headers beside them and the same flags, compile
+    once: the second gets the assembly real g++ gives it, from the cache. Another header beside
+    the source is another compile; a source that does not compile fails with g++'s error and is
+    not kept."""
     real = shutil.which("g++", path=os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
                                                     if Path(d).name != interpreter._SHIM_DIR))
     if not real:
@@ -143,18 +144,20 @@ def test_the_gxx_shim_reuses_only_successful_compiles_of_identical_source(tmp_pa
     shim.write_text(interpreter._GXX_SHIM.format(real=real, cache=cache))
     shim.chmod(0o755)
 
-    def compile_(run, factor, text="int twice(int x) { return FACTOR * x; }"):
-        (tmp_path / run).mkdir()
-        (tmp_path / run / "expr.h").write_text(f"#define FACTOR {factor}\n")
-        src = tmp_path / run / "flow.cpp"
+    def compile_(gxx, run, factor, text="int twice(int x) { return FACTOR * x; }"):
+        folder = tmp_path / ("real" if gxx == Path(real) else "shim") / run
+        folder.mkdir(parents=True)
+        (folder / "expr.h").write_text(f"/* Function info: hash={hash(run)} */\n#define FACTOR {factor}\n")
+        src = folder / f"controlFlow_host_{abs(hash(run))}.cpp"
         src.write_text(f'// /somewhere/{run}/kernel.py:12\n#include "expr.h"\n{text}\n')
-        done = subprocess.run([shim, "-O2", "-S", src, "-o", f"{src}.s"], capture_output=True, text=True)
+        done = subprocess.run([gxx, "-O2", "-S", src, "-o", f"{src}.s"], capture_output=True, text=True)
         return done, Path(f"{src}.s").read_bytes() if not done.returncode else None
 
-    (_, a), (_, b), (_, c) = compile_("a", 2), compile_("b", 2), compile_("c", 3)
-    assert a == b != c and b"twice" in a
+    (_, a), (_, b), (_, c) = compile_(shim, "a", 2), compile_(shim, "b", 2), compile_(shim, "c", 3)
     assert len(list(cache.iterdir())) == 2
-    failed, _ = compile_("d", 2, "int broken( {")
+    assert b == compile_(Path(real), "b", 2)[1] and b"twice" in b
+    assert a.splitlines()[1:] == b.splitlines()[1:] != c.splitlines()[1:]
+    failed, _ = compile_(shim, "d", 2, "int broken( {")
     assert failed.returncode != 0 and "error" in failed.stderr
     assert len(list(cache.iterdir())) == 2
 

@@ -136,10 +136,12 @@ def _install_shims(shim_dir: Path) -> None:
 # ld and objcopy): about 0.15 s of CPU, the most of a first launch. The C++ depends only on the
 # kernel's program (not on the shapes of a dynamic axis, nor on the process), so the assembly of
 # a source already compiled with the same flags is reused, from a cache shared by processes. The
-# key is the flags, the file's name, and its text and that of the headers beside it (which it
-# includes), without whole-line comments (they name the kernel's file and line; without -g they
-# change nothing in the assembly). Only successful compiles are kept; else the real g++ runs.
-_GXX_SHIM = """#!/bin/sh
+# key is the flags and the text of the source and of the headers beside it (which it includes),
+# without whole-line comments (// or /* */): they name the kernel's file and hashes that change with every
+# compile, as does the source's name (controlFlow_host_<hash>.cpp), and without -g none of them
+# reaches the assembly but its first line (`.file "<name>"`), rewritten on reuse. Only
+# successful compiles are kept; anything else runs the real g++.
+_GXX_SHIM = r"""#!/bin/sh
 real="{real}"
 case " $* " in *" -S "*) ;; *) exec "$real" "$@";; esac
 src=; out=; prev=; flags=
@@ -147,12 +149,16 @@ for a in "$@"; do
   case "$prev" in -S) src=$a;; -o) out=$a;; *) case "$a" in -S|-o) ;; *) flags="$flags $a";; esac;; esac
   prev=$a
 done
-[ -n "$src" ] && [ -n "$out" ] || exec "$real" "$@"
-key=$({{ echo "$flags ${{src##*/}}"; for f in "$src" "${{src%/*}}"/*.h; do [ -f "$f" ] && echo "== ${{f##*/}}" && cat "$f"; done; }} \
-  | sed 's|^[[:space:]]*//[^\\]*$||' | sha256sum | cut -c1-40)
+name=${{src##*/}}
+case "$name" in ""|*[!A-Za-z0-9_.-]*) exec "$real" "$@";; esac
+[ -n "$out" ] || exec "$real" "$@"
+key=$({{ echo "$flags"; for f in "$src" "${{src%/*}}"/*.h; do [ -f "$f" ] && echo "== ${{f##*/}}" && cat "$f"; done; }} \
+  | sed -e 's|^[[:space:]]*//[^\]*$||' -e 's|^[[:space:]]*/\*[^*]*\*/[[:space:]]*$||' \
+        -e 's|^== controlFlow_host_[0-9]*\.cpp$|== controlFlow_host.cpp|' \
+  | sha256sum | cut -c1-40)
 [ -n "$key" ] || exec "$real" "$@"
 hit="{cache}/$key.s"
-[ -f "$hit" ] && cp "$hit" "$out" && exit 0
+[ -f "$hit" ] && sed "1s|^\([[:space:]]*\.file[[:space:]]*\)\".*\"\$|\1\"$name\"|" "$hit" > "$out" && exit 0
 "$real" "$@" || exit $?
 mkdir -p "{cache}" && cp "$out" "$hit.$$" && mv -f "$hit.$$" "$hit"
 exit 0
