@@ -2,6 +2,7 @@
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -62,6 +63,103 @@ def test_a_wrong_kernel_gives_a_wrong_result():
     run_kernel(shifted_exp_kernel(8, 128), x, out)
     assert not torch.allclose(out, torch.exp(x))
     torch.testing.assert_close(out, torch.exp(x).roll(1, 0))
+
+
+@functools.cache
+def cast_kernel(rows, cols):
+    @pypto.frontend.jit()
+    def kernel(x: pypto.Tensor([rows, cols], pypto.DT_FP32), out: pypto.Tensor([rows, cols], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(4, cols)
+        out[:] = pypto.cast(pypto.exp(x), pypto.DT_BF16)
+    return kernel
+
+
+def copied_back_by_the_cost_model(kernel, *args):
+    """The kernel's results as a full SIM run's cost model copies them back (the recipe of
+    reference/cpu-interpreter.md, before run_kernel read the interpreter's dumps)."""
+    work = interpreter.setup()
+    args = [a.clone() for a in args]
+    saved = kernel._runtime_options, kernel._verify_options, kernel._host_options
+    kernel._runtime_options = {"run_mode": pypto.RunMode.SIM.value}
+    kernel._verify_options = {"enable_pass_verify": True, "pass_verify_pass_filter": ["no_verify"],
+                              "pass_verify_save_tensor_dir": str(work / "verify")}
+    kernel._host_options = {"compile_stage": pypto.CompStage.ALL_COMPLETE}
+    try:
+        kernel(*args)
+    finally:
+        kernel._runtime_options, kernel._verify_options, kernel._host_options = saved
+    return args
+
+
+@pytest.mark.parametrize("kernel, make", [
+    (exp_kernel(128), lambda: (torch.randn(13, 128), torch.zeros(13, 128))),
+    (shifted_exp_kernel(8, 128), lambda: (torch.randn(8, 128), torch.zeros(8, 128))),
+    (cast_kernel(9, 96), lambda: (torch.randn(9, 96), torch.zeros(9, 96, dtype=torch.bfloat16))),
+], ids=["exp", "wrong", "cast-bf16"])
+def test_first_and_repeated_launches_give_the_cost_model_runs_bits(kernel, make):
+    """run_kernel reads the interpreter's dumps and skips the cost model; a repeat stops at the
+    tensor graph. Every launch gives the bytes the cost model copied back, the wrong kernel's too."""
+    args = make()
+    expected = copied_back_by_the_cost_model(kernel, *args)
+    interpreter._COMPILED.pop(kernel, None)
+    for _ in range(2):
+        got = [a.clone() for a in args]
+        run_kernel(kernel, *got)
+        assert all(g.dtype == e.dtype and torch.equal(g.view(torch.uint8), e.view(torch.uint8)) for g, e in zip(got, expected))
+
+
+def test_a_kernel_compiles_in_full_once_per_argument_signature(monkeypatch):
+    """Later launches on the same shapes and dtypes stop at the tensor graph, and are counted."""
+    stages = []
+    options = interpreter._interpreter_options
+
+    def recorded(kernel, work, staged, full):
+        stages.append(full)
+        return options(kernel, work, staged, full)
+
+    monkeypatch.setattr(interpreter, "_interpreter_options", recorded)
+    kernel = exp_kernel(64)
+    interpreter._COMPILED.pop(kernel, None)
+    launched = interpreter.counting()
+    for rows in (8, 8, 13, 8, 13):
+        x = torch.randn(rows, 64)
+        out = torch.empty(rows, 64)
+        run_kernel(kernel, x, out)
+        torch.testing.assert_close(out, torch.exp(x))
+    assert stages == [True, False, True, False, False]
+    assert launched() == {"exp_kernel.kernel": 5}
+
+
+def test_the_gxx_shim_reuses_only_successful_compiles_of_identical_source(tmp_path):
+    """Sources that differ only in their name and whole-line comments (PyPTO's name the kernel's
+    file and per-compile hashes), with the same headers beside them and the same flags, compile
+    once: the second gets the assembly real g++ gives it, from the cache. Another header beside
+    the source is another compile; a source that does not compile fails with g++'s error and is
+    not kept."""
+    real = shutil.which("g++", path=os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                                    if Path(d).name != interpreter._SHIM_DIR))
+    if not real:
+        pytest.skip("no g++")
+    shim, cache = tmp_path / "g++", tmp_path / "asm"
+    shim.write_text(interpreter._GXX_SHIM.format(real=real, cache=cache))
+    shim.chmod(0o755)
+
+    def compile_(gxx, run, factor, text="int twice(int x) { return FACTOR * x; }"):
+        folder = tmp_path / ("real" if gxx == Path(real) else "shim") / run
+        folder.mkdir(parents=True)
+        (folder / "expr.h").write_text(f"/* Function info: hash={hash(run)} */\n#define FACTOR {factor}\n")
+        src = folder / f"controlFlow_host_{abs(hash(run))}.cpp"
+        src.write_text(f'// /somewhere/{run}/kernel.py:12\n#include "expr.h"\n{text}\n')
+        done = subprocess.run([gxx, "-O2", "-S", src, "-o", f"{src}.s"], capture_output=True, text=True)
+        return done, Path(f"{src}.s").read_bytes() if not done.returncode else None
+
+    (_, a), (_, b), (_, c) = compile_(shim, "a", 2), compile_(shim, "b", 2), compile_(shim, "c", 3)
+    assert len(list(cache.iterdir())) == 2
+    assert b == compile_(Path(real), "b", 2)[1] and b"twice" in b
+    assert a.splitlines()[1:] == b.splitlines()[1:] != c.splitlines()[1:]
+    failed, _ = compile_(shim, "d", 2, "int broken( {")
+    assert failed.returncode != 0 and "error" in failed.stderr
+    assert len(list(cache.iterdir())) == 2
 
 
 def test_run_kernel_cleans_up_after_itself():
