@@ -47,6 +47,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor):
     return torch.matmul(a, b)
 
 
+def to_float(x: torch.Tensor):
+    return x.float()
+
+
+def rope(q: torch.Tensor, cos: torch.Tensor):
+    return q * cos
+
+
 def halves(x: torch.Tensor):
     return torch.cat((x[..., 16:], x[..., :16]), dim=-1)
 """
@@ -83,6 +91,31 @@ def test_an_elementwise_op_of_equal_shapes_copies_nothing(modules):
 def test_a_broadcast_operand_is_the_one_copy_of_an_elementwise_op(modules):
     # named in README: vector kernels take [rows, cols] operands, a broadcast one is expanded
     assert host(modules, "add", sample(6, 64), sample(64, seed=1)) == {"clone": 1}
+
+
+def same_layout(got, expected):
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_transposed_input_is_read_and_its_result_written_in_torchs_layout(modules, dtype):
+    # before: a clone of each transposed operand and a copy_ of the result into torch's strides
+    x, y = (sample(2, 7, 3, 40, dtype=dtype, seed=s).transpose(1, 2) for s in (0, 1))
+    assert host(modules, "add", x, y) == {}
+    assert host(modules, "sigmoid", sample(37, 5, dtype=dtype).t()) == {}
+    same_layout(modules[0].add(x, y), modules[1].add(x, y))
+
+
+def test_a_cast_of_a_transposed_input_copies_nothing(modules):
+    x = sample(2, 7, 3, 40, dtype=torch.bfloat16).transpose(1, 2)
+    assert host(modules, "to_float", x) == {}
+
+
+def test_an_operand_in_another_layout_than_the_first_is_its_one_copy(modules):
+    # torch lays the result out as the first operand: q's heads transposed (RoPE's q * cos)
+    q = sample(2, 7, 3, 40).transpose(1, 2)
+    assert host(modules, "rope", q, sample(2, 1, 7, 40, seed=1)) == {"clone": 1}  # cos broadcast over the heads
+    assert host(modules, "add", q, sample(2, 3, 7, 40, seed=1)) == {"clone": 1}  # y in row-major order
 
 
 def test_a_whole_tile_kernel_reads_fewer_rows_than_a_tile_without_padding(modules):

@@ -388,20 +388,20 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     layout, placed = _layout(entry)
     body = (
         layout
-        + f"rows, shape = _broadcast_rows({', '.join(_tiles(entry))})\n"
+        + f"rows, shape, order = _broadcast_rows({', '.join(_tiles(entry))})\n"
         + "x = rows[0]\n"
         + _defaults(entry)
-        + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.fields.output == 'bool' else 'x.dtype'}, device=x.device)\n"
+        + f"result, out = _result_rows(shape, order, {'torch.bool' if entry.fields.output == 'bool' else 'x.dtype'}, x.device)\n"
         + _choose(entry, kernels, factory, templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS)
         + "_launch(kernel, *rows, out)\n"
-        "return _in_layout_of(out.reshape(shape), input)\n"
+        "return result\n"
     )
     spelled = ", ".join(names)
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
     numeric = [p.name for p in _numeric(entry)]
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
     guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *placed])
-    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined)]
+    requires = ["_kernel_operands", "_broadcast_rows", "_kernel_number", *(d.name for d in defined)]
     how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
         ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(
