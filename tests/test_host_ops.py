@@ -135,18 +135,43 @@ def test_a_row_composite_of_aligned_rows_copies_nothing(modules):
     assert host(modules, "layer_norm", sample(2, 3, 64), sample(64, seed=1), sample(64, seed=2)) == {}
 
 
-def test_a_linear_pads_its_weight_once_not_in_every_forward(modules):
-    x, w, b = sample(2, 5, 64), sample(40, 64, seed=1), sample(40, seed=2)
-    assert host(modules, "linear", x, w, b) == {"constant_pad_nd": 2}  # n 40 to 48: weight and bias
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_linear_reads_its_weight_of_any_k_and_n_in_place(modules, dtype):
+    # before: n 40 padded to 48 (weight and bias) on the first call, k 37 padded to 48 in every call
+    for k in (64, 37):
+        x, w, b = sample(2, 5, k, dtype=dtype), sample(40, k, seed=1, dtype=dtype), sample(40, seed=2, dtype=dtype)
+        assert host(modules, "linear", x, w, b) == {}
+    w_t = sample(37, 40, seed=1, dtype=dtype).t()  # a transposed weight [40, 37]: read through its base
+    assert host(modules, "linear", x, w_t, b) == {}
+
+
+def test_a_weight_of_other_strides_is_copied_once_not_in_every_forward(modules):
+    x, w, b = sample(2, 5, 37), sample(40, 74, seed=1)[:, ::2], sample(40, seed=2)
+    assert host(modules, "linear", x, w, b) == {"clone": 1}  # pypto.from_torch takes contiguous tensors only
     assert host(modules, "linear", x, w, b) == {}
     with torch.no_grad():
-        w.mul_(2)  # a weight changed in place (its version counter moves) is padded again
-    assert host(modules, "linear", x, w, b) == {"constant_pad_nd": 1}
+        w.mul_(2)  # a weight changed in place (its version counter moves) is copied again
+    assert host(modules, "linear", x, w, b) == {"clone": 1}
 
 
 def test_a_matmul_folds_a_broadcast_batch_into_rows_without_a_copy(modules):
     assert host(modules, "matmul", sample(2, 3, 8, 32), sample(32, 16, seed=1)) == {}
     assert host(modules, "matmul", sample(2, 8, 32), sample(2, 32, 16, seed=1)) == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_matmul_reads_odd_k_and_n_and_a_transposed_operand_in_place(modules, dtype):
+    # attention's q @ k.mT (n = 7) and scores @ v (k = 7); before: padded to 16 and copied
+    q, k, v = (sample(2, 4, 7, 32, seed=s, dtype=dtype) for s in range(3))
+    assert host(modules, "matmul", q, k.mT) == {}
+    assert host(modules, "matmul", sample(2, 4, 7, 7, dtype=dtype), v) == {}
+    assert host(modules, "matmul", sample(3, 7, 37, dtype=dtype), sample(37, 33, seed=1, dtype=dtype)) == {}
+    assert host(modules, "matmul", sample(5, 37, dtype=dtype), sample(33, 37, seed=1, dtype=dtype).t()) == {}
+
+
+def test_a_broadcast_batch_of_stacked_matrices_is_the_one_copy_of_a_matmul(modules):
+    # named in docs/host-copies.md: a stack of right matrices needs a's rows per matrix
+    assert host(modules, "matmul", sample(7, 32), sample(2, 32, 16, seed=1)) == {"clone": 1}
 
 
 def test_a_cat_reads_column_slices_in_place(modules):
