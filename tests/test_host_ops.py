@@ -1,5 +1,5 @@
 """Wrappers hand their operands to the kernel as they are: the aten ops a wrapper runs on the host
-around its launch are counted (host_ops), and any beyond those the README names fail."""
+around its launch are counted (host_ops), and any beyond those docs/host-copies.md names fail."""
 
 import collections
 
@@ -55,6 +55,10 @@ def rope(q: torch.Tensor, cos: torch.Tensor):
     return q * cos
 
 
+def add_(x: torch.Tensor, y: torch.Tensor):
+    return x.add_(y)
+
+
 def halves(x: torch.Tensor):
     return torch.cat((x[..., 16:], x[..., :16]), dim=-1)
 """
@@ -89,7 +93,7 @@ def test_an_elementwise_op_of_equal_shapes_copies_nothing(modules):
 
 
 def test_a_broadcast_operand_is_the_one_copy_of_an_elementwise_op(modules):
-    # named in README: vector kernels take [rows, cols] operands, a broadcast one is expanded
+    # named in docs/host-copies.md: vector kernels take [rows, cols] operands, a broadcast one is expanded
     assert host(modules, "add", sample(6, 64), sample(64, seed=1)) == {"clone": 1}
 
 
@@ -185,3 +189,15 @@ def test_host_ops_leave_out_the_kernels_own_work(modules):
         torch.exp(x)  # torch's own op, outside any launch: counted
         translated.add(x, x)
     assert ops == collections.Counter({"exp": 1})
+
+
+def test_an_in_place_op_copies_its_result_into_the_receiver(modules):
+    translated, original = modules
+    x, y = sample(6, 40), sample(6, 40, seed=1)
+    expected = original.add_(x.clone(), y)
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated), host_ops(translated) as ops:
+        got = translated.add_(x, y)
+    assert sum(launched().values()) == 1 and got is x
+    torch.testing.assert_close(got, expected)
+    assert ops == {"copy_": 1}  # named in docs/host-copies.md: the kernel writes a new buffer
