@@ -134,6 +134,14 @@ def test_a_row_reduction_pads_only_rows_that_are_not_32_byte_aligned(modules):
     assert host(modules, "row_sum", sample(3, 37)) == {"constant_pad_nd": 1}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_row_composite_reads_and_writes_rows_of_any_width_in_place(modules, dtype):
+    # before: each row padded to 32 bytes (constant_pad_nd) and the result sliced back (clone)
+    assert host(modules, "softmax", sample(2, 4, 7, 7, dtype=dtype)) == {}  # attention's scores over 7 positions
+    x, w, b = sample(3, 5, 37, dtype=dtype), sample(37, seed=1, dtype=dtype), sample(37, seed=2, dtype=dtype)
+    assert host(modules, "layer_norm", x, w, b) == {}
+
+
 def test_a_row_composite_of_aligned_rows_copies_nothing(modules):
     assert host(modules, "softmax", sample(2, 3, 64)) == {}
     assert host(modules, "layer_norm", sample(2, 3, 64), sample(64, seed=1), sample(64, seed=2)) == {}

@@ -95,10 +95,10 @@ def row_kernel(
     index row). ``also``: (output, tile) pairs, further outputs like ``out`` stored as ``in_dtype``
     (torch.max(x, dim) gives values and indices). ``whole_rows``: a tile spans every column
     where the row fits the unified buffer, else its column tiles (``_tile_shape``).
-    A program that reduces along the row (:func:`reduces`) reads whole rows ``width`` wide
-    (``cols`` padded to 32 bytes on the host, :data:`ALIGNED_ROWS`) whose padding the tiles'
-    valid shape masks; ``vectors`` are inputs of one such row ([1, width]) that broadcast over
-    the tile's rows (a norm's weight).
+    A program that reduces along the row (:func:`reduces`) reads whole rows in tiles ``width``
+    wide (``cols`` rounded up to 32 bytes, :data:`ROW_WIDTH`) whose valid shape is the row's
+    ``cols``, so rows of any width are read and written in place; ``vectors`` are inputs of one
+    row ([1, cols]) that broadcast over the tile's rows (a norm's weight).
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
@@ -124,9 +124,9 @@ def row_kernel(
         more, store = cast(tile, FP32 if fp32 else in_dtype, in_dtype)
         setup += more
         body += store + f"pypto.assemble({tile}, [r, 0], {output})\n"
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, {width}], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
+    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
     params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
-    params += "".join(f"        {v}: pypto.Tensor([1, width], {in_dtype}),\n" for v in vectors)
+    params += "".join(f"        {v}: pypto.Tensor([1, cols], {in_dtype}),\n" for v in vectors)
     params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)
     if whole:  # tiles of at most n rows (WHOLE_SPREAD_ROWS); the last tile ends at the last row
         start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
@@ -134,7 +134,6 @@ def row_kernel(
             start += " " * 12 + "valid = [rows, cols]\n"
     else:
         start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
-    out_cols = width if out_cols == "cols" else out_cols
     dtypes = _dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
     # a row splits into column tiles only where no step works along it
     mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
@@ -380,6 +379,19 @@ WHOLE_ROWS = Definition(
 def _fits_whole_rows(t, dim, buffers):
     """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
     return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
+''',
+)
+
+
+ROW_WIDTH = Definition(
+    "_row_width",
+    '''\
+def _row_width(cols, dtype):
+    """`cols` rounded up to 32 bytes of `dtype`: the width of the tiles a row kernel reads its rows
+    in (PyPTO reduces only 32-byte aligned tile rows); their valid shape is the real cols, so
+    rows of any width are read in place."""
+    align = 32 // dtype.itemsize
+    return -(-cols // align) * align
 ''',
 )
 
