@@ -1,5 +1,5 @@
 """Wrappers hand their operands to the kernel as they are: the aten ops a wrapper runs on the host
-around its launch are counted (host_ops), and any beyond those the README names fail."""
+around its launch are counted (host_ops), and any beyond those docs/host-copies.md names fail."""
 
 import collections
 
@@ -47,6 +47,18 @@ def matmul(a: torch.Tensor, b: torch.Tensor):
     return torch.matmul(a, b)
 
 
+def to_float(x: torch.Tensor):
+    return x.float()
+
+
+def rope(q: torch.Tensor, cos: torch.Tensor):
+    return q * cos
+
+
+def add_(x: torch.Tensor, y: torch.Tensor):
+    return x.add_(y)
+
+
 def halves(x: torch.Tensor):
     return torch.cat((x[..., 16:], x[..., :16]), dim=-1)
 """
@@ -81,8 +93,33 @@ def test_an_elementwise_op_of_equal_shapes_copies_nothing(modules):
 
 
 def test_a_broadcast_operand_is_the_one_copy_of_an_elementwise_op(modules):
-    # named in README: vector kernels take [rows, cols] operands, a broadcast one is expanded
+    # named in docs/host-copies.md: vector kernels take [rows, cols] operands, a broadcast one is expanded
     assert host(modules, "add", sample(6, 64), sample(64, seed=1)) == {"clone": 1}
+
+
+def same_layout(got, expected):
+    assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_transposed_input_is_read_and_its_result_written_in_torchs_layout(modules, dtype):
+    # before: a clone of each transposed operand and a copy_ of the result into torch's strides
+    x, y = (sample(2, 7, 3, 40, dtype=dtype, seed=s).transpose(1, 2) for s in (0, 1))
+    assert host(modules, "add", x, y) == {}
+    assert host(modules, "sigmoid", sample(37, 5, dtype=dtype).t()) == {}
+    same_layout(modules[0].add(x, y), modules[1].add(x, y))
+
+
+def test_a_cast_of_a_transposed_input_copies_nothing(modules):
+    x = sample(2, 7, 3, 40, dtype=torch.bfloat16).transpose(1, 2)
+    assert host(modules, "to_float", x) == {}
+
+
+def test_an_operand_in_another_layout_than_the_first_is_its_one_copy(modules):
+    # torch lays the result out as the first operand: q's heads transposed (RoPE's q * cos)
+    q = sample(2, 7, 3, 40).transpose(1, 2)
+    assert host(modules, "rope", q, sample(2, 1, 7, 40, seed=1)) == {"clone": 1}  # cos broadcast over the heads
+    assert host(modules, "add", q, sample(2, 3, 7, 40, seed=1)) == {"clone": 1}  # y in row-major order
 
 
 def test_a_whole_tile_kernel_reads_fewer_rows_than_a_tile_without_padding(modules):
@@ -97,23 +134,56 @@ def test_a_row_reduction_pads_only_rows_that_are_not_32_byte_aligned(modules):
     assert host(modules, "row_sum", sample(3, 37)) == {"constant_pad_nd": 1}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_row_composite_reads_and_writes_rows_of_any_width_in_place(modules, dtype):
+    # before: each row padded to 32 bytes (constant_pad_nd) and the result sliced back (clone)
+    assert host(modules, "softmax", sample(2, 4, 7, 7, dtype=dtype)) == {}  # attention's scores over 7 positions
+    x, w, b = sample(3, 5, 37, dtype=dtype), sample(37, seed=1, dtype=dtype), sample(37, seed=2, dtype=dtype)
+    assert host(modules, "layer_norm", x, w, b) == {}
+
+
 def test_a_row_composite_of_aligned_rows_copies_nothing(modules):
     assert host(modules, "softmax", sample(2, 3, 64)) == {}
     assert host(modules, "layer_norm", sample(2, 3, 64), sample(64, seed=1), sample(64, seed=2)) == {}
 
 
-def test_a_linear_pads_its_weight_once_not_in_every_forward(modules):
-    x, w, b = sample(2, 5, 64), sample(40, 64, seed=1), sample(40, seed=2)
-    assert host(modules, "linear", x, w, b) == {"constant_pad_nd": 2}  # n 40 to 48: weight and bias
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_linear_reads_its_weight_of_any_k_and_n_in_place(modules, dtype):
+    # before: n 40 padded to 48 (weight and bias) on the first call, k 37 padded to 48 in every call
+    for k in (64, 37):
+        x, w, b = sample(2, 5, k, dtype=dtype), sample(40, k, seed=1, dtype=dtype), sample(40, seed=2, dtype=dtype)
+        assert host(modules, "linear", x, w, b) == {}
+    w_t = sample(37, 40, seed=1, dtype=dtype).t()  # a transposed weight [40, 37]: read through its base
+    assert host(modules, "linear", x, w_t, b) == {}
+
+
+def test_a_weight_of_other_strides_is_copied_once_not_in_every_forward(modules):
+    x, w, b = sample(2, 5, 37), sample(40, 74, seed=1)[:, ::2], sample(40, seed=2)
+    assert host(modules, "linear", x, w, b) == {"clone": 1}  # pypto.from_torch takes contiguous tensors only
     assert host(modules, "linear", x, w, b) == {}
     with torch.no_grad():
-        w.mul_(2)  # a weight changed in place (its version counter moves) is padded again
-    assert host(modules, "linear", x, w, b) == {"constant_pad_nd": 1}
+        w.mul_(2)  # a weight changed in place (its version counter moves) is copied again
+    assert host(modules, "linear", x, w, b) == {"clone": 1}
 
 
 def test_a_matmul_folds_a_broadcast_batch_into_rows_without_a_copy(modules):
     assert host(modules, "matmul", sample(2, 3, 8, 32), sample(32, 16, seed=1)) == {}
     assert host(modules, "matmul", sample(2, 8, 32), sample(2, 32, 16, seed=1)) == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_matmul_reads_odd_k_and_n_and_a_transposed_operand_in_place(modules, dtype):
+    # attention's q @ k.mT (n = 7) and scores @ v (k = 7); before: padded to 16 and copied
+    q, k, v = (sample(2, 4, 7, 32, seed=s, dtype=dtype) for s in range(3))
+    assert host(modules, "matmul", q, k.mT) == {}
+    assert host(modules, "matmul", sample(2, 4, 7, 7, dtype=dtype), v) == {}
+    assert host(modules, "matmul", sample(3, 7, 37, dtype=dtype), sample(37, 33, seed=1, dtype=dtype)) == {}
+    assert host(modules, "matmul", sample(5, 37, dtype=dtype), sample(33, 37, seed=1, dtype=dtype).t()) == {}
+
+
+def test_a_broadcast_batch_of_stacked_matrices_is_the_one_copy_of_a_matmul(modules):
+    # named in docs/host-copies.md: a stack of right matrices needs a's rows per matrix
+    assert host(modules, "matmul", sample(7, 32), sample(2, 32, 16, seed=1)) == {"clone": 1}
 
 
 def test_a_cat_reads_column_slices_in_place(modules):
@@ -127,3 +197,15 @@ def test_host_ops_leave_out_the_kernels_own_work(modules):
         torch.exp(x)  # torch's own op, outside any launch: counted
         translated.add(x, x)
     assert ops == collections.Counter({"exp": 1})
+
+
+def test_an_in_place_op_copies_its_result_into_the_receiver(modules):
+    translated, original = modules
+    x, y = sample(6, 40), sample(6, 40, seed=1)
+    expected = original.add_(x.clone(), y)
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated), host_ops(translated) as ops:
+        got = translated.add_(x, y)
+    assert sum(launched().values()) == 1 and got is x
+    torch.testing.assert_close(got, expected)
+    assert ops == {"copy_": 1}  # named in docs/host-copies.md: the kernel writes a new buffer

@@ -55,14 +55,14 @@ def pypto_cast(input, dtype, device=None, non_blocking=False):
         return torch_path(input)
 
     def kernel_path(input):
-        x = _as_rows(input)
-        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        (x,), shape, order = _broadcast_rows(input)  # read and written in the input's layout
+        result, out = _result_rows(shape, order, dtype, x.device)
         _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape)), x, out)
-        return _in_layout_of(out.reshape(input.shape), input)
+        return result
 
     return _with_torch_grad(kernel_path, torch_path, input)
 ''',
-    ("_on_kernel_path", "_as_rows", "_launch", "_with_torch_grad", "_in_layout_of", "cast_kernel"),
+    ("_on_kernel_path", "_broadcast_rows", "_launch", "_with_torch_grad", "cast_kernel"),
 )
 LIKE = Definition(
     "pypto_cast_like",

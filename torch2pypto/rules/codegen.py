@@ -226,10 +226,29 @@ def _kernel_number(n, dtype):
         "_broadcast_rows",
         '''\
 def _broadcast_rows(*operands):
-    """The tensor operands broadcast to one shape, each as [rows, cols]; and that shape."""
+    """The tensor operands broadcast to one shape, each as [rows, cols] in the memory order of their
+    result (`order`, outermost dim first: torch's, the first operand's where it is dense and of that
+    shape, row-major otherwise); a view of each operand laid out in that order, a copy of any
+    other (a broadcast one). Returns the rows, the shape and the order (for _result_rows)."""
     tensors = [o for o in operands if isinstance(o, torch.Tensor)]
     shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    return [_as_rows(t.expand(shape)) for t in tensors], shape
+    order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
+    return [_as_rows(t.expand(shape).permute(order)) for t in tensors], shape, order
+
+
+def _dense_order(t):
+    """The dims of `t` from outermost to innermost in memory where its elements fill their span
+    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
+
+
+def _result_rows(shape, order, dtype, device):
+    """A result of `shape` laid out in `order` (_broadcast_rows), and the [rows, cols] view of it
+    a kernel writes: the result is in torch's layout, with no copy back."""
+    laid = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return laid.permute(inverse), _as_rows(laid)
 ''',
         ("_as_rows",),
     ),

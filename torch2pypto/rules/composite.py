@@ -394,20 +394,20 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     layout, placed = _layout(entry)
     body = (
         layout
-        + f"rows, shape = _broadcast_rows({', '.join(_tiles(entry))})\n"
+        + f"rows, shape, order = _broadcast_rows({', '.join(_tiles(entry))})\n"
         + "x = rows[0]\n"
         + _defaults(entry)
-        + f"out = torch.empty(x.shape, dtype={'torch.bool' if entry.fields.output == 'bool' else 'x.dtype'}, device=x.device)\n"
+        + f"result, out = _result_rows(shape, order, {'torch.bool' if entry.fields.output == 'bool' else 'x.dtype'}, x.device)\n"
         + _choose(entry, kernels, factory, templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS)
         + "_launch(kernel, *rows, out)\n"
-        "return _in_layout_of(out.reshape(shape), input)\n"
+        "return result\n"
     )
     spelled = ", ".join(names)
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
     numeric = [p.name for p in _numeric(entry)]
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
     guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *placed])
-    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined)]
+    requires = ["_kernel_operands", "_broadcast_rows", "_kernel_number", *(d.name for d in defined)]
     how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
         ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(
@@ -431,12 +431,13 @@ def _layout(entry: Entry) -> tuple[str, list[str]]:
 
 
 def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
-    """Row composites: the row moved last (a dim) or folded (a normalized shape), padded to 32 bytes."""
+    """Row composites: the row moved last (a dim) or folded (a normalized shape), read in place in
+tiles 32 bytes wide (_row_width) whose valid shape is the row."""
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     rows = names[1:]
     defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, _, steps in kernels]
-    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "x.shape[1]", *_factory_constants(entry)])
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "_row_width(cols, x.dtype)", *_factory_constants(entry)])
     dim = entry.param(entry.fields.along).kinds == ("int",)
     cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
     guards = _accepted(entry)
@@ -449,19 +450,19 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         body = (
             f"moved = ({cast}).movedim({entry.fields.along}, -1)\n"
             "cols = moved.shape[-1]\n"
-            "x = _aligned_rows(moved, cols)\n"
+            "x = _as_rows(moved)\n"
         )
-        shaped = f"out[:, :cols].reshape(moved.shape).movedim(-1, {entry.fields.along}).contiguous()"
+        shaped = f"out.reshape(moved.shape).movedim(-1, {entry.fields.along}).contiguous()"
     else:
         shape = entry.fields.along
         prologue = f"shape = ({shape},) if isinstance({shape}, int) else tuple({shape})\n"
         guards += [f"_row_operands(input, shape{''.join(', ' + r for r in rows)})"]
         body = (
             "cols = math.prod(shape)\n"
-            f"x = _aligned_rows({cast}, cols)\n"
-            + (f"rows = [_aligned_rows(r, cols) for r in ({', '.join(rows)}{',' if len(rows) == 1 else ''}) if r is not None]\n" if rows else "")
+            f"x = ({cast}).reshape(-1, cols).contiguous()\n"
+            + (f"rows = [r.reshape(1, cols).contiguous() for r in ({', '.join(rows)}{',' if len(rows) == 1 else ''}) if r is not None]\n" if rows else "")
         )
-        shaped = "out[:, :cols].reshape(input.shape)"
+        shaped = "out.reshape(input.shape)"
     body += (
         _defaults(entry)
         + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
@@ -470,15 +471,15 @@ def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         f"return _in_layout_of({shaped}, input)\n"
     )
     spelled = ", ".join(names)
-    requires = ["_aligned_rows", "_in_layout_of", "_kernel_number", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
+    requires = ["_as_rows", "_row_width", "_in_layout_of", "_kernel_number", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
     along = "the dim moved last" if dim else "the normalized dims folded into rows"
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, along {along}, padded to 32 bytes",
+        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, along {along}",
         spelled, wrappers.torch_call(entry, params), f"({' and '.join(guards)})", body, tuple(requires), prologue=prologue,
     )
     extra = () if dim else (ROW_OPERANDS,)
     wrapper = dataclasses.replace(wrapper, imports=("math",)) if not dim else wrapper
-    return (*defined, templates.ALIGNED_ROWS, *extra, wrapper)
+    return (*defined, templates.ROW_WIDTH, *extra, wrapper)
 
 
 def parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:

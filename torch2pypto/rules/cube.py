@@ -4,7 +4,8 @@ The first two tensor parameters are multiplied; a third (linear's bias) is added
 ``args = { b_trans = "True" }``: the second is given transposed ([n, k], linear's weight).
 ``rank``: the rank torch requires of both operands, batch dims equal (mm 2, bmm 3). The host
 broadcasts batch dims as torch's matmul does and folds them into rows
-(:data:`templates.CUBE_OPERANDS`); kernels walk a dynamic M in row tiles, K and N static. Calls
+(:data:`templates.CUBE_OPERANDS`), reading the operands in place (a transposed one through its
+row-major base); kernels walk a dynamic M in row tiles, K and N static and of any size. Calls
 torch refuses (mixed dtypes, mismatched K, other ranks) run torch, which raises as it does.
 """
 
@@ -92,8 +93,8 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The kernels (one right matrix, a stack of them; with a bias) and the wrapper of a cube op."""
     transposed = _transposed(entry)
-    product = Apply("result", Step("matmul", (("b_trans", "True"),) if transposed else ()), ("a_tile", "b_tile", FP32))
-    what = "the transposed weight [n, k]" if transposed else "b [k, n]"
+    product = Apply("result", Step("matmul", (("b_trans", "transposed"),)), ("a_tile", "b_tile", FP32))
+    what = "the transposed weight [n, k]" if transposed else "b [k, n] (transposed: read from its transpose [n, k])"
     variants = [(f"{entry.op}_kernel", False, False)]
     if len(wrapper_params(entry)) == 3:
         variants.append((f"{entry.op}_bias_kernel", False, True))
@@ -104,7 +105,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         doc = (f"pypto.matmul of [rows, k] row tiles by {'one of a stack of ' if batched else ''}{what}, "
                f"accumulated in FP32{', plus the bias' if bias else ''}.")
         epilogue = [Apply("result", Step("add"), ("result", "bias_tile"))] if bias else []
-        kernels.append(templates.cube_kernel(name, doc, product, epilogue, transposed=transposed, batched=batched, bias=bias))
+        kernels.append(templates.cube_kernel(name, doc, product, epilogue, batched=batched, bias=bias))
     return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, CUBE_TAKES, _wrapper(entry, [v[0] for v in variants]))
 
 
@@ -114,30 +115,29 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
     transposed = _transposed(entry)
     takes = [a, b, *(f"bias={n}" for n in bias), *([f"rank={entry.fields.rank}"] if entry.fields.rank else []),
              *(["transposed=True"] if transposed else [])]
-    factory = "(_PYPTO_DTYPES[a.dtype], _PYPTO_DTYPES[out.dtype], a.shape[1], n, rows)"
+    factory = "(_PYPTO_DTYPES[a.dtype], _PYPTO_DTYPES[out.dtype], a.shape[1], n, rows, transposed)"
     if transposed:  # linear: [..., k] by one weight [n, k]
-        body = f"a, b, _, _ = _cube_operands({a}.reshape(-1, {a}.shape[-1]), {b}, transposed=True)\n"
+        body = (f"a, b, _, _, transposed = _cube_operands({a}.reshape(-1, {a}.shape[-1]), {b}, transposed=True)\n"
+                f"n = {b}.shape[0]\n")
         launch = f"_launch({kernels[0]}{factory}, a, b, out)\n"
         if bias:
             launch = (f"if {bias[0]} is None:\n    {launch}else:\n"
-                      f"    bias_row = _padded_weight({bias[0]}, n - {b}.shape[0]).reshape(1, -1)\n"
-                      f"    _launch({kernels[1]}{factory}, a, b, bias_row, out)\n")
-        result = f"out[:, :{b}.shape[0]].reshape(*{a}.shape[:-1], {b}.shape[0])"
+                      f"    _launch({kernels[1]}{factory}, a, b, _kept_contiguous({bias[0]}).reshape(1, n), out)\n")
+        result = f"out.reshape(*{a}.shape[:-1], n)"
         how = "pypto.matmul of the input's rows by the transposed weight, accumulated in FP32"
     else:  # a 1-D operand is a row (a) or a column (b), its dim dropped from the result
-        body = (f"a, b, batch, stacked = _cube_operands({a}[None] if {a}.dim() == 1 else {a},\n"
-                f"                                      {b}[:, None] if {b}.dim() == 1 else {b})\n")
+        body = (f"a, b, batch, stacked, transposed = _cube_operands({a}[None] if {a}.dim() == 1 else {a},\n"
+                f"                                                  {b}[:, None] if {b}.dim() == 1 else {b})\n"
+                f"n = {b}.shape[-1] if {b}.dim() > 1 else 1\n")
         kernel = f"({kernels[1]} if stacked else {kernels[0]})" if len(kernels) > 1 else kernels[0]
         launch = f"kernel = {kernel}{factory}\n_launch(kernel, a, b, out)\n"
-        result = f"out[:, :n_valid].reshape(*batch, *{a}.shape[-2:-1], *{b}.shape[1:][-1:])"
-        body += f"n_valid = {b}.shape[-1] if {b}.dim() > 1 else 1\n"
+        result = f"out.reshape(*batch, *{a}.shape[-2:-1], *{b}.shape[1:][-1:])"
         how = "pypto.matmul of row tiles, accumulated in FP32"
     m = "a.shape[0] // math.prod(batch) if stacked else a.shape[0]" if not transposed else "a.shape[0]"
-    body += (f"n = b.shape[{0 if transposed else 1}]  # N padded to 16\n"
-             f"rows = _cube_rows({m})\n"
+    body += (f"rows = _cube_rows({m})\n"
              f"out = torch.empty(a.shape[0], n, dtype={a}.dtype, device={a}.device)\n{launch}return {result}\n")
-    how += (". Batch dims broadcast and fold into rows on the host; K and N are padded to 16. "
-            "Operands torch refuses (mixed dtypes, mismatched shapes) run torch")
+    how += (". Batch dims broadcast and fold into rows on the host; the operands are read in place, K and N of "
+            "any size. Operands torch refuses (mixed dtypes, mismatched shapes) run torch")
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, ", ".join((a, b, *bias)),
         wrappers.torch_call(entry, params), f"_cube_takes({', '.join(takes)})", body,

@@ -205,13 +205,12 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         launch.append(f"{line}\n    kernel = {kernel}({factory})\n" if len(variants) > 1 else f"kernel = {kernel}({factory})\n")
     result = "out"
     body = (
-        "rows, shape = _broadcast_rows(" + ", ".join(names) + ")\n"
+        "rows, shape, order = _broadcast_rows(" + ", ".join(names) + ")\n"
         + f"x, dtype = rows[0], {_dtype(shared(entry))}\n"
-        f"out = torch.empty(x.shape, dtype={OUTPUTS[entry.fields.output] or 'dtype'}, device=x.device)\n"
+        f"result, out = _result_rows(shape, order, {OUTPUTS[entry.fields.output] or 'dtype'}, x.device)\n"
         + "".join(launch)
         + "_launch(kernel, *rows, out)\n"
-        + (f"return {names[0]}.copy_({result}.reshape(shape))\n" if entry.fields.inplace
-           else f"return _in_layout_of({result}.reshape(shape), {names[0]})\n")
+        + (f"return {names[0]}.copy_(result)\n" if entry.fields.inplace else "return result\n")
     )
     spelled = ", ".join(names)
     guard = ", ".join([
@@ -222,7 +221,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         *_keyword("options", [p.name for p in constants(entry)]),
     ])
     guard = f"_kernel_operands({guard})"
-    requires = ["_kernel_operands", "_broadcast_rows", "_in_layout_of", *(k for k, _, _ in variants)]
+    requires = ["_kernel_operands", "_broadcast_rows", *(k for k, _, _ in variants)]
     if any(chosen for _, chosen, _ in variants) or any("Number" in p.kinds for p in constants(entry)):
         requires.append("_kernel_number")
     if entry.fields.inplace:

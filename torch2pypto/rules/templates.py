@@ -95,10 +95,10 @@ def row_kernel(
     index row). ``also``: (output, tile) pairs, further outputs like ``out`` stored as ``in_dtype``
     (torch.max(x, dim) gives values and indices). ``whole_rows``: a tile spans every column
     where the row fits the unified buffer, else its column tiles (``_tile_shape``).
-    A program that reduces along the row (:func:`reduces`) reads whole rows ``width`` wide
-    (``cols`` padded to 32 bytes on the host, :data:`ALIGNED_ROWS`) whose padding the tiles'
-    valid shape masks; ``vectors`` are inputs of one such row ([1, width]) that broadcast over
-    the tile's rows (a norm's weight).
+    A program that reduces along the row (:func:`reduces`) reads whole rows in tiles ``width``
+    wide (``cols`` rounded up to 32 bytes, :data:`ROW_WIDTH`) whose valid shape is the row's
+    ``cols``, so rows of any width are read and written in place; ``vectors`` are inputs of one
+    row ([1, cols]) that broadcast over the tile's rows (a norm's weight).
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
@@ -124,9 +124,9 @@ def row_kernel(
         more, store = cast(tile, FP32 if fp32 else in_dtype, in_dtype)
         setup += more
         body += store + f"pypto.assemble({tile}, [r, 0], {output})\n"
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, {width}], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
+    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
     params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
-    params += "".join(f"        {v}: pypto.Tensor([1, width], {in_dtype}),\n" for v in vectors)
+    params += "".join(f"        {v}: pypto.Tensor([1, cols], {in_dtype}),\n" for v in vectors)
     params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)
     if whole:  # tiles of at most n rows (WHOLE_SPREAD_ROWS); the last tile ends at the last row
         start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
@@ -134,7 +134,6 @@ def row_kernel(
             start += " " * 12 + "valid = [rows, cols]\n"
     else:
         start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
-    out_cols = width if out_cols == "cols" else out_cols
     dtypes = _dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
     # a row splits into column tiles only where no step works along it
     mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
@@ -246,36 +245,36 @@ def _reduction_rows(t, dim, keepdim, identity):
 CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
 
 
-def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, transposed: bool, batched: bool, bias: bool) -> Definition:
-    """A kernel factory ``name(dtype, out_dtype, k, n, rows)`` multiplying row tiles of ``a`` by ``b``.
+def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool) -> Definition:
+    """A kernel factory ``name(dtype, out_dtype, k, n, rows, transposed)`` multiplying row tiles of ``a`` by ``b``.
 
     ``a`` is [m, k] with a dynamic m walked in tiles of ``rows`` rows (:data:`CUBE_TILES`: the
-    host picks them by m); ``b`` is [k, n]
-    (``transposed``: [n, k]), or ``batched``: a stack of them whose count splits ``a``'s rows into
-    equal runs of m rows, one per matrix. ``product`` (the matmul step) computes ``result`` in FP32
+    host picks them by m); ``b`` is [k, n] (``transposed``: [n, k], read as b.mT), or
+    ``batched``: a stack of them whose count splits ``a``'s rows into equal runs of m rows, one per
+    matrix. ``product`` (the matmul step, ``b_trans=transposed``) computes ``result`` in FP32
     from ``a_tile`` and ``b_tile``; the ``epilogue`` steps work on it (with ``bias_tile``, [1, n]
     in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``.
-    K and N are static per compiled kernel and multiples of 16 (:data:`CUBE_OPERANDS` pads them).
+    K and N are static per compiled kernel and of any size: the cube's tiles are 32-byte aligned
+    (16 elements), so the operands are read in place in tiles of k and n rounded up to 16, whose
+    valid shape is the real k and n.
     """
-    b_shape = "[n, k]" if transposed else "[k, n]"
-    b_rows = "n" if transposed else "k"
-    b_param = f"[pypto.DYNAMIC, {'k' if transposed else 'n'}]" if batched else b_shape
-    params = f"        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        b: pypto.Tensor({b_param}, dtype),\n"
+    params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        b: pypto.Tensor(b_shape, dtype),\n"
     if bias:
         params += "        bias: pypto.Tensor([1, n], dtype),\n"
     setup, store = cast("result", FP32, "out_dtype")
+    offset = "[j * b_rows, 0]" if batched else "[0, 0]"
     body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
-    body += "a_tile = pypto.view(a, [rows, k], [r, 0], valid_shape=[(m - i * rows).min(rows), k])\n"
-    if batched:
-        body += f"b_tile = pypto.view(b, {b_shape}, [j * {b_rows}, 0])\n"
+    body += "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - i * rows).min(rows), k])\n"
+    body += f"b_tile = pypto.view(b, b_tile_shape, {offset}, valid_shape=b_valid)\n"
     body += render([product]) + "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
     if bias:
-        body += f"bias_tile = bias\nif dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n"
+        body += (f"bias_tile = pypto.view(bias, [1, n16], [0, 0], valid_shape=[1, n])\n"
+                 f"if dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n")
     body += render(epilogue) + store + "pypto.assemble(result, [r, 0], out)\n"
     if batched:
         loops = (
-            f"        m = a.shape[0] // (b.shape[0] // {b_rows})  # rows per right matrix\n"
-            f"        for j in pypto.loop(b.shape[0] // {b_rows}, name=\"matrices\"):\n"
+            "        m = a.shape[0] // (b.shape[0] // b_rows)  # rows per right matrix\n"
+            "        for j in pypto.loop(b.shape[0] // b_rows, name=\"matrices\"):\n"
             "            for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
             "                r = j * m + i * rows\n"
         )
@@ -283,15 +282,20 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     else:
         loops = (
             "        m = a.shape[0]\n"
-            "        b_tile = b\n"
             "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
             "            r = i * rows\n"
         )
         indent = 12
-    prelude = "k_tiles, n_tiles = _cube_tiles(k, n, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n, rows, 3, (pypto.DT_FP32,))\n" + setup
+    prelude = (
+        "k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
+        "b_rows, b_valid = (n, [n, k]) if transposed else (k, [k, n])\n"
+        "b_tile_shape = [n16, k16] if transposed else [k16, n16]\n"
+        + ("b_shape = [pypto.DYNAMIC, b_valid[1]]  # the matrices stacked\n" if batched else "b_shape = b_valid\n")
+    )
+    prelude += "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n16, rows, 3, (pypto.DT_FP32,))\n" + setup
     params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
     kernel_body = loops + textwrap.indent(body, " " * indent)
-    source = kernel_factory(name, "dtype, out_dtype, k, n, rows", doc, prelude, params, kernel_body, CUBE_JIT)
+    source = kernel_factory(name, "dtype, out_dtype, k, n, rows, transposed", doc, prelude, params, kernel_body, CUBE_JIT)
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
@@ -332,37 +336,37 @@ CUBE_OPERANDS = Definition(
     "_cube_operands",
     '''\
 def _cube_operands(a, b, transposed=False):
-    """`a` ([..., m, k]) and `b` ([..., k, n], or [n, k] if `transposed`) as a cube kernel takes
-    them, the result's batch dims, and whether b is a stack of matrices. Batch dims broadcast as
-    torch's matmul does; with one right matrix, a's batch dims fold into its rows ([rows, k] by
-    [k, n]), else a is [batches * m, k] and b [batches * k, n]. k and n are zero-padded to multiples of 16: PyPTO's cube takes 32-byte
-    aligned k and n tiles (16 elements for every dtype); the zeros add nothing to the products.
+    """`a` ([..., m, k]) and `b` ([..., k, n], or [n, k] if `transposed`: linear's weight) as a cube
+    kernel reads them: (a, b, the result's batch dims, whether b is a stack of matrices, whether
+    the kernel reads b transposed). Batch dims broadcast as torch's matmul does; with one right
+    matrix, a's batch dims fold into its rows ([rows, k] by [k, n]), else a is [batches * m, k]
+    and b [batches * k, n]. Each is read in place where it is row-major or b is the transpose of
+    a row-major tensor (k.mT: read as k, transposed); K and N of any size (the kernel's valid
+    shape). Else a copy: pypto.from_torch takes contiguous tensors only (a batch that
+    broadcasts, other strides); a weight's copy is kept on it (_kept_contiguous).
     """
     m, k = a.shape[-2:]
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = _zero_padded(a, -k % 16)
-    b = _padded_weight(b, -k % 16, -b.shape[-2] % 16) if transposed else _zero_padded(b, -b.shape[-1] % 16, -k % 16)
-    a = a.expand(*batch, m, a.shape[-1]).reshape(-1, a.shape[-1]).contiguous()
-    if math.prod(b.shape[:-2]) == 1:
-        return a, b.reshape(b.shape[-2:]).contiguous(), batch, False
-    return a, b.expand(*batch, *b.shape[-2:]).reshape(-1, b.shape[-1]).contiguous(), batch, True
+    stacked = math.prod(b.shape[:-2]) > 1
+    if stacked:
+        a, b = a.expand(*batch, m, k), b.expand(*batch, *b.shape[-2:])
+    a = a.reshape(-1, k).contiguous()
+    if not b.is_contiguous() and b.mT.is_contiguous():
+        b, transposed = b.mT, not transposed
+    elif transposed:
+        b = _kept_contiguous(b)
+    return a, b.reshape(-1, b.shape[-1]).contiguous(), batch, stacked, transposed
 
 
-def _zero_padded(t, cols, rows=0):
-    """`t` with `cols` zero columns and `rows` zero rows appended (`t` itself if none)."""
-    return torch.nn.functional.pad(t, (0, cols, *((0, rows) if rows else ()))) if cols or rows else t
-
-
-def _padded_weight(w, cols, rows=0):
-    """Weight `w` zero-padded as _zero_padded does and contiguous, copied once per weight: the
-    copy is kept on `w` until `w` changes (its version counter), so no forward pads it again."""
-    if not (cols or rows) and w.is_contiguous():
+def _kept_contiguous(w):
+    """Weight `w`, contiguous: itself, or a copy made once and kept on `w` until `w` changes (its
+    version counter), so that no forward copies it again."""
+    if w.is_contiguous():
         return w
-    key = (w._version, cols, rows)
-    kept = getattr(w, "_pypto_padded", None)
-    if kept is None or kept[0] != key:
-        kept = key, _zero_padded(w, cols, rows).contiguous()
-        w._pypto_padded = kept
+    kept = getattr(w, "_pypto_contiguous", None)
+    if kept is None or kept[0] != w._version:
+        kept = w._version, w.contiguous()
+        w._pypto_contiguous = kept
     return kept[1]
 ''',
     imports=("math",),
@@ -375,6 +379,19 @@ WHOLE_ROWS = Definition(
 def _fits_whole_rows(t, dim, buffers):
     """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
     return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
+''',
+)
+
+
+ROW_WIDTH = Definition(
+    "_row_width",
+    '''\
+def _row_width(cols, dtype):
+    """`cols` rounded up to 32 bytes of `dtype`: the width of the tiles a row kernel reads its rows
+    in (PyPTO reduces only 32-byte aligned tile rows); their valid shape is the real cols, so
+    rows of any width are read in place."""
+    align = 32 // dtype.itemsize
+    return -(-cols // align) * align
 ''',
 )
 

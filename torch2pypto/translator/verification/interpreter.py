@@ -265,6 +265,8 @@ def run_kernel(kernel, *args) -> None:
     name = _kernel_name(kernel)
     if _poisoned:
         raise KernelError(f"kernel {name} not run: process poisoned by an earlier kernel failure ({_poisoned})")
+    if any(isinstance(a, torch.Tensor) and not a.is_contiguous() for a in args):
+        raise ValueError(f"kernel {name}: a tensor argument is not contiguous (pypto.from_torch refuses it on an NPU)")
     staged = [a.detach().clone(memory_format=torch.contiguous_format) if isinstance(a, torch.Tensor) else a
               for a in args]
     signature = _signature(staged)
