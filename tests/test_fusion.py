@@ -301,3 +301,81 @@ def test_a_reduction_task_holds_more_rows_than_its_tile(dtype):
     time (whole rows of FP32 copies); the last task is partial."""
     translation = check(RMSNORM, (tensor(301, 4096, dtype=dtype), tensor(4096, dtype=dtype, seed=1)))
     assert "pypto.loop((n + max_rows - 1) // max_rows" in translation.code
+
+
+# --- regions inside statements: nested expressions, calls' arguments, opaque operands -------------
+
+ROPE = """\
+def rotate_half(x: torch.Tensor):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def f(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+"""
+
+
+def rope_inputs(shape, dtype):
+    b, h, s, d = shape
+    return (tensor(b, h, s, d, dtype=dtype), tensor(b, max(h // 2, 1), s, d, dtype=dtype, seed=1),
+            tensor(b, s, d, dtype=dtype, seed=2), tensor(b, s, d, dtype=dtype, seed=3))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 18), (1, 4, 7, 64)], ids=["odd", "head64"])
+def test_a_statement_with_a_helpers_call_fuses_around_it(shape, dtype):
+    """llama's RoPE: ``(q * cos) + (rotate_half(q) * sin)`` is one kernel whose operand
+    ``rotate_half(q)`` runs where it was written (its own neg and cat kernels); [B, 1, S, D]
+    cos/sin broadcast against [B, H, S, D] q and k."""
+    translation = check(ROPE, rope_inputs(shape, dtype), kernels=2, calls=4)
+    assert [r.ops for r in translation.regions] == [("x * y", "x * y", "x + y")] * 2
+    assert "q_embed = pypto_fused_f_" in translation.code and "(q, cos, rotate_half(q), sin)" in translation.code
+
+
+CALL_ARGUMENT = typed("""\
+def g(t):
+    return t.flatten(1)
+
+
+def f(x, y):
+    return g(x.exp() * 2 + y), [y - x.abs(), y]
+""")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_expressions_inside_a_statement_that_does_not_fuse_are_regions(dtype):
+    """A call's argument and a list item fuse where they stand; the statement around them stays."""
+    x, y = tensor(3, 5, 17, dtype=dtype), tensor(3, 5, 17, dtype=dtype, seed=1)
+    translation = fused(CALL_ARGUMENT)
+    assert [r.ops for r in translation.regions] == [("Tensor.exp", "x * y", "x + y"), ("Tensor.abs", "x - y")]
+    assert "return g(pypto_fused_f_" in translation.code
+    original, translated = module(HEAD + CALL_ARGUMENT), module(translation.code)
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        got = translated.f(x, y)
+    assert sum(launched().values()) == 2 and all(k.startswith("fused_") for k in launched()), launched()
+    expected = original.f(x, y)
+    atol, rtol = region_tolerance(dtype)
+    for g, e in zip((got[0], *got[1]), (expected[0], *expected[1])):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.float(), e.float(), atol=atol, rtol=rtol)
+
+
+def test_no_fuse_keeps_a_kernel_per_call_inside_statements():
+    for code in (ROPE, CALL_ARGUMENT):
+        translation = fused(code, Options(fuse=False))
+        assert not translation.regions and "pypto_fused" not in translation.code and "pypto_mul(" in translation.code
+
+
+def test_an_expression_inside_a_pending_call_is_left_to_that_call():
+    """``torch.matmul(x * 2 + 1, w)``: the matmul's own rewrite holds its arguments, so they stay per-call kernels."""
+    translation = fused(typed("def f(x, w):\n    return torch.matmul(x * 2 + 1, w).sum()\n"))
+    assert translation.regions == ()

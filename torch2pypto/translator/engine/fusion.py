@@ -11,6 +11,11 @@ least two ops becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names
 are read anywhere else in the function are its outputs. Its kernel, torch fallback (the
 statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
 call sites are converted sites, fused.
+
+A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
+(a call's argument, a list item) become calls standing where they were written. In a region's
+first statement, a call of no torch op or a subscript that gives a tensor (``rotate_half(q)``, a
+view) runs on the host as written and is an operand of the kernel.
 """
 
 from __future__ import annotations
@@ -182,14 +187,50 @@ class _Finder:
                     continue  # a later statement may read what this prefix cannot return
                 best = (j, built)
             if best is None or len(best[1].program.ops) < 2:
+                for root in _expressions(statements[i]):
+                    self.expression(root, found)
                 i += 1
                 continue
             self.emit(statements[i : best[0]], best[1], found)
             i = best[0]
 
+    def expression(self, node: ast.expr, found: Fused) -> None:
+        """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
+        call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``."""
+        if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
+            returned = ast.Return(value=node)
+            ast.copy_location(returned, node)
+            try:
+                built = self.build([returned])
+                if len(built.program.ops) >= 2 and not _comments(self._text(node)):
+                    built.outputs = self.outputs([returned], built)
+                    self.emit([returned], built, found, inline=True)
+                    return
+            except Unfusible:
+                pass
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                continue  # its names are its own
+            for inner in [child] if isinstance(child, ast.expr) else ast.iter_child_nodes(child):
+                if isinstance(inner, ast.expr):
+                    self.expression(inner, found)
+
+    def _text(self, node: ast.AST) -> str:
+        span = self.lines.span(node)
+        return self.text[self.lines.offset(*span[:2]) : self.lines.offset(*span[2:])]
+
+    def _enclosed(self, node: ast.expr) -> bool:
+        """Whether a pending call site holds ``node`` (its rewrite would overlap the region's)."""
+        line, column, end_line, end_column = self.lines.span(node)
+        return any(
+            (s[0], s[1]) <= (line, column) and (end_line, end_column) <= (s[2], s[3]) and s != (line, column, end_line, end_column)
+            for s in self.pending
+        )
+
     def build(self, statements: list[ast.stmt]) -> _Built:
         built = _Built(self, statements)
-        for statement in statements:
+        for index, statement in enumerate(statements):
+            built.first = index == 0
             value = built.value(statement.value, built.env)
             if not value.is_tile:
                 raise Unfusible("a statement of no tensor")
@@ -229,18 +270,19 @@ class _Finder:
                 raise Unfusible(f"{o.name} may be an input or another output itself (a cast to its own dtype)")
         return live
 
-    def emit(self, statements: list[ast.stmt], built: _Built, found: Fused) -> None:
+    def emit(self, statements: list[ast.stmt], built: _Built, found: Fused, inline: bool = False) -> None:
+        """Replace the statements by the region's call (``inline``: the one expression returned)."""
         first, last = statements[0], statements[-1]
         span = self.lines.span(first)[:2] + self.lines.span(last)[2:]
         start, end = self.lines.offset(*span[:2]), self.lines.offset(*span[2:])
-        torch_source = built.fallback_source(start, end, first.col_offset)
+        torch_source = built.expression_source(start, end) if inline else built.fallback_source(start, end, first.col_offset)
         kinds = "".join(f"{p.name}:{p.kind}," for p in built.program.params)
         wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
         outputs = built.outputs
         where = f"{self.function.name}'s region"
         defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params)})"
-        statement = f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
+        statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
         comments = _comments(self.text[start:end])
         newline = "\r\n" if "\r\n" in self.text[start:end] else "\r" if "\r" in self.text[start:end] else "\n"
@@ -280,6 +322,7 @@ class _Built:
         self.by_source: dict[str, object] = {}  # leaf source -> Param
         self.replacements: dict[tuple[int, int], tuple[int, int, str]] = {}  # leaf span -> text in the fallback
         self.depth = 0
+        self.first = True  # building the region's first statement
 
     # --- leaves ----------------------------------------------------------------------------
 
@@ -346,6 +389,27 @@ class _Built:
         name = node.attr if type(node) is ast.Attribute else node.id
         return self.program.tensor(self._leaf(node, kind, name))
 
+    def _opaque(self, node: ast.expr, env) -> Operand | None:
+        """A call of no torch op nor inlined helper (``rotate_half(q)``, a view: ``x.view(s)``) or a
+        subscript, known to give a tensor: it runs on the host as written, where the region's call
+        stands, and its result is a rows operand. Only in the region's first statement, so that
+        nothing the region computes runs before it; each one its own operand (it may not be pure)."""
+        if self.depth or not self.first or self._reads_region(node, env):
+            return None
+        if type(node) is ast.Call and self.finder.sites.inference.self_method(node.func) is not None:
+            return None
+        if any(self.finder.lines.span(n) in self.finder.pending for n in ast.walk(node) if isinstance(n, (*_OPERATORS, ast.Call, ast.Subscript))):
+            return None
+        if any(isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
+            return None
+        if self.finder.sites.inference.kind(node) != TENSOR:
+            return None
+        func = node.func if type(node) is ast.Call else node.value
+        name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else "value"
+        param = self.program.param(name, ROWS, self._source(node))
+        self._replace(node, param.name)
+        return self.program.tensor(param)
+
     # --- expressions -----------------------------------------------------------------------
 
     def value(self, node: ast.expr, env) -> Operand:
@@ -362,6 +426,10 @@ class _Built:
             return self.operator(node, self.elementwise("neg", [node.operand], env))
         if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
             return self.operator(node, self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env))
+        if kind in (ast.Call, ast.Subscript):
+            opaque = self._opaque(node, env)
+            if opaque is not None:
+                return opaque
         if kind is ast.Call:
             return self.call(node, env)
         raise Unfusible(f"{ast.dump(node)[:40]} is no op of a row kernel")
@@ -541,6 +609,17 @@ class _Built:
 
     # --- the fallback ----------------------------------------------------------------------
 
+    def expression_source(self, start: int, end: int) -> str:
+        """The returned expression as written, leaves spelt as the wrapper's parameters."""
+        text = self.finder.text
+        pieces, done = [], start
+        for (a, b), new in sorted(self.replacements.items()):
+            pieces += [text[done:a], new]
+            done = b
+        pieces.append(text[done:end])
+        expression = "".join(pieces)
+        return f"return ({expression})\n" if "\n" in expression or "\r" in expression else f"return {expression}\n"
+
     def fallback_source(self, start: int, end: int, indent: int) -> str:
         """The region's statements as written, leaves spelt as the wrapper's parameters."""
         text = self.finder.text
@@ -558,6 +637,17 @@ class _Built:
             lines.append(line[indent:] if depth == 0 and line[:indent].strip() == "" else line)
             depth = max(0, depth + sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}"))
         return "\n".join(lines) + "\n"
+
+
+def _expressions(statement: ast.stmt):
+    """The expressions a statement evaluates itself (not those of its nested blocks or definitions)."""
+    if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
+        return
+    for child in ast.iter_child_nodes(statement):
+        if isinstance(child, ast.expr) and type(getattr(child, "ctx", None)) is not ast.Store:
+            yield child
+        elif isinstance(child, ast.withitem):
+            yield child.context_expr
 
 
 def _own_nodes(function):
