@@ -140,9 +140,9 @@ def test_broadcasts_across_the_rows_are_made_on_the_host():
 @pytest.mark.interpreter
 def test_operands_the_kernel_does_not_take_run_the_fallback():
     """float64 is no kernel dtype, a result that would not have the rows' shape neither: torch runs."""
-    code = typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + 1\n    return a, b\n")
+    code = typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + a\n    return a, b\n")
     translated = module(fused(code).code)
-    cases = [(tensor(3, 8, dtype=torch.float64), tensor(3, 8, dtype=torch.float64)), (tensor(3, 8), tensor(8))]
+    cases = [(tensor(3, 8, dtype=torch.float64), tensor(3, 8, dtype=torch.float64)), (tensor(8), tensor(3, 8))]
     for x, y in cases:
         launched = counting()
         with torch2pypto.interpreted(translated):
@@ -208,6 +208,13 @@ NOT_FUSED = {
 def test_what_does_not_fuse(name):
     code = NOT_FUSED[name]
     assert fused(code if name == "no known tensor" else typed(code)).regions == ()
+
+
+def test_a_statement_apart_from_the_region_starts_another():
+    """``b`` reads no value of ``a``'s statement and rows of its own (q's and k's RoPE): x and y
+    may differ in shape, and one kernel takes rows of one shape."""
+    translation = fused(typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + 1\n    return a, b\n"))
+    assert [r.span[0] for r in translation.regions] == [6, 7]
 
 
 def test_a_statement_that_cannot_fuse_splits_the_region():
@@ -329,14 +336,50 @@ def rope_inputs(shape, dtype):
 
 @pytest.mark.interpreter
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
-@pytest.mark.parametrize("shape", [(2, 3, 5, 18), (1, 4, 7, 64)], ids=["odd", "head64"])
-def test_a_statement_with_a_helpers_call_fuses_around_it(shape, dtype):
-    """llama's RoPE: ``(q * cos) + (rotate_half(q) * sin)`` is one kernel whose operand
-    ``rotate_half(q)`` runs where it was written (its own neg and cat kernels); [B, 1, S, D]
-    cos/sin broadcast against [B, H, S, D] q and k."""
-    translation = check(ROPE, rope_inputs(shape, dtype), kernels=2, calls=4)
-    assert [r.ops for r in translation.regions] == [("x * y", "x * y", "x + y")] * 2
-    assert "q_embed = pypto_fused_f_" in translation.code and "(q, cos, rotate_half(q), sin)" in translation.code
+@pytest.mark.parametrize("shape", [(2, 3, 5, 64), (1, 4, 7, 128)], ids=["odd-64", "gqa-128"])
+def test_rope_with_its_helper_inlined_is_one_kernel_for_q_and_one_for_k(shape, dtype):
+    """llama's RoPE: ``(q * cos) + (rotate_half(q) * sin)`` with the module's rotate_half inlined
+    (two last-dim slices, a neg and a cat as tile ops) is one kernel, for q and for k apart (under
+    GQA their heads differ); [B, 1, S, D] cos/sin broadcast against [B, H, S, D]. No other launch."""
+    translation = check(ROPE, rope_inputs(shape, dtype), kernels=2, calls=0)
+    ops = ("x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat", "x * y", "x + y")
+    assert [r.ops for r in translation.regions] == [ops, ops]
+    assert "q_embed = pypto_fused_f_" in translation.code and "(q, cos, rotate_half, sin)" in translation.code
+    assert "pypto.concat([" in translation.code
+
+
+@pytest.mark.interpreter
+def test_rope_of_a_width_the_slices_cannot_align_runs_torch():
+    """A head_dim of 18: its halves start off a 32-byte boundary, so the wrapper runs the original
+    statements (rotate_half's own neg and cat kernels), with torch's values."""
+    check(ROPE, rope_inputs((2, 3, 5, 18), torch.float32), kernels=0, calls=4)
+
+
+def test_a_helper_shadowed_by_a_local_name_is_not_inlined():
+    code = ROPE.replace("    cos = cos.unsqueeze(1)\n", "    cos = cos.unsqueeze(1)\n    rotate_half = torch.neg\n")
+    assert all("cat" not in r.ops for r in fused(code).regions)
+
+
+SLICED = typed("""\
+def f(x, y):
+    a = x[..., 16:48] * 2
+    return torch.cat([a, y[..., :-32].exp()], dim=-1) + x
+""")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_last_dim_slices_and_cat_are_tile_ops(dtype):
+    """Slices of literal bounds (negative ones too) and a cat back to the row's width: one kernel
+    at widths it aligns (64), torch at others (72: the second piece starts at 32 but spans 40)."""
+    check(SLICED, (tensor(3, 5, 64, dtype=dtype), tensor(3, 5, 64, dtype=dtype, seed=1)), kernels=1)
+    check(SLICED, (tensor(3, 5, 72, dtype=dtype), tensor(3, 5, 72, dtype=dtype, seed=1)), kernels=0)
+
+
+def test_a_slice_that_is_an_output_ends_the_region():
+    """A row kernel stores whole rows: a slice read later stays out of the region."""
+    translation = fused(typed("def f(x):\n    a = x[..., :32] * 2\n    b = x.exp() + 1\n    return a, b\n"))
+    assert all("x[..., a:b]" not in r.ops for r in translation.regions)
 
 
 CALL_ARGUMENT = typed("""\

@@ -3,8 +3,10 @@
 Within each function body (and each block in it), consecutive statements ``name = <expr>`` (and
 a final ``return <expr>``) whose expressions are made of ops one row kernel can carry form a
 region: table entries of the elementwise, cast, composite (row recipes along the last dim) and
-reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers, and
-helpers of the same class called with tensors (inlined; ``self._norm(x.float())``). Leaves are
+reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers,
+last-dim slices ``x[..., a:b]`` (bounds of ints and the values' last dim) and ``torch.cat(...,
+dim=-1)``, and helpers called with tensors, inlined: of the same class (``self._norm(x.float())``)
+or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it). Leaves are
 names and ``self`` attributes the inference knows to be tensors (the kernel's operands; ``self``
 attributes are taken as weights of the row's width), Python numbers and dtypes. A region of at
 least two ops becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
@@ -12,16 +14,19 @@ are read anywhere else in the function are its outputs. Its kernel, torch fallba
 statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
 call sites are converted sites, fused.
 
+A statement that reads none of the region's values and brings rows of its own starts another
+region (q's and k's RoPE: their heads differ under GQA, a kernel takes rows of one shape).
 A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
 (a call's argument, a list item) become calls standing where they were written. In a region's
-first statement, a call of no torch op or a subscript that gives a tensor (``rotate_half(q)``, a
-view) runs on the host as written and is an operand of the kernel.
+first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
+(``x.view(s)``, ``self.proj_helper(q)``) runs on the host as written and is an operand of the kernel.
 """
 
 from __future__ import annotations
 
 import ast
 import collections
+import copy
 import dataclasses
 import functools
 import io
@@ -79,9 +84,10 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fuse
     pending = {a.span: a for a in attempts if not a.status}
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
+    helpers = _module_functions(tree)
     for function in _functions(tree):
         finder = _Finder(sites, pending, lines, text, function)
-        finder.path, finder.owner = path, owners.get(id(function))
+        finder.path, finder.owner, finder.helpers = path, owners.get(id(function)), helpers
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
@@ -96,6 +102,31 @@ def _functions(tree: ast.Module):
         if isinstance(node, _FUNCTIONS):
             yield node
         queue.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _STATEMENTS))
+
+
+def _apart(before: list[ast.stmt], statement: ast.stmt, built: _Built, extended: _Built) -> bool:
+    """Whether ``statement`` reads none of the values of the statements ``before`` it and brings
+    rows operands of its own: apart, as q's and k's RoPE (their rows differ under GQA, and a
+    kernel takes rows of one shape)."""
+    assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
+    if any(type(n) is ast.Name and n.id in assigned for n in walk(statement.value)):
+        return False
+    rows = {p.source for p in built.program.params if p.kind == ROWS}
+    return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
+
+
+def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """The module's functions by name, those it binds nowhere else at module level."""
+    bound = collections.Counter()
+    for node in tree.body:
+        for n in ast.walk(node) if not isinstance(node, (*_FUNCTIONS, ast.ClassDef)) else [node]:
+            if isinstance(n, (*_FUNCTIONS, ast.ClassDef)):
+                bound[n.name] += 1
+            elif type(n) is ast.Name and type(n.ctx) is not ast.Load:
+                bound[n.id] += 1
+            elif isinstance(n, ast.alias):
+                bound[(n.asname or n.name).split(".")[0]] += 1
+    return {n.name: n for n in tree.body if type(n) is ast.FunctionDef and bound[n.name] == 1}
 
 
 def _methods(body: list[ast.stmt], prefix: str):
@@ -142,6 +173,7 @@ class _Finder:
         self.loop_node = None  # the loop around the current block
         self._loops: dict[int, set[int]] = {}
         self.path, self.owner = "", None
+        self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
 
     # what the function reads and declares: walked only for a function with a region to try
 
@@ -173,13 +205,16 @@ class _Finder:
         self.loop_node = loop
         i = 0
         while i < len(statements):
-            best = None
+            best = previous = None
             j = i
             while j < len(statements) and _candidate(statements[j]):
                 try:
                     built = self.build(statements[i : j + 1])
                 except Unfusible:
                     break
+                if previous is not None and _apart(statements[i:j], statements[j], previous, built):
+                    break
+                previous = built
                 j += 1
                 try:
                     built.outputs = self.outputs(statements[i:j], built)
@@ -234,6 +269,8 @@ class _Finder:
             value = built.value(statement.value, built.env)
             if not value.is_tile:
                 raise Unfusible("a statement of no tensor")
+            if any(value.text == f"{p.name}_tile" for p in built.program.params):
+                raise Unfusible("a statement of no op")
             if type(statement) is ast.Return:
                 built.returned = value
             else:
@@ -259,6 +296,8 @@ class _Finder:
         if not live:
             raise Unfusible("no value of the region is read")
         for o in live:
+            if o.value.width != "cols":
+                raise Unfusible(f"{o.name} is a last-dim slice: a row kernel stores whole rows")
             if o.value.role == VECTOR:
                 raise Unfusible(f"{o.name} is a vector: a row kernel stores rows and columns")
         # torch returns a cast to its own dtype as its operand: where that is an input or another
@@ -323,6 +362,7 @@ class _Built:
         self.replacements: dict[tuple[int, int], tuple[int, int, str]] = {}  # leaf span -> text in the fallback
         self.depth = 0
         self.first = True  # building the region's first statement
+        self.inlined: list[ast.FunctionDef] = []  # the helpers being inlined, innermost last
 
     # --- leaves ----------------------------------------------------------------------------
 
@@ -389,6 +429,15 @@ class _Built:
         name = node.attr if type(node) is ast.Attribute else node.id
         return self.program.tensor(self._leaf(node, kind, name))
 
+    _STATE = ("program", "by_source", "replacements", "attempts", "entries")
+
+    def _state(self):
+        return copy.deepcopy({name: getattr(self, name) for name in self._STATE if name != "attempts"}) | {"attempts": list(self.attempts)}
+
+    def _restore(self, state) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
     def _opaque(self, node: ast.expr, env) -> Operand | None:
         """A call of no torch op nor inlined helper (``rotate_half(q)``, a view: ``x.view(s)``) or a
         subscript, known to give a tensor: it runs on the host as written, where the region's call
@@ -426,6 +475,17 @@ class _Built:
             return self.operator(node, self.elementwise("neg", [node.operand], env))
         if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
             return self.operator(node, self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env))
+        if kind is ast.Subscript and _last_dim_slice(node):
+            return self.slice(node, env)
+        helper = self.module_function(node.func) if kind is ast.Call else None
+        if helper is not None:
+            saved = self._state()
+            try:
+                return self.inline(node, helper, env, method=False)
+            except Unfusible:
+                if self.depth:
+                    raise
+                self._restore(saved)  # it may still be an operand computed on the host
         if kind in (ast.Call, ast.Subscript):
             opaque = self._opaque(node, env)
             if opaque is not None:
@@ -473,10 +533,46 @@ class _Built:
             fp32=entry.fields.compute == "float32", bools=entry.fields.bool_operands, result=entry.fields.output,
         )
 
+    def slice(self, node: ast.Subscript, env) -> Operand:
+        """``x[..., a:b]``: a view of x's tile, its bounds kernel expressions of cols."""
+        value = self.value(node.value, env)
+        part = node.slice.elts[1]
+        start = self.bound(part.lower, env, value.width) if part.lower is not None else "0"
+        stop = self.bound(part.upper, env, value.width) if part.upper is not None else value.width
+        return self.program.slice(value, start, stop)
+
+    def bound(self, node: ast.expr, env, width: str) -> str:
+        """A slice bound as a kernel expression: ints, +, -, *, // and the last dim of region values."""
+        literal = _literal(node)
+        if type(literal) is int:
+            return str(literal) if literal >= 0 else f"{width} - {-literal}"
+        if type(node) is ast.BinOp and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv):
+            symbol = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}[type(node.op)]
+            left, right = (self.bound(n, env, width) for n in (node.left, node.right))
+            return f"{_group(left)} {symbol} {_group(right)}"
+        shaped = node.value.value if type(node) is ast.Subscript and type(node.value) is ast.Attribute and node.value.attr == "shape" else None
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "size" and len(node.args) == 1 and not node.keywords:
+            shaped, literal = node.func.value, _literal(node.args[0])
+        elif shaped is not None:
+            literal = _literal(node.slice)
+        if type(shaped) is ast.Name and shaped.id in env and env[shaped.id].role == ROWS and literal == -1:
+            return env[shaped.id].width
+        raise Unfusible("a slice bound of no int or last dim of the region's values")
+
+    def join(self, entry: Entry, bound, env) -> Operand:
+        """``torch.cat((a, b, ...), dim=-1)`` of the region's tiles."""
+        tensors = bound.get("tensors")
+        if set(bound) - {"tensors", "dim"} or _literal(bound.get("dim")) != -1:
+            raise Unfusible("a cat fuses along dim=-1")
+        if type(tensors) not in (ast.Tuple, ast.List) or any(type(e) is ast.Starred for e in tensors.elts):
+            raise Unfusible("a cat of no tuple or list written out")
+        return self.program.concat(entry.op, [self.value(e, env) for e in tensors.elts])
+
     def call(self, node: ast.Call, env) -> Operand:
         helper = self.finder.sites.inference.self_method(node.func)
         if helper is not None:
             return self.inline(node, helper, env)
+
         attempt = self.finder.pending.get(self.finder.lines.span(node))
         if attempt is None:
             raise Unfusible("a call that is no pending torch op")
@@ -579,20 +675,35 @@ class _Built:
             raise Unfusible(f"a Python number as an operand of {entry.op}")
         return self.program.apply(entry.op, steps, operands, fp32=True, renames=renames)
 
-    def inline(self, node: ast.Call, helper, env) -> Operand:
-        """A helper of the same class called with tensors: its statements in the caller's kernel."""
+    def module_function(self, func: ast.expr) -> ast.FunctionDef | None:
+        """The module's function a call names, unless a name of the function written around the
+        call binds it (a parameter or a local)."""
+        helper = self.finder.helpers.get(func.id) if type(func) is ast.Name else None
+        if helper is None:
+            return None
+        around = self.inlined[-1] if self.inlined else self.finder.function
+        arguments = around.args
+        names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
+        if func.id in names or any(type(n) is ast.Name and type(n.ctx) is not ast.Load and n.id == func.id for n in _own_nodes(around)):
+            return None
+        return helper
+
+    def inline(self, node: ast.Call, helper, env, method: bool = True) -> Operand:
+        """A helper of the same class (``method``) or module called with tensors: its statements in
+        the caller's kernel."""
         args = helper.args
         if node.keywords or any(type(a) is ast.Starred for a in node.args) or helper.decorator_list:
             raise Unfusible("a helper call with keywords or decorators")
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(args.args) != len(node.args) + 1:
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(args.args) != len(node.args) + method:
             raise Unfusible("a helper whose parameters the call does not fill one for one")
         if self.depth >= _INLINE_DEPTH:
             raise Unfusible("helpers nested too deep")
-        scope = {a.arg: self.value(v, env) for a, v in zip(args.args[1:], node.args)}
+        scope = {a.arg: self.value(v, env) for a, v in zip(args.args[method:], node.args)}
         body = helper.body[1:] if _docstring(helper.body[0]) else helper.body
         if not body or type(body[-1]) is not ast.Return or not all(_candidate(s) for s in body):
             raise Unfusible(f"{helper.name} is no straight line of tensor statements")
         self.depth += 1
+        self.inlined.append(helper)
         try:
             for statement in body:
                 value = self.value(statement.value, scope)
@@ -601,9 +712,13 @@ class _Built:
                 scope[statement.targets[0].id] = value
         finally:
             self.depth -= 1
+            self.inlined.pop()
         if not value.is_tile:
             raise Unfusible(f"{helper.name} returns no tensor")
-        if "self" not in self.by_source:
+        if not method:  # the fallback calls it: the wrapper takes it, as a kernels module does not define it
+            if helper.name not in self.by_source:
+                self.by_source[helper.name] = self.program.callee(helper.name)
+        elif "self" not in self.by_source:
             self.by_source["self"] = self.program.param("self", "self", "self")
         return value
 
@@ -658,6 +773,17 @@ def _own_nodes(function):
         yield node
         if not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def _last_dim_slice(node: ast.Subscript) -> bool:
+    """``x[..., a:b]`` (no step)."""
+    index = node.slice
+    return (type(index) is ast.Tuple and len(index.elts) == 2 and type(index.elts[0]) is ast.Constant
+            and index.elts[0].value is Ellipsis and type(index.elts[1]) is ast.Slice and index.elts[1].step is None)
+
+
+def _group(expression: str) -> str:
+    return expression if expression.isidentifier() or expression.isdigit() else f"({expression})"
 
 
 def _literal(node: ast.expr | None):

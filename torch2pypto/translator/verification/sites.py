@@ -88,13 +88,14 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     Rows operands have the case's shape, vectors its last dim, all of its dtype, in the value
     domain of the region's entries (the narrowest their sample hints name); Python numbers are
     0.5, dtypes the case's; ``self`` an :class:`Instance` of the region's class holding the
-    operands read from it. No cases if the fallback reads ``self`` of no class the module names.
+    operands read from it. No cases if the fallback reads ``self`` of no class the module names, or
+    calls a function of the module (a ``callee`` parameter).
     Compared within :func:`region_tolerance`, as tests/test_fusion.py compares them.
     """
     table = load_table()
     entries = [table.entries[op] for op in region.entries]
     entry = next((e for d in _DOMAINS for e in entries if e.sample.domain == d), entries[0])
-    if any(p.kind == "self" for p in region.params) and region.owner is None:
+    if any(p.kind == "self" for p in region.params) and region.owner is None or any(p.kind == "callee" for p in region.params):
         return []
     result = []
     for dtype in FUSED_DTYPES:
