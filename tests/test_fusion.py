@@ -422,3 +422,12 @@ def test_an_expression_inside_a_pending_call_is_left_to_that_call():
     """``torch.matmul(x * 2 + 1, w)``: the matmul's own rewrite holds its arguments, so they stay per-call kernels."""
     translation = fused(typed("def f(x, w):\n    return torch.matmul(x * 2 + 1, w).sum()\n"))
     assert translation.regions == ()
+
+
+@pytest.mark.interpreter
+def test_a_static_cast_of_a_host_operand_promotes_against_another_dtype():
+    """falcon's alibi: ``slopes[..., None].bfloat16() * arange`` (the subscript an operand made on
+    the host) promotes bf16 with fp16 through torch.promote_types (the static dtype crashed it)."""
+    code = typed("def f(s, a):\n    return s[..., None].bfloat16() * a + 1\n")
+    translation = check(code, (tensor(3, 1), tensor(3, 40, dtype=torch.float16)))
+    assert [r.ops for r in translation.regions] == [("Tensor.bfloat16", "x * y", "x + y")]

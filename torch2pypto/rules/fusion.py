@@ -144,9 +144,13 @@ class Program:
                 result = FP32
                 continue
             symbol = self._fresh("promoted_dtype")
-            self.symbols[symbol] = f"torch.promote_types({self.symbols[result]}, {self.symbols[other]})"
+            self.symbols[symbol] = f"torch.promote_types({self._torch(result)}, {self._torch(other)})"
             result = symbol
         return result
+
+    def _torch(self, symbol: str) -> str:
+        """The torch dtype a symbol stands for (a static one, ``.bfloat16()``'s, is in no symbol table)."""
+        return self.symbols.get(symbol) or _TORCH_OF[symbol]
 
     def cast(self, value: Operand, dtype: str) -> Operand:
         """``value`` as a tile of ``dtype`` (itself if it is one): a rounding step where torch rounds."""

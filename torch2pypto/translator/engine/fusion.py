@@ -14,8 +14,9 @@ are read anywhere else in the function are its outputs. Its kernel, torch fallba
 statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
 call sites are converted sites, fused.
 
-A statement that reads none of the region's values and brings rows of its own starts another
-region (q's and k's RoPE: their heads differ under GQA, a kernel takes rows of one shape).
+A statement of two ops or more that reads none of the region's values and brings rows of its own
+starts another region (q's and k's RoPE: their heads differ under GQA, a kernel takes rows of one
+shape).
 A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
 (a call's argument, a list item) become calls standing where they were written. In a region's
 first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
@@ -105,9 +106,12 @@ def _functions(tree: ast.Module):
 
 
 def _apart(before: list[ast.stmt], statement: ast.stmt, built: _Built, extended: _Built) -> bool:
-    """Whether ``statement`` reads none of the values of the statements ``before`` it and brings
-    rows operands of its own: apart, as q's and k's RoPE (their rows differ under GQA, and a
-    kernel takes rows of one shape)."""
+    """Whether ``statement`` reads none of the values of the statements ``before`` it, brings rows
+    operands of its own and is a region by itself (two ops at least): apart, as q's and k's RoPE
+    (their rows differ under GQA, and a kernel takes rows of one shape). Single ops stay together
+    (``a = a + t`` and ``b = b + t``: one kernel where the shapes agree, torch where not)."""
+    if len(extended.program.ops) - len(built.program.ops) < 2:
+        return False
     assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
     if any(type(n) is ast.Name and n.id in assigned for n in walk(statement.value)):
         return False
