@@ -431,3 +431,14 @@ def test_a_static_cast_of_a_host_operand_promotes_against_another_dtype():
     code = typed("def f(s, a):\n    return s[..., None].bfloat16() * a + 1\n")
     translation = check(code, (tensor(3, 1), tensor(3, 40, dtype=torch.float16)))
     assert [r.ops for r in translation.regions] == [("Tensor.bfloat16", "x * y", "x + y")]
+
+
+def test_a_call_that_may_write_a_tensor_is_no_operand():
+    """``x * 2 + bump(x)`` with a bump that writes x in place: torch reads x before bump runs, so
+    bump's call cannot run ahead of the kernel as its operand; a helper that writes nothing can."""
+    writes = "def bump(t: torch.Tensor):\n    t.add_(1)\n    return t.exp()\n\n\n"
+    reads = "def bump(t: torch.Tensor):\n    return t.exp().flip(-1)\n\n\n"
+    body = "def f(x: torch.Tensor):\n    return x * 2 + bump(x) * 3\n"
+    assert fused(writes + body).regions == ()
+    (region,) = fused(reads + body).regions
+    assert region.ops == ("x * y", "x * y", "x + y")

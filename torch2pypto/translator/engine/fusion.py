@@ -41,7 +41,7 @@ from torch2pypto.rules.steps import Apply
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
-from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import walk
 
 _INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
@@ -83,12 +83,13 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fuse
     """Find the regions of ``tree``'s functions; mark their call sites converted; the edits that
     replace their statements and the definitions their calls need."""
     pending = {a.span: a for a in attempts if not a.status}
+    host = {a.span for a in attempts if a.status == HOST_SIDE}
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
     helpers = _module_functions(tree)
     for function in _functions(tree):
         finder = _Finder(sites, pending, lines, text, function)
-        finder.path, finder.owner, finder.helpers = path, owners.get(id(function)), helpers
+        finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
@@ -178,6 +179,7 @@ class _Finder:
         self._loops: dict[int, set[int]] = {}
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
+        self.host: set = set()  # the spans of host-side torch calls (views, shapes)
 
     # what the function reads and declares: walked only for a function with a region to try
 
@@ -443,10 +445,11 @@ class _Built:
             setattr(self, name, value)
 
     def _opaque(self, node: ast.expr, env) -> Operand | None:
-        """A call of no torch op nor inlined helper (``rotate_half(q)``, a view: ``x.view(s)``) or a
-        subscript, known to give a tensor: it runs on the host as written, where the region's call
-        stands, and its result is a rows operand. Only in the region's first statement, so that
-        nothing the region computes runs before it; each one its own operand (it may not be pure)."""
+        """A call or a subscript that gives a tensor and writes none (its calls: host-side torch
+        calls such as views, ``size``, and the module's functions that write nothing): it runs on
+        the host as written, where the region's call stands, and its result is a rows operand.
+        Only in the region's first statement, so that nothing the region computes runs before it;
+        each one its own operand."""
         if self.depth or not self.first or self._reads_region(node, env):
             return None
         if type(node) is ast.Call and self.finder.sites.inference.self_method(node.func) is not None:
@@ -455,6 +458,8 @@ class _Built:
             return None
         if any(isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
             return None
+        if not all(self._writes_nothing(n) for n in ast.walk(node) if type(n) is ast.Call):
+            return None
         if self.finder.sites.inference.kind(node) != TENSOR:
             return None
         func = node.func if type(node) is ast.Call else node.value
@@ -462,6 +467,32 @@ class _Built:
         param = self.program.param(name, ROWS, self._source(node))
         self._replace(node, param.name)
         return self.program.tensor(param)
+
+    def _writes_nothing(self, call: ast.Call, depth: int = 0) -> bool:
+        """Whether a call surely writes no tensor: a host-side torch call, a shape query, or a
+        function of the module whose body writes nothing and calls only such calls."""
+        if self.finder.lines.span(call) in self.finder.host:
+            return True
+        func = call.func
+        if type(func) is ast.Attribute and func.attr in _QUERIES:
+            return True
+        helper = self.module_function(func) if depth < _INLINE_DEPTH else None
+        nodes = list(_own_nodes(helper)) if helper is not None else []
+        if helper is None or any(isinstance(n, _WRITES) for n in nodes):
+            return False
+        if any(isinstance(n, (ast.Attribute, ast.Subscript)) and type(n.ctx) is not ast.Load for n in nodes):
+            return False
+        return all(self._inner_writes_nothing(n, depth + 1) for n in nodes if type(n) is ast.Call)
+
+    def _inner_writes_nothing(self, call: ast.Call, depth: int) -> bool:
+        """A call in a helper: as :meth:`_writes_nothing`, a method or torch function that is not an
+        in-place one (``torch.cat``, ``x.neg()``; not ``x.add_(...)`` nor ``out=``), or a builtin."""
+        func = call.func
+        if any(k.arg == "out" for k in call.keywords):
+            return False
+        if type(func) is ast.Attribute:
+            return not func.attr.endswith("_")
+        return type(func) is ast.Name and func.id in _BUILTINS or self._writes_nothing(call, depth)
 
     # --- expressions -----------------------------------------------------------------------
 
@@ -777,6 +808,11 @@ def _own_nodes(function):
         yield node
         if not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+_QUERIES = frozenset({"size", "dim", "numel", "stride"})  # tensor methods that read shapes only
+_BUILTINS = frozenset({"len", "int", "float", "min", "max", "abs", "range", "tuple", "list", "isinstance"})
+_WRITES = (ast.Global, ast.Nonlocal, ast.AugAssign, ast.Delete, *_FUNCTIONS, ast.ClassDef)
 
 
 def _last_dim_slice(node: ast.Subscript) -> bool:
