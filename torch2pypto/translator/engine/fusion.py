@@ -72,6 +72,14 @@ class Region:
     owner: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """The pending call sites (by span) and the inference of a part of a module read in parts."""
+
+    pending: dict
+    inference: object
+
+
 @dataclasses.dataclass
 class Fused:
     regions: list[Region]
@@ -79,17 +87,23 @@ class Fused:
     definitions: list[tuple[int, Definition]]  # (offset of the region, definition)
 
 
-def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fused:
+def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
     """Find the regions of ``tree``'s functions; mark their call sites converted; the edits that
-    replace their statements and the definitions their calls need."""
+    replace their statements and the definitions their calls need. ``elsewhere`` (a module read
+    in parts): the module's functions of the other parts, by name, each a callable giving
+    ``(function, Context)`` or None."""
     pending = {a.span: a for a in attempts if not a.status}
     host = {a.span for a in attempts if a.status == HOST_SIDE}
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
-    helpers = _module_functions(tree)
+    helpers: dict = _module_functions(tree) if elsewhere is None else {}
+    contexts: dict[int, Context] = {}
+    for name, load in (elsewhere or {}).items():
+        helpers[name] = functools.partial(_loaded, load, contexts)
     for function in _functions(tree):
         finder = _Finder(sites, pending, lines, text, function)
         finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
+        finder.contexts = contexts
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
@@ -120,10 +134,27 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, built: _Built, extended:
     return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
 
 
+def _loaded(load, contexts: dict):
+    """A function of another part, its context recorded by id (None: it is no module function)."""
+    found = load()
+    if found is None:
+        return None
+    function, context = found
+    contexts[id(function)] = context
+    return function
+
+
 def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     """The module's functions by name, those it binds nowhere else at module level."""
+    bound, functions = module_functions(tree.body)
+    return {name: n for name, n in functions.items() if bound[name] == 1}
+
+
+def module_functions(body: list[ast.stmt]) -> tuple[collections.Counter, dict[str, ast.FunctionDef]]:
+    """How often top-level statements ``body`` bind each name at module level, and their
+    functions by name (a module read in parts adds up its parts')."""
     bound = collections.Counter()
-    for node in tree.body:
+    for node in body:
         for n in ast.walk(node) if not isinstance(node, (*_FUNCTIONS, ast.ClassDef)) else [node]:
             if isinstance(n, (*_FUNCTIONS, ast.ClassDef)):
                 bound[n.name] += 1
@@ -131,7 +162,7 @@ def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
                 bound[n.id] += 1
             elif isinstance(n, ast.alias):
                 bound[(n.asname or n.name).split(".")[0]] += 1
-    return {n.name: n for n in tree.body if type(n) is ast.FunctionDef and bound[n.name] == 1}
+    return bound, {n.name: n for n in body if type(n) is ast.FunctionDef}
 
 
 def _methods(body: list[ast.stmt], prefix: str):
@@ -180,6 +211,7 @@ class _Finder:
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
+        self.contexts: dict[int, Context] = {}  # id of a helper of another part -> that part's
 
     # what the function reads and declares: walked only for a function with a region to try
 
@@ -369,6 +401,7 @@ class _Built:
         self.depth = 0
         self.first = True  # building the region's first statement
         self.inlined: list[ast.FunctionDef] = []  # the helpers being inlined, innermost last
+        self.contexts: list[Context] = []  # the pending sites and inference of each helper's part
 
     # --- leaves ----------------------------------------------------------------------------
 
@@ -414,9 +447,9 @@ class _Built:
             return None
         if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in walk(node)):
             return None
-        if any(self.finder.lines.span(n) in self.finder.pending for n in ast.walk(node) if isinstance(n, _OPERATORS)):
+        if any(self.finder.lines.span(n) in self.pending for n in ast.walk(node) if isinstance(n, _OPERATORS)):
             return None  # an operator on a tensor (x == m, where m may be one): no number
-        if self.finder.sites.inference.kind(node) == TENSOR:
+        if self.inference.kind(node) == TENSOR:
             return None
         name = node.attr if type(node) is ast.Attribute else node.id if type(node) is ast.Name else "number"
         return Operand(self._leaf(node, "number", name).name)
@@ -427,13 +460,22 @@ class _Built:
             return None
         if type(node) is ast.Attribute and not _dotted(node):
             return None
-        if self.finder.sites.inference.kind(node) != TENSOR:
+        if self.inference.kind(node) != TENSOR:
             return None
         if self.depth and not _self_rooted(node):
             return None  # a helper's own names are its parameters, bound by the caller
         kind = VECTOR if type(node) is ast.Attribute else ROWS
         name = node.attr if type(node) is ast.Attribute else node.id
         return self.program.tensor(self._leaf(node, kind, name))
+
+    @property
+    def pending(self) -> dict:
+        """The pending call sites of the part whose code is being read (a helper's may be another)."""
+        return self.contexts[-1].pending if self.contexts else self.finder.pending
+
+    @property
+    def inference(self):
+        return self.contexts[-1].inference if self.contexts else self.finder.sites.inference
 
     _STATE = ("program", "by_source", "replacements", "attempts", "entries")
 
@@ -452,15 +494,15 @@ class _Built:
         each one its own operand."""
         if self.depth or not self.first or self._reads_region(node, env):
             return None
-        if type(node) is ast.Call and self.finder.sites.inference.self_method(node.func) is not None:
+        if type(node) is ast.Call and self.inference.self_method(node.func) is not None:
             return None
-        if any(self.finder.lines.span(n) in self.finder.pending for n in ast.walk(node) if isinstance(n, (*_OPERATORS, ast.Call, ast.Subscript))):
+        if any(self.finder.lines.span(n) in self.pending for n in ast.walk(node) if isinstance(n, (*_OPERATORS, ast.Call, ast.Subscript))):
             return None
         if any(isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
             return None
         if not all(self._writes_nothing(n) for n in ast.walk(node) if type(n) is ast.Call):
             return None
-        if self.finder.sites.inference.kind(node) != TENSOR:
+        if self.inference.kind(node) != TENSOR:
             return None
         func = node.func if type(node) is ast.Call else node.value
         name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else "value"
@@ -531,7 +573,7 @@ class _Built:
 
     def operator(self, node: ast.expr, result: Operand) -> Operand:
         """An infix operator's result; the operator's site, written in the region, is the region's."""
-        attempt = self.finder.pending.get(self.finder.lines.span(node)) if self.depth == 0 else None
+        attempt = self.pending.get(self.finder.lines.span(node)) if self.depth == 0 else None
         if attempt is not None:
             self.attempts.append(attempt)
         return result
@@ -604,11 +646,11 @@ class _Built:
         return self.program.concat(entry.op, [self.value(e, env) for e in tensors.elts])
 
     def call(self, node: ast.Call, env) -> Operand:
-        helper = self.finder.sites.inference.self_method(node.func)
+        helper = self.inference.self_method(node.func)
         if helper is not None:
             return self.inline(node, helper, env)
 
-        attempt = self.finder.pending.get(self.finder.lines.span(node))
+        attempt = self.pending.get(self.finder.lines.span(node))
         if attempt is None:
             raise Unfusible("a call that is no pending torch op")
         found, entry = attempt.resolved, attempt.resolved.entry
@@ -640,7 +682,7 @@ class _Built:
             raise Unfusible(f"{', '.join(sorted(extra))} of a cast")
         if entry.fields.target:
             dtype = static_dtype(entry.fields.target)
-        elif "other" in bound or ("arg1" in bound and self.finder.sites.inference.kind(bound["arg1"]) == TENSOR):
+        elif "other" in bound or ("arg1" in bound and self.inference.kind(bound["arg1"]) == TENSOR):
             dtype = self.dtype_of(bound.get("other", bound.get("arg1")), env)
         elif "dtype" in bound or "arg1" in bound:
             dtype = self.dtype_value(bound.get("dtype", bound.get("arg1")), env)
@@ -656,13 +698,13 @@ class _Built:
             return env[node.id].dtype
         if self._reads_region(node, env) or type(node) not in (ast.Name, ast.Attribute) or self.depth and not _self_rooted(node):
             raise Unfusible("the dtype of an expression")
-        if self.finder.sites.inference.kind(node) != TENSOR:
+        if self.inference.kind(node) != TENSOR:
             raise Unfusible("the dtype of no known tensor")
         name = node.attr if type(node) is ast.Attribute else node.id
         return self.program.tensor(self._leaf(node, "like", name)).dtype
 
     def dtype_value(self, node: ast.expr, env) -> str | None:
-        static = self.finder.sites.inference.static_dtype(node)
+        static = self.inference.static_dtype(node)
         if static is None:
             raise Unfusible("no dtype")
         if static != "?":
@@ -712,8 +754,10 @@ class _Built:
 
     def module_function(self, func: ast.expr) -> ast.FunctionDef | None:
         """The module's function a call names, unless a name of the function written around the
-        call binds it (a parameter or a local)."""
-        helper = self.finder.helpers.get(func.id) if type(func) is ast.Name else None
+        call binds it (a parameter or a local); one of another part of a module read in parts
+        comes with that part's sites and inference (:meth:`context_of`)."""
+        found = self.finder.helpers.get(func.id) if type(func) is ast.Name else None
+        helper = found() if callable(found) else found
         if helper is None:
             return None
         around = self.inlined[-1] if self.inlined else self.finder.function
@@ -734,11 +778,13 @@ class _Built:
         if self.depth >= _INLINE_DEPTH:
             raise Unfusible("helpers nested too deep")
         scope = {a.arg: self.value(v, env) for a, v in zip(args.args[method:], node.args)}
+        context = None if method else self.finder.contexts.get(id(helper))
         body = helper.body[1:] if _docstring(helper.body[0]) else helper.body
         if not body or type(body[-1]) is not ast.Return or not all(_candidate(s) for s in body):
             raise Unfusible(f"{helper.name} is no straight line of tensor statements")
         self.depth += 1
         self.inlined.append(helper)
+        self.contexts += [context] if context is not None else []
         try:
             for statement in body:
                 value = self.value(statement.value, scope)
@@ -748,6 +794,8 @@ class _Built:
         finally:
             self.depth -= 1
             self.inlined.pop()
+            if context is not None:
+                self.contexts.pop()
         if not value.is_tile:
             raise Unfusible(f"{helper.name} returns no tensor")
         if not method:  # the fallback calls it: the wrapper takes it, as a kernels module does not define it
