@@ -22,6 +22,7 @@ recording) and otherwise runs the fallback.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import textwrap
 from typing import Mapping, Sequence
@@ -463,7 +464,13 @@ def definitions(
 
 def _needed(checks: Sequence[str]) -> list[str]:
     """The width checks that do not hold for every cols (those that do say nothing)."""
-    return [c for c in dict.fromkeys(checks) if not all(eval(c, {"__builtins__": {}}, {"cols": n}) for n in range(1, 4097))]
+    return [c for c in dict.fromkeys(checks) if not _always(c)]
+
+
+@functools.lru_cache(maxsize=None)
+def _always(check: str) -> bool:
+    code = compile(check, "<width check>", "eval")
+    return all(eval(code, {"__builtins__": {}}, {"cols": n}) for n in range(1, 4097))
 
 
 def _tuple(names) -> str:

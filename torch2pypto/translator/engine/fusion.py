@@ -26,6 +26,7 @@ first statement, a call of no torch op nor helper that fuses, or a subscript, th
 from __future__ import annotations
 
 import ast
+import bisect
 import collections
 import copy
 import dataclasses
@@ -144,6 +145,14 @@ def _loaded(load, contexts: dict):
     return function
 
 
+@functools.lru_cache(maxsize=256)
+def _locals(function: ast.FunctionDef) -> frozenset[str]:
+    """The names a function binds: its parameters and the names it stores."""
+    arguments = function.args
+    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
+    return frozenset(names | {n.id for n in _own_nodes(function) if type(n) is ast.Name and type(n.ctx) is not ast.Load})
+
+
 def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     """The module's functions by name, those it binds nowhere else at module level."""
     bound, functions = module_functions(tree.body)
@@ -207,6 +216,7 @@ class _Finder:
     def __init__(self, sites, pending, lines, text: str, function) -> None:
         self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
         self.loop_node = None  # the loop around the current block
+        self.near: list = []  # the pending spans on the lines of the statement searched for expressions
         self._loops: dict[int, set[int]] = {}
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
@@ -228,6 +238,11 @@ class _Finder:
         """Names read by a nested function, whenever it runs."""
         own = {id(n) for n in _own_nodes(self.function)}
         return {id(n) for n in self.loads if id(n) not in own}
+
+    @functools.cached_property
+    def starts(self) -> list:
+        """The pending spans in source order (a call site holding an expression is in its statement)."""
+        return sorted(self.pending)
 
     @property
     def loop(self) -> set[int]:
@@ -260,7 +275,10 @@ class _Finder:
                     continue  # a later statement may read what this prefix cannot return
                 best = (j, built)
             if best is None or len(best[1].program.ops) < 2:
-                for root in _expressions(statements[i]):
+                statement = statements[i]
+                spans = self.starts
+                self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
+                for root in _expressions(statement):
                     self.expression(root, found)
                 i += 1
                 continue
@@ -297,7 +315,7 @@ class _Finder:
         line, column, end_line, end_column = self.lines.span(node)
         return any(
             (s[0], s[1]) <= (line, column) and (end_line, end_column) <= (s[2], s[3]) and s != (line, column, end_line, end_column)
-            for s in self.pending
+            for s in self.near
         )
 
     def build(self, statements: list[ast.stmt]) -> _Built:
@@ -761,11 +779,7 @@ class _Built:
         if helper is None:
             return None
         around = self.inlined[-1] if self.inlined else self.finder.function
-        arguments = around.args
-        names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
-        if func.id in names or any(type(n) is ast.Name and type(n.ctx) is not ast.Load and n.id == func.id for n in _own_nodes(around)):
-            return None
-        return helper
+        return None if func.id in _locals(around) else helper
 
     def inline(self, node: ast.Call, helper, env, method: bool = True) -> Operand:
         """A helper of the same class (``method``) or module called with tensors: its statements in
