@@ -371,7 +371,7 @@ def f(x, y):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_last_dim_slices_and_cat_are_tile_ops(dtype):
     """Slices of literal bounds (negative ones too) and a cat back to the row's width: one kernel
-    at widths it aligns (64; 4096, walked in column tiles), torch at others (72: the second piece
+    at widths it aligns (64 and 4096), torch at others (72: the second piece
     starts at 32 but spans 40)."""
     check(SLICED, (tensor(3, 5, 64, dtype=dtype), tensor(3, 5, 64, dtype=dtype, seed=1)), kernels=1)
     check(SLICED, (tensor(5, 4096, dtype=dtype), tensor(5, 4096, dtype=dtype, seed=1)), kernels=1)
