@@ -140,9 +140,9 @@ def test_broadcasts_across_the_rows_are_made_on_the_host():
 @pytest.mark.interpreter
 def test_operands_the_kernel_does_not_take_run_the_fallback():
     """float64 is no kernel dtype, a result that would not have the rows' shape neither: torch runs."""
-    code = typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + 1\n    return a, b\n")
+    code = typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + a\n    return a, b\n")
     translated = module(fused(code).code)
-    cases = [(tensor(3, 8, dtype=torch.float64), tensor(3, 8, dtype=torch.float64)), (tensor(3, 8), tensor(8))]
+    cases = [(tensor(3, 8, dtype=torch.float64), tensor(3, 8, dtype=torch.float64)), (tensor(8), tensor(3, 8))]
     for x, y in cases:
         launched = counting()
         with torch2pypto.interpreted(translated):
@@ -208,6 +208,13 @@ NOT_FUSED = {
 def test_what_does_not_fuse(name):
     code = NOT_FUSED[name]
     assert fused(code if name == "no known tensor" else typed(code)).regions == ()
+
+
+def test_a_statement_apart_from_the_region_starts_another():
+    """``b`` reads no value of ``a``'s statement and rows of its own (q's and k's RoPE): x and y
+    may differ in shape, and one kernel takes rows of one shape."""
+    translation = fused(typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + 1\n    return a, b\n"))
+    assert [r.span[0] for r in translation.regions] == [6, 7]
 
 
 def test_a_statement_that_cannot_fuse_splits_the_region():
@@ -301,3 +308,139 @@ def test_a_reduction_task_holds_more_rows_than_its_tile(dtype):
     time (whole rows of FP32 copies); the last task is partial."""
     translation = check(RMSNORM, (tensor(301, 4096, dtype=dtype), tensor(4096, dtype=dtype, seed=1)))
     assert "pypto.loop((n + max_rows - 1) // max_rows" in translation.code
+
+
+# --- regions inside statements: nested expressions, calls' arguments, opaque operands -------------
+
+ROPE = """\
+def rotate_half(x: torch.Tensor):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def f(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+"""
+
+
+def rope_inputs(shape, dtype):
+    b, h, s, d = shape
+    return (tensor(b, h, s, d, dtype=dtype), tensor(b, max(h // 2, 1), s, d, dtype=dtype, seed=1),
+            tensor(b, s, d, dtype=dtype, seed=2), tensor(b, s, d, dtype=dtype, seed=3))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 64), (1, 4, 7, 128)], ids=["odd-64", "gqa-128"])
+def test_rope_with_its_helper_inlined_is_one_kernel_for_q_and_one_for_k(shape, dtype):
+    """llama's RoPE: ``(q * cos) + (rotate_half(q) * sin)`` with the module's rotate_half inlined
+    (two last-dim slices, a neg and a cat as tile ops) is one kernel, for q and for k apart (under
+    GQA their heads differ); [B, 1, S, D] cos/sin broadcast against [B, H, S, D]. No other launch."""
+    translation = check(ROPE, rope_inputs(shape, dtype), kernels=2, calls=0)
+    ops = ("x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat", "x * y", "x + y")
+    assert [r.ops for r in translation.regions] == [ops, ops]
+    assert "q_embed = pypto_fused_f_" in translation.code and "(q, cos, rotate_half, sin)" in translation.code
+    assert "pypto.concat([" in translation.code
+
+
+@pytest.mark.interpreter
+def test_rope_of_a_width_the_slices_cannot_align_runs_torch():
+    """A head_dim of 18: its halves start off a 32-byte boundary, so the wrapper runs the original
+    statements (rotate_half's own neg and cat kernels), with torch's values."""
+    check(ROPE, rope_inputs((2, 3, 5, 18), torch.float32), kernels=0, calls=4)
+
+
+def test_a_helper_shadowed_by_a_local_name_is_not_inlined():
+    code = ROPE.replace("    cos = cos.unsqueeze(1)\n", "    cos = cos.unsqueeze(1)\n    rotate_half = torch.neg\n")
+    assert all("cat" not in r.ops for r in fused(code).regions)
+
+
+SLICED = typed("""\
+def f(x, y):
+    a = x[..., 16:48] * 2
+    return torch.cat([a, y[..., :-32].exp()], dim=-1) + x
+""")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_last_dim_slices_and_cat_are_tile_ops(dtype):
+    """Slices of literal bounds (negative ones too) and a cat back to the row's width: one kernel
+    at widths it aligns (64 and 4096), torch at others (72: the second piece
+    starts at 32 but spans 40)."""
+    check(SLICED, (tensor(3, 5, 64, dtype=dtype), tensor(3, 5, 64, dtype=dtype, seed=1)), kernels=1)
+    check(SLICED, (tensor(5, 4096, dtype=dtype), tensor(5, 4096, dtype=dtype, seed=1)), kernels=1)
+    check(SLICED, (tensor(3, 5, 72, dtype=dtype), tensor(3, 5, 72, dtype=dtype, seed=1)), kernels=0)
+
+
+def test_a_slice_that_is_an_output_ends_the_region():
+    """A row kernel stores whole rows: a slice read later stays out of the region."""
+    translation = fused(typed("def f(x):\n    a = x[..., :32] * 2\n    b = x.exp() + 1\n    return a, b\n"))
+    assert all("x[..., a:b]" not in r.ops for r in translation.regions)
+
+
+CALL_ARGUMENT = typed("""\
+def g(t):
+    return t.flatten(1)
+
+
+def f(x, y):
+    return g(x.exp() * 2 + y), [y - x.abs(), y]
+""")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_expressions_inside_a_statement_that_does_not_fuse_are_regions(dtype):
+    """A call's argument and a list item fuse where they stand; the statement around them stays."""
+    x, y = tensor(3, 5, 17, dtype=dtype), tensor(3, 5, 17, dtype=dtype, seed=1)
+    translation = fused(CALL_ARGUMENT)
+    assert [r.ops for r in translation.regions] == [("Tensor.exp", "x * y", "x + y"), ("Tensor.abs", "x - y")]
+    assert "return g(pypto_fused_f_" in translation.code
+    original, translated = module(HEAD + CALL_ARGUMENT), module(translation.code)
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        got = translated.f(x, y)
+    assert sum(launched().values()) == 2 and all(k.startswith("fused_") for k in launched()), launched()
+    expected = original.f(x, y)
+    atol, rtol = region_tolerance(dtype)
+    for g, e in zip((got[0], *got[1]), (expected[0], *expected[1])):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.float(), e.float(), atol=atol, rtol=rtol)
+
+
+def test_no_fuse_keeps_a_kernel_per_call_inside_statements():
+    for code in (ROPE, CALL_ARGUMENT):
+        translation = fused(code, Options(fuse=False))
+        assert not translation.regions and "pypto_fused" not in translation.code and "pypto_mul(" in translation.code
+
+
+def test_an_expression_inside_a_pending_call_is_left_to_that_call():
+    """``torch.matmul(x * 2 + 1, w)``: the matmul's own rewrite holds its arguments, so they stay per-call kernels."""
+    translation = fused(typed("def f(x, w):\n    return torch.matmul(x * 2 + 1, w).sum()\n"))
+    assert translation.regions == ()
+
+
+@pytest.mark.interpreter
+def test_a_static_cast_of_a_host_operand_promotes_against_another_dtype():
+    """falcon's alibi: ``slopes[..., None].bfloat16() * arange`` (the subscript an operand made on
+    the host) promotes bf16 with fp16 through torch.promote_types (the static dtype crashed it)."""
+    code = typed("def f(s, a):\n    return s[..., None].bfloat16() * a + 1\n")
+    translation = check(code, (tensor(3, 1), tensor(3, 40, dtype=torch.float16)))
+    assert [r.ops for r in translation.regions] == [("Tensor.bfloat16", "x * y", "x + y")]
+
+
+def test_a_call_that_may_write_a_tensor_is_no_operand():
+    """``x * 2 + bump(x)`` with a bump that writes x in place: torch reads x before bump runs, so
+    bump's call cannot run ahead of the kernel as its operand; a helper that writes nothing can."""
+    writes = "def bump(t: torch.Tensor):\n    t.add_(1)\n    return t.exp()\n\n\n"
+    reads = "def bump(t: torch.Tensor):\n    return t.exp().flip(-1)\n\n\n"
+    body = "def f(x: torch.Tensor):\n    return x * 2 + bump(x) * 3\n"
+    assert fused(writes + body).regions == ()
+    (region,) = fused(reads + body).regions
+    assert region.ops == ("x * y", "x * y", "x + y")

@@ -149,3 +149,32 @@ def test_a_torch_name_read_in_another_part_decides_as_in_the_whole_module(text, 
     whole, parted = translations(text, monkeypatch)
     assert (parted.code, parted.records) == (whole.code, whole.records)
     assert ("import torch" in whole.code) == ("return torch" not in text)
+
+
+ROPE = '''\
+import torch
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    return (q * cos) + (rotate_half(q) * sin)
+
+
+def later(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    return (q * cos) + (rotate_half(q) * sin) * 2
+'''
+
+
+@pytest.mark.parametrize("kernels_module", [None, "._pypto_kernels"])
+def test_a_module_function_inlined_from_another_part_as_from_the_whole(kernels_module, monkeypatch):
+    """Fusion inlines rotate_half into regions of other parts as into the whole module's (its part
+    is read again, with its own call sites). Its return is annotated: a call's kind from a body
+    in another part is not inferred (so an operator on it would be ambiguous there, not here)."""
+    whole, parted = translations(ROPE, monkeypatch, kernels_module=kernels_module)
+    assert [r.ops[:5] for r in whole.regions] == [("x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat")] * 2
+    assert parted.code == whole.code and parted.regions == whole.regions and parted.records == whole.records

@@ -106,3 +106,20 @@ def test_a_kernel_that_fails_to_compile_is_an_error_with_its_reason(monkeypatch)
     assert row.split("│")[-2].strip() == "error", row
     assert "torch.exp float32 [2, 3, 13, 37]: error: kernel exp_kernel.kernel failed: " in out, out
     assert "module 'pypto' has no attribute 'expm11'" in out
+
+
+@pytest.mark.interpreter
+def test_a_region_that_inlines_a_module_function_is_verified():
+    """RoPE with the module's rotate_half inlined: the wrapper takes the function, which the case
+    passes from the translated module; rows of 64 align the halves, so the kernels run."""
+    code = (
+        "import torch\n\n\ndef rotate_half(x: torch.Tensor):\n    x1 = x[..., : x.shape[-1] // 2]\n"
+        "    x2 = x[..., x.shape[-1] // 2 :]\n    return torch.cat((-x2, x1), dim=-1)\n\n\n"
+        "def f(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):\n    return (q * cos) + (rotate_half(q) * sin)\n"
+    )
+    translation = translate_source(code, "snippet.py")
+    (region,) = translation.regions
+    assert [p.kind for p in region.params] == ["rows", "rows", "callee", "rows"]
+    assert [c.label.split(" ", 1)[1] for c in sites.region_cases(region, "r")][:2] == ["float32 [2, 3, 13, 64]", "float32 [64]"]
+    ok, out = verify(translation)
+    assert ok and "fused region, 7 ops" in out and "not exercised" not in out, out

@@ -9,6 +9,9 @@ nothing), an op computes on tiles of its result dtype, and an op torch computes 
 composite, a reduction, an FP32-only op) casts in and rounds its result to its dtype, where
 torch rounds it. Values are ``rows`` ([rows, cols] tiles), ``vector`` ([1, cols]: a weight of
 the row's width, broadcast over the rows) or ``column`` ([rows, 1]: a row reduction's result).
+A rows value may be a last-dim slice (a view of fewer columns, its width an expression of cols)
+until a concatenation (``pypto.concat``) gives whole rows again; the wrapper checks at run time
+that the widths agree and start and span 32-byte blocks, and runs torch where they do not.
 
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
@@ -19,6 +22,7 @@ recording) and otherwise runs the fallback.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import textwrap
 from typing import Mapping, Sequence
@@ -46,6 +50,7 @@ class Operand:
     role: str | None = None
     dtype: str | None = None
     deps: frozenset[str] = frozenset()  # the tensor parameters the value is computed from
+    width: str = "cols"  # a rows tile's columns, a kernel expression of cols (a last-dim slice's are fewer)
 
     @property
     def is_tile(self) -> bool:
@@ -89,6 +94,8 @@ class Program:
         self._same: dict[str, str] = {}  # a cast op's result -> its operand, which torch may return as is
         self._temps = 0
         self.live: dict[str, int] = {}  # rows tile -> index of the body statement that last reads it
+        self.sliced = False
+        self.checks: list[str] = []  # what the widths of slices and concatenations need, checked by the wrapper
 
     # --- operands --------------------------------------------------------------------------
 
@@ -108,6 +115,15 @@ class Program:
         symbol = f"{param.name}_dtype"
         self.symbols[symbol] = f"{param.name}.dtype"
         return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}))
+
+    def callee(self, name: str) -> Param:
+        """A function the torch fallback calls, passed to the wrapper under its own name."""
+        if {name, f"{name}_tile", f"{name}_rows", f"{name}_out", f"{name}_dtype"} & self._names:
+            raise Unfusible(f"{name} is also a name of the kernel")
+        self._names |= {name, f"{name}_tile", f"{name}_rows", f"{name}_out", f"{name}_dtype"}
+        param = Param(name, "callee", name)
+        self.params.append(param)
+        return param
 
     def dtype(self, param: Param) -> str:
         self.symbols[param.name] = param.name
@@ -129,9 +145,13 @@ class Program:
                 result = FP32
                 continue
             symbol = self._fresh("promoted_dtype")
-            self.symbols[symbol] = f"torch.promote_types({self.symbols[result]}, {self.symbols[other]})"
+            self.symbols[symbol] = f"torch.promote_types({self._torch(result)}, {self._torch(other)})"
             result = symbol
         return result
+
+    def _torch(self, symbol: str) -> str:
+        """The torch dtype a symbol stands for (a static one, ``.bfloat16()``'s, is in no symbol table)."""
+        return self.symbols.get(symbol) or _TORCH_OF[symbol]
 
     def cast(self, value: Operand, dtype: str) -> Operand:
         """``value`` as a tile of ``dtype`` (itself if it is one): a rounding step where torch rounds."""
@@ -146,7 +166,7 @@ class Program:
             setup, statements = templates.cast(target, value.dtype, dtype)
             self.setup.append(setup)
             self._emit(f"{target} = {value.text}\n" + statements, [value])
-            self._casts[key] = Operand(target, value.role, dtype, value.deps)
+            self._casts[key] = Operand(target, value.role, dtype, value.deps, value.width)
         return self._casts[key]
 
     # --- ops -------------------------------------------------------------------------------
@@ -177,6 +197,7 @@ class Program:
         if any(v.dtype == BOOL for v in tiles.values()):  # torch's bool promotion is not modelled
             raise Unfusible(f"a bool tile as an operand of {op}")
         dtype = self.promote([v.dtype for v in tiles.values()])
+        width = self._width([v for v in tiles.values() if v.role != COLUMN], op)
         compute = FP32 if fp32 or any(a.step.fp32 for a in steps) or len(steps) > 1 else dtype
         names = {k: self.cast(v, compute) if k in tiles else v for k, v in operands.items()}
         kinds = {k: v for k, v in names.items() if v.is_tile}
@@ -187,19 +208,23 @@ class Program:
             roles = [kinds[o].role for o in a.operands if o in kinds]
             role = _combined(roles, op)
             if _reduces(a.step):
+                if width != "cols":
+                    raise Unfusible(f"{op} reduces a last-dim slice")
                 if role != ROWS:
                     raise Unfusible(f"{op} reduces a {role}: only rows reduce along the row")
                 role = COLUMN
                 self.reduces = True
             if a.step.op in templates.WHOLE_TILE_OPS:
                 self.whole = True
+            if self.sliced and (self.reduces or self.whole):
+                raise Unfusible("a row reduction or a whole-tile op in a kernel of last-dim slices")
             if self.reduces and self.whole:
                 raise Unfusible(f"pypto.{'/'.join(sorted(templates.WHOLE_TILE_OPS))} reads whole tiles, a row reduction masked rows")
             target = self._fresh("t")
             out_dtype = BOOL if a.step.result == "bool" else compute
             self._emit(a.step.render(target, [text.get(o, o) for o in a.operands]), [kinds[o] for o in a.operands if o in kinds])
             deps = frozenset().union(*(kinds[o].deps for o in a.operands if o in kinds))
-            last = kinds[a.target] = Operand(target, role, out_dtype, deps)
+            last = kinds[a.target] = Operand(target, role, out_dtype, deps, width if role == ROWS else "cols")
             text[a.target] = target
             self.pypto.append(f"pypto.{a.step.op}")
         self.ops.append(op)
@@ -217,6 +242,49 @@ class Program:
         if result is not value and not {value.dtype, dtype} <= set(_TORCH_OF) - {BOOL}:  # equal dtypes at run time
             self._same[result.text] = value.text
         return result
+
+    def slice(self, value: Operand, start: str, stop: str) -> Operand:
+        """``value[..., start:stop]`` (kernel expressions of cols): a view of its tile."""
+        if value.role != ROWS:
+            raise Unfusible("a slice of no rows tile")
+        self._sliced()
+        width = _simplified(f"{stop} - {_grouped(start)}")
+        self.checks += [f"{start} >= 0", f"{stop} > {_grouped(start)}", f"{stop} <= {_grouped(value.width)}", *_aligned(start, width)]
+        target = self._fresh(f"{value.text.removesuffix('_tile')}_part")
+        self._emit(f"{target} = pypto.view({value.text}, [rows, {width}], [0, {start}], valid_shape=[valid[0], {width}])\n", [value])
+        self.ops.append("x[..., a:b]")
+        self.pypto.append("pypto.view")
+        return Operand(target, ROWS, value.dtype, value.deps, width)
+
+    def concat(self, op: str, values: Sequence[Operand]) -> Operand:
+        """torch.cat of rows tiles along the last dim, in their promoted dtype."""
+        if len(values) < 2 or any(v.role != ROWS for v in values):
+            raise Unfusible("a cat of fewer than two rows tiles")
+        self._sliced()
+        dtype = self.promote([v.dtype for v in values])
+        values = [self.cast(v, dtype) for v in values]
+        width = _simplified(" + ".join(_grouped(v.width) for v in values))
+        self.checks += _aligned(*(v.width for v in values[:-1]))
+        target = self._fresh("joined")
+        self._emit(f"{target} = pypto.view(pypto.concat([{', '.join(v.text for v in values)}], -1), [rows, {width}], [0, 0], "
+                   f"valid_shape=[valid[0], {width}])\n", values)
+        self.ops.append(op)
+        self.pypto.append("pypto.concat")
+        return Operand(target, ROWS, dtype, frozenset().union(*(v.deps for v in values)), width)
+
+    def _sliced(self) -> None:
+        if self.reduces or self.whole:
+            raise Unfusible("last-dim slices in a kernel of whole tiles or of a row reduction")
+        self.sliced = True
+
+    def _width(self, values: Sequence[Operand], op: str) -> str:
+        """The one width of an op's rows and vector operands (equal at run time: the wrapper checks)."""
+        widths = list(dict.fromkeys(v.width for v in values))
+        if len(widths) > 1:
+            if VECTOR in {v.role for v in values} or not _same_widths(widths):
+                raise Unfusible(f"{op} of tiles of other widths")
+            self.checks += [f"{_grouped(w)} == {_grouped(widths[0])}" for w in widths[1:]]
+        return widths[0] if widths else "cols"
 
     def origin(self, value: Operand) -> str:
         """The tile torch may return for ``value``: a cast to its own dtype returns its operand itself."""
@@ -252,6 +320,33 @@ class Program:
         for k in range(len(self.body) + 1):
             peak = max(peak, sum(1 for t, s in starts.items() if s <= k <= ends.get(t, s)))
         return max(peak, 2)
+
+
+_ALIGN = 16  # elements: a tile's last dim starts and spans 32 bytes (16 FP16/BF16 values, 2 blocks of FP32)
+
+
+def _aligned(*widths: str) -> list[str]:
+    return [f"{_grouped(w)} % {_ALIGN} == 0" for w in widths if w not in ("0", "cols")]
+
+
+def _grouped(expression: str) -> str:
+    return expression if expression.isidentifier() or expression.isdigit() else f"({expression})"
+
+
+def _simplified(expression: str) -> str:
+    """A width expression of cols, short: ``cols`` where it is cols whatever cols is (checked on
+    every width up to 1024: a concatenation of a row's slices), ``w`` for ``w - 0``."""
+    if _same_widths([expression, "cols"], range(1, 1025)):
+        return "cols"
+    return expression.removesuffix(" - 0")
+
+
+def _same_widths(widths: Sequence[str], values=(32, 64, 96, 128, 256)) -> bool:
+    """Whether width expressions of cols agree at typical head and row widths."""
+    try:
+        return all(len({eval(w, {"__builtins__": {}}, {"cols": c}) for w in widths}) == 1 for c in values)
+    except (ArithmeticError, NameError, SyntaxError, TypeError):
+        return False
 
 
 def _combined(roles: Sequence[str], op: str) -> str:
@@ -322,7 +417,7 @@ def definitions(
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
              f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
     prologue = f"shape = {guard}\n"
-    guard = "shape is not None"
+    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in _needed(program.checks))])
     first = rows[0].name
     body = "cols = shape[-1]\n"
     expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host
@@ -365,6 +460,17 @@ def definitions(
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
     extra = (templates.ALIGNED_ROWS,) if program.reduces else ()
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
+
+
+def _needed(checks: Sequence[str]) -> list[str]:
+    """The width checks that do not hold for every cols (those that do say nothing)."""
+    return [c for c in dict.fromkeys(checks) if not _always(c)]
+
+
+@functools.lru_cache(maxsize=None)
+def _always(check: str) -> bool:
+    code = compile(check, "<width check>", "eval")
+    return all(eval(code, {"__builtins__": {}}, {"cols": n}) for n in range(1, 4097))
 
 
 def _tuple(names) -> str:

@@ -301,4 +301,9 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
     return templates.assemble_kernel("assemble1_kernel", 1), ALONG, host_definition, wrapper
 
 
-register(Family("movement", MovementFields, rewrite, problem, wrapper_names))
+def fuse(builder, entry: Entry, bound, env):
+    """torch.cat along the last dim in a fused region: the tiles joined; other moves do not fuse."""
+    return builder.join(entry, bound, env) if layout(entry) == "cat" else None
+
+
+register(Family("movement", MovementFields, rewrite, problem, wrapper_names, fuse=fuse))

@@ -3,20 +3,32 @@
 Within each function body (and each block in it), consecutive statements ``name = <expr>`` (and
 a final ``return <expr>``) whose expressions are made of ops one row kernel can carry form a
 region: table entries of the elementwise, cast, composite (row recipes along the last dim) and
-reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers, and
-helpers of the same class called with tensors (inlined; ``self._norm(x.float())``). Leaves are
+reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers,
+last-dim slices ``x[..., a:b]`` (bounds of ints and the values' last dim) and ``torch.cat(...,
+dim=-1)``, and helpers called with tensors, inlined: of the same class (``self._norm(x.float())``)
+or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it). Leaves are
 names and ``self`` attributes the inference knows to be tensors (the kernel's operands; ``self``
 attributes are taken as weights of the row's width), Python numbers and dtypes. A region of at
 least two ops becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
 are read anywhere else in the function are its outputs. Its kernel, torch fallback (the
 statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
 call sites are converted sites, fused.
+
+A statement of two ops or more that reads none of the region's values and brings rows of its own
+starts another region (q's and k's RoPE: their heads differ under GQA, a kernel takes rows of one
+shape).
+A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
+(a call's argument, a list item) become calls standing where they were written. In a region's
+first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
+(``x.view(s)``, ``self.proj_helper(q)``) runs on the host as written and is an operand of the kernel.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import collections
+import copy
 import dataclasses
 import functools
 import io
@@ -30,7 +42,7 @@ from torch2pypto.rules.steps import Apply
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
-from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import walk
 
 _INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
@@ -61,6 +73,14 @@ class Region:
     owner: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """The pending call sites (by span) and the inference of a part of a module read in parts."""
+
+    pending: dict
+    inference: object
+
+
 @dataclasses.dataclass
 class Fused:
     regions: list[Region]
@@ -68,15 +88,23 @@ class Fused:
     definitions: list[tuple[int, Definition]]  # (offset of the region, definition)
 
 
-def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str) -> Fused:
+def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
     """Find the regions of ``tree``'s functions; mark their call sites converted; the edits that
-    replace their statements and the definitions their calls need."""
+    replace their statements and the definitions their calls need. ``elsewhere`` (a module read
+    in parts): the module's functions of the other parts, by name, each a callable giving
+    ``(function, Context)`` or None."""
     pending = {a.span: a for a in attempts if not a.status}
+    host = {a.span for a in attempts if a.status == HOST_SIDE}
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
+    helpers: dict = _module_functions(tree) if elsewhere is None else {}
+    contexts: dict[int, Context] = {}
+    for name, load in (elsewhere or {}).items():
+        helpers[name] = functools.partial(_loaded, load, contexts)
     for function in _functions(tree):
         finder = _Finder(sites, pending, lines, text, function)
-        finder.path, finder.owner = path, owners.get(id(function))
+        finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
+        finder.contexts = contexts
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
@@ -91,6 +119,59 @@ def _functions(tree: ast.Module):
         if isinstance(node, _FUNCTIONS):
             yield node
         queue.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _STATEMENTS))
+
+
+def _apart(before: list[ast.stmt], statement: ast.stmt, built: _Built, extended: _Built) -> bool:
+    """Whether ``statement`` reads none of the values of the statements ``before`` it, brings rows
+    operands of its own and is a region by itself (two ops at least): apart, as q's and k's RoPE
+    (their rows differ under GQA, and a kernel takes rows of one shape). Single ops stay together
+    (``a = a + t`` and ``b = b + t``: one kernel where the shapes agree, torch where not)."""
+    if len(extended.program.ops) - len(built.program.ops) < 2:
+        return False
+    assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
+    if any(type(n) is ast.Name and n.id in assigned for n in walk(statement.value)):
+        return False
+    rows = {p.source for p in built.program.params if p.kind == ROWS}
+    return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
+
+
+def _loaded(load, contexts: dict):
+    """A function of another part, its context recorded by id (None: it is no module function)."""
+    found = load()
+    if found is None:
+        return None
+    function, context = found
+    contexts[id(function)] = context
+    return function
+
+
+@functools.lru_cache(maxsize=256)
+def _locals(function: ast.FunctionDef) -> frozenset[str]:
+    """The names a function binds: its parameters and the names it stores."""
+    arguments = function.args
+    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
+    return frozenset(names | {n.id for n in _own_nodes(function) if type(n) is ast.Name and type(n.ctx) is not ast.Load})
+
+
+def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """The module's functions by name, those it binds nowhere else at module level."""
+    bound, functions = module_functions(tree.body)
+    return {name: n for name, n in functions.items() if bound[name] == 1}
+
+
+def module_functions(body: list[ast.stmt]) -> tuple[collections.Counter, dict[str, ast.FunctionDef]]:
+    """How often top-level statements ``body`` bind each name at module level, and their
+    functions by name (a module read in parts adds up its parts')."""
+    bound = collections.Counter()
+    for node in body:
+        for n in ast.walk(node) if not isinstance(node, (*_FUNCTIONS, ast.ClassDef)) else [node]:
+            if isinstance(n, (*_FUNCTIONS, ast.ClassDef)):
+                bound[n.name] += 1
+            elif type(n) is ast.Name and type(n.ctx) is not ast.Load:
+                bound[n.id] += 1
+            elif isinstance(n, ast.alias):
+                bound[(n.asname or n.name).split(".")[0]] += 1
+    return bound, {n.name: n for n in body if type(n) is ast.FunctionDef}
 
 
 def _methods(body: list[ast.stmt], prefix: str):
@@ -135,8 +216,12 @@ class _Finder:
     def __init__(self, sites, pending, lines, text: str, function) -> None:
         self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
         self.loop_node = None  # the loop around the current block
+        self.near: list = []  # the pending spans on the lines of the statement searched for expressions
         self._loops: dict[int, set[int]] = {}
         self.path, self.owner = "", None
+        self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
+        self.host: set = set()  # the spans of host-side torch calls (views, shapes)
+        self.contexts: dict[int, Context] = {}  # id of a helper of another part -> that part's
 
     # what the function reads and declares: walked only for a function with a region to try
 
@@ -154,6 +239,11 @@ class _Finder:
         own = {id(n) for n in _own_nodes(self.function)}
         return {id(n) for n in self.loads if id(n) not in own}
 
+    @functools.cached_property
+    def starts(self) -> list:
+        """The pending spans in source order (a call site holding an expression is in its statement)."""
+        return sorted(self.pending)
+
     @property
     def loop(self) -> set[int]:
         """The nodes of the loop around the current block."""
@@ -168,13 +258,16 @@ class _Finder:
         self.loop_node = loop
         i = 0
         while i < len(statements):
-            best = None
+            best = previous = None
             j = i
             while j < len(statements) and _candidate(statements[j]):
                 try:
                     built = self.build(statements[i : j + 1])
                 except Unfusible:
                     break
+                if previous is not None and _apart(statements[i:j], statements[j], previous, built):
+                    break
+                previous = built
                 j += 1
                 try:
                     built.outputs = self.outputs(statements[i:j], built)
@@ -182,17 +275,58 @@ class _Finder:
                     continue  # a later statement may read what this prefix cannot return
                 best = (j, built)
             if best is None or len(best[1].program.ops) < 2:
+                statement = statements[i]
+                spans = self.starts
+                self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
+                for root in _expressions(statement):
+                    self.expression(root, found)
                 i += 1
                 continue
             self.emit(statements[i : best[0]], best[1], found)
             i = best[0]
 
+    def expression(self, node: ast.expr, found: Fused) -> None:
+        """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
+        call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``."""
+        if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
+            returned = ast.Return(value=node)
+            ast.copy_location(returned, node)
+            try:
+                built = self.build([returned])
+                if len(built.program.ops) >= 2 and not _comments(self._text(node)):
+                    built.outputs = self.outputs([returned], built)
+                    self.emit([returned], built, found, inline=True)
+                    return
+            except Unfusible:
+                pass
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                continue  # its names are its own
+            for inner in [child] if isinstance(child, ast.expr) else ast.iter_child_nodes(child):
+                if isinstance(inner, ast.expr):
+                    self.expression(inner, found)
+
+    def _text(self, node: ast.AST) -> str:
+        span = self.lines.span(node)
+        return self.text[self.lines.offset(*span[:2]) : self.lines.offset(*span[2:])]
+
+    def _enclosed(self, node: ast.expr) -> bool:
+        """Whether a pending call site holds ``node`` (its rewrite would overlap the region's)."""
+        line, column, end_line, end_column = self.lines.span(node)
+        return any(
+            (s[0], s[1]) <= (line, column) and (end_line, end_column) <= (s[2], s[3]) and s != (line, column, end_line, end_column)
+            for s in self.near
+        )
+
     def build(self, statements: list[ast.stmt]) -> _Built:
         built = _Built(self, statements)
-        for statement in statements:
+        for index, statement in enumerate(statements):
+            built.first = index == 0
             value = built.value(statement.value, built.env)
             if not value.is_tile:
                 raise Unfusible("a statement of no tensor")
+            if any(value.text == f"{p.name}_tile" for p in built.program.params):
+                raise Unfusible("a statement of no op")
             if type(statement) is ast.Return:
                 built.returned = value
             else:
@@ -218,6 +352,8 @@ class _Finder:
         if not live:
             raise Unfusible("no value of the region is read")
         for o in live:
+            if o.value.width != "cols":
+                raise Unfusible(f"{o.name} is a last-dim slice: a row kernel stores whole rows")
             if o.value.role == VECTOR:
                 raise Unfusible(f"{o.name} is a vector: a row kernel stores rows and columns")
         # torch returns a cast to its own dtype as its operand: where that is an input or another
@@ -229,18 +365,19 @@ class _Finder:
                 raise Unfusible(f"{o.name} may be an input or another output itself (a cast to its own dtype)")
         return live
 
-    def emit(self, statements: list[ast.stmt], built: _Built, found: Fused) -> None:
+    def emit(self, statements: list[ast.stmt], built: _Built, found: Fused, inline: bool = False) -> None:
+        """Replace the statements by the region's call (``inline``: the one expression returned)."""
         first, last = statements[0], statements[-1]
         span = self.lines.span(first)[:2] + self.lines.span(last)[2:]
         start, end = self.lines.offset(*span[:2]), self.lines.offset(*span[2:])
-        torch_source = built.fallback_source(start, end, first.col_offset)
+        torch_source = built.expression_source(start, end) if inline else built.fallback_source(start, end, first.col_offset)
         kinds = "".join(f"{p.name}:{p.kind}," for p in built.program.params)
         wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
         outputs = built.outputs
         where = f"{self.function.name}'s region"
         defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params)})"
-        statement = f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
+        statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
         comments = _comments(self.text[start:end])
         newline = "\r\n" if "\r\n" in self.text[start:end] else "\r" if "\r" in self.text[start:end] else "\n"
@@ -280,6 +417,9 @@ class _Built:
         self.by_source: dict[str, object] = {}  # leaf source -> Param
         self.replacements: dict[tuple[int, int], tuple[int, int, str]] = {}  # leaf span -> text in the fallback
         self.depth = 0
+        self.first = True  # building the region's first statement
+        self.inlined: list[ast.FunctionDef] = []  # the helpers being inlined, innermost last
+        self.contexts: list[Context] = []  # the pending sites and inference of each helper's part
 
     # --- leaves ----------------------------------------------------------------------------
 
@@ -325,9 +465,9 @@ class _Built:
             return None
         if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in walk(node)):
             return None
-        if any(self.finder.lines.span(n) in self.finder.pending for n in ast.walk(node) if isinstance(n, _OPERATORS)):
+        if any(self.finder.lines.span(n) in self.pending for n in ast.walk(node) if isinstance(n, _OPERATORS)):
             return None  # an operator on a tensor (x == m, where m may be one): no number
-        if self.finder.sites.inference.kind(node) == TENSOR:
+        if self.inference.kind(node) == TENSOR:
             return None
         name = node.attr if type(node) is ast.Attribute else node.id if type(node) is ast.Name else "number"
         return Operand(self._leaf(node, "number", name).name)
@@ -338,13 +478,81 @@ class _Built:
             return None
         if type(node) is ast.Attribute and not _dotted(node):
             return None
-        if self.finder.sites.inference.kind(node) != TENSOR:
+        if self.inference.kind(node) != TENSOR:
             return None
         if self.depth and not _self_rooted(node):
             return None  # a helper's own names are its parameters, bound by the caller
         kind = VECTOR if type(node) is ast.Attribute else ROWS
         name = node.attr if type(node) is ast.Attribute else node.id
         return self.program.tensor(self._leaf(node, kind, name))
+
+    @property
+    def pending(self) -> dict:
+        """The pending call sites of the part whose code is being read (a helper's may be another)."""
+        return self.contexts[-1].pending if self.contexts else self.finder.pending
+
+    @property
+    def inference(self):
+        return self.contexts[-1].inference if self.contexts else self.finder.sites.inference
+
+    _STATE = ("program", "by_source", "replacements", "attempts", "entries")
+
+    def _state(self):
+        return copy.deepcopy({name: getattr(self, name) for name in self._STATE if name != "attempts"}) | {"attempts": list(self.attempts)}
+
+    def _restore(self, state) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    def _opaque(self, node: ast.expr, env) -> Operand | None:
+        """A call or a subscript that gives a tensor and writes none (its calls: host-side torch
+        calls such as views, ``size``, and the module's functions that write nothing): it runs on
+        the host as written, where the region's call stands, and its result is a rows operand.
+        Only in the region's first statement, so that nothing the region computes runs before it;
+        each one its own operand."""
+        if self.depth or not self.first or self._reads_region(node, env):
+            return None
+        if type(node) is ast.Call and self.inference.self_method(node.func) is not None:
+            return None
+        if any(self.finder.lines.span(n) in self.pending for n in ast.walk(node) if isinstance(n, (*_OPERATORS, ast.Call, ast.Subscript))):
+            return None
+        if any(isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
+            return None
+        if not all(self._writes_nothing(n) for n in ast.walk(node) if type(n) is ast.Call):
+            return None
+        if self.inference.kind(node) != TENSOR:
+            return None
+        func = node.func if type(node) is ast.Call else node.value
+        name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else "value"
+        param = self.program.param(name, ROWS, self._source(node))
+        self._replace(node, param.name)
+        return self.program.tensor(param)
+
+    def _writes_nothing(self, call: ast.Call, depth: int = 0) -> bool:
+        """Whether a call surely writes no tensor: a host-side torch call, a shape query, or a
+        function of the module whose body writes nothing and calls only such calls."""
+        if self.finder.lines.span(call) in self.finder.host:
+            return True
+        func = call.func
+        if type(func) is ast.Attribute and func.attr in _QUERIES:
+            return True
+        helper = self.module_function(func) if depth < _INLINE_DEPTH else None
+        nodes = list(_own_nodes(helper)) if helper is not None else []
+        if helper is None or any(isinstance(n, _WRITES) for n in nodes):
+            return False
+        if any(isinstance(n, (ast.Attribute, ast.Subscript)) and type(n.ctx) is not ast.Load for n in nodes):
+            return False
+        return all(self._inner_writes_nothing(n, depth + 1) for n in nodes if type(n) is ast.Call)
+
+    def _inner_writes_nothing(self, call: ast.Call, depth: int) -> bool:
+        """A call in a helper: as :meth:`_writes_nothing`, a method or torch function that is not an
+        in-place one (``torch.cat``, ``x.neg()``; not ``x.add_(...)`` nor ``out=``), or a builtin."""
+        func = call.func
+        if any(k.arg == "out" for k in call.keywords):
+            return False
+        if type(func) is ast.Attribute:
+            return not func.attr.endswith("_")
+        return type(func) is ast.Name and func.id in _BUILTINS or self._writes_nothing(call, depth)
 
     # --- expressions -----------------------------------------------------------------------
 
@@ -362,13 +570,28 @@ class _Built:
             return self.operator(node, self.elementwise("neg", [node.operand], env))
         if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
             return self.operator(node, self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env))
+        if kind is ast.Subscript and _last_dim_slice(node):
+            return self.slice(node, env)
+        helper = self.module_function(node.func) if kind is ast.Call else None
+        if helper is not None:
+            saved = self._state()
+            try:
+                return self.inline(node, helper, env, method=False)
+            except Unfusible:
+                if self.depth:
+                    raise
+                self._restore(saved)  # it may still be an operand computed on the host
+        if kind in (ast.Call, ast.Subscript):
+            opaque = self._opaque(node, env)
+            if opaque is not None:
+                return opaque
         if kind is ast.Call:
             return self.call(node, env)
         raise Unfusible(f"{ast.dump(node)[:40]} is no op of a row kernel")
 
     def operator(self, node: ast.expr, result: Operand) -> Operand:
         """An infix operator's result; the operator's site, written in the region, is the region's."""
-        attempt = self.finder.pending.get(self.finder.lines.span(node)) if self.depth == 0 else None
+        attempt = self.pending.get(self.finder.lines.span(node)) if self.depth == 0 else None
         if attempt is not None:
             self.attempts.append(attempt)
         return result
@@ -405,11 +628,47 @@ class _Built:
             fp32=entry.fields.compute == "float32", bools=entry.fields.bool_operands, result=entry.fields.output,
         )
 
+    def slice(self, node: ast.Subscript, env) -> Operand:
+        """``x[..., a:b]``: a view of x's tile, its bounds kernel expressions of cols."""
+        value = self.value(node.value, env)
+        part = node.slice.elts[1]
+        start = self.bound(part.lower, env, value.width) if part.lower is not None else "0"
+        stop = self.bound(part.upper, env, value.width) if part.upper is not None else value.width
+        return self.program.slice(value, start, stop)
+
+    def bound(self, node: ast.expr, env, width: str) -> str:
+        """A slice bound as a kernel expression: ints, +, -, *, // and the last dim of region values."""
+        literal = _literal(node)
+        if type(literal) is int:
+            return str(literal) if literal >= 0 else f"{width} - {-literal}"
+        if type(node) is ast.BinOp and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv):
+            symbol = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}[type(node.op)]
+            left, right = (self.bound(n, env, width) for n in (node.left, node.right))
+            return f"{_group(left)} {symbol} {_group(right)}"
+        shaped = node.value.value if type(node) is ast.Subscript and type(node.value) is ast.Attribute and node.value.attr == "shape" else None
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "size" and len(node.args) == 1 and not node.keywords:
+            shaped, literal = node.func.value, _literal(node.args[0])
+        elif shaped is not None:
+            literal = _literal(node.slice)
+        if type(shaped) is ast.Name and shaped.id in env and env[shaped.id].role == ROWS and literal == -1:
+            return env[shaped.id].width
+        raise Unfusible("a slice bound of no int or last dim of the region's values")
+
+    def join(self, entry: Entry, bound, env) -> Operand:
+        """``torch.cat((a, b, ...), dim=-1)`` of the region's tiles."""
+        tensors = bound.get("tensors")
+        if set(bound) - {"tensors", "dim"} or _literal(bound.get("dim")) != -1:
+            raise Unfusible("a cat fuses along dim=-1")
+        if type(tensors) not in (ast.Tuple, ast.List) or any(type(e) is ast.Starred for e in tensors.elts):
+            raise Unfusible("a cat of no tuple or list written out")
+        return self.program.concat(entry.op, [self.value(e, env) for e in tensors.elts])
+
     def call(self, node: ast.Call, env) -> Operand:
-        helper = self.finder.sites.inference.self_method(node.func)
+        helper = self.inference.self_method(node.func)
         if helper is not None:
             return self.inline(node, helper, env)
-        attempt = self.finder.pending.get(self.finder.lines.span(node))
+
+        attempt = self.pending.get(self.finder.lines.span(node))
         if attempt is None:
             raise Unfusible("a call that is no pending torch op")
         found, entry = attempt.resolved, attempt.resolved.entry
@@ -441,7 +700,7 @@ class _Built:
             raise Unfusible(f"{', '.join(sorted(extra))} of a cast")
         if entry.fields.target:
             dtype = static_dtype(entry.fields.target)
-        elif "other" in bound or ("arg1" in bound and self.finder.sites.inference.kind(bound["arg1"]) == TENSOR):
+        elif "other" in bound or ("arg1" in bound and self.inference.kind(bound["arg1"]) == TENSOR):
             dtype = self.dtype_of(bound.get("other", bound.get("arg1")), env)
         elif "dtype" in bound or "arg1" in bound:
             dtype = self.dtype_value(bound.get("dtype", bound.get("arg1")), env)
@@ -457,13 +716,13 @@ class _Built:
             return env[node.id].dtype
         if self._reads_region(node, env) or type(node) not in (ast.Name, ast.Attribute) or self.depth and not _self_rooted(node):
             raise Unfusible("the dtype of an expression")
-        if self.finder.sites.inference.kind(node) != TENSOR:
+        if self.inference.kind(node) != TENSOR:
             raise Unfusible("the dtype of no known tensor")
         name = node.attr if type(node) is ast.Attribute else node.id
         return self.program.tensor(self._leaf(node, "like", name)).dtype
 
     def dtype_value(self, node: ast.expr, env) -> str | None:
-        static = self.finder.sites.inference.static_dtype(node)
+        static = self.inference.static_dtype(node)
         if static is None:
             raise Unfusible("no dtype")
         if static != "?":
@@ -511,20 +770,35 @@ class _Built:
             raise Unfusible(f"a Python number as an operand of {entry.op}")
         return self.program.apply(entry.op, steps, operands, fp32=True, renames=renames)
 
-    def inline(self, node: ast.Call, helper, env) -> Operand:
-        """A helper of the same class called with tensors: its statements in the caller's kernel."""
+    def module_function(self, func: ast.expr) -> ast.FunctionDef | None:
+        """The module's function a call names, unless a name of the function written around the
+        call binds it (a parameter or a local); one of another part of a module read in parts
+        comes with that part's sites and inference (:meth:`context_of`)."""
+        found = self.finder.helpers.get(func.id) if type(func) is ast.Name else None
+        helper = found() if callable(found) else found
+        if helper is None:
+            return None
+        around = self.inlined[-1] if self.inlined else self.finder.function
+        return None if func.id in _locals(around) else helper
+
+    def inline(self, node: ast.Call, helper, env, method: bool = True) -> Operand:
+        """A helper of the same class (``method``) or module called with tensors: its statements in
+        the caller's kernel."""
         args = helper.args
         if node.keywords or any(type(a) is ast.Starred for a in node.args) or helper.decorator_list:
             raise Unfusible("a helper call with keywords or decorators")
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(args.args) != len(node.args) + 1:
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(args.args) != len(node.args) + method:
             raise Unfusible("a helper whose parameters the call does not fill one for one")
         if self.depth >= _INLINE_DEPTH:
             raise Unfusible("helpers nested too deep")
-        scope = {a.arg: self.value(v, env) for a, v in zip(args.args[1:], node.args)}
+        scope = {a.arg: self.value(v, env) for a, v in zip(args.args[method:], node.args)}
+        context = None if method else self.finder.contexts.get(id(helper))
         body = helper.body[1:] if _docstring(helper.body[0]) else helper.body
         if not body or type(body[-1]) is not ast.Return or not all(_candidate(s) for s in body):
             raise Unfusible(f"{helper.name} is no straight line of tensor statements")
         self.depth += 1
+        self.inlined.append(helper)
+        self.contexts += [context] if context is not None else []
         try:
             for statement in body:
                 value = self.value(statement.value, scope)
@@ -533,13 +807,30 @@ class _Built:
                 scope[statement.targets[0].id] = value
         finally:
             self.depth -= 1
+            self.inlined.pop()
+            if context is not None:
+                self.contexts.pop()
         if not value.is_tile:
             raise Unfusible(f"{helper.name} returns no tensor")
-        if "self" not in self.by_source:
+        if not method:  # the fallback calls it: the wrapper takes it, as a kernels module does not define it
+            if helper.name not in self.by_source:
+                self.by_source[helper.name] = self.program.callee(helper.name)
+        elif "self" not in self.by_source:
             self.by_source["self"] = self.program.param("self", "self", "self")
         return value
 
     # --- the fallback ----------------------------------------------------------------------
+
+    def expression_source(self, start: int, end: int) -> str:
+        """The returned expression as written, leaves spelt as the wrapper's parameters."""
+        text = self.finder.text
+        pieces, done = [], start
+        for (a, b), new in sorted(self.replacements.items()):
+            pieces += [text[done:a], new]
+            done = b
+        pieces.append(text[done:end])
+        expression = "".join(pieces)
+        return f"return ({expression})\n" if "\n" in expression or "\r" in expression else f"return {expression}\n"
 
     def fallback_source(self, start: int, end: int, indent: int) -> str:
         """The region's statements as written, leaves spelt as the wrapper's parameters."""
@@ -560,6 +851,17 @@ class _Built:
         return "\n".join(lines) + "\n"
 
 
+def _expressions(statement: ast.stmt):
+    """The expressions a statement evaluates itself (not those of its nested blocks or definitions)."""
+    if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
+        return
+    for child in ast.iter_child_nodes(statement):
+        if isinstance(child, ast.expr) and type(getattr(child, "ctx", None)) is not ast.Store:
+            yield child
+        elif isinstance(child, ast.withitem):
+            yield child.context_expr
+
+
 def _own_nodes(function):
     """The nodes of a function, not those of functions and classes nested in it."""
     stack = list(function.body)
@@ -568,6 +870,22 @@ def _own_nodes(function):
         yield node
         if not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+_QUERIES = frozenset({"size", "dim", "numel", "stride"})  # tensor methods that read shapes only
+_BUILTINS = frozenset({"len", "int", "float", "min", "max", "abs", "range", "tuple", "list", "isinstance"})
+_WRITES = (ast.Global, ast.Nonlocal, ast.AugAssign, ast.Delete, *_FUNCTIONS, ast.ClassDef)
+
+
+def _last_dim_slice(node: ast.Subscript) -> bool:
+    """``x[..., a:b]`` (no step)."""
+    index = node.slice
+    return (type(index) is ast.Tuple and len(index.elts) == 2 and type(index.elts[0]) is ast.Constant
+            and index.elts[0].value is Ellipsis and type(index.elts[1]) is ast.Slice and index.elts[1].step is None)
+
+
+def _group(expression: str) -> str:
+    return expression if expression.isidentifier() or expression.isdigit() else f"({expression})"
 
 
 def _literal(node: ast.expr | None):

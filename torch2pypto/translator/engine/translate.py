@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import functools
 import re
@@ -88,7 +89,8 @@ def translate_source(
         index = module.index(text, part, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
         attempts = _decide(sites, lines)
-        fused = fusion.fuse(sites, attempts, lines, text, index.tree, path) if options.fuse else fusion.Fused([], [], [])
+        elsewhere = _elsewhere(module, text, path, section, lines, (table, options, generated, hierarchy)) if module.functions else None
+        fused = fusion.fuse(sites, attempts, lines, text, index.tree, path, elsewhere) if options.fuse else fusion.Fused([], [], [])
         part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
         part_edits += fused.edits
         part_definitions = [d for _, d in sorted([*fused.definitions, *part_definitions], key=lambda p: p[0])]  # source order
@@ -123,6 +125,7 @@ class _Parted:
         self.reads_torch: Callable[[], bool] | None = None  # asked only where torch is free at a site
         self._read = read  # text, path and cut of a module parsed in parts
         self._section = range(0)
+        self.functions: dict[str, tuple[int, int, int]] | None = None  # read in parts: the part of each module function
 
     @classmethod
     def read(cls, text: str, path: str, cut: list[tuple[int, int, int]]) -> _Parted | None:
@@ -130,18 +133,24 @@ class _Parted:
         scope = Scope(ast.Module([], []), None)
         scope_of: dict = {}
         outline: list[ast.stmt] = []
+        bound, where = collections.Counter(), {}
         for part in cut:
             try:
                 tree = parts.tree(text, part, path)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return None  # parsed whole, it raises what Python says
+            counts, functions = fusion.module_functions(tree.body)
+            bound += counts
+            where.update(dict.fromkeys(functions, part))
             ModuleIndex(tree, module=scope, scope_of=scope_of, shallow=True)
             outline += [s if _kept(s) else ast.Pass(**_position(s)) for s in tree.body]
             for bindings in scope.bindings.values():  # what the bindings hold, not the bodies
                 for binding in bindings:
                     if isinstance(binding.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                         binding.node.body = []
-        return cls(ast.Module(outline, []), scope, scope_of, (text, path, cut))
+        parted = cls(ast.Module(outline, []), scope, scope_of, (text, path, cut))
+        parted.functions = {name: part for name, part in where.items() if bound[name] == 1}
+        return parted
 
     def set_aside(self, section: range) -> None:
         """Leave out what the generated section on ``section`` binds: it is not the user's code."""
@@ -168,6 +177,25 @@ class _Parted:
         if self.scope is None:
             return ModuleIndex(self.tree, section)  # the generated section is not user code
         return ModuleIndex(parts.tree(text, part, path), section, self.scope, dict(self.scope_of))
+
+
+def _elsewhere(module: _Parted, text: str, path: str, section: range, lines: _Lines, setting) -> dict:
+    """For fusion in a module read in parts: each module function, loaded on demand as the whole
+    module's translation sees it (its part parsed and decided again, once per part)."""
+    table, options, generated, hierarchy = setting
+    decided: dict = {}
+
+    def load(name: str, part):
+        if part not in decided:
+            index = module.index(text, part, path, section)
+            sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
+            pending = {a.span: a for a in _decide(sites, lines) if not a.status}
+            decided[part] = (index.tree, fusion.Context(pending, sites.inference))
+        tree, context = decided[part]
+        function = next((n for n in tree.body if type(n) is ast.FunctionDef and n.name == name), None)
+        return None if function is None else (function, context)
+
+    return {name: functools.partial(load, name, part) for name, part in module.functions.items()}
 
 
 def _kept(statement: ast.stmt) -> bool:

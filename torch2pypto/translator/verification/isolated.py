@@ -51,6 +51,14 @@ class Instance:
     attrs: tuple[tuple[str, int], ...]
 
 
+@dataclass(frozen=True)
+class Function:
+    """An argument standing for the translated module's function `name` (a fused region's fallback
+    calls it), so the case runs in the whole module too."""
+
+    name: str
+
+
 @dataclass
 class Outcome:
     """How a case went: interpreter vs torch error (None if not comparable), the reason if not ok,

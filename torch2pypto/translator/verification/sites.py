@@ -27,7 +27,7 @@ from torch2pypto.translator.engine.fusion import Region
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
 from torch2pypto.translator.engine.transform import Conversion
 from torch2pypto.translator.engine.translate import Translation
-from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Instance, Outcome, verify
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Function, Instance, Outcome, verify
 
 _NUMBERS = {"Number": 0.5, "Dims": -1, "bool": False}  # non-literal arguments of these kinds
 
@@ -91,7 +91,9 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     Rows operands have the case's shape, vectors its last dim, all of its dtype, in the value
     domain of the region's entries (the narrowest their sample hints name); Python numbers are
     0.5, dtypes the case's; ``self`` an :class:`Instance` of the region's class holding the
-    operands read from it. No cases if the fallback reads ``self`` of no class the module names.
+    operands read from it; a ``callee`` the module's function of its name. A region of last-dim
+    slices takes rows of 64 (37 would not align its slices: it would run torch). No cases if the
+    fallback reads ``self`` of no class the module names.
     Compared within :func:`region_tolerance`, as tests/test_fusion.py compares them.
     """
     table = load_table()
@@ -100,15 +102,16 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     if any(p.kind == "self" for p in region.params) and region.owner is None:
         return []
     result = []
+    sliced = any(op in ("x[..., a:b]", "cat") for op in region.ops)  # rows of 64: halves on 32-byte blocks (RoPE)
     for dtype in FUSED_DTYPES:
-        for shape in samples.SHAPES:
+        for shape in (tuple(s[:-1] + (64,)) for s in samples.SHAPES) if sliced else samples.SHAPES:
             generator = torch.Generator().manual_seed(seed)
             args = []
             for param in region.params:
                 if param.kind in (ROWS, VECTOR, "like"):
                     args.append(samples.tensor(entry, shape if param.kind != VECTOR else shape[-1:], dtype, generator))
                 else:
-                    args.append({"number": 0.5, "dtype": dtype}.get(param.kind))
+                    args.append(Function(param.source) if param.kind == "callee" else {"number": 0.5, "dtype": dtype}.get(param.kind))
             if region.owner is not None:
                 attrs = tuple((p.source.removeprefix("self."), i) for i, p in enumerate(region.params) if p.source.startswith("self."))
                 args = [Instance(region.owner, attrs) if p.kind == "self" else a for p, a in zip(region.params, args)]

@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from torch2pypto.mapping.tolerance import BASE
 from torch2pypto.translator.verification import interpreter
-from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Instance, Outcome
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Function, Instance, Outcome
 
 
 def main(module_path: str, cases_path: str, start: int, whole_path: str) -> None:
@@ -35,14 +35,14 @@ def main(module_path: str, cases_path: str, start: int, whole_path: str) -> None
         return
     whole = None
     for case in cases:
-        if any(isinstance(a, Instance) for a in case.args):
+        if any(isinstance(a, (Instance, Function)) for a in case.args):
             try:
                 whole = whole or _import(whole_path, "torch2pypto_verified_whole")
             except Exception as exc:
                 report(Outcome(case.label, False, None, None, 0.0, f"the translated module, which holds self's class, "
                                                                    f"does not import here: {_one_line(exc)}"))
                 continue
-        report(run_case(whole if any(isinstance(a, Instance) for a in case.args) else module, case))
+        report(run_case(whole if any(isinstance(a, (Instance, Function)) for a in case.args) else module, case))
         if interpreter._poisoned:
             return
 
@@ -108,8 +108,10 @@ def _fresh(tree):
 
 
 def _instances(module, args: tuple) -> tuple:
-    """``args`` with each :class:`Instance` made: its class's object, holding the arguments it names."""
-    return tuple(_instance(module, a, args) if isinstance(a, Instance) else a for a in args)
+    """``args`` with each :class:`Instance` made (its class's object, holding the arguments it names)
+    and each :class:`Function` the module's function."""
+    return tuple(_instance(module, a, args) if isinstance(a, Instance) else getattr(module, a.name) if isinstance(a, Function) else a
+                 for a in args)
 
 
 def _instance(module, spec: Instance, args: tuple):
