@@ -142,3 +142,51 @@ def test_fail_under_counts_the_modules_left_as_torch(tmp_path, capsys, fail_unde
     source.write_text(MODULES)
     assert main([str(source), "--analyze", "--fail-under", str(fail_under)]) == code
     assert "Conversion rate 25.0%" in capsys.readouterr().err
+
+
+ACTIVATIONS = """\
+import torch
+from torch import nn
+from transformers.activations import ACT2FN, get_activation
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.act_fn = ACT2FN[config.hidden_act]
+        self.silu = ACT2FN["silu"]
+        self.gelu = get_activation("gelu")
+        self.quick = ACT2FN["quick_gelu"]
+
+    def forward(self, x):
+        return self.act_fn(x), self.silu(x), self.gelu(x), self.quick(x)
+"""
+
+
+def test_transformers_activations_are_the_ops_they_compute():
+    """ACT2FN["silu"] is nn.SiLU's op (torch.toml's module.activations); a name chosen at run time
+    or one no torch.nn class computes is a site under the registry's name, left as torch."""
+    assert sorted(statuses(ACTIVATIONS)) == [
+        ("torch.nn.GELU", "converted"), ("torch.nn.SiLU", "converted"),
+        ("transformers.activations.ACT2FN", "unsupported"), ("transformers.activations.ACT2FN", "unsupported"),
+    ]  # fmt: skip
+    code = translate(ACTIVATIONS).code
+    assert "return self.act_fn(x), pypto_silu(x), pypto_gelu(x), self.quick(x)" in code
+
+
+@pytest.mark.interpreter
+def test_a_literal_activation_runs_its_kernels_and_matches_transformers(tmp_path):
+    path = tmp_path / "act_pypto.py"
+    path.write_text(translate(ACTIVATIONS).code)
+    spec = importlib.util.spec_from_file_location("act_pypto", path)
+    translated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(translated)
+    model = translated.MLP(type("Config", (), {"hidden_act": "relu"})())
+    x = torch.randn(3, 37)
+    expected = [model.act_fn(x), model.silu(x), model.gelu(x), model.quick(x)]
+    launches = counting()
+    with torch2pypto.interpreted(translated):
+        got = model(x)
+    assert sum(launches().values()) == 2  # silu and gelu; the run-time name and quick_gelu run torch
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)

@@ -176,14 +176,7 @@ class Callees:
 
     def is_activation(self, value: ast.expr) -> bool:
         """An activation module of a registry (``ACT2FN[config.hidden_act]``, ``get_activation(name)``)."""
-        kind = type(value)
-        if kind is ast.Subscript:
-            names, known = self._index.import_names(value.value), FACTS.module_activation_registries
-        elif kind is ast.Call:
-            names, known = self._index.import_names(value.func), FACTS.module_activation_factories
-        else:
-            return False
-        return bool(names) and {self._hierarchy.absolute(n) for n in names} <= known
+        return self._classes.activation(value) is not None
 
     def _iterated_items(self, binding: Binding) -> list[ast.expr] | None:
         """What builds the modules a loop over a module list binds (``for layer in self.layers``,

@@ -7,9 +7,11 @@ import ast
 import dataclasses
 from typing import Mapping
 
+from torch2pypto.mapping.facts import load_facts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, walk
 
+FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 MAX_DEPTH = 40  # classes followed up a hierarchy of this module
 _IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
@@ -117,10 +119,10 @@ class Classes:
         if type(value) is not ast.Attribute or not is_self(value.value):
             return False
         values = self.constructions(value)
-        return bool(values) and all(self._index.import_names(v.func) and self._index.import_names(v.func) <= layers for v in values)
+        return bool(values) and all(type(v) is ast.Call and self._index.import_names(v.func) and self._index.import_names(v.func) <= layers for v in values)
 
-    def constructions(self, attr: ast.Attribute) -> list[ast.Call] | None:
-        """The calls that build what ``self.<attr>`` holds, if it only ever holds their results: a
+    def constructions(self, attr: ast.Attribute) -> list[ast.expr] | None:
+        """The calls (or activation registry lookups) that build what ``self.<attr>`` holds, if it only ever holds their results: a
         branch that is None (``nn.Linear(...) if cond else None``) holds nothing a call could run,
         and a setter's value (``self.lm_head = new_embeddings`` in a method other than
         ``__init__``) is taken as a replacement of the same class, as transformers' are."""
@@ -129,12 +131,12 @@ class Classes:
             return None
         stores = self.stores(cls)
         values = [v for v in stores.assigned.get(attr.attr, ()) if id(v) not in stores.replacements]
-        calls: list[ast.Call] = []
+        calls: list[ast.expr] = []
         while values:
             value = values.pop()
             if type(value) is ast.IfExp:
                 values += (value.body, value.orelse)
-            elif type(value) is ast.Call:
+            elif type(value) is ast.Call or self.activation(value) is not None:
                 calls.append(value)
             elif not (type(value) is ast.Constant and value.value is None):
                 return None
@@ -145,10 +147,29 @@ class Classes:
         values = self.constructions(func) if is_self(func.value) else None
         if values is None:
             return None
-        names = set.union(*(self._index.import_names(v.func) for v in values))
-        if len(names) != 1 or not next(iter(names)).startswith("torch.nn."):
+        names = set()
+        for value in values:
+            activation = self.activation(value)
+            names |= {activation} if activation else self._index.import_names(value.func) if type(value) is ast.Call else {""}
+        if len(names) != 1 or not next(iter(names)).startswith(("torch.nn.", *FACTS.module_activation_registries)):
             return None
-        return HeldModule(names.pop(), all(not v.args and not v.keywords for v in values))
+        return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values))
+
+    def activation(self, value: ast.expr) -> str | None:
+        """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
+        ``get_activation(name)``): the torch.nn class a literal name gives, built with no
+        arguments (torch.toml's module.activations), else the registry's name (chosen at run time)."""
+        kind = type(value)
+        if kind is ast.Subscript:
+            names, known, key = self._index.import_names(value.value), FACTS.module_activation_registries, value.slice
+        elif kind is ast.Call and len(value.args) == 1 and not value.keywords:
+            names, known, key = self._index.import_names(value.func), FACTS.module_activation_factories, value.args[0]
+        else:
+            return None
+        if not names or not {self._hierarchy.absolute(n) for n in names} <= known:
+            return None
+        literal = key.value if type(key) is ast.Constant and isinstance(key.value, str) else ""
+        return FACTS.module_activations.get(literal) or min(FACTS.module_activation_registries)
 
     def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
         """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""
