@@ -190,3 +190,9 @@ def test_a_literal_activation_runs_its_kernels_and_matches_transformers(tmp_path
     assert sum(launches().values()) == 2  # silu and gelu; the run-time name and quick_gelu run torch
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("call", ["x.detach()", "x.narrow(0, 0, 1)", "x.unflatten(0, (1, -1))", "x.repeat(2, 1)", "x.copy_(x)", "x.requires_grad_()"])
+def test_views_copies_and_flags_newly_counted_are_host_side(call):
+    """Tensor methods that became sites and compute nothing a kernel would: outside the rate."""
+    assert statuses(HEAD + f"def f(x: torch.Tensor):\n    return {call}\n") == [(f"torch.Tensor.{call[2:call.index('(')]}", "host-side")]
