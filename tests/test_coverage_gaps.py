@@ -196,3 +196,32 @@ def test_a_literal_activation_runs_its_kernels_and_matches_transformers(tmp_path
 def test_views_copies_and_flags_newly_counted_are_host_side(call):
     """Tensor methods that became sites and compute nothing a kernel would: outside the rate."""
     assert statuses(HEAD + f"def f(x: torch.Tensor):\n    return {call}\n") == [(f"torch.Tensor.{call[2:call.index('(')]}", "host-side")]
+
+
+IDEMPOTENT = HEAD + """
+class Decoder(nn.Module):
+    def __init__(self, project):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(10, 8)
+        if project:
+            self.project_in = nn.Linear(8, 8, bias=False)
+        else:
+            self.project_in = None
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
+
+    def forward(self, ids, pos):
+        h = self.embed_tokens(ids)
+        if self.project_in is not None:
+            h = self.project_in(h)
+        return h + pos
+"""
+
+
+def test_what_a_held_module_returns_is_a_tensor_as_its_site_is_one():
+    """OPT: a module call that converts is a tensor to the inference too, so the operator on its
+    result converts in the first translation, and a second changes nothing."""
+    once = translate(IDEMPOTENT).code
+    assert "return pypto_add(h, pos)" in once
+    assert translate(once).code == once
