@@ -15,7 +15,7 @@ from typing import Iterable
 
 from torch2pypto.mapping.facts import is_tensor_function, load_facts
 from torch2pypto.translator.engine.classes import FUNCTION_DEFS, Classes, is_self
-from torch2pypto.translator.engine.declarations import Declarations, Declared
+from torch2pypto.translator.engine.declarations import Declarations, Declared, is_none
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.kinds import NOT_TENSOR, TENSOR, UNKNOWN, Kind, combine
 from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, IMPORT, ITEM, NAMED, PARAMETER, UNPACKED, Binding, ModuleIndex
@@ -93,10 +93,13 @@ class Callees:
         method = self._classes.inherited(cls, func.attr)
         if method is not None:
             return [Callee(function=method)]
-        values = self._classes.stores(cls).assigned.get(func.attr)
+        stores = self._classes.stores(cls)
+        values = stores.assigned.get(func.attr)
         if not values or id(values) in seen:
             return None
-        return _all(self._value(v, seen | {id(values)}) for v in values)
+        kept = [v for v in values if id(v) not in stores.replacements] or values  # a setter's: of the same class
+        kept = [v for v in kept if not is_none(v)]  # None runs nothing: calling it raises
+        return _all(self._value(v, seen | {id(values)}) for v in kept) if kept else None
 
     def _binding(self, binding: Binding, seen: frozenset) -> list[Callee] | None:
         node, how = binding.node, binding.kind
@@ -117,8 +120,9 @@ class Callees:
         """What calling a value stored in a name or attribute may run: a module's forward, a torch
         layer (a tensor), an activation, a registry's item or its lookup's default, a function."""
         kind = type(value)
-        if kind is ast.IfExp:
-            return _all(self._value(v, seen) for v in (value.body, value.orelse))
+        if kind is ast.IfExp:  # a branch that is None runs nothing: calling it raises
+            branches = [v for v in (value.body, value.orelse) if not is_none(v)]
+            return _all(self._value(v, seen) for v in branches) if branches else None
         if self.is_activation(value):
             return [Callee(activation=True)]
         if kind in (ast.Name, ast.Attribute, ast.Subscript):
@@ -176,14 +180,7 @@ class Callees:
 
     def is_activation(self, value: ast.expr) -> bool:
         """An activation module of a registry (``ACT2FN[config.hidden_act]``, ``get_activation(name)``)."""
-        kind = type(value)
-        if kind is ast.Subscript:
-            names, known = self._index.import_names(value.value), FACTS.module_activation_registries
-        elif kind is ast.Call:
-            names, known = self._index.import_names(value.func), FACTS.module_activation_factories
-        else:
-            return False
-        return bool(names) and {self._hierarchy.absolute(n) for n in names} <= known
+        return self._classes.activation(value) is not None
 
     def _iterated_items(self, binding: Binding) -> list[ast.expr] | None:
         """What builds the modules a loop over a module list binds (``for layer in self.layers``,

@@ -7,9 +7,11 @@ import ast
 import dataclasses
 from typing import Mapping
 
+from torch2pypto.mapping.facts import load_facts
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, walk
 
+FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 MAX_DEPTH = 40  # classes followed up a hierarchy of this module
 _IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
@@ -89,6 +91,19 @@ class Classes:
         bindings = self._index.bindings(base)
         return len(bindings) == 1 and isinstance(bindings[0].node, ast.ClassDef) and self.is_module(bindings[0].node)
 
+    def derives(self, cls: ast.ClassDef, roots: frozenset[str], depth: int = 0) -> bool:
+        """Derives from one of ``roots`` (absolute dotted names: ``torch.nn.Linear``), directly or
+        through classes of this module or of files it imports."""
+        if depth > MAX_DEPTH:
+            return False
+        for base in cls.bases:
+            if any(self._hierarchy.derives(name, roots) for name in self._index.import_names(base)):
+                return True
+            local = self.local(base)
+            if local is not None and self.derives(local, roots, depth + 1):
+                return True
+        return False
+
     def plain(self, cls: ast.ClassDef, depth: int = 0) -> bool:
         """A class whose bases are all classes of this module (or none): no tensor subclass."""
         if depth > MAX_DEPTH or cls.keywords:
@@ -103,23 +118,58 @@ class Classes:
         """``self.<name>`` always holding an instance of one of ``layers`` (``nn.Linear``)."""
         if type(value) is not ast.Attribute or not is_self(value.value):
             return False
-        values = self.assigned(value)
-        return bool(values) and all(
-            type(v) is ast.Call and self._index.import_names(v.func) and self._index.import_names(v.func) <= layers
-            for v in values
-        )
+        values = self.constructions(value)
+        return bool(values) and all(type(v) is ast.Call and self._index.import_names(v.func) and self._index.import_names(v.func) <= layers for v in values)
+
+    def constructions(self, attr: ast.Attribute) -> list[ast.expr] | None:
+        """The calls (or activation registry lookups) that build what ``self.<attr>`` holds, if it only ever holds their results: a
+        branch that is None (``nn.Linear(...) if cond else None``) holds nothing a call could run,
+        and a setter's value (``self.lm_head = new_embeddings`` in a method other than
+        ``__init__``) is taken as a replacement of the same class, as transformers' are."""
+        cls = self.enclosing(attr.value)
+        if cls is None:
+            return None
+        stores = self.stores(cls)
+        values = [v for v in stores.assigned.get(attr.attr, ()) if id(v) not in stores.replacements]
+        calls: list[ast.expr] = []
+        while values:
+            value = values.pop()
+            if type(value) is ast.IfExp:
+                values += (value.body, value.orelse)
+            elif type(value) is ast.Call or self.activation(value) is not None:
+                calls.append(value)
+            elif not (type(value) is ast.Constant and value.value is None):
+                return None
+        return calls or None
 
     def held_module(self, func: ast.Attribute) -> HeldModule | None:
         """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
-        if not is_self(func.value):
+        values = self.constructions(func) if is_self(func.value) else None
+        if values is None:
             return None
-        values = self.assigned(func)
-        if not values or any(type(v) is not ast.Call for v in values):
+        names = set()
+        for value in values:
+            activation = self.activation(value)
+            names |= {activation} if activation else self._index.import_names(value.func) if type(value) is ast.Call else {""}
+        if len(names) != 1 or not next(iter(names)).startswith(("torch.nn.", *FACTS.module_activation_registries)):
             return None
-        names = set.union(*(self._index.import_names(v.func) for v in values))
-        if len(names) != 1 or not next(iter(names)).startswith("torch.nn."):
+        return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values))
+
+    def activation(self, value: ast.expr) -> str | None:
+        """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
+        ``get_activation(name)``): the torch.nn class a literal name gives, built with no
+        arguments (torch.toml's module.activations), else the registry's name (chosen at run time)."""
+        kind = type(value)
+        if kind is ast.Subscript:
+            names, known, key = self._index.import_names(value.value), FACTS.module_activation_registries, value.slice
+        elif kind is ast.Call and len(value.args) == 1 and not value.keywords:
+            names, known, key = self._index.import_names(value.func), FACTS.module_activation_factories, value.args[0]
+        else:
             return None
-        return HeldModule(names.pop(), all(not v.args and not v.keywords for v in values))
+        if not names or not {self._hierarchy.absolute(n) for n in names} <= known:
+            return None
+        literal = key.value if type(key) is ast.Constant and isinstance(key.value, str) else ""
+        return FACTS.module_activations.get(literal) or min(FACTS.module_activation_registries)
 
     def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
         """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""
@@ -149,6 +199,14 @@ class SelfStores:
         self.assigned: dict[str, list[ast.expr]] = {}
         self.calls: dict[str, list[ast.Call]] = {}
         self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
+        self.replacements: set[int] = set()  # ids of values a setter stores: a parameter of a method but __init__
+        for method in cls.body:
+            if isinstance(method, FUNCTION_DEFS) and method.name != "__init__":
+                params = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
+                self.replacements |= {
+                    id(n.value) for n in ast.walk(method)
+                    if type(n) is ast.Assign and type(n.value) is ast.Name and n.value.id in params
+                }  # fmt: skip
         for node in walk(cls):
             kind = type(node)
             if kind is ast.Assign:
@@ -179,6 +237,7 @@ class SelfStores:
         for name, values in base.assigned.items():
             self.assigned[name] = self.assigned[name] + values if name in self.assigned else values
         self.changed |= base.changed
+        self.replacements |= base.replacements
 
     def _changed(self, target: ast.expr) -> None:
         if type(target) is ast.Attribute and is_self(target.value):

@@ -366,7 +366,13 @@ class Inference:
     def _self_attribute_kind(self, attr: ast.Attribute) -> Kind:
         """``self.x``: what every ``self.x = ...`` / ``register_buffer("x", ...)`` in the class holds."""
         values = self._classes.assigned(attr)
-        return self._pending(("attribute", id(values)), values, self._kind) if values else UNKNOWN
+        if values:
+            return self._pending(("attribute", id(values)), values, self._kind)
+        if attr.attr in FACTS.module_parameters:  # FalconLinear(nn.Linear): self.weight is the layer's own
+            cls = self._classes.enclosing(attr.value)
+            if cls is not None and self._classes.derives(cls, FACTS.module_tensor_results):
+                return MAYBE
+        return UNKNOWN
 
     def _name_kind(self, name: ast.Name) -> Kind:
         if self._idioms.is_config(name):

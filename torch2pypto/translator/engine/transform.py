@@ -16,6 +16,7 @@ from typing import AbstractSet as Set, Callable
 
 import libcst as cst
 
+from torch2pypto.mapping.facts import load_facts
 from torch2pypto.mapping import CATEGORIES, HOST_SIDE, Entry, Param, Table
 from torch2pypto.rules import CallSite, Converted, Unsupported, rewrite_site
 from torch2pypto.rules.calls import in_tensor_form
@@ -29,6 +30,7 @@ from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORT
 from torch2pypto.translator.engine.emit import KERNELS_MODULE
 from torch2pypto.translator.engine.scopes import IMPORT, ModuleIndex
 
+FACTS = load_facts()
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
 FUSED_API, FUSED = "torch2pypto.fused", "fused"  # a call of a fused region's wrapper, and its category
 FUSED_PREFIX = "pypto_fused_"
@@ -147,14 +149,18 @@ class Sites:
         module = self.inference.held_module(func)
         if module is not None:
             entry = self.table.by_module.get(module.name)
-            if entry is None:
-                return None
+            if entry is None:  # whatever its class, torch runs it: a site under its class name
+                return None if module.name in FACTS.module_no_ops else Resolved(module.name, None)
             required = frozenset(p.name for p in entry.params if p.required)
             return Resolved(module.name, entry, held=module.held(entry.modules[module.name], required))
         entry = self.table.method(func.attr)
-        if entry is None or (is_dotted(func.value) and self.index.import_names(func.value)):
+        if is_dotted(func.value) and self.index.import_names(func.value):
             return None
         api = f"torch.Tensor.{func.attr}"
+        if entry is None:  # a tensor method outside the table (alibi.baddbmm(...)): a site on a known tensor
+            kind = self.inference.receiver_kind(func.value)
+            known = func.attr in FACTS.tensor_methods and (kind == TENSOR or kind == UNKNOWN and self.options.assume_tensors)
+            return Resolved(api, None, method=True) if known else None
         kind = self.inference.receiver_kind(func.value)
         if kind == TENSOR or (kind != NOT_TENSOR and self.options.assume_tensors):
             return Resolved(api, entry, method=True)
