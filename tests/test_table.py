@@ -71,6 +71,9 @@ GOOD = {"category": "same-name", "family": "elementwise", "apis": ["torch.exp"],
          "names no mapped entry: 'log'"),
         ({"signature": "(input: Tensor, other: Number)", "args": {"other": "other"}, "tensor_forms": {"other": "exp"}},
          r"takes 1 tensor operand\(s\), not the input and 'other'"),
+        ({"forms": {"other": "exp"}}, "forms key 'other' is no rejected parameter"),
+        ({"signature": "(input: Tensor, out: Tensor = None)", "reject": {"out": "no"}, "forms": {"out": "exp"}},
+         "forms names 'exp', which is no mapped entry without apis"),
     ],
 )
 def test_validator_rejects(change, message):

@@ -55,8 +55,12 @@ def fallback(site: CallSite) -> Unsupported | None:
 def in_tensor_form(site: CallSite) -> CallSite:
     """The site as its entry's tensor form computes it, where the arguments that form names are
     the call's only ones after the input and are known tensors (``torch.clamp(x, min=t)`` is
-    ``maximum(x, t)``); otherwise the site as it is."""
+    ``maximum(x, t)``), or by its ``forms`` entry where the call passes that parameter other than
+    at its default (``torch.div(x, y, rounding_mode='floor')``); otherwise the site as it is."""
     entry = site.entry
+    for name, op in entry.forms.items():
+        if name in site.args and literal(site.args[name]) != entry.param(name).default:
+            return dataclasses.replace(site, entry=entry.parts[op])
     given = [p.name for p in entry.params[1:] if p.name in site.args]
     form = entry.tensor_forms.get(",".join(given))
     if form is None or not all(site.is_tensor(name) for name in given):
