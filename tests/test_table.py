@@ -104,7 +104,7 @@ def test_clamp_bounds_and_amax_reducer_reach_the_kernel():
 
 # what each reducer pads rows with, and torch's reduction it must leave unchanged
 PADDED = {(None, "sum"): torch.sum, (None, "amax"): torch.amax, (None, "amin"): torch.amin,
-          (None, "logsumexp"): lambda row: torch.logsumexp(row, 0),
+          (None, reduction.LOGSUMEXP): lambda row: torch.logsumexp(row, 0),
           ("bool", "amin"): torch.all, ("bool", "amax"): torch.any,
           ("int64", "amax"): torch.argmax, ("int64", "amin"): torch.argmin}  # fmt: skip
 
