@@ -84,7 +84,8 @@ def convert(site: CallSite, definitions) -> Converted | Unsupported:
 def fallback_checks(entry: Entry) -> list[str]:
     """The wrapper's run-time tests that each ``fallback`` parameter is at its default."""
     spelt = {None: "{} is None", False: "not {}", True: "{}"}
-    return [spelt.get(entry.param(p).default, "{} == " + repr(entry.param(p).default)).format(p) for p in entry.fallback]
+    return [(spelt[d] if d is None or type(d) is bool or d == 0 else "{} == " + repr(d)).format(p)  # 1 is no True here
+            for p, d in ((p, entry.param(p).default) for p in entry.fallback)]
 
 
 def wrapper_params(entry: Entry) -> tuple[Param, ...]:
