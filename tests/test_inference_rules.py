@@ -231,7 +231,8 @@ def test_a_tensor_or_none_receiver_is_a_tensor_receiver(code, expected):
 
 def test_a_tensor_or_none_argument_is_not_a_tensor_argument():
     code = HEAD + "def f(a: torch.Tensor, c):\n    m = a if c else None\n    return a.to(m), a.to(a if c else a)\n"
-    assert [s for api, s in statuses(code) if api == "torch.Tensor.to"] == ["unsupported", C]
+    assert [s for api, s in statuses(code) if api == "torch.Tensor.to"] == [C, C]
+    assert "return pypto_to(a, m), pypto_cast_like(a, a if c else a)" in translate(code).code  # m's kind: at run time
 
 
 @pytest.mark.parametrize(
@@ -481,16 +482,17 @@ def test_an_unpacking_path_that_grows_round_a_loop_is_unknown():
 
 
 @pytest.mark.parametrize(
-    "declared, fate",
+    "declared, wrapper",
     [
-        ("dtype: torch.dtype", "converted"),  # corpus falcon: build_alibi_tensor(..., dtype: torch.dtype)
-        ('dtype: "torch.dtype"', "converted"),
-        ("dtype: torch.dtype = torch.float16", "converted"),  # what a caller passes, not the default
-        ("dtype", "unsupported"),  # a device or a tensor, for all we know
-        ("dtype: torch.dtype | None", "unsupported"),  # None moves nothing and casts nothing
-        ("*dtype: torch.dtype", "unsupported"),  # a tuple of dtypes
+        ("dtype: torch.dtype", "pypto_cast"),  # corpus falcon: build_alibi_tensor(..., dtype: torch.dtype)
+        ('dtype: "torch.dtype"', "pypto_cast"),
+        ("dtype: torch.dtype = torch.float16", "pypto_cast"),  # what a caller passes, not the default
+        ("dtype", "pypto_to"),  # a device or a tensor, for all we know: pypto_to looks at run time
+        ("dtype: torch.dtype | None", "pypto_to"),  # None moves nothing and casts nothing
+        ("*dtype: torch.dtype", "pypto_to"),  # a tuple of dtypes
     ],
 )
-def test_a_parameter_declared_a_dtype_is_one(declared, fate):
+def test_a_parameter_declared_a_dtype_is_one(declared, wrapper):
     code = f"def f(x: torch.Tensor, {declared}):\n    return x.to(dtype)\n"
-    assert statuses(HEAD + code, fuse=False) == [("torch.Tensor.to", fate)]
+    assert statuses(HEAD + code, fuse=False) == [("torch.Tensor.to", "converted")]
+    assert f"return {wrapper}(x, dtype)" in translate(HEAD + code, fuse=False).code

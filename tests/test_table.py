@@ -71,6 +71,9 @@ GOOD = {"category": "same-name", "family": "elementwise", "apis": ["torch.exp"],
          "names no mapped entry: 'log'"),
         ({"signature": "(input: Tensor, other: Number)", "args": {"other": "other"}, "tensor_forms": {"other": "exp"}},
          r"takes 1 tensor operand\(s\), not the input and 'other'"),
+        ({"forms": {"other": "exp"}}, "forms key 'other' is no rejected parameter"),
+        ({"signature": "(input: Tensor, out: Tensor = None)", "reject": {"out": "no"}, "forms": {"out": "exp"}},
+         "forms names 'exp', which is no mapped entry without apis"),
     ],
 )
 def test_validator_rejects(change, message):
@@ -101,6 +104,7 @@ def test_clamp_bounds_and_amax_reducer_reach_the_kernel():
 
 # what each reducer pads rows with, and torch's reduction it must leave unchanged
 PADDED = {(None, "sum"): torch.sum, (None, "amax"): torch.amax, (None, "amin"): torch.amin,
+          (None, reduction.LOGSUMEXP): lambda row: torch.logsumexp(row, 0),
           ("bool", "amin"): torch.all, ("bool", "amax"): torch.any,
           ("int64", "amax"): torch.argmax, ("int64", "amin"): torch.argmin}  # fmt: skip
 

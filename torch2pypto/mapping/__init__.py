@@ -80,6 +80,7 @@ def _entry(op: str, raw: dict[str, Any]) -> Entry:
         torch_only=tuple(raw.pop("torch_only", ())),
         omitted=MappingProxyType(dict(raw.pop("omitted", {}))),
         tensor_forms=MappingProxyType(dict(raw.pop("tensor_forms", {}))),
+        forms=MappingProxyType(dict(raw.pop("forms", {}))),
         aliases=MappingProxyType(dict(raw.pop("aliases", {}))),
         modules=MappingProxyType({m: MappingProxyType(dict(a)) for m, a in raw.pop("modules", {}).items()}),
         examples=_examples(op, raw.pop("examples", {})),
@@ -261,7 +262,14 @@ def _with_tensor_forms(entry: Entry, entries: Mapping[str, Entry]) -> Entry:
         if len(tensors) != 1 + len(names):
             raise TableError(f"{entry.op}: tensor form {op} takes {len(tensors)} tensor operand(s), not the input and {form!r}")
         parts[op] = target
-    return dataclasses.replace(entry, parts=MappingProxyType(parts)) if entry.tensor_forms else entry
+    for name, op in entry.forms.items():
+        target = entries.get(op)
+        if name not in {p.name for p in entry.params[1:]} or name not in entry.reject:
+            raise TableError(f"{entry.op}: forms key {name!r} is no rejected parameter after the input (the entry itself cannot take it)")
+        if target is None or target.family is None or target.apis or [p.name for p in target.params] != [p.name for p in entry.params]:
+            raise TableError(f"{entry.op}: forms names {op!r}, which is no mapped entry without apis of the same parameters")
+        parts[op] = target
+    return dataclasses.replace(entry, parts=MappingProxyType(parts)) if entry.tensor_forms or entry.forms else entry
 
 
 def _honoured(entry: Entry, entries: Mapping[str, Entry]) -> None:

@@ -22,7 +22,7 @@ def check(entries: Mapping[str, Entry]) -> None:
     form, an entry's that computes tensor calls as it), or converting over an unknown name."""
     forms: dict[str, set[str]] = {}
     for entry in entries.values():
-        for op in entry.tensor_forms.values():
+        for op in (*entry.tensor_forms.values(), *entry.forms.values()):
             forms.setdefault(op, set()).update(entry.apis)
     for entry in entries.values():
         own = {*entry.apis, *forms.get(entry.op, ()), *filter(None, [entry.torch])}

@@ -55,8 +55,12 @@ def fallback(site: CallSite) -> Unsupported | None:
 def in_tensor_form(site: CallSite) -> CallSite:
     """The site as its entry's tensor form computes it, where the arguments that form names are
     the call's only ones after the input and are known tensors (``torch.clamp(x, min=t)`` is
-    ``maximum(x, t)``); otherwise the site as it is."""
+    ``maximum(x, t)``), or by its ``forms`` entry where the call passes that parameter other than
+    at its default (``torch.div(x, y, rounding_mode='floor')``); otherwise the site as it is."""
     entry = site.entry
+    for name, op in entry.forms.items():
+        if name in site.args and literal(site.args[name]) != entry.param(name).default:
+            return dataclasses.replace(site, entry=entry.parts[op])
     given = [p.name for p in entry.params[1:] if p.name in site.args]
     form = entry.tensor_forms.get(",".join(given))
     if form is None or site.rest or not all(site.is_tensor(name) for name in given):
@@ -80,7 +84,8 @@ def convert(site: CallSite, definitions) -> Converted | Unsupported:
 def fallback_checks(entry: Entry) -> list[str]:
     """The wrapper's run-time tests that each ``fallback`` parameter is at its default."""
     spelt = {None: "{} is None", False: "not {}", True: "{}"}
-    return [spelt.get(entry.param(p).default, "{} == " + repr(entry.param(p).default)).format(p) for p in entry.fallback]
+    return [(spelt[d] if d is None or type(d) is bool or d == 0 else "{} == " + repr(d)).format(p)  # 1 is no True here
+            for p, d in ((p, entry.param(p).default) for p in entry.fallback)]
 
 
 def wrapper_params(entry: Entry) -> tuple[Param, ...]:

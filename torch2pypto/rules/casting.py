@@ -3,8 +3,9 @@
 The target dtype is the entry's ``target`` (``x.float()``), its ``dtype`` parameter, or its
 ``other`` tensor's dtype (``type_as``). An entry with ``overloads`` (``Tensor.to``) binds its
 positional placeholders ``arg1``... to the overload the call's arguments select: ``(dtype,
-...)``, ``(device, dtype, ...)`` or ``(other, ...)``. The device part of a call stays torch (a
-move is no kernel); the dtype part is the cast.
+...)``, ``(device, dtype, ...)`` or ``(other, ...)``; a lone argument of a kind known at run time
+only (``x.to(target)``) goes to ``pypto_to``, which picks the overload there. The device part of
+a call stays torch (a move is no kernel); the dtype part is the cast.
 """
 
 from __future__ import annotations
@@ -87,21 +88,36 @@ def pypto_type_as(input, other):
 ''',
     ("pypto_cast",),
 )
+TO = Definition(
+    "pypto_to",
+    '''\
+def pypto_to(input, arg, non_blocking=False):
+    """input.to(arg), arg known at run time only: a dtype casts by pypto_cast, a tensor gives its
+    dtype and device by pypto_cast_like, anything else (a device) moves in torch."""
+    if isinstance(arg, torch.dtype):
+        return pypto_cast(input, arg)
+    if isinstance(arg, torch.Tensor):
+        return pypto_cast_like(input, arg, non_blocking)
+    return input.to(arg, non_blocking=non_blocking)
+''',
+    ("pypto_cast", "pypto_cast_like"),
+)
 PARAMS = {
     "pypto_cast": parse_signature("pypto_cast", "(input: Tensor, dtype: DType, device: Device = None, non_blocking: bool = False)"),
     "pypto_cast_like": parse_signature("pypto_cast_like", "(input: Tensor, other: Tensor, non_blocking: bool = False)"),
     "pypto_type_as": parse_signature("pypto_type_as", "(input: Tensor, other: Tensor)"),
+    "pypto_to": parse_signature("pypto_to", "(input: Tensor, arg: object, non_blocking: bool = False)"),
 }
 WRAPPERS = {"pypto_cast": (CAST_KERNEL, CAST), "pypto_cast_like": (CAST_KERNEL, CAST, LIKE),
-            "pypto_type_as": (CAST_KERNEL, CAST, TYPE_AS)}  # fmt: skip
+            "pypto_type_as": (CAST_KERNEL, CAST, TYPE_AS), "pypto_to": (CAST_KERNEL, CAST, LIKE, TO)}  # fmt: skip
 OVERLOAD_KINDS = {"dtype", "device", "other", "non_blocking", "copy", "memory_format"}
 
 
 def wrapper_names(entry: Entry) -> tuple[str, ...]:
     """The wrappers whose calls are sites of ``entry`` (their docstrings name its API): Tensor.to's
-    two and type_as's. ``x.float()`` and the other casts call pypto_cast, Tensor.to's."""
+    three and type_as's. ``x.float()`` and the other casts call pypto_cast, Tensor.to's."""
     if entry.fields.overloads:
-        return ("pypto_cast", "pypto_cast_like")
+        return ("pypto_cast", "pypto_cast_like", "pypto_to")
     return ("pypto_type_as",) if any(p.name == "other" for p in entry.params) else ()
 
 
@@ -155,7 +171,7 @@ def _overloaded(site: CallSite) -> Converted | Unsupported:
     elif len(names) > 1 or {"dtype", "device"} & set(keywords) or (names and isinstance(literal(positional[0]), str)):
         chosen = "device"
     elif names:
-        return Unsupported("the argument of .to() is not known to be a dtype or a tensor (a device move is no cast)")
+        return _unknown(site, positional[0], keywords)
     else:
         return Unsupported(".to() without a dtype is not a cast")
     overload = next(o for o in site.entry.fields.overloads if o.startswith(f"({chosen}"))
@@ -183,6 +199,18 @@ def _overloaded(site: CallSite) -> Converted | Unsupported:
     if "device" in bound:
         extras = {"device": bound["device"], **extras}
     return _cast(site, static, bound["dtype"], extras)
+
+
+def _unknown(site: CallSite, arg: cst.BaseExpression, keywords) -> Converted | Unsupported:
+    """``x.to(arg)``, arg's kind known at run time only: pypto_to casts a dtype (or a tensor's)
+    on the kernel and moves to a device in torch."""
+    if set(keywords) - {"non_blocking", *site.entry.reject}:
+        return Unsupported(f".to(arg) with {', '.join(sorted(keywords))}: arg is not known to be a dtype or a tensor")
+    for name, reason in site.entry.reject.items():
+        if name in keywords and source_of(keywords[name]) not in ("False", "None"):
+            return Unsupported(reason)
+    extras = {k: keywords[k] for k in ("non_blocking",) if k in keywords}
+    return _converted(_call("pypto_to", [arg], extras, site), "pypto_to")
 
 
 def _cast(site: CallSite, dtype_name: str | None, target: cst.BaseExpression, extras) -> Converted | Unsupported:

@@ -12,6 +12,9 @@ The entry's ``pypto`` names the reducer, ``output`` what it gives:
 - ``var``: two passes, ``sum((x - mean)^2) / (count - correction)`` (``pypto.var`` breaks on a
   partial row tile); ``args.correction`` and ``args.unbiased`` name torch's parameters and
   ``args.then = "sqrt"`` takes the root (std).
+- ``amax+sub+exp+sum+log+add`` (:data:`LOGSUMEXP`, logsumexp): ``m + log(sum(exp(x - m)))``,
+  ``m`` the row's amax, 0 where it is not finite (an all ``-inf`` row gives ``-inf``, one
+  holding ``inf`` gives ``inf``), as torch.
 - ``output = "bool"`` with ``amin`` / ``amax``: all / any, the reducer over ``x != 0``.
 - ``output = "int64"`` with ``amax`` / ``amin``: argmax / argmin, the first index holding the
   extreme (NaN counts as the extreme, as in torch); ``args.indices`` names the dim parameter
@@ -48,7 +51,7 @@ class ReductionFields(Fields):
 # reducer -> the value its padding holds, which never changes the result (var's two passes read
 # the real cols only, whatever the pad holds)
 IDENTITIES = {
-    None: {"sum": "0.0", "amax": "-math.inf", "amin": "math.inf", "var": "0.0"},
+    None: {"sum": "0.0", "amax": "-math.inf", "amin": "math.inf", "var": "0.0", "amax+sub+exp+sum+log+add": "-math.inf"},
     "bool": {"amin": "1.0", "amax": "0.0"},  # all: pads are true; any: pads are false
     "int64": {"amax": "-math.inf", "amin": "math.inf"},  # argmax / argmin: pads never win
 }
@@ -56,6 +59,7 @@ OUT_DTYPES = {"bool": ("torch.bool", "pypto.DT_BOOL"), "int64": ("torch.int64", 
 PARAMS = ("input", "dim", "keepdim", "dtype")  # the input may have another name (linalg.vector_norm: x)
 ARGS = {"p": "sum", "correction": "var", "unbiased": "var", "then": "var", "indices": "amax amin"}
 THEN = ("sqrt",)
+LOGSUMEXP = "amax+sub+exp+sum+log+add"  # the reducer of logsumexp, several PyPTO ops
 MAX_INDEX = 2**24  # indices are computed in FP32, exact up to here
 
 
@@ -125,6 +129,15 @@ def program(entry: Entry, norm: str | None = None) -> tuple[Apply, ...]:
                  Apply("t4", total, ("t3",)),
                  Apply("result" if not then else "t5", Step("mul"), ("t4", "1.0 / (count - correction)"))]
         return (*steps, *([Apply("result", Step(then), ("t5",))] if then else []))
+    if entry.pypto == LOGSUMEXP:  # numerically stable: the row's finite max taken out first
+        return (Apply("t0", step("amax", True), ("x_tile",)),
+                Apply("t1", Step("isfinite", result="bool"), ("t0",)),
+                Apply("t2", Step("where"), ("t1", "t0", "0.0")),
+                Apply("t3", Step("sub"), ("x_tile", "t2")),
+                Apply("t4", Step("exp"), ("t3",)),
+                Apply("t5", step("sum", True), ("t4",)),
+                Apply("t6", Step("log"), ("t5",)),
+                Apply("result", Step("add"), ("t6", "t2")))
     if "p" in entry.fields.args:  # the p-norm
         return (Apply("t0", Step("abs"), ("x_tile",)),
                 Apply("t1", Step("pow"), ("t0", "p")),
@@ -278,6 +291,8 @@ def _what(entry: Entry) -> str:
     if entry.fields.output == "int64":
         extreme = f"{entry.pypto[1:]}imum"
         return f"{extreme} and its first index" if "indices" in entry.fields.args else f"first index of the {extreme}"
+    if entry.pypto == LOGSUMEXP:
+        return "log of the sum of exponentials"
     if entry.pypto == "var":
         return "standard deviation" if entry.fields.args.get("then") else "variance"
     if "p" in entry.fields.args:

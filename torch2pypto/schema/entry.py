@@ -173,6 +173,7 @@ class Entry:
     pypto: str = ""
     dtypes: tuple[str, ...] = ()
     tensor_forms: Mapping[str, str] = dataclasses.field(default_factory=dict)  # "min,max" -> the entry computing the call when those are tensors
+    forms: Mapping[str, str] = dataclasses.field(default_factory=dict)  # "rounding_mode" -> the entry computing the call when it is passed
     torch: str | None = None  # a tensor form's torch function, which it falls back to (it has no apis of its own)
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     fallback: Mapping[str, str] = dataclasses.field(default_factory=dict)  # parameter -> why a non-default value runs torch
