@@ -202,3 +202,24 @@ def test_under_assume_tensors_operands_of_no_known_kind_are_tensors():
     for code in ("def f(v, t):\n    return t.exp(v) + v.pow(2)\n", "def g(v):\n    y += x\n    y = x.float()\n"):
         once = translate("import torch\n\n\n" + code, assume_tensors=True)
         assert translate(once.code, assume_tensors=True).code == once.code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("shape", [(5, 40), (3, 7, 9)])
+def test_mask_operators_launch_on_bool_tensors_and_integers_run_torch(tmp_path, shape):
+    """``& | ^`` of bool masks are logical_and, its De Morgan or and ne (PyPTO's bitwise ops fail
+    to compile); on integer tensors the wrappers run torch's bitwise ops, a number stays torch."""
+    code = body("a = x > 0\nb = y < 0.5\nc = (a & b) | (a ^ ~b)\na &= b\nreturn c, a, n & y.int(), a ^ True")
+    translation = translate(code, fuse=False)
+    assert [r.api for r in translation.records if r.status != "converted"] == ["torch.Tensor.__xor__"]
+    (tmp_path / "masks_pypto.py").write_text(translation.code)
+    module = load(tmp_path / "masks_pypto.py")
+    x, y = sample(*shape), sample(*shape, seed=1)
+    expected = run(code)["f"](x, y, torch.arange(shape[-1], dtype=torch.int32), None)
+    launched = counting()
+    with torch2pypto.interpreted(module):
+        got = module.f(x, y, torch.arange(shape[-1], dtype=torch.int32), None)
+    assert sum(launched().values()) == 7  # gt, lt, bitwise_not, bitwise_and, bitwise_xor, bitwise_or, bitwise_and_
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g, e)

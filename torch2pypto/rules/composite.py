@@ -33,7 +33,7 @@ import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -277,7 +277,7 @@ def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    rejected = rejection(site)
+    rejected = rejection(site) or number_for_tensor(site, site.entry.params[1:])
     if rejected:
         return rejected
     entry = site.entry

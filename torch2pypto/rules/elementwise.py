@@ -24,7 +24,7 @@ from typing import Literal, Mapping
 import libcst as cst
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import is_number, rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import is_number, number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.fusion import Operand, Unfusible
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -124,6 +124,9 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         return rejected
     entry = site.entry
     first, *rest = operands(entry)
+    number = number_for_tensor(site, rest)
+    if number:
+        return number
     call = replacement(site, f"pypto_{entry.op}")
     if all(is_number(site.args.get(p.name)) for p in shared(entry)):
         return Unsupported(f"only Python numbers as {', '.join(p.name for p in shared(entry))}: no tensor gives the dtype")
