@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 from typing import Any, Callable, Iterable
 
 from torch2pypto.mapping import Entry, Table, load_table, samples
@@ -158,7 +159,7 @@ def _run(entry: Entry, arguments: dict[str, Any], torch) -> Any:
     names = {op: step(resolve(torch, part.torch_function)) for op, part in entry.parts.items()}
     names |= {name: step(lambda t, r=reducer: getattr(t, r)(-1, keepdim=True)) for name, reducer in REDUCERS.items()}
     tree = ast.parse(entry.fields.recipe)
-    scope = {**arguments, **names, "cols": first.shape[-1]}
+    scope = {**arguments, **names, "cols": first.shape[-1], "math": math}
     exec(compile(ast.Module(tree.body[:-1], []), entry.op, "exec"), scope)  # noqa: S102 (the table's own recipe)
     return eval(compile(ast.Expression(tree.body[-1].value), entry.op, "eval"), scope)  # noqa: S307
 

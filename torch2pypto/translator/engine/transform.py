@@ -180,9 +180,11 @@ class Sites:
         ast.copy_location(call.func, node)
         self.index.scope_of[call] = self.index.scope_of[node]
         api = f"torch.Tensor.{dispatch.method}"
-        ambiguous = kinds[0] == UNKNOWN and not assume
+        entry = self.table.method(dispatch.method)
+        decided = kinds[1:] == [TENSOR] and entry is not None and entry.family and family(entry.family).number_first(entry)
+        ambiguous = kinds[0] == UNKNOWN and not assume and not decided  # base ** t: torch.pow(base, t) either way
         form = EXPRESSION if type(node) is not ast.AugAssign else STATEMENT if type(node.target) in (ast.Name, ast.Attribute) else ITEM
-        return call, Resolved(api, self.table.method(dispatch.method), method=True, ambiguous=ambiguous,
+        return call, Resolved(api, entry, method=True, ambiguous=ambiguous,
                               operator=form, reflected=dispatch.receiver is not sides[0])
 
     def _wrapper_api(self, name: ast.Name) -> str | None:
