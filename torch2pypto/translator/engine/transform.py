@@ -166,7 +166,8 @@ class Sites:
         """An operator on a known tensor (``a + b``, ``2 < x``, ``-x``, ``x += y``) as the method
         call it runs (``a.__add__(b)``, ``x.__gt__(2)``), resolved; None for an operator of no known
         tensor. An operand that may or may not be a tensor, whose method Python would run first,
-        makes the site ambiguous."""
+        makes the site ambiguous, unless the entry's wrapper takes a number first at run time
+        (``base ** t`` is ``torch.pow(base, t)`` whichever method runs: Family.number_first)."""
         sides = operators.operands(node)
         for side in sides:
             self.index.scope_of.setdefault(side, self.index.scope_of[node])  # x += y: x read where the statement is
