@@ -202,3 +202,55 @@ def test_under_assume_tensors_operands_of_no_known_kind_are_tensors():
     for code in ("def f(v, t):\n    return t.exp(v) + v.pow(2)\n", "def g(v):\n    y += x\n    y = x.float()\n"):
         once = translate("import torch\n\n\n" + code, assume_tensors=True)
         assert translate(once.code, assume_tensors=True).code == once.code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("shape", [(5, 40), (3, 7, 9)])
+def test_mask_operators_launch_on_bool_tensors_and_integers_run_torch(tmp_path, shape):
+    """``& | ^`` of bool masks are logical_and, its De Morgan or and ne (PyPTO's bitwise ops fail
+    to compile); on integer tensors the wrappers run torch's bitwise ops, a number stays torch."""
+    code = body("a = x > 0\nb = y < 0.5\nc = (a & b) | (a ^ ~b)\na &= b\nreturn c, a, n & y.int(), a ^ True")
+    translation = translate(code, fuse=False)
+    assert [r.api for r in translation.records if r.status != "converted"] == ["torch.Tensor.__xor__"]
+    (tmp_path / "masks_pypto.py").write_text(translation.code)
+    module = load(tmp_path / "masks_pypto.py")
+    x, y = sample(*shape), sample(*shape, seed=1)
+    expected = run(code)["f"](x, y, torch.arange(shape[-1], dtype=torch.int32), None)
+    launched = counting()
+    with torch2pypto.interpreted(module):
+        got = module.f(x, y, torch.arange(shape[-1], dtype=torch.int32), None)
+    assert sum(launched().values()) == 7  # gt, lt, bitwise_not, bitwise_and, bitwise_xor, bitwise_or, bitwise_and_
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g, e)
+
+
+def test_a_power_of_a_base_of_no_known_kind_is_decided():
+    """``u ** x`` runs ``u.__pow__(x)`` or ``x.__rpow__(u)``: torch.pow(u, x) either way, which
+    pow's wrapper computes as rpow when u is a number at run time; so does ``u - x`` (rsub)."""
+    assert sites("a = u ** x\nb = 2.0 ** x\nc = u - x\nreturn a, b, c") == [
+        ("torch.Tensor.__pow__", "converted"), ("torch.Tensor.__rpow__", "converted"), ("torch.Tensor.__sub__", "converted")]
+    assert rewritten("return u ** x") == "return pypto_pow(u, x)"
+    assert sites("return u + x") == [("torch.Tensor.__add__", "left-alone")]  # add's wrapper takes a tensor first
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_powers_of_a_number_launch_rpow_and_match_torch(tmp_path, dtype):
+    """RoPE's ``base ** (arange / dim)`` of a base known only at run time, a number or a tensor;
+    ``2 ** x``; a base of zero or below, or not finite, runs torch."""
+    code = body("e = x / 7\na = u ** e\nb = 2 ** x\nc = u - e\nreturn a, b, c")
+    (tmp_path / "powers_pypto.py").write_text(translate(code, fuse=False).code)
+    module = load(tmp_path / "powers_pypto.py")
+    x = sample(3, 37, dtype=dtype)
+    for base, launches in ((10000.0, 4), (500, 4), (x.abs() + 0.5, 4), (-2.0, 3), (0.0, 3), (float("inf"), 3)):
+        expected = run(code)["f"](x, x, 0, base)
+        launched = counting()
+        with torch2pypto.interpreted(module):
+            got = module.f(x, x, 0, base)
+        assert sum(launched().values()) == launches, base  # div, pow or rpow, rpow, sub or rsub; torch's rpow
+        # not c = inf - e: a kernel constant of inf saturates to FP32's max in PyPTO 0.2.0's interpreter (x + inf too)
+        for g, e in zip(got, expected) if not isinstance(base, float) or base < float("inf") else zip(got[:2], expected[:2]):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            torch.testing.assert_close(g, e, equal_nan=True, rtol=2e-5 if dtype == torch.float32 else None,
+                                       atol=1e-5 if dtype == torch.float32 else None)

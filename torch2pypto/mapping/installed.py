@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 from typing import Any, Callable, Iterable
 
 from torch2pypto.mapping import Entry, Table, load_table, samples
@@ -100,7 +101,8 @@ def _integer_dtypes(entry: Entry, torch, pypto) -> list[str]:
 
 
 def _recipe(entry: Entry, torch, pypto) -> list[str]:
-    """A recipe over its first example's arguments, in float64, against torch's result of it.
+    """A recipe over its first example's arguments, in float64 (bool and integer recipes: their first
+    dtype), against torch's result of it.
 
     Recipes of whole tensors, or rows along the last dim (``along``), are computed; halves and
     per-channel operands (host layouts) are not checked here.
@@ -108,8 +110,10 @@ def _recipe(entry: Entry, torch, pypto) -> list[str]:
     fields = entry.fields
     if entry.family != "composite" or fields.halves or fields.channels:
         return []
-    call, truth = _first_example(entry, torch, torch.float64)
-    arguments = _arguments(entry, call, torch)
+    masks = entry.dtypes and all(d in (*INTEGERS, "bool") for d in entry.dtypes)
+    exact = getattr(torch, entry.dtypes[0]) if masks else torch.float64
+    call, truth = _first_example(entry, torch, exact)
+    arguments = _arguments(entry, call, torch, exact)
     if fields.along and not _last(arguments.get(fields.along), arguments[entry.params[0].name]):
         return []
     computed = _run(entry, arguments, torch)
@@ -119,10 +123,10 @@ def _recipe(entry: Entry, torch, pypto) -> list[str]:
     return []
 
 
-def _arguments(entry: Entry, call: str, torch) -> dict[str, Any]:
-    """The example's arguments bound to the entry's parameters, defaults applied."""
+def _arguments(entry: Entry, call: str, torch, dtype) -> dict[str, Any]:
+    """The example's arguments on samples of ``dtype`` bound to the entry's parameters, defaults applied."""
     node = ast.parse(call, mode="eval").body
-    values = samples.values(entry, samples.shapes(entry)[0], torch.float64)
+    values = samples.values(entry, samples.shapes(entry)[0], dtype)
     value: Callable[[ast.expr], Any] = lambda e: eval(compile(ast.Expression(e), call, "eval"), {"torch": torch, **values})  # noqa: E731, S307
     args = [value(a) for a in node.args]
     if not ast.unparse(node.func).startswith("torch."):  # a method: the receiver is the input
@@ -155,7 +159,7 @@ def _run(entry: Entry, arguments: dict[str, Any], torch) -> Any:
     names = {op: step(resolve(torch, part.torch_function)) for op, part in entry.parts.items()}
     names |= {name: step(lambda t, r=reducer: getattr(t, r)(-1, keepdim=True)) for name, reducer in REDUCERS.items()}
     tree = ast.parse(entry.fields.recipe)
-    scope = {**arguments, **names, "cols": first.shape[-1]}
+    scope = {**arguments, **names, "cols": first.shape[-1], "math": math}
     exec(compile(ast.Module(tree.body[:-1], []), entry.op, "exec"), scope)  # noqa: S102 (the table's own recipe)
     return eval(compile(ast.Expression(tree.body[-1].value), entry.op, "eval"), scope)  # noqa: S307
 

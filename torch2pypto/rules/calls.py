@@ -32,6 +32,15 @@ def is_number(node: cst.BaseExpression | None) -> bool:
     return node is not None and type(literal(node)) in (int, float)
 
 
+def number_for_tensor(site: CallSite, params) -> Unsupported | None:
+    """Why the call stays torch when it passes a Python number (or bool) for one of ``params``
+    that takes only a tensor (``m & True``: the kernel would never launch)."""
+    for p in params:
+        if p.kinds == ("Tensor",) and type(literal(site.args.get(p.name, cst.Name("_")))) in (bool, int, float):
+            return Unsupported(f"a Python number as {p.name}: the kernel takes a tensor there")
+    return None
+
+
 def rejection(site: CallSite) -> Unsupported | None:
     """The reason the call stays torch, if it passes a rejected argument other than its default."""
     for name, reason in site.entry.reject.items():

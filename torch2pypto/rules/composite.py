@@ -33,7 +33,7 @@ import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -53,6 +53,7 @@ class CompositeFields(Fields):
     channels: tuple[str, ...] = field("operands of one value per channel (dim 1), reshaped on the host to broadcast (prelu's weight)", ())
     compute: Literal["float32"] | None = field("float32 computes the recipe in FP32")
     output: Literal["bool"] | None = field("bool for a recipe ending in a comparison")
+    positive: tuple[str, ...] = field("Number constants the kernel takes only above zero (rpow's base, whose math.log it takes); other values run torch", ())
 
 
 REDUCERS = ("sum", "amax", "amin")  # row reductions a recipe may call
@@ -120,6 +121,9 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is neither an operand, a name of the recipe, the row (along) nor rejected"
+    for name in entry.fields.positive:
+        if name not in constants(entry) or entry.param(name).kinds != ("Number",):
+            return f"positive names {name!r}, which is no Number constant of the recipe"
     for p in tensors:
         if set(p.kinds) - {"Tensor", "Number"} or p is tensors[0] and p.kinds != ("Tensor",):
             return f"operand {p.name!r} takes {' | '.join(p.kinds)}: a composite's operands are tensors, or numbers after the first"
@@ -225,6 +229,11 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
             return None if node.id in absent else walk_name(node.id)
         if isinstance(node, (ast.Constant, ast.UnaryOp)) and type(_number(node)) in (int, float):
             return repr(_number(node))
+        if _math(node):  # math.log(other): a constant the kernel computes once
+            for name in (n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)):
+                if name not in _names(entry) or name == "cols":
+                    raise RecipeError(f"{ast.unparse(node)} takes constants only, not {name!r}")
+            return ast.unparse(node)
         if isinstance(node, ast.IfExp):
             name, value = _condition(entry, node.test)
             return walk(node.body if chosen.get(name) == value else node.orelse)
@@ -257,6 +266,12 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
     return (*rest, Apply("result", final.step, final.operands))
 
 
+def _math(node: ast.expr) -> bool:
+    """Whether the node is a call of a function of Python's math module (``math.log(other)``)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "math")
+
+
 def _number(node: ast.expr) -> object:
     try:
         return ast.literal_eval(node)
@@ -277,7 +292,7 @@ def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    rejected = rejection(site)
+    rejected = rejection(site) or number_for_tensor(site, site.entry.params[1:])
     if rejected:
         return rejected
     entry = site.entry
@@ -406,7 +421,8 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
     numeric = [p.name for p in _numeric(entry)]
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
-    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *placed])
+    positive = [f"isinstance({name}, (int, float)) and 0 < {name} < float('inf')" for name in entry.fields.positive]
+    guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *positive, *placed])
     requires = ["_kernel_operands", "_broadcast_rows", "_kernel_number", *(d.name for d in defined)]
     how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
         ", Python numbers are kernel constants" if numeric else "")
@@ -414,6 +430,8 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
         wrappers.torch_call(entry, params), f"({guard})" if " and " in guard else guard, body, tuple(requires),
     )
+    if any("math." in a for *_, steps in kernels for step in steps for a in step.operands):
+        defined = [dataclasses.replace(d, imports=("math",)) for d in defined]
     return (*defined, wrapper)
 
 
@@ -507,5 +525,9 @@ def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
     return shape[-1] if along == "normalized_shape" else length_over(shape, dim)
 
 
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    return _built(entry)[1]
+
+
 register(Family("composite", CompositeFields, rewrite, problem, parts=parts, fuse=fuse, accumulates="sum",
-                reduced_length=reduced_length))
+                reduced_length=reduced_length, definitions=definitions))

@@ -10,7 +10,8 @@ whatever the dtype (``where``'s condition); the other operands share one of the 
 stays torch's). ``order`` gives the PyPTO op's operands in its own order where it differs from
 the signature's; a Number parameter named there is a kernel constant (``masked_fill`` is
 ``where(mask, value, input)``). Numbers the dtype cannot hold run torch. ``commutative`` ops take a number first by swapping it second; a ``number_first`` entry
-computes the swapped call (``sub(2, x)`` is ``rsub(x, 2)``); other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
+computes the swapped call (``sub(2, x)`` is ``rsub(x, 2)``; its wrapper, given a number first at run
+time, calls the swapped entry's: ``base ** t`` of a ``base`` of no known kind); other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
 receiver and return it; with autograd recording they run torch.
 """
 
@@ -24,7 +25,7 @@ from typing import Literal, Mapping
 import libcst as cst
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import is_number, rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import is_number, number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.fusion import Operand, Unfusible
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -81,7 +82,7 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.fields.commutative and len(operands(entry)) != 2:
         return "only a binary op can be commutative"
     if entry.fields.number_first and (entry.fields.commutative or len(operands(entry)) != 2
-                               or len(operands(entry.parts[entry.fields.number_first])) != 2):
+                               or len(entry.parts[entry.fields.number_first].params) < 2):
         return "number_first swaps the operands of a binary op that is not commutative"
     if entry.fields.inplace and (entry.fields.output or entry.fields.commutative):
         return "an in-place op keeps the receiver's dtype and place: no output, not commutative"
@@ -124,13 +125,16 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         return rejected
     entry = site.entry
     first, *rest = operands(entry)
+    number = number_for_tensor(site, rest)
+    if number:
+        return number
     call = replacement(site, f"pypto_{entry.op}")
     if all(is_number(site.args.get(p.name)) for p in shared(entry)):
         return Unsupported(f"only Python numbers as {', '.join(p.name for p in shared(entry))}: no tensor gives the dtype")
     if is_number(site.args.get(first.name)) and entry.fields.number_first and site.is_tensor(rest[0].name):
         # sub(2, x) is rsub(x, 2), for an x known to be a tensor (torch.rsub takes no number first)
         swapped = entry.parts[entry.fields.number_first]
-        one, two = (p.name for p in operands(swapped)[:2])
+        one, two = (p.name for p in swapped.params[:2])
         args = {**site.args, one: site.args[rest[0].name], two: site.args[first.name]}
         return family(swapped.family).rewrite(dataclasses.replace(site, entry=swapped, args=args))
     if is_number(site.args.get(first.name)):
@@ -155,7 +159,9 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         variants.append((name, chosen, _kernel(entry, name, chosen)))
     how = f"pypto.{entry.pypto}" + (", computed in FP32" if entry.fields.compute == "float32" else "")
     whole = templates.whole_tiles((Apply("result", step(entry), ()),))
-    return (*(kernel for _, _, kernel in variants), _wrapper(entry, variants, how, whole))
+    swapped = entry.parts.get(entry.fields.number_first)
+    called = family(swapped.family).definitions(swapped) if swapped else ()
+    return (*(kernel for _, _, kernel in variants), *called, _wrapper(entry, variants, how, whole))
 
 
 def _choices(numbers: list[Param]) -> list[tuple[Param, ...]]:
@@ -222,6 +228,14 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     ])
     guard = f"_kernel_operands({guard})"
     requires = ["_kernel_operands", "_broadcast_rows", *(k for k, _, _ in variants)]
+    prologue = ""
+    if entry.fields.number_first:  # 2 - x runs x.__rsub__(2): so does pypto_sub(2, x)
+        swapped = entry.parts[entry.fields.number_first]
+        first, second = names
+        prologue = (f"if not isinstance({first}, torch.Tensor) and isinstance({second}, torch.Tensor):"
+                    f"  # a number first: {swapped.torch_function or swapped.apis[0]}\n"
+                    f"    return pypto_{swapped.op}({second}, {first})\n")
+        requires.append(f"pypto_{swapped.op}")
     if any(chosen for _, chosen, _ in variants) or any("Number" in p.kinds for p in constants(entry)):
         requires.append("_kernel_number")
     if entry.fields.inplace:
@@ -232,7 +246,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         how += ". Tensors broadcast on the host, Python numbers are kernel constants; other operand mixes run torch"
     return wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
-        wrappers.torch_call(entry, params), guard, body, tuple(requires),
+        wrappers.torch_call(entry, params), guard, body, tuple(requires), prologue=prologue,
     )
 
 
@@ -278,4 +292,10 @@ def operand_sample(entry: Entry, position: int, name: str) -> OperandSample:
     return "bool" if name in entry.fields.bool_operands else "same"
 
 
-register(Family("elementwise", ElementwiseFields, rewrite, problem, parts=parts, fuse=fuse, operand_sample=operand_sample))
+def number_first(entry: Entry) -> bool:
+    """A ``number_first`` entry's wrapper computes a number first as the swapped op at run time."""
+    return bool(entry.fields.number_first)
+
+
+register(Family("elementwise", ElementwiseFields, rewrite, problem, parts=parts, fuse=fuse, operand_sample=operand_sample,
+                number_first=number_first, definitions=definitions))

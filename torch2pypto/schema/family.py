@@ -41,6 +41,14 @@ def _same_dtype(entry: Entry, position: int, name: str) -> OperandSample:
     return "same"
 
 
+def _never(entry: Entry) -> bool:
+    return False
+
+
+def _no_definitions(entry: Entry) -> tuple:
+    return ()
+
+
 def _one_value(entry: Entry, shape: tuple[int, ...], dim: Any) -> int:
     return 1
 
@@ -72,6 +80,11 @@ class Family:
     torch, so a call with ``*args``/``**kwargs`` converts: the rule sees what binds statically,
     the call's arguments pass through as written, and the wrapper checks the rest at run time
     (its entries reject nothing, so that Python binds the wrapper's parameters as torch's).
+    ``number_first``: whether the entry's wrapper takes a Python number as its first operand at run
+    time (computing the swapped op), so that an operator whose left operand may be a number or a
+    tensor (``base ** t``) is decided: torch's function of both (``torch.pow(base, t)``) is what
+    Python runs either way. ``definitions``: an entry's kernels and wrapper, for the wrappers of
+    other entries that call it.
     """
 
     name: str
@@ -85,6 +98,8 @@ class Family:
     accumulates: Literal["sum", "product"] | None = None
     reduced_length: Callable[[Entry, tuple[int, ...], Any], int] = _one_value
     takes_rest: bool = False
+    number_first: Callable[[Entry], bool] = _never
+    definitions: Callable[[Entry], tuple] = _no_definitions
 
 
 FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()

@@ -172,7 +172,8 @@ class Sites:
         """An operator on a known tensor (``a + b``, ``2 < x``, ``-x``, ``x += y``) as the method
         call it runs (``a.__add__(b)``, ``x.__gt__(2)``), resolved; None for an operator of no known
         tensor. An operand that may or may not be a tensor, whose method Python would run first,
-        makes the site ambiguous."""
+        makes the site ambiguous, unless the entry's wrapper takes a number first at run time
+        (``base ** t`` is ``torch.pow(base, t)`` whichever method runs: Family.number_first)."""
         sides = operators.operands(node)
         for side in sides:
             self.index.scope_of.setdefault(side, self.index.scope_of[node])  # x += y: x read where the statement is
@@ -186,9 +187,11 @@ class Sites:
         ast.copy_location(call.func, node)
         self.index.scope_of[call] = self.index.scope_of[node]
         api = f"torch.Tensor.{dispatch.method}"
-        ambiguous = kinds[0] == UNKNOWN and not assume
+        entry = self.table.method(dispatch.method)
+        decided = kinds[1:] == [TENSOR] and entry is not None and entry.family and family(entry.family).number_first(entry)
+        ambiguous = kinds[0] == UNKNOWN and not assume and not decided  # base ** t: torch.pow(base, t) either way
         form = EXPRESSION if type(node) is not ast.AugAssign else STATEMENT if type(node.target) in (ast.Name, ast.Attribute) else ITEM
-        return call, Resolved(api, self.table.method(dispatch.method), method=True, ambiguous=ambiguous,
+        return call, Resolved(api, entry, method=True, ambiguous=ambiguous,
                               operator=form, reflected=dispatch.receiver is not sides[0])
 
     def _wrapper_api(self, name: ast.Name) -> str | None:
