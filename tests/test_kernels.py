@@ -113,7 +113,7 @@ FAMILY_TABLE = build_table({
               "dtypes": F32, "examples": {"convert": ["torch.clamp(x, -0.5, 0.5)"]}},
     "eq": {"category": "same-name", "family": "elementwise", "apis": ["torch.eq"], "pypto": "eq", "output": "bool",
            "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32,
-           "examples": {"convert": ["torch.eq(x, x.abs())", "torch.eq(x, 0.0)"]}},
+           "examples": {"convert": ["torch.eq(x, torch.clamp(x, -0.5, 0.5))", "torch.eq(x, 0.0)"]}},
     "mul_": {"category": "same-name", "family": "elementwise", "apis": ["torch.Tensor.mul_"], "pypto": "mul",
              "inplace": True, "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32,
              "examples": {"convert": ["x.mul_(w)"]}},
