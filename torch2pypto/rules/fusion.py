@@ -343,8 +343,14 @@ def _simplified(expression: str) -> str:
 
 def _same_widths(widths: Sequence[str], values=(32, 64, 96, 128, 256)) -> bool:
     """Whether width expressions of cols agree at typical head and row widths."""
+    return _agree(tuple(widths), tuple(values))
+
+
+@functools.lru_cache(maxsize=4096)
+def _agree(widths: tuple[str, ...], values: tuple[int, ...]) -> bool:
     try:
-        return all(len({eval(w, {"__builtins__": {}}, {"cols": c}) for w in widths}) == 1 for c in values)
+        codes = [compile(w, "<width>", "eval") for w in dict.fromkeys(widths)]
+        return all(len({eval(code, {"__builtins__": {}}, {"cols": c}) for code in codes}) == 1 for c in values)
     except (ArithmeticError, NameError, SyntaxError, TypeError):
         return False
 

@@ -461,11 +461,14 @@ class _Built:
             value = None
         if type(value) in (int, float):
             return Program.literal(value)
-        if value is not None or self._reads_region(node, env) or self.depth and not _self_rooted(node):
+        if value is not None or self.depth and not _self_rooted(node):
             return None
-        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in walk(node)):
+        nodes = walk(node)
+        if any(type(n) is ast.Name and n.id in env for n in nodes):
+            return None  # reads the region
+        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in nodes):
             return None
-        if any(self.finder.lines.span(n) in self.pending for n in ast.walk(node) if isinstance(n, _OPERATORS)):
+        if any(self.finder.lines.span(n) in self.pending for n in nodes if isinstance(n, _OPERATORS)):
             return None  # an operator on a tensor (x == m, where m may be one): no number
         if self.inference.kind(node) == TENSOR:
             return None
@@ -510,15 +513,18 @@ class _Built:
         the host as written, where the region's call stands, and its result is a rows operand.
         Only in the region's first statement, so that nothing the region computes runs before it;
         each one its own operand."""
-        if self.depth or not self.first or self._reads_region(node, env):
+        if self.depth or not self.first:
             return None
+        nodes = walk(node)
+        if any(type(n) is ast.Name and n.id in env for n in nodes):
+            return None  # reads the region
         if type(node) is ast.Call and self.inference.self_method(node.func) is not None:
             return None
-        if any(self.finder.lines.span(n) in self.pending for n in ast.walk(node) if isinstance(n, (*_OPERATORS, ast.Call, ast.Subscript))):
+        if any(self.finder.lines.span(n) in self.pending for n in nodes if isinstance(n, (*_OPERATORS, ast.Call, ast.Subscript))):
             return None
-        if any(isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
+        if any(isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) for n in nodes):
             return None
-        if not all(self._writes_nothing(n) for n in ast.walk(node) if type(n) is ast.Call):
+        if not all(self._writes_nothing(n) for n in nodes if type(n) is ast.Call):
             return None
         if self.inference.kind(node) != TENSOR:
             return None
