@@ -204,7 +204,7 @@ class SelfStores:
             if isinstance(method, FUNCTION_DEFS) and method.name != "__init__":
                 params = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
                 self.replacements |= {
-                    id(n.value) for n in ast.walk(method)
+                    id(n.value) for n in walk(method)
                     if type(n) is ast.Assign and type(n.value) is ast.Name and n.value.id in params
                 }  # fmt: skip
         for node in walk(cls):

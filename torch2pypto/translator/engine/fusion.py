@@ -121,18 +121,22 @@ def _functions(tree: ast.Module):
         queue.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _STATEMENTS))
 
 
-def _apart(before: list[ast.stmt], statement: ast.stmt, built: _Built, extended: _Built) -> bool:
-    """Whether ``statement`` reads none of the values of the statements ``before`` it, brings rows
-    operands of its own and is a region by itself (two ops at least): apart, as q's and k's RoPE
-    (their rows differ under GQA, and a kernel takes rows of one shape). Single ops stay together
-    (``a = a + t`` and ``b = b + t``: one kernel where the shapes agree, torch where not)."""
-    if len(extended.program.ops) - len(built.program.ops) < 2:
+def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: _Built) -> bool:
+    """Whether ``statement`` reads none of the values of the statements ``before`` it (which made
+    ``ops`` ops of the rows operands ``rows``), brings rows operands of its own and is a region by
+    itself (two ops at least): apart, as q's and k's RoPE (their rows differ under GQA, and a
+    kernel takes rows of one shape). Single ops stay together (``a = a + t`` and ``b = b + t``:
+    one kernel where the shapes agree, torch where not)."""
+    if len(extended.program.ops) - ops < 2:
         return False
     assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
     if any(type(n) is ast.Name and n.id in assigned for n in walk(statement.value)):
         return False
-    rows = {p.source for p in built.program.params if p.kind == ROWS}
     return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
+
+
+def _rows(built: _Built) -> set[str]:
+    return {p.source for p in built.program.params if p.kind == ROWS}
 
 
 def _loaded(load, contexts: dict):
@@ -258,22 +262,7 @@ class _Finder:
         self.loop_node = loop
         i = 0
         while i < len(statements):
-            best = previous = None
-            j = i
-            while j < len(statements) and _candidate(statements[j]):
-                try:
-                    built = self.build(statements[i : j + 1])
-                except Unfusible:
-                    break
-                if previous is not None and _apart(statements[i:j], statements[j], previous, built):
-                    break
-                previous = built
-                j += 1
-                try:
-                    built.outputs = self.outputs(statements[i:j], built)
-                except Unfusible:
-                    continue  # a later statement may read what this prefix cannot return
-                best = (j, built)
+            best = self.run(statements, i)
             if best is None or len(best[1].program.ops) < 2:
                 statement = statements[i]
                 spans = self.starts
@@ -284,6 +273,32 @@ class _Finder:
                 continue
             self.emit(statements[i : best[0]], best[1], found)
             i = best[0]
+
+    def run(self, statements: list[ast.stmt], i: int) -> tuple[int, _Built] | None:
+        """The longest region of the statements from ``i``: where it ends, and its build. Each
+        statement extends the build of the ones before it; where one does not fit, the longest
+        region found so far is built again from its statements."""
+        best, built, j = None, None, i
+        while j < len(statements) and _candidate(statements[j]):
+            before = None if built is None else (len(built.program.ops), _rows(built))
+            try:
+                built = self.build(statements[i : j + 1], built)
+            except Unfusible:
+                break
+            if before is not None and _apart(statements[i:j], statements[j], *before, built):
+                break
+            j += 1
+            try:
+                built.outputs = self.outputs(statements[i:j], built)
+            except Unfusible:
+                continue  # a later statement may read what this prefix cannot return
+            best = j
+        if best is None:
+            return None
+        if len(built.statements) != best - i:  # extended past it, or left half-extended by a failure
+            built = self.build(statements[i:best])
+            built.outputs = self.outputs(statements[i:best], built)
+        return best, built
 
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
@@ -318,9 +333,13 @@ class _Finder:
             for s in self.near
         )
 
-    def build(self, statements: list[ast.stmt]) -> _Built:
-        built = _Built(self, statements)
-        for index, statement in enumerate(statements):
+    def build(self, statements: list[ast.stmt], built: _Built | None = None) -> _Built:
+        """The region of ``statements``; ``built``: the build of all but the last, extended."""
+        start = 0 if built is None else len(built.statements)
+        if built is None:
+            built = _Built(self, statements)
+        built.statements = statements
+        for index, statement in enumerate(statements[start:], start):
             built.first = index == 0
             value = built.value(statement.value, built.env)
             if not value.is_tile:
