@@ -203,8 +203,8 @@ def layer_modules(model: str) -> list[str]:
     return [name for name in LAYER_MODULES if f"from ...{name} import" in text]
 
 
-def kernel_modules(module: types.ModuleType) -> list[types.ModuleType]:
-    """The translated modules whose kernels `module`'s forward launches: itself and its layer modules."""
+def running(module: types.ModuleType) -> list[types.ModuleType]:
+    """The translated modules a translated model runs: its modeling module and its layer modules."""
     return [module, *KERNEL_MODULES.get(module.__name__, ())]
 
 
@@ -223,7 +223,7 @@ def translate(model: str, folder: Path) -> tuple[Translation, types.ModuleType]:
 def translate_layers(name: str, folder: Path) -> types.ModuleType:
     """transformers' module `name` translated, imported as ``transformers._pypto_<name>``."""
     source = Path(importlib.import_module(f"transformers.{name}").__file__)
-    return _imported(f"transformers._pypto_{name}", folder / f"{name}.py", translate_source(source.read_bytes(), str(source)).code)
+    return _import(f"transformers._pypto_{name}", translate_source(source.read_bytes(), str(source)).code, folder / f"{name}.py")
 
 
 def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType] | None = None) -> types.ModuleType:
@@ -238,12 +238,12 @@ def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType
     saved = {name: sys.modules[name] for name in replaced}
     try:
         sys.modules.update(replaced)
-        return _imported(f"transformers.models.{model}._pypto_modeling_{model}", path, code)
+        return _import(f"transformers.models.{model}._pypto_modeling_{model}", code, path)
     finally:
         sys.modules.update(saved)
 
 
-def _imported(name: str, path: Path, code: str) -> types.ModuleType:
+def _import(name: str, code: str, path: Path) -> types.ModuleType:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(code, encoding="utf-8")
     spec = importlib.util.spec_from_file_location(name, path)
@@ -330,8 +330,8 @@ def train(model: str, module: types.ModuleType, layers: int = 2) -> Training:
     expected.loss.backward()
     launched = counting()
     start = time.perf_counter()
-    with interpreted(*kernel_modules(module)):
-        with host_work(*kernel_modules(module)) as left:
+    with interpreted(*running(module)):
+        with host_work(*running(module)) as left:
             got = translated(ids, labels=ids)
         got.loss.backward()
     seconds = time.perf_counter() - start
@@ -359,11 +359,11 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
         launched = counting()
         start = time.perf_counter()
         in_kernels = []
-        with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(*kernel_modules(module)), \
+        with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(*running(module)), \
                 FlopCounterMode(display=False) as ran:
-            for each in kernel_modules(module):
+            for each in running(module):
                 each.PYPTO_LAUNCHER = flops_counted(each.PYPTO_LAUNCHER, in_kernels)
-            with host_work(*kernel_modules(module)) as left:
+            with host_work(*running(module)) as left:
                 logits = translated(ids).logits
         seconds = time.perf_counter() - start
     assert logits.dtype == expected.dtype and logits.shape == expected.shape
