@@ -56,7 +56,7 @@ class Act(nn.Module):
 CASES = {
     "silu": 1, "swish": 1, "gelu": 1, "gelu_python": 1, "gelu_new": 1, "gelu_fast": 1, "gelu_pytorch_tanh": 1,
     "gelu_accurate": 1, "quick_gelu": 3, "gelu_10": 2, "relu": 1, "sigmoid": 1, "tanh": 1, "leaky_relu": 1,
-    "mish": 1, "linear": 0, "relu2": 0, "laplace": 0,
+    "mish": 1, "relu6": 1, "prelu": 1, "linear": 0, "relu2": 0, "laplace": 0,
 }  # fmt: skip
 # the original computes in the input's dtype, op by op; a kernel computes in FP32 and rounds once
 TOLERANCE = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
@@ -73,8 +73,8 @@ def translated(tmp_path_factory):
 def test_the_wrapper_runs_the_kernels_of_the_modules_class_with_its_gradient(translated, name, dtype):
     from transformers.activations import ACT2FN
 
-    model = translated.Act(name)
-    reference = ACT2FN[name]
+    model = translated.Act(name).to(dtype)
+    reference = ACT2FN[name].to(dtype)
     for shape in ((5, 3, 40), (7, 33)):
         x = sample(*shape, dtype=dtype, seed=len(shape)).requires_grad_()
         y = x.detach().clone().requires_grad_()
@@ -87,6 +87,9 @@ def test_the_wrapper_runs_the_kernels_of_the_modules_class_with_its_gradient(tra
         torch.testing.assert_close(got, expected, **TOLERANCE[dtype])
         got.float().square().sum().backward(), expected.float().square().sum().backward()
         torch.testing.assert_close(x.grad, y.grad, **TOLERANCE[dtype])
+        for mine, theirs in zip(model.parameters(), reference.parameters()):  # PReLU's weight
+            torch.testing.assert_close(mine.grad, theirs.grad, **TOLERANCE[dtype])
+            mine.grad = theirs.grad = None
 
 
 @pytest.mark.interpreter
