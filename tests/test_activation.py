@@ -109,3 +109,18 @@ def test_linear_returns_its_input_itself(translated):
     x = sample(3, 8)
     with torch2pypto.interpreted(translated):
         assert translated.Act("linear")(x) is x
+
+
+def test_verify_tries_the_wrapper_on_a_module_of_each_op():
+    """--verify has no module to sample from the call: one module per distinct op of the classes
+    (the first built without arguments), in each case's dtype, on the first sample shape."""
+    from torch2pypto.translator.verification.sites import cases
+
+    (conversion,) = translate(ACT).conversions
+    made = cases(conversion, "0")
+    names = {c.label.split(" ")[-1] for c in made}
+    assert {"SiLUActivation", "GELUActivation", "NewGELUActivation", "QuickGELUActivation", "ReLU", "PReLU"} <= names
+    assert "ClippedGELUActivation" not in names and "SiLU" not in names  # bounds needed; SiLUActivation's op
+    for case in made:
+        x, module = case.args
+        assert isinstance(module, torch.nn.Module) and all(p.dtype == x.dtype for p in module.parameters())

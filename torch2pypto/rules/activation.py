@@ -124,4 +124,22 @@ def _names(classes: list[str]) -> str:
     return "(\n" + "".join(f'        "{c}",\n' for c in classes) + "    )"
 
 
-register(Family("activation", ActivationFields, rewrite, problem, parts=parts, definitions=definitions))
+def module_samples(entry: Entry) -> tuple:
+    """For --verify: per distinct call, a module of the first of its classes importable here and
+    built without arguments (ClippedGELUActivation needs bounds: none)."""
+    import importlib
+
+    found = {}
+    for cls, text in entry.fields.classes.items():
+        path, _, name = cls.rpartition(".")
+        if text in found:
+            continue
+        try:
+            found[text] = getattr(importlib.import_module(path), name)()
+        except Exception:  # not installed here, or it takes arguments
+            continue
+    return tuple(found.values())
+
+
+register(Family("activation", ActivationFields, rewrite, problem, parts=parts, definitions=definitions,
+                module_samples=module_samples))
