@@ -4,7 +4,8 @@
 
 For each model, translates the installed transformers' ``models/<m>/modeling_<m>.py`` with
 ``translate_source`` (kernels inline), loads the translation as
-``transformers.models.<m>._pypto_modeling_<m>`` (so its relative imports resolve), builds a tiny
+``transformers.models.<m>._pypto_modeling_<m>`` (so its relative imports resolve; the transformers
+modules of layers it imports, LAYER_MODULES such as GPT-2's Conv1D, translated too), builds a tiny
 random config in code (no hub access) and gives the original and the translated model identical
 weights. Then, the translated model under ``torch2pypto.interpreted()``:
 
@@ -189,24 +190,62 @@ def modeling_path(model: str) -> Path:
     return Path(importlib.import_module(f"transformers.models.{model}").__file__).parent / f"modeling_{model}.py"
 
 
+# transformers modules outside models/ whose layers a modeling file builds (GPT-2's Conv1D, whose
+# forward is torch.addmm): translated too where the modeling file imports them, and its translation
+# imports the translated one in their place
+LAYER_MODULES = ("pytorch_utils",)
+KERNEL_MODULES: dict[str, list[types.ModuleType]] = {}  # translated modeling module name -> its layer modules
+
+
+def layer_modules(model: str) -> list[str]:
+    """The modules of LAYER_MODULES that `model`'s modeling file imports (``from ...pytorch_utils import``)."""
+    text = modeling_path(model).read_text(encoding="utf-8")
+    return [name for name in LAYER_MODULES if f"from ...{name} import" in text]
+
+
+def running(module: types.ModuleType) -> list[types.ModuleType]:
+    """The translated modules a translated model runs: its modeling module and its layer modules."""
+    return [module, *KERNEL_MODULES.get(module.__name__, ())]
+
+
 def translate(model: str, folder: Path) -> tuple[Translation, types.ModuleType]:
-    """Translate `model`'s modeling file and import it as a sibling module of the original."""
+    """Translate `model`'s modeling file (and the layer modules it imports) and import it as a
+    sibling module of the original."""
     setup()  # before the translation imports pypto, so that PyPTO writes into a temp dir
     source = modeling_path(model)
     translation = translate_source(source.read_bytes(), str(source))
-    return translation, load(model, translation.code, folder)
+    layers = {name: translate_layers(name, folder) for name in layer_modules(model)}
+    module = load(model, translation.code, folder, layers)
+    KERNEL_MODULES[module.__name__] = list(layers.values())
+    return translation, module
 
 
-def load(model: str, code: str, folder: Path) -> types.ModuleType:
-    """Import `code`, a translation of `model`'s modeling file, as a sibling module of the original.
+def translate_layers(name: str, folder: Path) -> types.ModuleType:
+    """transformers' module `name` translated, imported as ``transformers._pypto_<name>``."""
+    source = Path(importlib.import_module(f"transformers.{name}").__file__)
+    return _import(f"transformers._pypto_{name}", translate_source(source.read_bytes(), str(source)).code, folder / f"{name}.py")
+
+
+def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType] | None = None) -> types.ModuleType:
+    """Import `code`, a translation of `model`'s modeling file, as a sibling module of the original,
+    its imports of transformers' modules `layers` (name -> translated module) reading those.
 
     The code is written to ``folder/models/<m>/modeling_<m>.py``: transformers' docstring
     decorators read the model's name from its source file's path.
     """
     path = folder / "models" / model / modeling_path(model).name
+    replaced = {f"transformers.{name}": translated for name, translated in (layers or {}).items()}
+    saved = {name: sys.modules[name] for name in replaced}
+    try:
+        sys.modules.update(replaced)
+        return _import(f"transformers.models.{model}._pypto_modeling_{model}", code, path)
+    finally:
+        sys.modules.update(saved)
+
+
+def _import(name: str, code: str, path: Path) -> types.ModuleType:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(code, encoding="utf-8")
-    name = f"transformers.models.{model}._pypto_modeling_{model}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -291,8 +330,8 @@ def train(model: str, module: types.ModuleType, layers: int = 2) -> Training:
     expected.loss.backward()
     launched = counting()
     start = time.perf_counter()
-    with interpreted(module):
-        with host_work(module) as left:
+    with interpreted(*running(module)):
+        with host_work(*running(module)) as left:
             got = translated(ids, labels=ids)
         got.loss.backward()
     seconds = time.perf_counter() - start
@@ -320,10 +359,11 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
         launched = counting()
         start = time.perf_counter()
         in_kernels = []
-        with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(module), \
+        with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(*running(module)), \
                 FlopCounterMode(display=False) as ran:
-            module.PYPTO_LAUNCHER = flops_counted(module.PYPTO_LAUNCHER, in_kernels)
-            with host_work(module) as left:
+            for each in running(module):
+                each.PYPTO_LAUNCHER = flops_counted(each.PYPTO_LAUNCHER, in_kernels)
+            with host_work(*running(module)) as left:
                 logits = translated(ids).logits
         seconds = time.perf_counter() - start
     assert logits.dtype == expected.dtype and logits.shape == expected.shape

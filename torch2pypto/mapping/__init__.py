@@ -146,12 +146,14 @@ def _check(entry: Entry) -> None:
         family(entry.family, op)
     if not kernel and entry.family:
         raise TableError(f"{op}: an {entry.category} op has no kernel family")
-    if kernel and not entry.examples.convert:
+    registry = _registry_only(entry)
+    if kernel and not entry.examples.convert and not registry:
         raise TableError(f"{op}: a mapped op gives at least one example that converts")
     if entry.category != HOST_SIDE and (not entry.params or entry.params[0].kinds not in (("Tensor",), ("Tensors",))):
         raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them)")
-    if bool(entry.torch) == bool(entry.apis) or entry.torch and not entry.torch.startswith("torch."):
-        raise TableError(f"{op}: an entry has apis, or is a tensor form naming the torch function it falls back to (torch)")
+    if (bool(entry.torch) == bool(entry.apis) and not registry) or entry.torch and not entry.torch.startswith("torch."):
+        raise TableError(f"{op}: an entry has apis, or is a tensor form naming the torch function it falls back to (torch),"
+                         " or the modules of an activation registry only")
     for api in entry.apis:
         if not api.startswith("torch."):
             raise TableError(f"{op}: API {api!r} is not a torch name")
@@ -181,15 +183,27 @@ def _check_aliases(entry: Entry, names: set[str]) -> None:
             raise TableError(f"{entry.op}: alias {alias!r} names unknown parameter {param!r}")
 
 
+def _registry_only(entry: Entry) -> bool:
+    """An entry of no torch API whose modules are those of transformers' activation registries
+    (torch.toml's module.activation_registries: ``ACT2FN[name]``, the name known at run time);
+    no call over the sample names builds one, so it has no examples: its family's tests run it."""
+    from torch2pypto.mapping.facts import load_facts  # facts imports this module
+
+    registries = load_facts().module_activation_registries
+    return not entry.apis and not entry.torch and bool(entry.modules) and set(entry.modules) <= registries
+
+
 def _check_modules(entry: Entry, names: set[str]) -> None:
-    """``modules``: torch.nn class -> {parameter: attribute}; the input stays the call's own."""
+    """``modules``: torch.nn class (or an activation registry) -> {parameter: attribute, "" the
+    module itself}; the input stays the call's own."""
+    registry = _registry_only(entry)
     for module, attributes in entry.modules.items():
-        if not module.startswith("torch.nn.") or not isinstance(attributes, Mapping):
+        if not (module.startswith("torch.nn.") or registry) or not isinstance(attributes, Mapping):
             raise TableError(f"{entry.op}: modules maps torch.nn classes to {{parameter = attribute}}, not {module!r}")
         for param, attribute in attributes.items():
             if param not in names or param == entry.params[0].name:
                 raise TableError(f"{entry.op}: module {module} binds {param!r}, not a parameter after the input")
-            if not (isinstance(attribute, str) and attribute.isidentifier()):
+            if not (isinstance(attribute, str) and (attribute.isidentifier() or attribute == "")):
                 raise TableError(f"{entry.op}: module {module} reads {param!r} from {attribute!r}, not an attribute name")
 
 

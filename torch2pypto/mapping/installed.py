@@ -52,7 +52,7 @@ def resolve(torch, api: str) -> Any:
 
 def _torch_apis(entry: Entry, torch, pypto) -> list[str]:
     found = []
-    for api in (*entry.apis, *filter(None, [entry.torch]), *entry.modules):
+    for api in (*entry.apis, *filter(None, [entry.torch]), *(m for m in entry.modules if m.startswith("torch."))):
         try:
             resolve(torch, api)
         except AttributeError:

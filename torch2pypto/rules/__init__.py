@@ -11,6 +11,7 @@ the manual's word. Importing this package registers the families below.
 from __future__ import annotations
 
 from torch2pypto.rules import (  # noqa: F401  (each registers its family)
+    activation,
     attention,
     casting,
     composite,

@@ -56,8 +56,8 @@ def {name}({params}):
 
 
 def api(entry: Entry) -> str:
-    """How the docstring names the torch op."""
-    return entry.torch_function or entry.apis[0]
+    """How the docstring names the torch op (a module-only entry: its module)."""
+    return entry.torch_function or (*entry.apis, *entry.modules)[0]
 
 
 def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...] = (), rest: bool = False) -> str:

@@ -49,6 +49,10 @@ def _no_definitions(entry: Entry) -> tuple:
     return ()
 
 
+def _no_modules(entry: Entry) -> tuple:
+    return ()
+
+
 def _one_value(entry: Entry, shape: tuple[int, ...], dim: Any) -> int:
     return 1
 
@@ -84,7 +88,8 @@ class Family:
     time (computing the swapped op), so that an operator whose left operand may be a number or a
     tensor (``base ** t``) is decided: torch's function of both (``torch.pow(base, t)``) is what
     Python runs either way. ``definitions``: an entry's kernels and wrapper, for the wrappers of
-    other entries that call it.
+    other entries that call it. ``module_samples``: modules that an entry's ``module`` parameter
+    (an activation registry's module, known at run time) takes in --verify, one per op.
     """
 
     name: str
@@ -100,6 +105,7 @@ class Family:
     takes_rest: bool = False
     number_first: Callable[[Entry], bool] = _never
     definitions: Callable[[Entry], tuple] = _no_definitions
+    module_samples: Callable[[Entry], tuple] = _no_modules
 
 
 FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()

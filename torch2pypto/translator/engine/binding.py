@@ -2,7 +2,7 @@
 
 Works on libcst and ast calls alike: :func:`cst_args` and :func:`ast_args` turn either into
 ``(keyword, starred, value)`` triples; :func:`cst_held` and :func:`ast_held` add what an nn
-module's call (``self.act(x)``) reads from its module (``approximate=self.act.approximate``).
+module's call (``self.act(x)``) reads from its module (``approximate=self.act.approximate``, or the module itself).
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ def ast_args(call: ast.Call) -> list[Arg]:
 
 
 def ast_held(call: ast.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg]:
-    """``param=<module>.<attribute>`` keywords for what an nn module's call reads from the module."""
-    return [(p, False, ast.Attribute(call.func, a, ast.Load())) for p, a in held or ()]
+    """``param=<module>.<attribute>`` keywords for what an nn module's call reads from the module
+    (an attribute ``""``: the module itself)."""
+    return [(p, False, ast.Attribute(call.func, a, ast.Load()) if a else call.func) for p, a in held or ()]
 
 
 def cst_held(call: cst.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg]:
-    return [(p, False, cst.Attribute(call.func, cst.Name(a))) for p, a in held or ()]
+    return [(p, False, cst.Attribute(call.func, cst.Name(a)) if a else call.func) for p, a in held or ()]
 
 
 def bind(

@@ -125,22 +125,35 @@ class Classes:
         """The calls (or activation registry lookups) that build what ``self.<attr>`` holds, if it only ever holds their results: a
         branch that is None (``nn.Linear(...) if cond else None``) holds nothing a call could run,
         and a setter's value (``self.lm_head = new_embeddings`` in a method other than
-        ``__init__``) is taken as a replacement of the same class, as transformers' are."""
+        ``__init__``) is taken as a replacement of the same class, as transformers' are. The key of
+        a registry lookup known at run time stored there too (``ACT2FN[config.hidden_act]`` if it
+        is a name, else ``config.hidden_act`` itself: a callable a config may give) is taken as
+        that lookup's module, whose wrapper runs any other callable as it is."""
         cls = self.enclosing(attr.value)
         if cls is None:
             return None
         stores = self.stores(cls)
-        values = [v for v in stores.assigned.get(attr.attr, ()) if id(v) not in stores.replacements]
+        stored = [v for v in stores.assigned.get(attr.attr, ()) if id(v) not in stores.replacements]
+        values = []
+        while stored:
+            value = stored.pop()
+            stored += (value.body, value.orelse) if type(value) is ast.IfExp else ()
+            values += () if type(value) is ast.IfExp else (value,)
+        keys = {ast.dump(key) for key in map(self._run_time_key, values) if key is not None}
         calls: list[ast.expr] = []
-        while values:
-            value = values.pop()
-            if type(value) is ast.IfExp:
-                values += (value.body, value.orelse)
-            elif type(value) is ast.Call or self.activation(value) is not None:
+        for value in values:
+            if type(value) is ast.Call or self.activation(value) is not None:
                 calls.append(value)
-            elif not (type(value) is ast.Constant and value.value is None):
+            elif not (type(value) is ast.Constant and value.value is None or ast.dump(value) in keys):
                 return None
         return calls or None
+
+    def _run_time_key(self, value: ast.expr) -> ast.expr | None:
+        """The name a registry lookup known at run time looks up (``config.hidden_act``)."""
+        if self.activation(value) not in FACTS.module_activation_registries:
+            return None
+        key = value.slice if type(value) is ast.Subscript else value.args[0]
+        return None if type(key) is ast.Constant else key
 
     def held_module(self, func: ast.Attribute) -> HeldModule | None:
         """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import collections
+import copy
+import itertools
 import math
 
 import libcst as cst
@@ -38,7 +40,9 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     Inputs come from the entry's sample hints (:mod:`torch2pypto.mapping.samples`): the first
     tensor has the case's shape, other tensor operands match it, a cast's ``other`` has another
     dtype. Each case's label is ``key`` (unique per call site), its dtype and its shape; it is
-    compared within the entry's tolerance (:mod:`torch2pypto.mapping.tolerance`).
+    compared within the entry's tolerance (:mod:`torch2pypto.mapping.tolerance`). A ``module``
+    known at run time only (an activation registry's) is each of the family's module samples, on
+    the first sample shape (the label names its class).
     """
     record = conversion.record
     bound = bind(conversion.params, cst_args(conversion.call), rest=True)
@@ -48,6 +52,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     wrapper = source_of(conversion.call.func)
     table = load_table()
     entry = table.by_wrapper.get(wrapper) or table.by_api[record.api]  # clamp(x, min=t): its tensor form's
+    modules = family(entry.family).module_samples(entry)
     kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
     names = _sample_names(entry)
     dims = literal(bound["dim"]) if "dim" in bound else None  # the call's dim if it is a literal
@@ -56,11 +61,14 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     result = []
     for i, dtype in enumerate(kernel_dtypes):
         other = kernel_dtypes[(i + 1) % len(kernel_dtypes)]
-        for shape in samples.shapes(entry):
+        for shape, module in itertools.product(samples.shapes(entry)[:1] if modules else samples.shapes(entry), modules or [None]):
             generator = torch.Generator().manual_seed(seed)
             args, kwargs = [], {}
             for param in conversion.params:
                 if param.name not in bound:
+                    continue
+                if param.name == "module" and module is not None:
+                    args.append(copy.deepcopy(module).to(dtype))
                     continue
                 sampled = family(entry.family).operand_sample(entry, len(args), param.name)
                 tensor_dtype = {"same": dtype, "other": other, "bool": torch.bool}[sampled]
@@ -76,7 +84,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                     args.append(value)
                 else:
                     kwargs[param.name] = value
-            label = f"{key} {dtype_name(dtype)} {list(shape)}"
+            label = f"{key} {dtype_name(dtype)} {list(shape)}" + (f" {type(module).__name__}" if module is not None else "")
             result.append(Case(label, wrapper, tuple(args), kwargs, tolerance(entry, dtype, shape, dims), equal_nan(entry)))
     return result
 
@@ -121,7 +129,9 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
 
 
 def _sample_names(entry) -> dict[str, str]:
-    """The sample name (x, y, w) each parameter takes in the entry's first example."""
+    """The sample name (x, y, w) each parameter takes in the entry's first example (if any)."""
+    if not entry.examples.convert:
+        return {}
     call = ast.parse(entry.examples.convert[0], mode="eval").body
     if not isinstance(call, ast.Call):
         return {}
