@@ -119,6 +119,12 @@ LAYOUTS = [
     pytest.param((2, 8, 2, 1, 13, 64, torch.bfloat16, "kv", {"gqa": True}), id="kv-gqa4-decode-bf16"),
     pytest.param((1, 2, 2, 5, 19, 128, torch.float32, "q", {"mask": "bool"}), id="q-sq-ne-skv-bool-mask"),
     pytest.param((1, 4, 1, 130, 130, 64, torch.bfloat16, "qkv", {"causal": True}), id="qkv-mqa-causal-two-tiles-bf16"),
+    pytest.param((1, 8, 2, 1, 1100, 128, torch.bfloat16, "qkv", {"gqa": True}), id="qkv-gqa4-decode-two-kv-tiles-bf16",
+                 marks=pytest.mark.matrix),
+    pytest.param((2, 4, 2, 600, 600, 64, torch.float32, "qkv", {"gqa": True, "causal": True}), id="qkv-gqa-causal-two-512-tiles",
+                 marks=pytest.mark.matrix),
+    pytest.param((1, 4, 4, 77, 300, 80, torch.float16, "kv", {"mask": "float"}), id="kv-d80-sq-ne-skv-fp16",
+                 marks=pytest.mark.matrix),
 ]
 
 
