@@ -164,6 +164,22 @@ def test_attention_reads_q_k_v_as_they_lie(module, case):
 
 
 @pytest.mark.interpreter
+def test_a_mask_is_converted_once_until_it_changes(module):
+    """The layers of a forward share one mask: the second call checks and converts nothing on the
+    host; a mask changed in place (its version counter moves) is converted again."""
+    from torch2pypto.translator.verification.hostops import host_ops
+
+    q, k, v = qkv(2, 2, 2, 7, 7, 64)
+    mask = _mask("bool", 2, 2, 7, 7, torch.float32)
+    check(module, q, k, v, mask=mask)
+    with torch2pypto.interpreted(module), host_ops(module) as ops:
+        module.f(q, k, v, mask=mask)
+    assert not {"any", "all", "masked_fill", "zeros", "constant_pad_nd"} & set(ops), ops
+    mask[:, :, :, 1:] = ~mask[:, :, :, 1:]  # every row keeps its first key
+    check(module, q, k, v, mask=mask)
+
+
+@pytest.mark.interpreter
 def test_what_the_kernel_does_not_take_runs_torch(module):
     """A dropout known at run time, a bool mask with a wholly masked row (torch gives zeros); and
     heads that differ without enable_gqa raise torch's error."""

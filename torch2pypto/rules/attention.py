@@ -189,7 +189,17 @@ def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
             return False
     except RuntimeError:
         return False
-    return mask.dtype != torch.bool or bool(mask.any(-1).all())
+    return mask.dtype != torch.bool or _sdpa_kept(mask, "_pypto_sdpa_rows", (), lambda: bool(mask.any(-1).all()))
+
+
+def _sdpa_kept(mask, name, key, make):
+    """make(), kept on `mask` as attribute `name` with `key` until the mask changes (its version
+    counter): a model's layers share one mask, which is checked and converted once a forward."""
+    kept = getattr(mask, name, None)
+    if kept is None or kept[0] != (mask._version, key):
+        kept = (mask._version, key), make()
+        setattr(mask, name, kept)
+    return kept[1]
 ''',
     ("_on_kernel_path",),
 )
@@ -203,12 +213,24 @@ def _sdpa_bias(q, k, mask, is_causal, tile):
     [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else {NEG}),
     or the mask as FP32 additive [mask batches * mask heads * sq, skv] rows (leading dims all 1
     or all the query's; a bool mask's False is {NEG}; with is_causal, {NEG} above the diagonal
-    too, as torch adds them), skv padded to 32 bytes; else a dummy."""
-    if is_causal and mask is None:
-        band = torch.ones(tile, 2 * tile, dtype=torch.bool, device=q.device).triu(tile + 1)
-        return torch.zeros(tile, 2 * tile, device=q.device).masked_fill(band, {NEG}), "causal", False, False
+    too, as torch adds them), skv padded to 32 bytes, kept on the mask; else a dummy."""
     if mask is None:
-        return torch.zeros(1, 8, device=q.device), None, False, False
+        return _sdpa_band(tile if is_causal else 0, q.device), "causal" if is_causal else None, False, False
+    key = (tuple(q.shape[:-1]), k.shape[-2], is_causal)
+    return _sdpa_kept(mask, "_pypto_sdpa_bias", key, lambda: _sdpa_mask_bias(q, k, mask, is_causal))
+
+
+@functools.cache
+def _sdpa_band(tile, device):
+    """The causal band of a tile (made once per tile and device), or for tile 0 a dummy bias."""
+    if not tile:
+        return torch.zeros(1, 8, device=device)
+    band = torch.ones(tile, 2 * tile, dtype=torch.bool, device=device).triu(tile + 1)
+    return torch.zeros(tile, 2 * tile, device=device).masked_fill(band, {NEG})
+
+
+def _sdpa_mask_bias(q, k, mask, is_causal):
+    """_sdpa_bias of a mask, made anew."""
     mask = mask.reshape((1,) * (q.dim() - mask.dim()) + tuple(mask.shape))
     by_batch, by_head = any(n != 1 for n in mask.shape[:-3]), mask.shape[-3] != 1
     shape = (*(q.shape[:-3] if by_batch else mask.shape[:-3]), q.shape[-3] if by_head else 1, q.shape[-2], k.shape[-2])
@@ -224,6 +246,8 @@ def _sdpa_bias(q, k, mask, is_causal, tile):
         bias = torch.nn.functional.pad(bias, (0, -shape[-1] % 8))
     return bias.contiguous(), "mask", by_batch, by_head
 ''',
+    ("_sdpa_takes",),
+    ("functools",),
 )
 
 
