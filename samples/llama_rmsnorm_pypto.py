@@ -132,7 +132,8 @@ class _TorchGradient(torch.autograd.Function):
         args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
         with torch.enable_grad():
             result = ctx.torch_path(*args)
-        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad))
+        # allow_unused: a tensor read for its dtype only (``.to(q.dtype)``) has no gradient
+        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad, allow_unused=True))
         return (None, None, *(next(grads) if w else None for w in wants))
 
 

@@ -1,13 +1,16 @@
 """Real-code check: tiny transformers models trained one step and run in bfloat16, original vs translated.
 
-    .venv/bin/python scripts/models.py [MODEL ...] [--layers N]
+    .venv/bin/python scripts/models.py [MODEL ...] [--layers N] [--attention sdpa|eager]
 
 For each model, translates the installed transformers' ``models/<m>/modeling_<m>.py`` with
 ``translate_source`` (kernels inline), loads the translation as
 ``transformers.models.<m>._pypto_modeling_<m>`` (so its relative imports resolve; the transformers
 modules of layers it imports, LAYER_MODULES such as GPT-2's Conv1D, translated too), builds a tiny
 random config in code (no hub access) and gives the original and the translated model identical
-weights. Then, the translated model under ``torch2pypto.interpreted()``:
+weights. The attention runs as transformers runs it by default, ``sdpa``: a modeling file calls
+``integrations/sdpa_attention.py`` through its attention interface, so that file is translated
+too and the translated model's interface dispatches to it (``--attention eager``: the modeling
+file's own eager code). Then, the translated model under ``torch2pypto.interpreted()``:
 
 - training: one FP32 forward and backward with grad on (eval mode: no dropout), the loss being
   the model's own on the token ids as labels; compares the logits, the loss and every
@@ -16,17 +19,19 @@ weights. Then, the translated model under ``torch2pypto.interpreted()``:
   of the same (rounded) weights.
 
 Prints per model its modeling file's call sites (converted / total, left as torch, ambiguous),
-the kernels launched and wrappers called, the share of the original forward's matmul FLOPs
-(torch's FlopCounterMode) that the translated bfloat16 one ran in PyPTO kernels rather than in
-torch, the aten compute ops (views and allocations left out) and the bytes they write that each
-translated forward left to torch outside its kernel launches against the original forward's, and
-which ops those are, the training differences and the bfloat16 figures, and the seconds of each. Exits 1 if a
-model fails either check or launched no kernel.
+the kernels launched and wrappers called, the launches in each decoder layer, the share of the
+original forward's matmul FLOPs (torch's FlopCounterMode) that the translated bfloat16 one ran
+in PyPTO kernels rather than in torch, the aten compute ops (views and allocations left out) and
+the bytes they write that each translated forward left to torch outside its kernel launches
+against the original forward's, and which ops those are, the training differences and the
+bfloat16 figures, and the seconds of each. Exits 1 if a model fails either check or launched no
+kernel.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import collections
 import contextlib
 import copy
@@ -35,6 +40,7 @@ import functools
 import importlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -43,6 +49,7 @@ from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+from transformers.modeling_utils import AttentionInterface
 
 from torch2pypto import Translation, interpreted, translate_source
 from torch2pypto.mapping.tolerance import MODEL_FACTOR as FACTOR
@@ -63,11 +70,12 @@ class Spec:
 
 
 # Tiny but real: two layers, grouped-query attention, aligned widths as real checkpoints have
-# (a head_dim of 32 keeps rotate_half's halves 32-byte aligned in bfloat16 too); eager attention,
-# so that the modeling file's own attention code runs.
+# (a head_dim of 32 keeps rotate_half's halves 32-byte aligned in bfloat16 too). Attention is
+# transformers' default, sdpa (``--attention eager`` runs the modeling file's own eager code).
 COMMON = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, head_dim=32, max_position_embeddings=64, pad_token_id=0, bos_token_id=1,
-              eos_token_id=2, attn_implementation="eager")
+              eos_token_id=2, attn_implementation="sdpa")
+ATTENTION = ("sdpa", "eager")
 
 MODELS = {
     "llama": Spec("LlamaConfig", "LlamaForCausalLM"),
@@ -152,6 +160,7 @@ class LowPrecision:
     decided: int  # positions whose argmax the check holds
     agreeing: int  # of those, where the translated argmax is the reference's
     seconds: float
+    per_layer: tuple[collections.Counter, ...] = ()  # the launches in each decoder (encoder) layer
     matmul_flops: tuple[int, int] = (0, 0)  # the original forward's, and those the translated one left to torch
     torch_ops: tuple[TorchOps, TorchOps] | None = None  # the forward's: original, translated (outside launches)
 
@@ -203,11 +212,6 @@ def layer_modules(model: str) -> list[str]:
     return [name for name in LAYER_MODULES if f"from ...{name} import" in text]
 
 
-def running(module: types.ModuleType) -> list[types.ModuleType]:
-    """The translated modules a translated model runs: its modeling module and its layer modules."""
-    return [module, *KERNEL_MODULES.get(module.__name__, ())]
-
-
 def translate(model: str, folder: Path) -> tuple[Translation, types.ModuleType]:
     """Translate `model`'s modeling file (and the layer modules it imports) and import it as a
     sibling module of the original."""
@@ -228,7 +232,8 @@ def translate_layers(name: str, folder: Path) -> types.ModuleType:
 
 def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType] | None = None) -> types.ModuleType:
     """Import `code`, a translation of `model`'s modeling file, as a sibling module of the original,
-    its imports of transformers' modules `layers` (name -> translated module) reading those.
+    its imports of transformers' modules `layers` (name -> translated module) reading those, its
+    attention interface dispatching ``sdpa`` to the translated :func:`sdpa_attention`.
 
     The code is written to ``folder/models/<m>/modeling_<m>.py``: transformers' docstring
     decorators read the model's name from its source file's path.
@@ -238,9 +243,28 @@ def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType
     saved = {name: sys.modules[name] for name in replaced}
     try:
         sys.modules.update(replaced)
-        return _import(f"transformers.models.{model}._pypto_modeling_{model}", code, path)
+        module = _import(f"transformers.models.{model}._pypto_modeling_{model}", code, path)
     finally:
         sys.modules.update(saved)
+    # a modeling file overrides an attention function locally in an instance of its own
+    # (transformers' AttentionInterface docstring)
+    interface = AttentionInterface()
+    interface["sdpa"] = sdpa_attention()[1].sdpa_attention_forward
+    module.ALL_ATTENTION_FUNCTIONS = interface
+    return module
+
+
+@functools.cache
+def sdpa_attention() -> tuple[Translation, types.ModuleType]:
+    """transformers' default attention, ``integrations/sdpa_attention.py`` (the modeling files
+    call it through their attention interface), translated and imported as
+    ``transformers.integrations._pypto_sdpa_attention``, once per process."""
+    setup()
+    source = Path(importlib.import_module("transformers.integrations.sdpa_attention").__file__)
+    translation = translate_source(source.read_bytes(), str(source))
+    folder = Path(tempfile.mkdtemp(prefix="torch2pypto-sdpa-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return translation, _import("transformers.integrations._pypto_sdpa_attention", translation.code, folder / source.name)
 
 
 def _import(name: str, code: str, path: Path) -> types.ModuleType:
@@ -251,6 +275,18 @@ def _import(name: str, code: str, path: Path) -> types.ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def running(module: types.ModuleType) -> list[types.ModuleType]:
+    """The translated modules a translated model runs: its modeling module, the translated
+    attention its interface dispatches to and its layer modules."""
+    return [module, sdpa_attention()[1], *KERNEL_MODULES.get(module.__name__, ())]
+
+
+def wrappers_of(module: types.ModuleType, translation: Translation) -> dict[types.ModuleType, set[str]]:
+    """The wrappers each translated module the model runs calls (`translation`: the modeling file's)."""
+    attention, attention_module = sdpa_attention()
+    return {module: wrapper_names(translation), attention_module: wrapper_names(attention)}
 
 
 def wrapper_names(translation: Translation) -> set[str]:
@@ -285,8 +321,8 @@ def token_ids(vocab_size: int) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def counted_calls(module: types.ModuleType, names: set[str]):
-    """Count the calls of `module`'s functions `names` (the translated code calls them as globals)."""
+def counted_calls(modules: dict[types.ModuleType, set[str]]):
+    """Count the calls of each module's functions named (the translated code calls them as globals)."""
     calls: collections.Counter[str] = collections.Counter()
 
     def counted(name, function):
@@ -296,14 +332,37 @@ def counted_calls(module: types.ModuleType, names: set[str]):
             return function(*args, **kwargs)
         return call
 
-    saved = {name: getattr(module, name) for name in names}
+    saved = [(module, name, getattr(module, name)) for module, names in modules.items() for name in names]
     try:
-        for name, function in saved.items():
+        for module, name, function in saved:
             setattr(module, name, counted(name, function))
         yield calls
     finally:
-        for name, function in saved.items():
+        for module, name, function in saved:
             setattr(module, name, function)
+
+
+@contextlib.contextmanager
+def layer_launches(model: torch.nn.Module):
+    """Inside the block, the kernel launches of each call of `model`'s decoder (or encoder) layers,
+    the modules of its first ModuleList of ``num_hidden_layers``: yields the list of Counters."""
+    layers = next(m for m in model.modules()
+                  if isinstance(m, torch.nn.ModuleList) and len(m) == model.config.num_hidden_layers)
+    calls: list[collections.Counter] = []
+
+    def start(*_):
+        calls.append(counting())
+
+    def stop(*_):
+        calls[-1] = calls[-1]()
+
+    hooks = [hook for layer in layers for hook in (layer.register_forward_pre_hook(start),
+                                                   layer.register_forward_hook(stop))]
+    try:
+        yield calls
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def flops_counted(launch, flops: list[int]):
@@ -330,8 +389,9 @@ def train(model: str, module: types.ModuleType, layers: int = 2) -> Training:
     expected.loss.backward()
     launched = counting()
     start = time.perf_counter()
-    with interpreted(*running(module)):
-        with host_work(*running(module)) as left:
+    modules = running(module)
+    with interpreted(*modules):
+        with host_work(*modules) as left:
             got = translated(ids, labels=ids)
         got.loss.backward()
     seconds = time.perf_counter() - start
@@ -359,17 +419,18 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
         launched = counting()
         start = time.perf_counter()
         in_kernels = []
-        with counted_calls(module, wrapper_names(translation)) as wrappers, interpreted(*running(module)), \
-                FlopCounterMode(display=False) as ran:
-            for each in running(module):
-                each.PYPTO_LAUNCHER = flops_counted(each.PYPTO_LAUNCHER, in_kernels)
-            with host_work(*running(module)) as left:
+        modules = running(module)
+        with counted_calls(wrappers_of(module, translation)) as wrappers, interpreted(*modules), FlopCounterMode(display=False) as ran, \
+                layer_launches(translated) as per_layer:
+            for one in modules:
+                one.PYPTO_LAUNCHER = flops_counted(one.PYPTO_LAUNCHER, in_kernels)
+            with host_work(*modules) as left:
                 logits = translated(ids).logits
         seconds = time.perf_counter() - start
     assert logits.dtype == expected.dtype and logits.shape == expected.shape
     flops = (total.get_total_flops(), ran.get_total_flops() - sum(in_kernels))
     return LowPrecision.judge(logits, expected, reference, kernels=launched(), wrappers=wrappers, seconds=seconds,
-                              matmul_flops=flops, torch_ops=(TorchOps.of(whole), TorchOps.of(left)))
+                              per_layer=tuple(per_layer), matmul_flops=flops, torch_ops=(TorchOps.of(whole), TorchOps.of(left)))
 
 
 def compare(model: str, folder: Path, layers: int = 2) -> Result:
@@ -393,6 +454,9 @@ def print_result(result: Result) -> None:
           f" x{FACTOR:g}; argmax agrees at {low.agreeing}/{low.decided} decided positions; {low.seconds:.1f} s"
           f"{'' if low.ok else '  FAILED'}", flush=True)
     print("    " + ", ".join(f"{name.removesuffix('.kernel')} x{n}" for name, n in sorted(low.kernels.items())))
+    if low.per_layer:
+        print(f"    launches per layer: {', '.join(str(sum(n.values())) for n in low.per_layer)}; in the first: "
+              + ", ".join(f"{name.removesuffix('.kernel')} x{n}" for name, n in sorted(low.per_layer[0].items())))
     for dtype, torch_ops in ((torch.float32, training.torch_ops), (low.dtype, low.torch_ops)):
         if torch_ops:
             print(f"    {str(dtype).removeprefix('torch.')} forward: {_left_to_torch(*torch_ops)}")
@@ -406,7 +470,10 @@ def _left_to_torch(original: TorchOps, translated: TorchOps, top: int = 6) -> st
 
     ops, written = original.ops.total(), original.written.total()
     left, left_bytes = translated.ops.total(), translated.written.total()
-    remaining = ", ".join(f"{name} x{n}" for name, n in translated.ops.most_common(top))
+    shown = translated.ops.most_common(top)
+    remaining = ", ".join(f"{name} x{n}" for name, n in shown)
+    if rest := left - sum(n for _, n in shown):
+        remaining += f", {len(translated.ops) - top} others x{rest}"
     return (f"torch ops {left}/{ops} of the original's ({share(ops, left)} in kernels), bytes written"
             f" {left_bytes:,}/{written:,} ({share(written, left_bytes)} in kernels); left: {remaining or 'none'}")
 
@@ -425,7 +492,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
     parser.add_argument("--layers", type=int, default=2, help="hidden layers of each tiny model (default: 2)")
+    parser.add_argument("--attention", choices=ATTENTION, default=ATTENTION[0],
+                        help="the attention implementation (default: transformers' own default, sdpa)")
     args = parser.parse_args(argv)
+    COMMON["attn_implementation"] = args.attention
     if unknown := sorted(set(args.models) - set(MODELS)):
         parser.error(f"unknown model {unknown[0]!r} (choose from {', '.join(MODELS)})")
     # the interpreter's calculator is built once (~40 s) and kept where the tests keep it

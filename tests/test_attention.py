@@ -109,6 +109,76 @@ def test_attention_kernel_matrix(module, case):
     _run(module, case)
 
 
+# Models' layout: q, k, v viewed per head from a projection's [b, s, h * d] output, so laid out
+# [b, s, h, d] ("q", "k", "v": which ones; the others contiguous [b, h, s, d]), as transformers'
+# sdpa_attention_forward passes them. (b, h, h_kv, s_q, s_kv, d, dtype, transposed, keyword arguments)
+LAYOUTS = [
+    pytest.param((2, 4, 2, 7, 7, 64, torch.float32, "qkv", {"gqa": True, "causal": True}), id="qkv-gqa-causal"),
+    pytest.param((2, 4, 4, 7, 7, 128, torch.bfloat16, "v", {"mask": "window"}), id="v-sliding-window-bf16"),
+    pytest.param((1, 4, 4, 33, 33, 80, torch.float16, "qkv", {"mask": "float"}), id="qkv-d80-float-mask-fp16"),
+    pytest.param((2, 8, 2, 1, 13, 64, torch.bfloat16, "kv", {"gqa": True}), id="kv-gqa4-decode-bf16"),
+    pytest.param((1, 2, 2, 5, 19, 128, torch.float32, "q", {"mask": "bool"}), id="q-sq-ne-skv-bool-mask"),
+    pytest.param((1, 4, 1, 130, 130, 64, torch.bfloat16, "qkv", {"causal": True}), id="qkv-mqa-causal-two-tiles-bf16"),
+    pytest.param((1, 8, 2, 1, 1100, 128, torch.bfloat16, "qkv", {"gqa": True}), id="qkv-gqa4-decode-two-kv-tiles-bf16",
+                 marks=pytest.mark.matrix),
+    pytest.param((2, 4, 2, 600, 600, 64, torch.float32, "qkv", {"gqa": True, "causal": True}), id="qkv-gqa-causal-two-512-tiles",
+                 marks=pytest.mark.matrix),
+    pytest.param((1, 4, 4, 77, 300, 80, torch.float16, "kv", {"mask": "float"}), id="kv-d80-sq-ne-skv-fp16",
+                 marks=pytest.mark.matrix),
+]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("case", LAYOUTS)
+def test_attention_reads_q_k_v_as_they_lie(module, case):
+    """One launch, torch's values, the output in the query's layout, and no copy of q, k, v or the output on the host (a mask's conversion to the kernel's bias
+    aside)."""
+    from torch2pypto.translator.verification.hostops import host_work
+
+    b, h, h_kv, s_q, s_kv, d, dtype, transposed, kwargs = case
+    tensors = [sample(b, s, n, d, dtype=dtype, seed=seed).transpose(1, 2) if name in transposed
+               else sample(b, n, s, d, dtype=dtype, seed=seed)
+               for seed, (name, n, s) in enumerate((("q", h, s_q), ("k", h_kv, s_kv), ("v", h_kv, s_kv)))]
+    kwargs = dict(kwargs)
+    if kwargs.get("mask") == "window":  # a bool sliding window of 4 keys, as mistral's
+        rows, cols = torch.arange(s_q)[:, None], torch.arange(s_kv)[None, :]
+        kwargs["mask"] = ((cols <= rows) & (rows - cols < 4)).expand(b, 1, s_q, s_kv)
+    elif "mask" in kwargs:
+        kwargs["mask"] = _mask(kwargs["mask"], b, h, s_q, s_kv, dtype)
+    ran = counting()
+    with torch2pypto.interpreted(module), host_work(module) as work:
+        got = module.f(*tensors, **kwargs)
+    assert ran() == KERNEL
+    # the copies made are the mask's, into the kernel's FP32 bias of [mask rows, s_kv padded to 8]
+    mask = kwargs.get("mask")
+    bias = 0 if mask is None else mask.numel() // s_kv * (s_kv + -s_kv % 8) * 4
+    copies = {op: n for op, n in work.written.items() if op in {"clone", "copy_", "constant_pad_nd", "_to_copy"}}
+    assert all(n <= bias for n in copies.values()) and len(copies) <= 2, copies
+    names = {"mask": "attn_mask", "causal": "is_causal", "gqa": "enable_gqa"}
+    expected = torch.nn.functional.scaled_dot_product_attention(*tensors, **{names[n]: a for n, a in kwargs.items()})
+    atol, rtol = tolerance(ENTRY, dtype, tensors[0].shape)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+    # the query's layout (torch's CPU flash kernel's too; its math fallback, as for this MQA
+    # without enable_gqa, returns [b, h, s, d])
+    assert got.transpose(1, 2).is_contiguous() if "q" in transposed else got.is_contiguous()
+
+
+@pytest.mark.interpreter
+def test_a_mask_is_converted_once_until_it_changes(module):
+    """The layers of a forward share one mask: the second call checks and converts nothing on the
+    host; a mask changed in place (its version counter moves) is converted again."""
+    from torch2pypto.translator.verification.hostops import host_ops
+
+    q, k, v = qkv(2, 2, 2, 7, 7, 64)
+    mask = _mask("bool", 2, 2, 7, 7, torch.float32)
+    check(module, q, k, v, mask=mask)
+    with torch2pypto.interpreted(module), host_ops(module) as ops:
+        module.f(q, k, v, mask=mask)
+    assert not {"any", "all", "masked_fill", "zeros", "constant_pad_nd"} & set(ops), ops
+    mask[:, :, :, 1:] = ~mask[:, :, :, 1:]  # every row keeps its first key
+    check(module, q, k, v, mask=mask)
+
+
 @pytest.mark.interpreter
 def test_what_the_kernel_does_not_take_runs_torch(module):
     """A dropout known at run time, a bool mask with a wholly masked row (torch gives zeros); and

@@ -95,8 +95,18 @@ def f(x, r):
 NUMBER_FIRST = "def f(x):\n    s = 1.0 - torch.sigmoid(x)\n    return 2 * s + -x\n"
 WHERE = "def f(x):\n    return torch.where(x > 0, x, x * 0.1) / 3\n"
 MAX_SHIFT = "def f(x):\n    m = x.amax(-1, keepdim=True)\n    return (x - m).exp() / (x - m).exp().sum(-1, keepdim=True)\n"
+# transformers' eager attention between its matmuls: softmax's dtype= casts its input to FP32
+# first, .to() rounds the weights back to the query's dtype
+EAGER = """\
+def f(w, mask, q):
+    w = w * 0.125 + mask
+    w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+    return w
+"""
+SOFTMAX_FP32 = "def f(x):\n    return F.softmax(x * 2, dim=-1, dtype=torch.float32)\n"
 
-RMSNORM, SILU_GATE, SOFTMAX, RESIDUAL, NUMBER_FIRST, WHERE, MAX_SHIFT = map(typed, (RMSNORM, SILU_GATE, SOFTMAX, RESIDUAL, NUMBER_FIRST, WHERE, MAX_SHIFT))
+RMSNORM, SILU_GATE, SOFTMAX, RESIDUAL, NUMBER_FIRST, WHERE, MAX_SHIFT, EAGER, SOFTMAX_FP32 = map(
+    typed, (RMSNORM, SILU_GATE, SOFTMAX, RESIDUAL, NUMBER_FIRST, WHERE, MAX_SHIFT, EAGER, SOFTMAX_FP32))
 CASES = {  # name: (code, inputs of a shape and dtype, default run)
     "rmsnorm": (RMSNORM, lambda s, d: (tensor(*s, dtype=d), tensor(s[-1], dtype=d, seed=1)), True),
     "silu_gate": (SILU_GATE, lambda s, d: (tensor(*s, dtype=d), tensor(*s, dtype=d, seed=1)), True),
@@ -105,6 +115,8 @@ CASES = {  # name: (code, inputs of a shape and dtype, default run)
     "number_first": (NUMBER_FIRST, lambda s, d: (tensor(*s, dtype=d),), False),
     "where": (WHERE, lambda s, d: (tensor(*s, dtype=d),), False),
     "max_shift": (MAX_SHIFT, lambda s, d: (tensor(*s, dtype=d),), False),
+    "eager_softmax": (EAGER, lambda s, d: (tensor(*s, dtype=d), tensor(*s, dtype=d, seed=1) * 4, tensor(1, dtype=d)), True),
+    "softmax_fp32": (SOFTMAX_FP32, lambda s, d: (tensor(*s, dtype=d),), False),
 }
 SHAPES = [(3, 5, 33), (7, 200), (1, 64)]
 

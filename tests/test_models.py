@@ -39,6 +39,34 @@ def test_bfloat16_forward_meets_the_low_precision_criterion(model, translated):
     assert low.ok, low
 
 
+DECODERS = ["llama", "qwen3", "gemma3", "mistral", "qwen3_moe", "phi3"]
+
+
+@pytest.mark.parametrize("model", DECODERS)
+def test_attention_is_one_kernel_per_decoder_layer(model, translated):
+    """transformers' default attention, sdpa, runs in the translated integrations/sdpa_attention.py:
+    one flash-attention launch in each decoder layer, no batched matmul of scores beside it."""
+    translation, module = translated(model)
+    low = models.low_precision(model, module, translation, LAYERS)
+    assert low.ok, low
+    for layer in low.per_layer:
+        assert layer["scaled_dot_product_attention_kernel.kernel"] == 1, layer
+        assert "matmul_stacked_kernel.kernel" not in layer, layer
+
+
+def test_eager_attention_trains_and_runs_bfloat16(translated, monkeypatch):
+    """The modeling file's own eager attention: scores and weights on the kernels, softmax(FP32)
+    and its cast to the query's dtype one fused kernel."""
+    monkeypatch.setitem(models.COMMON, "attn_implementation", "eager")
+    translation, module = translated("llama")
+    assert models.train("llama", module, LAYERS).ok
+    low = models.low_precision("llama", module, translation, LAYERS)
+    assert low.ok, low
+    (layer,) = low.per_layer
+    assert "scaled_dot_product_attention_kernel.kernel" not in layer and "softmax_kernel.kernel" not in layer, layer
+    assert layer["matmul_stacked_kernel.kernel"] == 2 and any(k.startswith("fused_eager_attention_forward") for k in layer)
+
+
 # The row of t5's softmax whose element 10 lies 4e-9 above the midpoint of two bf16 neighbours:
 # torch's FP32 intermediate rounds it down, the kernel (correctly) up
 # (../shared/repros/bf16_near_tie_softmax_flip.py).

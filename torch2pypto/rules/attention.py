@@ -6,7 +6,11 @@ so the [S_q, S_kv] scores exist a [rows, kv] tile at a time, never whole in HBM.
 run on the cube, accumulated in FP32; softmax runs in FP32; fp16/bf16 P is rounded to the input
 dtype for the P.V product (as flash kernels do) and the output once.
 
-The host folds q/k/v to [heads * S, D] rows (D zero-padded to 16); a GQA/MQA query head ``h``
+The kernel reads q/k/v as 2-D rows, each as it lies: a tensor laid out [..., S, heads, D] (a
+projection's output viewed per head, as models make q, k and v) as [... * S, heads * D], its
+heads side by side in the columns; any other as [... * heads * S, D] (a copy unless contiguous,
+D zero-padded to 16). The output takes the query's layout, as torch's CPU flash kernel does, so the
+usual ``.transpose(1, 2).contiguous()`` after it copies nothing. A GQA/MQA query head ``h``
 reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
 [T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
 diagonal tile adds the band's right half); an attention mask is an FP32 additive tensor of
@@ -53,27 +57,36 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The flash-attention kernel, its host helpers, and the wrapper."""
-    return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, _wrapper(entry)
+    return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, ROWS, _wrapper(entry)
 
 
 def _kernel(name: str) -> Definition:
-    doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows, "
+    doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows "
+           "([batch * s, heads * d] where q_/k_/v_columns say the heads lie in the columns; out as q), "
            "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
            "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say).")
     prelude = '''\
+batch, kv_heads = bh // heads, heads // group
+q_cols, k_cols, v_cols = (n * d if columns else d for n, columns in ((heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns)))
 qk_k, qk_n = _cube_tiles(d, kv_tile, dtype, tile)
 pv_k, pv_n = _cube_tiles(kv_tile, d, dtype, tile)
 score_rows, _ = _tile_shape(kv_tile, tile, 4, (pypto.DT_FP32,), whole_rows=True)
 out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
 '''
-    params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, d], dtype),\n" for t in ("q", "k", "v"))
+    params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, {t}_cols], dtype),\n" for t in ("q", "k", "v"))
     params += "        bias: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32),\n"
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, d], dtype),\n"
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, q_cols], dtype),\n"
     body = f'''\
-        sq = q.shape[0] // bh
-        skv = k.shape[0] // (bh // group)
+        sq = q.shape[0] // (batch if q_columns else bh)
+        skv = k.shape[0] // (batch if k_columns else bh // group)
         for h in pypto.loop(bh, name="heads"):
-            kv_row = (h // group) * skv
+            # where head h starts: row and column in q (and out), k and v
+            q_row = (h // heads) * sq if q_columns else h * sq
+            q_col = (h % heads) * d if q_columns else 0
+            k_row = (h // heads) * skv if k_columns else (h // group) * skv
+            k_col = (h % heads // group) * d if k_columns else 0
+            v_row = (h // heads) * skv if v_columns else (h // group) * skv
+            v_col = (h % heads // group) * d if v_columns else 0
             for i in pypto.loop((sq + tile - 1) // tile, name="q_tiles"):
                 q_len = (sq - i * tile).min(tile)
                 pypto.set_vec_tile_shapes(out_rows, d)
@@ -85,9 +98,9 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
                     kv_tiles = kv_tiles.min(i + 1)
                 for j in pypto.loop(kv_tiles, name="kv_tiles", unroll_list=[1]):
                     kv_len = (skv - j * kv_tile).min(kv_tile)
-                    q_tile = pypto.view(q, [tile, d], [h * sq + i * tile, 0], valid_shape=[q_len, d])
-                    k_tile = pypto.view(k, [kv_tile, d], [kv_row + j * kv_tile, 0], valid_shape=[kv_len, d])
-                    v_tile = pypto.view(v, [kv_tile, d], [kv_row + j * kv_tile, 0], valid_shape=[kv_len, d])
+                    q_tile = pypto.view(q, [tile, d], [q_row + i * tile, q_col], valid_shape=[q_len, d])
+                    k_tile = pypto.view(k, [kv_tile, d], [k_row + j * kv_tile, k_col], valid_shape=[kv_len, d])
+                    v_tile = pypto.view(v, [kv_tile, d], [v_row + j * kv_tile, v_col], valid_shape=[kv_len, d])
                     pypto.set_cube_tile_shapes([tile, tile], qk_k, qk_n)
                     s = pypto.matmul(q_tile, k_tile, pypto.DT_FP32, b_trans=True)
                     pypto.set_vec_tile_shapes(score_rows, kv_tile)
@@ -127,9 +140,10 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
                                    pypto.view(l_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1]))
                 if dtype != pypto.DT_FP32:
                     result = pypto.cast(result, dtype)
-                pypto.assemble(result, [h * sq + i * tile, 0], out)
+                pypto.assemble(result, [q_row + i * tile, q_col], out)
 '''
-    factory = "dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads"
+    factory = ("dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads, "
+               "q_columns, k_columns, v_columns")
     source = templates.kernel_factory(name, factory, doc, prelude, params, body, JIT)
     return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
 
@@ -175,7 +189,17 @@ def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
             return False
     except RuntimeError:
         return False
-    return mask.dtype != torch.bool or bool(mask.any(-1).all())
+    return mask.dtype != torch.bool or _sdpa_kept(mask, "_pypto_sdpa_rows", (), lambda: bool(mask.any(-1).all()))
+
+
+def _sdpa_kept(mask, name, key, make):
+    """make(), kept on `mask` as attribute `name` with `key` until the mask changes (its version
+    counter): a model's layers share one mask, which is checked and converted once a forward."""
+    kept = getattr(mask, name, None)
+    if kept is None or kept[0] != (mask._version, key):
+        kept = (mask._version, key), make()
+        setattr(mask, name, kept)
+    return kept[1]
 ''',
     ("_on_kernel_path",),
 )
@@ -189,12 +213,24 @@ def _sdpa_bias(q, k, mask, is_causal, tile):
     [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else {NEG}),
     or the mask as FP32 additive [mask batches * mask heads * sq, skv] rows (leading dims all 1
     or all the query's; a bool mask's False is {NEG}; with is_causal, {NEG} above the diagonal
-    too, as torch adds them), skv padded to 32 bytes; else a dummy."""
-    if is_causal and mask is None:
-        band = torch.ones(tile, 2 * tile, dtype=torch.bool, device=q.device).triu(tile + 1)
-        return torch.zeros(tile, 2 * tile, device=q.device).masked_fill(band, {NEG}), "causal", False, False
+    too, as torch adds them), skv padded to 32 bytes, kept on the mask; else a dummy."""
     if mask is None:
-        return torch.zeros(1, 8, device=q.device), None, False, False
+        return _sdpa_band(tile if is_causal else 0, q.device), "causal" if is_causal else None, False, False
+    key = (tuple(q.shape[:-1]), k.shape[-2], is_causal)
+    return _sdpa_kept(mask, "_pypto_sdpa_bias", key, lambda: _sdpa_mask_bias(q, k, mask, is_causal))
+
+
+@functools.cache
+def _sdpa_band(tile, device):
+    """The causal band of a tile (made once per tile and device), or for tile 0 a dummy bias."""
+    if not tile:
+        return torch.zeros(1, 8, device=device)
+    band = torch.ones(tile, 2 * tile, dtype=torch.bool, device=device).triu(tile + 1)
+    return torch.zeros(tile, 2 * tile, device=device).masked_fill(band, {NEG})
+
+
+def _sdpa_mask_bias(q, k, mask, is_causal):
+    """_sdpa_bias of a mask, made anew."""
     mask = mask.reshape((1,) * (q.dim() - mask.dim()) + tuple(mask.shape))
     by_batch, by_head = any(n != 1 for n in mask.shape[:-3]), mask.shape[-3] != 1
     shape = (*(q.shape[:-3] if by_batch else mask.shape[:-3]), q.shape[-3] if by_head else 1, q.shape[-2], k.shape[-2])
@@ -206,7 +242,27 @@ def _sdpa_bias(q, k, mask, is_causal, tile):
     if is_causal:
         above = torch.ones(shape[-2:], dtype=torch.bool, device=q.device).triu(1)
         bias = bias.reshape(-1, *shape[-2:]).masked_fill(above, {NEG}).reshape(-1, shape[-1])
-    return torch.nn.functional.pad(bias, (0, -shape[-1] % 8)).contiguous(), "mask", by_batch, by_head
+    if shape[-1] % 8:
+        bias = torch.nn.functional.pad(bias, (0, -shape[-1] % 8))
+    return bias.contiguous(), "mask", by_batch, by_head
+''',
+    ("_sdpa_takes",),
+    ("functools",),
+)
+
+
+ROWS = Definition(
+    "_sdpa_rows",
+    '''\
+def _sdpa_rows(t):
+    """t [..., heads, s, d] as the kernel's rows, and whether its heads lie in the columns: laid
+    out [..., s, heads, d], as [... * s, heads * d] as it is; else [... * heads * s, d], a copy
+    unless contiguous, d zero-padded to 16."""
+    d = t.shape[-1]
+    if d % 16 == 0 and t.transpose(-3, -2).is_contiguous():
+        return t.transpose(-3, -2).reshape(-1, t.shape[-3] * d), True
+    rows = t.reshape(-1, d)
+    return (torch.nn.functional.pad(rows, (0, -d % 16)) if d % 16 else rows).contiguous(), False
 ''',
 )
 
@@ -222,11 +278,13 @@ bh = {q}.numel() // (sq * d)
 tile = _sdpa_tile(sq, _SDPA_ROWS)
 kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
 bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
-rows = [torch.nn.functional.pad(t.reshape(-1, d), (0, -d % 16)).contiguous() for t in ({q}, {k}, {v})]
-out = torch.empty_like(rows[0])
+(q_rows, q_columns), (k_rows, k_columns), (v_rows, v_columns) = (_sdpa_rows(t) for t in ({q}, {k}, {v}))
+out = torch.empty_like(q_rows)
 factor = float(d ** -0.5 if {scale} is None else {scale})
-kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], rows[0].shape[1], bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head)
-_launch(kernel, *rows, bias, out)
+kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns)
+_launch(kernel, q_rows, k_rows, v_rows, bias, out)
+if q_columns:
+    return out.reshape(*{q}.shape[:-3], sq, heads, d).transpose(-3, -2)
 return out[:, :d].reshape({q}.shape)
 '''
     how = ("flash attention in one pypto kernel: Q.K^T and P.V on the cube in FP32, an online softmax over "
@@ -236,7 +294,7 @@ return out[:, :d].reshape({q}.shape)
     torch_call = wrappers.torch_call(entry, params, rest=True)
     return wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params, rest=True), how, operands, torch_call,
-        f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_cube_tiles", f"{entry.op}_kernel"),
+        f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_sdpa_rows", "_cube_tiles", f"{entry.op}_kernel"),
     )
 
 

@@ -767,11 +767,14 @@ class _Built:
         return self.program.apply(entry.op, steps, {"x_tile": self.value(bound["input"], env)}, fp32=True)
 
     def composite(self, entry: Entry, bound, env) -> Operand:
+        cast = None  # softmax's dtype= casts the input first, as torch does
         if entry.fields.along:
             if entry.param(entry.fields.along).kinds != ("int",) or _literal(bound.get(entry.fields.along)) != -1:
                 raise Unfusible(f"{entry.op} fuses along dim=-1")
             if bound.get("dtype") is not None and _literal(bound["dtype"]) is not None:
-                raise Unfusible(f"{entry.op} with dtype=")
+                cast = self.dtype_value(bound["dtype"], env)
+                if cast is None:
+                    raise Unfusible(f"{entry.op} with a dtype= the kernels do not take")
         choice = []
         for name, values in composite._choices(entry).items():
             given = _literal(bound[name]) if name in bound else entry.param(name).default
@@ -784,6 +787,8 @@ class _Built:
             raise Unfusible("a missing operand")
         steps = composite.program(entry, entry.parts, tuple(choice), absent)
         operands = {n: self.value(bound[n], env) for n in tensors if n not in absent}
+        if cast is not None:
+            operands = {n: self.program.cast(v, cast) for n, v in operands.items()}
         renames = {}
         for name in composite.constants(entry):
             given = bound.get(name)
