@@ -1,12 +1,16 @@
 """Generated definitions and the prelude every generated section shares.
 
-Kernel templates live in :mod:`templates`, host wrappers in :mod:`wrappers`.
+Kernel templates live in :mod:`templates`, host wrappers in :mod:`wrappers`; the host helpers
+are real functions in :mod:`torch2pypto.runtime`, whose source :func:`copied` reads (translating
+imports neither torch nor pypto).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
+from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -39,46 +43,77 @@ def per_entry(build: Callable[[object], T]) -> Callable[[object], T]:
 
 
 IMPORTS = ("functools", "pypto", "torch")  # what every generated section imports
+RUNTIME = "torch2pypto.runtime"
+_RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+_COPIED: dict[str, str] = {}  # a runtime top-level name -> the definition that copies it
+
+
+@dataclasses.dataclass(frozen=True)
+class _Module:
+    """A runtime module as text: its lines, top-level statements and names."""
+
+    lines: list[str]
+    statements: list[ast.stmt]
+    defines: dict[str, int]  # top-level name -> index of the statement binding it
+    imports: frozenset[str]  # modules bound by ``import m``
+    runtime: frozenset[str]  # names imported from other runtime modules
+
+
+@functools.cache
+def _module(name: str) -> _Module:
+    text = (_RUNTIME_DIR / f"{name}.py").read_text()
+    tree = ast.parse(text)
+    defines, imports, runtime = {}, set(), set()
+    for i, statement in enumerate(tree.body):
+        if isinstance(statement, ast.Import):
+            imports.update(a.asname or a.name for a in statement.names)
+        elif isinstance(statement, ast.ImportFrom):
+            if statement.level or (statement.module or "").startswith(RUNTIME):
+                runtime.update(a.asname or a.name for a in statement.names)
+        else:
+            defines.update(dict.fromkeys(_bound(statement), i))
+    return _Module(text.splitlines(keepends=True), tree.body, defines, frozenset(imports), frozenset(runtime))
+
+
+def _bound(statement: ast.stmt) -> list[str]:
+    if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+        return [statement.name]
+    targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+    return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def copied(module: str, name: str, first: str | None = None, last: str | None = None) -> Definition:
+    """Definition ``name`` copied from runtime ``module``: the source of its top-level statements
+    from the one binding ``first`` through the one binding ``last`` (both default to ``name``),
+    with the comment lines right above them. It requires the definitions that copy the other
+    runtime names it uses (copied before it), and imports the modules it uses beyond IMPORTS."""
+    m = _module(module)
+    start, stop = m.defines[first or name], m.defines[last or name]
+    statements = m.statements[start : stop + 1]
+    begin = min(getattr(s, "decorator_list", None) and s.decorator_list[0].lineno or s.lineno for s in statements) - 1
+    while begin and m.lines[begin - 1].startswith("#"):
+        begin -= 1
+    source = "".join(m.lines[begin : statements[-1].end_lineno])
+    defined = {n for s in statements for n in _bound(s)}
+    used = sorted((n for s in statements for n in ast.walk(s) if isinstance(n, ast.Name)), key=lambda n: (n.lineno, n.col_offset))
+    requires, imports = [], []
+    for n in dict.fromkeys(u.id for u in used if u.id not in defined):
+        if n in m.imports and n not in IMPORTS:
+            imports.append(n)
+        elif n in m.defines or n in m.runtime:
+            if n not in _COPIED:
+                raise ValueError(f"{name} uses {n}: copy the runtime block that defines it first")
+            requires.append(_COPIED[n])
+    for n in defined:
+        if _COPIED.setdefault(n, name) != name:
+            raise ValueError(f"{n} is copied by both {_COPIED[n]} and {name}")
+    return Definition(name, source, tuple(dict.fromkeys(requires)), tuple(imports))
+
 
 PRELUDE = (
-    Definition(
-        "PYPTO_LAUNCHER",
-        """\
-# Kernels launch on NPU tensors. Elsewhere each wrapper computes the original torch expression,
-# unless torch2pypto.interpreted() has set PYPTO_LAUNCHER to run them on PyPTO's CPU interpreter.
-PYPTO_LAUNCHER = None
-_PYPTO_DTYPES = {torch.float32: pypto.DT_FP32, torch.float16: pypto.DT_FP16, torch.bfloat16: pypto.DT_BF16}
-_PYPTO_ALL_DTYPES = {  # also bool and integers, for the entries that declare them
-    **_PYPTO_DTYPES, torch.bool: pypto.DT_BOOL, torch.uint8: pypto.DT_UINT8, torch.int8: pypto.DT_INT8,
-    torch.int16: pypto.DT_INT16, torch.int32: pypto.DT_INT32, torch.int64: pypto.DT_INT64,
-}
-_UB_BYTES = 192 * 1024  # unified buffer of one AI vector core
-""",
-    ),
-    Definition(
-        "_on_kernel_path",
-        '''\
-def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
-    """Whether a kernel runs: non-empty tensors of `dtypes` (default: the float dtypes), on an NPU
-    or under a launcher."""
-    if not all(t.dtype in dtypes and t.numel() for t in tensors):
-        return False
-    return PYPTO_LAUNCHER is not None or all(t.device.type == "npu" for t in tensors)
-''',
-        ("PYPTO_LAUNCHER",),
-    ),
-    Definition(
-        "_launch",
-        '''\
-def _launch(kernel, *tensors):
-    """Launch `kernel` once on `tensors` (inputs, then outputs)."""
-    if PYPTO_LAUNCHER is None:
-        kernel(*tensors)
-    else:
-        PYPTO_LAUNCHER(kernel, *tensors)
-''',
-        ("PYPTO_LAUNCHER",),
-    ),
+    copied("launch", "PYPTO_LAUNCHER", last="_UB_BYTES"),
+    copied("launch", "_on_kernel_path"),
+    copied("launch", "_launch"),
     Definition(
         "_as_rows",
         '''\
@@ -121,21 +156,7 @@ def _row_window(t, rows):
     return t.as_strided((rows, width), (width, 1), at - start), start
 ''',
     ),
-    Definition(
-        "_annotated",
-        '''\
-def _annotated(namespace):
-    """Evaluate a kernel's annotations in `namespace`: PyPTO reads them as objects, and a module
-    with `from __future__ import annotations` leaves them as strings."""
-    def evaluate(kernel):
-        kernel.__annotations__ = {
-            name: eval(note, kernel.__globals__, namespace) if isinstance(note, str) else note
-            for name, note in kernel.__annotations__.items()
-        }
-        return kernel
-    return evaluate
-''',
-    ),
+    copied("launch", "_annotated"),
     Definition(
         "_tile_shape",
         '''\
