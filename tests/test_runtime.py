@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torch2pypto.rules import codegen
-from torch2pypto.runtime import launch
+from torch2pypto.runtime import launch, layout
 
 
 @pytest.fixture
@@ -87,3 +87,104 @@ def test_annotated_evaluates_string_annotations_in_the_namespace():
 
     evaluated = launch._annotated({"Shape": tuple})(kernel)
     assert evaluated is kernel and kernel.__annotations__ == {"x": tuple, "y": int}
+
+
+# ---- layout: operands as [rows, cols] matrices
+
+
+def test_as_rows_folds_leading_dims_into_rows_as_a_view_of_a_contiguous_tensor():
+    x = torch.randn(2, 3, 4)
+    rows = layout._as_rows(x)
+    assert rows.shape == (6, 4) and rows.data_ptr() == x.data_ptr()
+    assert layout._as_rows(torch.tensor(2.0)).shape == (1, 1)
+    assert layout._as_rows(x.mT).is_contiguous()  # other strides: a copy
+
+
+def test_padded_cols_copies_only_to_pad():
+    x = torch.randn(3, 5)
+    assert layout._padded_cols(x, 0) is x
+    padded = layout._padded_cols(x, 3, value=-1.0)
+    assert padded.shape == (3, 8) and torch.equal(padded[:, :5], x) and (padded[:, 5:] == -1).all()
+
+
+def test_row_window_reads_a_column_slice_in_place_from_its_start():
+    base = torch.arange(32.0).reshape(4, 8)
+    matrix, start = layout._row_window(base[:, 2:5], 4)
+    assert start == 2 and matrix.data_ptr() == base.data_ptr() and torch.equal(matrix[:, 2:5], base[:, 2:5])
+    matrix, start = layout._row_window(base, 4)
+    assert start == 0 and matrix.data_ptr() == base.data_ptr()
+    matrix, start = layout._row_window(base.mT, 8)  # columns not unit-strided: a copy
+    assert start == 0 and matrix.is_contiguous() and torch.equal(matrix, base.mT)
+
+
+def test_row_window_of_a_slice_whose_rows_would_run_past_the_storage():
+    base = torch.arange(32.0).reshape(4, 8)
+    t = base[2:, 5:8]  # its last row's window would end past the storage: the window starts earlier
+    matrix, start = layout._row_window(t, 2)
+    assert torch.equal(matrix[:, start:start + 3], t)
+
+
+def test_broadcast_rows_keep_the_first_operands_layout_and_results_follow_it():
+    x = torch.randn(4, 3).mT  # [3, 4], dense, transposed
+    y = torch.randn(4)
+    (xr, yr), shape, order = layout._broadcast_rows(x, y, 2.0)
+    assert shape == (3, 4) and order == [1, 0]
+    assert xr.data_ptr() == x.data_ptr() and xr.shape == (4, 3)  # read in place
+    assert torch.equal(yr, y.expand(3, 4).mT.contiguous())
+    result, out = layout._result_rows(shape, order, torch.float16, x.device)
+    assert result.shape == (3, 4) and result.stride() == x.stride() and out.data_ptr() == result.data_ptr()
+    assert result.dtype == torch.float16
+
+
+def test_broadcast_rows_of_a_broadcast_first_operand_are_row_major():
+    (xr, yr), shape, order = layout._broadcast_rows(torch.randn(1, 4), torch.randn(3, 1))
+    assert shape == (3, 4) and order == [0, 1] and xr.shape == yr.shape == (3, 4)
+
+
+def test_in_layout_of_gives_torchs_strides():
+    t = torch.randn(4, 3).mT
+    result = layout._in_layout_of(t.contiguous() * 2, t)
+    assert result.stride() == t.stride() and torch.equal(result, t * 2)
+    same = torch.randn(3, 4)
+    assert layout._in_layout_of(same, torch.randn(3, 4)) is same
+
+
+def test_in_place_ok_keeps_the_shape_and_autograd_torchs():
+    x = torch.randn(3, 4)
+    assert layout._in_place_ok(x, torch.randn(4), 2.0)
+    assert not layout._in_place_ok(torch.randn(1, 4), torch.randn(3, 4))  # the result would grow
+    w = torch.randn(4, requires_grad=True)
+    assert not layout._in_place_ok(x, w)
+    with torch.no_grad():
+        assert layout._in_place_ok(x, w)
+
+
+def test_reduction_rows_move_the_reduced_dims_last_padded_to_32_bytes():
+    t = torch.randn(2, 3, 5)
+    rows, cols, shape = layout._reduction_rows(t, 1, False, float("-inf"))
+    assert cols == 3 and shape == [2, 5] and rows.shape == (10, 8)
+    assert torch.equal(rows[:, :3], t.permute(0, 2, 1).reshape(10, 3)) and (rows[:, 3:] == float("-inf")).all()
+    rows, cols, shape = layout._reduction_rows(t.half(), (0, -1), True, 0.0)
+    assert cols == 10 and shape == [1, 3, 1] and rows.shape == (3, 16)
+    rows, cols, shape = layout._reduction_rows(t, None, False, 0.0)
+    assert cols == 30 and shape == [] and rows.shape == (1, 32)
+    assert layout._reduction_rows(torch.tensor(1.5), None, True, 0.0)[1:] == (1, [])
+
+
+@pytest.mark.parametrize("dim, error", [(3, IndexError), (-4, IndexError), ((1, -2), RuntimeError)])
+def test_reduced_dims_refuse_as_torch_does(dim, error):
+    with pytest.raises(error):
+        layout._reduced_dims(torch.randn(2, 3, 5), dim)
+
+
+def test_row_width_and_aligned_rows_round_up_to_32_bytes():
+    assert [layout._row_width(c, torch.float16) for c in (1, 16, 17)] == [16, 16, 32]
+    assert layout._row_width(5, torch.float32) == 8
+    rows = layout._aligned_rows(torch.ones(2, 3, 5), 5)
+    assert rows.shape == (6, 8) and rows[:, 5:].abs().sum() == 0
+
+
+def test_fits_whole_rows_counts_fp32_buffers_in_the_unified_buffer():
+    assert layout._fits_whole_rows(torch.empty(2, 1000), -1, 2)
+    assert not layout._fits_whole_rows(torch.empty(2, 30000), 1, 2)
+    assert layout._fits_whole_rows(torch.tensor(1.0), 0, 2)

@@ -114,48 +114,9 @@ PRELUDE = (
     copied("launch", "PYPTO_LAUNCHER", last="_UB_BYTES"),
     copied("launch", "_on_kernel_path"),
     copied("launch", "_launch"),
-    Definition(
-        "_as_rows",
-        '''\
-def _as_rows(t):
-    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis (a view
-    of a contiguous `t`, a copy of any other)."""
-    return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
-''',
-    ),
-    Definition(
-        "_padded_cols",
-        '''\
-def _padded_cols(rows, pad, value=0.0):
-    """Matrix `rows` with `pad` columns of `value` appended, contiguous: `rows` itself when it is
-    contiguous and no column is missing (no host copy), else a copy."""
-    if pad:
-        return torch.nn.functional.pad(rows, (0, pad), value=value)
-    return rows.contiguous()
-''',
-    ),
-    Definition(
-        "_row_window",
-        '''\
-def _row_window(t, rows):
-    """`t` as `rows` rows for a kernel that reads a run of columns from any start: (matrix, start).
-    A view of a contiguous `t` from column 0; for a column slice of wider rows (torch's
-    x[..., a:b]), those wider rows, read in place from the slice's column; else a contiguous copy."""
-    cols = t.numel() // rows
-    try:
-        matrix = t.view(rows, cols)
-    except RuntimeError:
-        return t.reshape(rows, cols).contiguous(), 0
-    width = matrix.stride(0)
-    if matrix.is_contiguous() or matrix.stride(1) != 1 or width < cols:
-        return matrix.contiguous(), 0
-    at, size = matrix.storage_offset(), t.untyped_storage().nbytes() // t.element_size()
-    start = max(0, at + rows * width - size)  # the window's rows end within the storage
-    if start > min(at, width - cols):
-        return matrix.contiguous(), 0
-    return t.as_strided((rows, width), (width, 1), at - start), start
-''',
-    ),
+    copied("layout", "_as_rows"),
+    copied("layout", "_padded_cols"),
+    copied("layout", "_row_window"),
     copied("launch", "_annotated"),
     Definition(
         "_tile_shape",
@@ -243,59 +204,9 @@ def _kernel_number(n, dtype):
     return float(n) if n is not None and dtype.is_floating_point else n
 ''',
     ),
-    Definition(
-        "_broadcast_rows",
-        '''\
-def _broadcast_rows(*operands):
-    """The tensor operands broadcast to one shape, each as [rows, cols] in the memory order of their
-    result (`order`, outermost dim first: torch's, the first operand's where it is dense and of that
-    shape, row-major otherwise); a view of each operand laid out in that order, a copy of any
-    other (a broadcast one). Returns the rows, the shape and the order (for _result_rows)."""
-    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
-    return [_as_rows(t.expand(shape).permute(order)) for t in tensors], shape, order
-
-
-def _dense_order(t):
-    """The dims of `t` from outermost to innermost in memory where its elements fill their span
-    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
-    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
-    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
-
-
-def _result_rows(shape, order, dtype, device):
-    """A result of `shape` laid out in `order` (_broadcast_rows), and the [rows, cols] view of it
-    a kernel writes: the result is in torch's layout, with no copy back."""
-    laid = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
-    inverse = sorted(range(len(order)), key=order.__getitem__)
-    return laid.permute(inverse), _as_rows(laid)
-''',
-        ("_as_rows",),
-    ),
-    Definition(
-        "_in_layout_of",
-        '''\
-def _in_layout_of(result, t):
-    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
-    if t.shape != result.shape or t.is_contiguous():
-        return result
-    return torch.empty_like(t, dtype=result.dtype).copy_(result)
-''',
-    ),
-    Definition(
-        "_in_place_ok",
-        '''\
-def _in_place_ok(input, *others):
-    """Whether an in-place kernel may write into `input`: the result keeps its shape, and autograd
-    is not recording (torch's in-place autograd checks stay torch's)."""
-    shapes = [o.shape for o in others if isinstance(o, torch.Tensor)]
-    if torch.broadcast_shapes(input.shape, *shapes) != input.shape:
-        return False
-    tensors = [input, *(o for o in others if isinstance(o, torch.Tensor))]
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-''',
-    ),
+    copied("layout", "_broadcast_rows", last="_result_rows"),
+    copied("layout", "_in_layout_of"),
+    copied("layout", "_in_place_ok"),
     Definition(
         "_TorchGradient",
         '''\

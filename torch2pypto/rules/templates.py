@@ -15,7 +15,7 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.steps import Apply, Step, render
 
 FP32 = "pypto.DT_FP32"
@@ -204,42 +204,7 @@ def cast(var: str, src: str, dst: str) -> tuple[str, str]:
     return setup, f"if {var}_via_fp32:\n    {var} = pypto.cast({var}, {FP32})\n" + cast
 
 
-REDUCTION_ROWS = Definition(
-    "_reduction_rows",
-    '''\
-def _reduced_dims(t, dim):
-    """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
-    rank = max(t.dim(), 1)
-    dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
-    if any(not -rank <= d < rank for d in dims):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
-    if len({d % rank for d in dims}) < len(dims):
-        raise RuntimeError(f"dim {dim} lists a dim more than once")
-    return sorted({d % rank for d in dims})
-
-
-def _reduced_count(t, dim):
-    """How many elements a reduction over `dim` reduces into each result."""
-    return math.prod(t.shape[d] for d in _reduced_dims(t, dim) if d < t.dim())
-
-
-def _reduction_rows(t, dim, keepdim, identity):
-    """`t` as [rows, cols] with the dims `dim` last, its real cols, and the shape torch gives the result.
-
-    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
-    aligned tile rows; kernels read the real cols only (valid_shape), the pad never counts.
-    """
-    dims = _reduced_dims(t, dim)
-    kept = [d for d in range(t.dim()) if d not in dims]
-    cols = _reduced_count(t, dim)
-    rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
-    rows = _padded_cols(rows, -cols % (32 // t.element_size()), identity)
-    shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
-    return rows, cols, shape
-''',
-    ("_padded_cols",),
-    imports=("math",),
-)
+REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
 
 
 CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
@@ -373,40 +338,13 @@ def _kept_contiguous(w):
 )
 
 
-WHOLE_ROWS = Definition(
-    "_fits_whole_rows",
-    '''\
-def _fits_whole_rows(t, dim, buffers):
-    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
-    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
-''',
-)
+WHOLE_ROWS = copied("layout", "_fits_whole_rows")
 
 
-ROW_WIDTH = Definition(
-    "_row_width",
-    '''\
-def _row_width(cols, dtype):
-    """`cols` rounded up to 32 bytes of `dtype`: the width of the tiles a row kernel reads its rows
-    in (PyPTO reduces only 32-byte aligned tile rows); their valid shape is the real cols, so
-    rows of any width are read in place."""
-    align = 32 // dtype.itemsize
-    return -(-cols // align) * align
-''',
-)
+ROW_WIDTH = copied("layout", "_row_width")
 
 
-ALIGNED_ROWS = Definition(
-    "_aligned_rows",
-    '''\
-def _aligned_rows(t, cols):
-    """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
-    tile rows, and the kernel's valid shape leaves the padding out."""
-    return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
-
-''',
-    ("_padded_cols",),
-)
+ALIGNED_ROWS = copied("layout", "_aligned_rows")
 
 
 def assemble_kernel(name: str, inputs: int) -> Definition:

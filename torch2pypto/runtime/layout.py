@@ -1,0 +1,133 @@
+"""Operands as the [rows, cols] matrices kernels read, and results in torch's layout."""
+
+import math
+
+import torch
+
+from torch2pypto.runtime.launch import _UB_BYTES
+
+
+def _as_rows(t):
+    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis (a view
+    of a contiguous `t`, a copy of any other)."""
+    return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
+
+
+def _padded_cols(rows, pad, value=0.0):
+    """Matrix `rows` with `pad` columns of `value` appended, contiguous: `rows` itself when it is
+    contiguous and no column is missing (no host copy), else a copy."""
+    if pad:
+        return torch.nn.functional.pad(rows, (0, pad), value=value)
+    return rows.contiguous()
+
+
+def _row_window(t, rows):
+    """`t` as `rows` rows for a kernel that reads a run of columns from any start: (matrix, start).
+    A view of a contiguous `t` from column 0; for a column slice of wider rows (torch's
+    x[..., a:b]), those wider rows, read in place from the slice's column; else a contiguous copy."""
+    cols = t.numel() // rows
+    try:
+        matrix = t.view(rows, cols)
+    except RuntimeError:
+        return t.reshape(rows, cols).contiguous(), 0
+    width = matrix.stride(0)
+    if matrix.is_contiguous() or matrix.stride(1) != 1 or width < cols:
+        return matrix.contiguous(), 0
+    at, size = matrix.storage_offset(), t.untyped_storage().nbytes() // t.element_size()
+    start = max(0, at + rows * width - size)  # the window's rows end within the storage
+    if start > min(at, width - cols):
+        return matrix.contiguous(), 0
+    return t.as_strided((rows, width), (width, 1), at - start), start
+
+
+def _broadcast_rows(*operands):
+    """The tensor operands broadcast to one shape, each as [rows, cols] in the memory order of their
+    result (`order`, outermost dim first: torch's, the first operand's where it is dense and of that
+    shape, row-major otherwise); a view of each operand laid out in that order, a copy of any
+    other (a broadcast one). Returns the rows, the shape and the order (for _result_rows)."""
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
+    return [_as_rows(t.expand(shape).permute(order)) for t in tensors], shape, order
+
+
+def _dense_order(t):
+    """The dims of `t` from outermost to innermost in memory where its elements fill their span
+    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
+
+
+def _result_rows(shape, order, dtype, device):
+    """A result of `shape` laid out in `order` (_broadcast_rows), and the [rows, cols] view of it
+    a kernel writes: the result is in torch's layout, with no copy back."""
+    laid = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return laid.permute(inverse), _as_rows(laid)
+
+
+def _in_layout_of(result, t):
+    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
+    if t.shape != result.shape or t.is_contiguous():
+        return result
+    return torch.empty_like(t, dtype=result.dtype).copy_(result)
+
+
+def _in_place_ok(input, *others):
+    """Whether an in-place kernel may write into `input`: the result keeps its shape, and autograd
+    is not recording (torch's in-place autograd checks stay torch's)."""
+    shapes = [o.shape for o in others if isinstance(o, torch.Tensor)]
+    if torch.broadcast_shapes(input.shape, *shapes) != input.shape:
+        return False
+    tensors = [input, *(o for o in others if isinstance(o, torch.Tensor))]
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def _reduced_dims(t, dim):
+    """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
+    rank = max(t.dim(), 1)
+    dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
+    if any(not -rank <= d < rank for d in dims):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    if len({d % rank for d in dims}) < len(dims):
+        raise RuntimeError(f"dim {dim} lists a dim more than once")
+    return sorted({d % rank for d in dims})
+
+
+def _reduced_count(t, dim):
+    """How many elements a reduction over `dim` reduces into each result."""
+    return math.prod(t.shape[d] for d in _reduced_dims(t, dim) if d < t.dim())
+
+
+def _reduction_rows(t, dim, keepdim, identity):
+    """`t` as [rows, cols] with the dims `dim` last, its real cols, and the shape torch gives the result.
+
+    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
+    aligned tile rows; kernels read the real cols only (valid_shape), the pad never counts.
+    """
+    dims = _reduced_dims(t, dim)
+    kept = [d for d in range(t.dim()) if d not in dims]
+    cols = _reduced_count(t, dim)
+    rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
+    rows = _padded_cols(rows, -cols % (32 // t.element_size()), identity)
+    shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
+    return rows, cols, shape
+
+
+def _fits_whole_rows(t, dim, buffers):
+    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
+    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
+
+
+def _row_width(cols, dtype):
+    """`cols` rounded up to 32 bytes of `dtype`: the width of the tiles a row kernel reads its rows
+    in (PyPTO reduces only 32-byte aligned tile rows); their valid shape is the real cols, so
+    rows of any width are read in place."""
+    align = 32 // dtype.itemsize
+    return -(-cols // align) * align
+
+
+def _aligned_rows(t, cols):
+    """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
+    tile rows, and the kernel's valid shape leaves the padding out."""
+    return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
