@@ -3,11 +3,12 @@ generated), and the copier that puts their source into translations."""
 
 import ast
 
+import pypto
 import pytest
 import torch
 
 from torch2pypto.rules import codegen
-from torch2pypto.runtime import launch, layout
+from torch2pypto.runtime import launch, layout, tiles
 
 
 @pytest.fixture
@@ -188,3 +189,37 @@ def test_fits_whole_rows_counts_fp32_buffers_in_the_unified_buffer():
     assert layout._fits_whole_rows(torch.empty(2, 1000), -1, 2)
     assert not layout._fits_whole_rows(torch.empty(2, 30000), 1, 2)
     assert layout._fits_whole_rows(torch.tensor(1.0), 0, 2)
+
+
+# ---- tiles
+
+
+def test_spread_rows_spreads_a_launch_over_the_cores_in_tiles_of_at_least_min_tile():
+    assert tiles._spread_rows(4096, 128) == 64  # capped at 64
+    assert tiles._spread_rows(1024, 4096) == 32  # 32 tiles
+    assert tiles._spread_rows(100, 1024) == 4  # at least _MIN_TILE elements (3 rows would spread 32 tiles)
+    assert tiles._spread_rows(3, 128) == 4  # n's next power of two
+    assert tiles._spread_rows(3, 128, whole=True) == 2  # a whole tile lies within the rows
+
+
+@pytest.mark.parametrize("cols, max_rows, buffers, dtypes, options, shape", [
+    (128, 64, 2, (pypto.DT_FP32,), {}, (64, 128)),
+    (100_000, 64, 2, (pypto.DT_FP32,), {}, (4, 8192)),  # a wide row: column tiles of at most _WIDEST_TILE
+    (20_000, 64, 2, (pypto.DT_FP32,), {"whole_rows": True}, (1, 20_000)),  # fits the UB whole
+    (4096, 64, 2, (pypto.DT_BF16,), {}, (8, 4096)),  # BF16: at most _BF16_ROW_TILE elements a row tile
+    (4096, 64, 2, (pypto.DT_FP16,), {}, (16, 4096)),  # FP16: half the bytes
+    (4096, 64, 2, (pypto.DT_FP32,), {"split_cols": True}, (64, 512)),  # max_rows rows of _WIDE_TILE cols
+    (4096, 64, 2, (pypto.DT_FP16, pypto.DT_INT64), {}, (4, 4096)),  # the widest dtype counts
+])
+def test_tile_shape(cols, max_rows, buffers, dtypes, options, shape):
+    rows, tile_cols = tiles._tile_shape(cols, max_rows, buffers, dtypes, **options)
+    assert (rows, tile_cols) == shape
+    size = 8 if pypto.DT_INT64 in dtypes else 2 if dtypes == (pypto.DT_FP16,) else 4
+    assert rows * tile_cols * size * buffers <= tiles._TILE_BUDGET or options.get("whole_rows")
+
+
+def test_cube_rows_and_tiles_fit_the_cube_buffers():
+    assert [tiles._cube_rows(m) for m in (1, 64, 100, 1000)] == [16, 64, 128, 128]
+    assert tiles._cube_tiles(4096, 4096, pypto.DT_BF16, 128) == ([128, 512], [256, 256])
+    assert tiles._cube_tiles(4096, 4096, pypto.DT_FP32, 128) == ([64, 320], [256, 256])  # L0B, then L1
+    assert tiles._cube_tiles(16, 32, pypto.DT_FP16, 16) == ([16, 16], [32, 32])

@@ -264,37 +264,7 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
-CUBE_TILES = Definition(
-    "_cube_tiles",
-    '''\
-# A2/A3 AI cube core buffers, and the cube tiles a kernel starts from: the best of
-# scripts/kernels.py's sweep at transformer shapes
-_L0A_BYTES, _L0B_BYTES, _L0C_BYTES, _L1_BYTES = 64 * 1024, 64 * 1024, 128 * 1024, 512 * 1024
-_CUBE_ROWS, _CUBE_K, _CUBE_N = (16, 128), (128, 512), (256, 256)
-
-
-def _cube_rows(m):
-    """Rows per tile for m rows: a power of two in _CUBE_ROWS' range (decode's m=1 takes 16,
-    prefill 128); m stays dynamic in each kernel, which compiles once per row tile."""
-    return min(_CUBE_ROWS[1], max(_CUBE_ROWS[0], 1 << (m - 1).bit_length()))
-
-
-def _cube_tiles(k, n, dtype, rows):
-    """The [L0, L1] k and n cube tiles of a [rows, k] x [k, n] product (k and n multiples of
-    16): the defaults cut to k and n, L0 shrunk in 16s to fit L0A/L0B/L0C, L1 a multiple of L0
-    within L1."""
-    size = 4 if dtype == pypto.DT_FP32 else 2
-    k0, n0 = min(_CUBE_K[0], k), min(_CUBE_N[0], n)
-    while n0 > 16 and rows * n0 * 4 > _L0C_BYTES:
-        n0 = max(16, n0 // 32 * 16)
-    while k0 > 16 and (rows * k0 * size > _L0A_BYTES or k0 * n0 * size > _L0B_BYTES):
-        k0 = max(16, k0 // 32 * 16)
-    k1, n1 = k0 * max(1, min(_CUBE_K[1], k) // k0), n0 * max(1, min(_CUBE_N[1], n) // n0)
-    while k1 > k0 and (rows + n1) * k1 * size > _L1_BYTES:
-        k1 -= k0
-    return [k0, k1], [n0, n1]
-''',
-)
+CUBE_TILES = copied("tiles", "_cube_tiles", "_L0A_BYTES")
 
 
 CUBE_OPERANDS = Definition(
