@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torch2pypto.rules import codegen
-from torch2pypto.runtime import launch, layout, tiles
+from torch2pypto.runtime import launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -223,3 +223,84 @@ def test_cube_rows_and_tiles_fit_the_cube_buffers():
     assert tiles._cube_tiles(4096, 4096, pypto.DT_BF16, 128) == ([128, 512], [256, 256])
     assert tiles._cube_tiles(4096, 4096, pypto.DT_FP32, 128) == ([64, 320], [256, 256])  # L0B, then L1
     assert tiles._cube_tiles(16, 32, pypto.DT_FP16, 16) == ([16, 16], [32, 32])
+
+
+# ---- operands: whether a kernel takes a call's operands, and as what
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def test_kernel_operands_take_one_dtype_and_numbers_it_holds(launcher):
+    x, h = torch.randn(2, 3), torch.randn(2, 3).half()
+    assert operands._kernel_operands(FLOATS, x, numbers=(2, 0.5, float("inf"), x))
+    assert not operands._kernel_operands(FLOATS, x, h)  # torch would promote
+    assert not operands._kernel_operands(FLOATS, x, numbers=(True,))  # a bool is no kernel number
+    assert not operands._kernel_operands(FLOATS, h, numbers=(1e6,))  # beyond FP16: torch's call
+    assert not operands._kernel_operands(FLOATS, x.double())
+    assert not operands._kernel_operands(FLOATS, 2.0)
+    assert operands._kernel_operands(FLOATS, x, bools=(x > 0,))
+    assert not operands._kernel_operands(FLOATS, x, bools=(x,))
+    assert not operands._kernel_operands(FLOATS, x, options=(None, None))  # clamp(x): torch raises
+    assert operands._kernel_operands(FLOATS, x, options=(None, 1))
+
+
+def test_kernel_operands_of_integer_tensors_take_ints_in_range(launcher):
+    i = torch.arange(6, dtype=torch.int32)
+    assert operands._kernel_operands((torch.int32,), i, numbers=(5,))
+    assert not operands._kernel_operands((torch.int32,), i, numbers=(2**40,))
+    assert not operands._kernel_operands((torch.int32,), i, numbers=(2.5,))
+
+
+def test_kernel_operands_stay_torch_off_the_kernel_path():
+    assert not operands._kernel_operands(FLOATS, torch.randn(2, 3))
+
+
+def test_kernel_number_is_a_float_for_float_tensors():
+    assert operands._kernel_number(2, torch.float16) == 2.0 and type(operands._kernel_number(2, torch.float16)) is float
+    assert type(operands._kernel_number(2, torch.int32)) is int
+    assert operands._kernel_number(None, torch.float32) is None
+
+
+def test_cube_operands_fold_batches_into_rows_with_one_right_matrix():
+    a, w = torch.randn(2, 3, 4, 5), torch.randn(6, 5)
+    a2, b2, batch, stacked, transposed = operands._cube_operands(a, w, transposed=True)  # linear's weight
+    assert a2.shape == (24, 5) and a2.data_ptr() == a.data_ptr()
+    assert b2.data_ptr() == w.data_ptr() and batch == (2, 3) and not stacked and transposed
+
+
+def test_cube_operands_read_a_transposed_stack_through_its_row_major_base():
+    q, k = torch.randn(2, 3, 5), torch.randn(2, 6, 5)
+    a2, b2, batch, stacked, transposed = operands._cube_operands(q, k.mT)
+    assert (a2.shape, b2.shape, batch, stacked, transposed) == ((6, 5), (12, 5), (2,), True, True)
+    assert b2.data_ptr() == k.data_ptr()
+    a2, b2, batch, stacked, _ = operands._cube_operands(torch.randn(3, 5), torch.randn(2, 5, 4))
+    assert (a2.shape, b2.shape, batch, stacked) == ((6, 5), (10, 4), (2,), True)  # a broadcast over b's stack
+
+
+def test_a_weights_contiguous_copy_is_kept_until_it_changes():
+    w = torch.randn(6, 10)[:, :5]
+    kept = operands._kept_contiguous(w)
+    assert kept.is_contiguous() and torch.equal(kept, w) and operands._kept_contiguous(w) is kept
+    w.add_(1)
+    again = operands._kept_contiguous(w)
+    assert again is not kept and torch.equal(again, w)
+    contiguous = torch.randn(3, 3)
+    assert operands._kept_contiguous(contiguous) is contiguous
+
+
+def test_kernel_indices_are_int32_within_the_count():
+    index = torch.tensor([[0, 2], [1, 3]])
+    flat = operands._kernel_indices(index, 4)
+    assert flat.dtype == torch.int32 and flat.tolist() == [0, 2, 1, 3]
+    assert operands._kernel_indices(index, 3) is None  # 3 is out of range: torch raises
+    assert operands._kernel_indices(-index, 4) is None
+    assert operands._kernel_indices(index.float(), 4) is None
+    assert operands._kernel_indices(index[:0], 4) is None
+    assert operands._kernel_indices(index, 4, rank=1) is None
+
+
+def test_indexed_dim_is_a_dim_of_the_tensor_or_none():
+    t = torch.randn(2, 3)
+    assert operands._indexed_dim(t, -1) == 1 and operands._indexed_dim(t, 0, rank=2) == 0
+    assert operands._indexed_dim(t, 2) is None and operands._indexed_dim(t, 0, rank=3) is None
+    assert operands._indexed_dim(torch.tensor(1.0), 0) is None and operands._indexed_dim(t, 1.0) is None

@@ -119,42 +119,8 @@ PRELUDE = (
     copied("layout", "_row_window"),
     copied("launch", "_annotated"),
     copied("tiles", "_tile_shape", "_VECTOR_PASSES"),
-    Definition(
-        "_kernel_operands",
-        '''\
-def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
-    """Whether a kernel built for `dtypes` takes these operands: `tensors` and any tensors among
-    `numbers` of one of those dtypes; the rest of `numbers` (and the `options`, kernel constants
-    such as clip bounds, which may be None) Python numbers the dtype holds (ints in range for
-    integer tensors, finite floats in range or infinities for float tensors, no bools); `bools`
-    bool tensors; all on the kernel path. Any other mix runs torch, which keeps its type
-    promotion (and raises where it does: a fill value beyond the dtype's range)."""
-    if not all(isinstance(t, torch.Tensor) for t in (*tensors, *bools)):
-        return False
-    tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
-    if not tensors or tensors[0].dtype not in dtypes or any(t.dtype != tensors[0].dtype for t in tensors):
-        return False
-    if any(b.dtype != torch.bool for b in bools) or options and all(o is None for o in options):
-        return False  # no option set (clamp(x)): torch decides, and raises
-    dtype = tensors[0].dtype
-    for n in (o for o in (*numbers, *options) if o is not None and not isinstance(o, torch.Tensor)):
-        if dtype.is_floating_point:
-            if type(n) not in (int, float) or torch.finfo(dtype).max < abs(n) < float("inf"):
-                return False  # torch raises or rounds to inf: its call
-        elif dtype == torch.bool or type(n) is not int or not torch.iinfo(dtype).min <= n <= torch.iinfo(dtype).max:
-            return False
-    return _on_kernel_path(*tensors, *bools, dtypes=(*dtypes, torch.bool))
-''',
-        ("_on_kernel_path",),
-    ),
-    Definition(
-        "_kernel_number",
-        '''\
-def _kernel_number(n, dtype):
-    """A Python number (or None) as a kernel constant for `dtype` tensors: a float for float dtypes."""
-    return float(n) if n is not None and dtype.is_floating_point else n
-''',
-    ),
+    copied("operands", "_kernel_operands"),
+    copied("operands", "_kernel_number"),
     copied("layout", "_broadcast_rows", last="_result_rows"),
     copied("layout", "_in_layout_of"),
     copied("layout", "_in_place_ok"),

@@ -267,45 +267,7 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
 CUBE_TILES = copied("tiles", "_cube_tiles", "_L0A_BYTES")
 
 
-CUBE_OPERANDS = Definition(
-    "_cube_operands",
-    '''\
-def _cube_operands(a, b, transposed=False):
-    """`a` ([..., m, k]) and `b` ([..., k, n], or [n, k] if `transposed`: linear's weight) as a cube
-    kernel reads them: (a, b, the result's batch dims, whether b is a stack of matrices, whether
-    the kernel reads b transposed). Batch dims broadcast as torch's matmul does; with one right
-    matrix, a's batch dims fold into its rows ([rows, k] by [k, n]), else a is [batches * m, k]
-    and b [batches * k, n]. Each is read in place where it is row-major or b is the transpose of
-    a row-major tensor (k.mT: read as k, transposed); K and N of any size (the kernel's valid
-    shape). Else a copy: pypto.from_torch takes contiguous tensors only (a batch that
-    broadcasts, other strides); a weight's copy is kept on it (_kept_contiguous).
-    """
-    m, k = a.shape[-2:]
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    stacked = math.prod(b.shape[:-2]) > 1
-    if stacked:
-        a, b = a.expand(*batch, m, k), b.expand(*batch, *b.shape[-2:])
-    a = a.reshape(-1, k).contiguous()
-    if not b.is_contiguous() and b.mT.is_contiguous():
-        b, transposed = b.mT, not transposed
-    elif transposed:
-        b = _kept_contiguous(b)
-    return a, b.reshape(-1, b.shape[-1]).contiguous(), batch, stacked, transposed
-
-
-def _kept_contiguous(w):
-    """Weight `w`, contiguous: itself, or a copy made once and kept on `w` until `w` changes (its
-    version counter), so that no forward copies it again."""
-    if w.is_contiguous():
-        return w
-    kept = getattr(w, "_pypto_contiguous", None)
-    if kept is None or kept[0] != w._version:
-        kept = w._version, w.contiguous()
-        w._pypto_contiguous = kept
-    return kept[1]
-''',
-    imports=("math",),
-)
+CUBE_OPERANDS = copied("operands", "_cube_operands", last="_kept_contiguous")
 
 
 WHOLE_ROWS = copied("layout", "_fits_whole_rows")
@@ -475,28 +437,4 @@ def indexed_kernel(
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
 
 
-INDICES = Definition(
-    "_kernel_indices",
-    '''\
-def _indexed_dim(t, dim, rank=None):
-    """`dim` of tensor `t` as a dim in [0, t.dim()), or None: no such dim (torch raises), or `t`
-    is not of `rank` when one is given."""
-    if not isinstance(t, torch.Tensor) or not t.dim() or rank is not None and t.dim() != rank:
-        return None
-    return dim % t.dim() if type(dim) is int and -t.dim() <= dim < t.dim() else None
-
-
-def _kernel_indices(index, count, rank=None):
-    """`index` flattened to the int32 indices a kernel takes, or None: not a non-empty int32 or
-    int64 tensor (of `rank`, if given), or an index outside [0, count), where torch raises and
-    PyPTO would read out of bounds."""
-    if not isinstance(index, torch.Tensor) or index.dtype not in (torch.int32, torch.int64) or not index.numel():
-        return None
-    if rank is not None and index.dim() != rank or count > 2**31 - 1:
-        return None
-    flat = index.reshape(-1)
-    if not (0 <= int(flat.min()) and int(flat.max()) < count):
-        return None
-    return flat.to(torch.int32).contiguous()
-''',
-)
+INDICES = copied("operands", "_kernel_indices", "_indexed_dim")
