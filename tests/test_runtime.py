@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torch2pypto.rules import codegen
-from torch2pypto.runtime import launch, layout, operands, tiles
+from torch2pypto.runtime import grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -304,3 +304,35 @@ def test_indexed_dim_is_a_dim_of_the_tensor_or_none():
     assert operands._indexed_dim(t, -1) == 1 and operands._indexed_dim(t, 0, rank=2) == 0
     assert operands._indexed_dim(t, 2) is None and operands._indexed_dim(t, 0, rank=3) is None
     assert operands._indexed_dim(torch.tensor(1.0), 0) is None and operands._indexed_dim(t, 1.0) is None
+
+
+# ---- grad: a kernel's result carries torch's gradient
+
+
+def kernel_exp(x, scale=1.0):
+    """A stand-in for a kernel path: the value computed outside autograd."""
+    with torch.no_grad():
+        return torch.exp(x) * scale
+
+
+def test_with_torch_grad_without_autograd_is_the_kernel_path():
+    x = torch.randn(3)
+    assert torch.equal(grad._with_torch_grad(kernel_exp, torch.exp, x), torch.exp(x))
+    with torch.no_grad():
+        result = grad._with_torch_grad(kernel_exp, torch.exp, x.requires_grad_())
+    assert result.grad_fn is None
+
+
+def test_with_torch_grad_gives_torchs_gradient_of_each_tensor_that_wants_one():
+    x, w = torch.randn(3, requires_grad=True), torch.randn(3)
+    result = grad._with_torch_grad(lambda x, w, s: kernel_exp(x) * w * s, lambda x, w, s: torch.exp(x) * w * s, x, w, 2.0)
+    assert torch.allclose(result, torch.exp(x) * w * 2)
+    result.sum().backward()
+    assert torch.allclose(x.grad, torch.exp(x.detach()) * w * 2) and w.grad is None
+
+
+def test_a_result_sharing_an_inputs_storage_is_a_copy():
+    x = torch.randn(3, requires_grad=True)
+    result = grad._TorchGradient.apply(lambda x: x.detach(), lambda x: x * 1, x)
+    assert result.untyped_storage().data_ptr() != x.untyped_storage().data_ptr() and torch.equal(result, x)
+    result.mul_(2)  # the Function's own tensor: changed in place as torch's result may be
