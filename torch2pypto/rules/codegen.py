@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import types
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -82,6 +83,15 @@ def _bound(statement: ast.stmt) -> list[str]:
     return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
+def _global_names(code: types.CodeType) -> Iterator[str]:
+    """The global (and attribute) names ``code`` and the functions in it use: compiled, this is
+    ten times quicker than walking the syntax tree."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _global_names(const)
+
+
 def copied(module: str, name: str, first: str | None = None, last: str | None = None) -> Definition:
     """Definition ``name`` copied from runtime ``module``: the source of its top-level statements
     from the one binding ``first`` through the one binding ``last`` (both default to ``name``),
@@ -95,9 +105,8 @@ def copied(module: str, name: str, first: str | None = None, last: str | None = 
         begin -= 1
     source = "".join(m.lines[begin : statements[-1].end_lineno])
     defined = {n for s in statements for n in _bound(s)}
-    used = sorted((n for s in statements for n in ast.walk(s) if isinstance(n, ast.Name)), key=lambda n: (n.lineno, n.col_offset))
     requires, imports = [], []
-    for n in dict.fromkeys(u.id for u in used if u.id not in defined):
+    for n in dict.fromkeys(n for n in _global_names(compile(source, module, "exec")) if n not in defined):
         if n in m.imports and n not in IMPORTS:
             imports.append(n)
         elif n in m.defines or n in m.runtime:
