@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import builtins
 import functools
-import types
+import symtable
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
@@ -46,6 +47,7 @@ def per_entry(build: Callable[[object], T]) -> Callable[[object], T]:
 IMPORTS = ("functools", "pypto", "torch")  # what every generated section imports
 RUNTIME = "torch2pypto.runtime"
 _RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+_BUILTINS = frozenset(dir(builtins))
 _COPIED: dict[str, str] = {}  # a runtime top-level name -> the definition that copies it
 
 
@@ -83,13 +85,13 @@ def _bound(statement: ast.stmt) -> list[str]:
     return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
-def _global_names(code: types.CodeType) -> Iterator[str]:
-    """The global (and attribute) names ``code`` and the functions in it use: compiled, this is
-    ten times quicker than walking the syntax tree."""
-    yield from code.co_names
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _global_names(const)
+def _global_names(table: symtable.SymbolTable) -> Iterator[str]:
+    """The global names a block's statements and the functions in them use (a symbol table is
+    ten times quicker than walking the syntax tree)."""
+    top = table.get_type() == "module"
+    yield from (s.get_name() for s in table.get_symbols() if s.is_referenced() and (top or s.is_global()))
+    for child in table.get_children():
+        yield from _global_names(child)
 
 
 def copied(module: str, name: str, first: str | None = None, last: str | None = None) -> Definition:
@@ -106,13 +108,15 @@ def copied(module: str, name: str, first: str | None = None, last: str | None = 
     source = "".join(m.lines[begin : statements[-1].end_lineno])
     defined = {n for s in statements for n in _bound(s)}
     requires, imports = [], []
-    for n in dict.fromkeys(n for n in _global_names(compile(source, module, "exec")) if n not in defined):
-        if n in m.imports and n not in IMPORTS:
-            imports.append(n)
+    for n in dict.fromkeys(n for n in _global_names(symtable.symtable(source, module, "exec")) if n not in defined):
+        if n in m.imports:
+            imports += [n] if n not in IMPORTS else []
         elif n in m.defines or n in m.runtime:
             if n not in _COPIED:
                 raise ValueError(f"{name} uses {n}: copy the runtime block that defines it first")
             requires.append(_COPIED[n])
+        elif n not in _BUILTINS:
+            raise ValueError(f"{name} uses {n}, which runtime module {module} neither defines nor imports")
     for n in defined:
         if _COPIED.setdefault(n, name) != name:
             raise ValueError(f"{n} is copied by both {_COPIED[n]} and {name}")
