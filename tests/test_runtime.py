@@ -45,6 +45,26 @@ def test_a_block_copied_twice_or_before_what_it_uses_is_refused(monkeypatch):
         codegen.copied("launch", "_UB_BYTES")
 
 
+def test_a_synthetic_module_copies_its_blocks_with_their_needs(monkeypatch, tmp_path):
+    (tmp_path / "synthetic.py").write_text(
+        "import functools\nimport math\n\nimport torch\n\nfrom torch2pypto.runtime.launch import _UB_BYTES\n\n\n"
+        "# a note for this module alone\n\n"
+        "# the first block's comment\n_LIMIT = 4\n\n\n"
+        "@functools.cache\ndef _first(x):\n    return math.prod(x) * _LIMIT * _UB_BYTES\n\n\n"
+        "def _second(t):\n    def inner():\n        return _first(t.shape)\n    return torch.tensor(inner())\n\n\n"
+        "def _broken():\n    return _nowhere\n"
+    )
+    monkeypatch.setattr(codegen, "_RUNTIME_DIR", tmp_path)
+    monkeypatch.setattr(codegen, "_COPIED", dict(codegen._COPIED))
+    first = codegen.copied("synthetic", "_first", "_LIMIT")
+    assert first.source.startswith("# the first block's comment\n_LIMIT = 4\n\n\n@functools.cache\n")
+    assert first.requires == ("PYPTO_LAUNCHER",) and first.imports == ("math",)  # functools: every section's
+    second = codegen.copied("synthetic", "_second")
+    assert second.requires == ("_first",) and second.imports == ()
+    with pytest.raises(ValueError, match="_broken uses _nowhere, which runtime module synthetic neither defines"):
+        codegen.copied("synthetic", "_broken")
+
+
 def test_every_runtime_statement_is_copied_by_one_definition():
     """No dead code in the runtime package: each top-level name is some definition's (the
     families copy theirs when they load)."""
@@ -336,3 +356,125 @@ def test_a_result_sharing_an_inputs_storage_is_a_copy():
     result = grad._TorchGradient.apply(lambda x: x.detach(), lambda x: x * 1, x)
     assert result.untyped_storage().data_ptr() != x.untyped_storage().data_ptr() and torch.equal(result, x)
     result.mul_(2)  # the Function's own tensor: changed in place as torch's result may be
+
+
+# ---- the families' host helpers: moves, joins, and the operands they take
+
+
+def moved_along(x, dim, size, runs, value=0.0):
+    """What _moved_along's assemble kernel computes, in torch: `x` rebuilt along `dim` from runs."""
+    out = torch.full((*x.shape[:dim], size, *x.shape[dim + 1:]), value, dtype=x.dtype)
+    for start, count, at in runs:
+        out.narrow(dim, at, count).copy_(x.narrow(dim, start, count))
+    return out
+
+
+def apply_moves(moved):
+    x, moves, shape = moved
+    for dim, size, runs in moves:
+        x = moved_along(x, dim, size, runs)
+    return x if shape is None else x.reshape(shape)
+
+
+@pytest.mark.parametrize("shifts, dims", [(1, 0), (-2, 1), ((1, 2), (0, 1)), ((1, 1), (1, 1)), (3, None), (7, -1)])
+def test_rolled_moves_are_torch_roll(shifts, dims):
+    x = torch.arange(12.0).reshape(3, 4)
+    assert torch.equal(apply_moves(layout._rolled(x, shifts, dims)), torch.roll(x, shifts, dims))
+
+
+def test_rolled_refuses_what_torch_refuses():
+    x = torch.randn(3, 4)
+    assert layout._rolled(x, (1, 2), None) is None and layout._rolled(x, 1, 2) is None
+    assert layout._rolled(x, (1, 2), (0,)) is None and layout._rolled(x, (1.0,), 0) is None
+    with pytest.raises(TypeError):  # as torch.roll raises (its message differs)
+        layout._rolled(x, 1.0, 0)
+
+
+@pytest.mark.parametrize("repeats, dim", [(2, 0), (3, 1), (1, -1), (2, None), (64, 0)])
+def test_repeated_moves_are_torch_repeat_interleave(repeats, dim):
+    x = torch.arange(6.0).reshape(2, 3)
+    assert torch.equal(apply_moves(layout._repeated(x, repeats, dim)), torch.repeat_interleave(x, repeats, dim))
+
+
+def test_repeated_takes_up_to_64_copies_of_an_int():
+    x = torch.randn(2, 3)
+    assert layout._repeated(x, 65, 0) is None and layout._repeated(x, 0, 0) is None
+    assert layout._repeated(x, torch.tensor(2), 0) is None and layout._repeated(x, 2, 2) is None
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (0, 0, 2, 1), (-1, 1), (1, -2, -1, 0)])
+def test_padded_moves_are_f_pad(pad):
+    x = torch.arange(12.0).reshape(3, 4)
+    moved = layout._padded(x, pad, "constant", None)
+    expected = torch.nn.functional.pad(x, pad)
+    assert moved[2] is None and torch.equal(apply_moves(moved), expected)
+
+
+def test_padded_leaves_other_modes_and_emptied_dims_to_torch():
+    x = torch.randn(3, 4)
+    assert layout._padded(x, (1, 1), "reflect", None) is None and layout._padded(x, (-2, -2), "constant", 0.0) is None
+    assert layout._padded(x, (1,), "constant", None) is None and layout._padded(x, (1, 1), "constant", "a") is None
+
+
+@pytest.mark.parametrize("stacked, dim, shapes", [
+    (False, 0, [(2, 4, 5), (3, 4, 5)]), (False, 1, [(2, 4, 5), (2, 1, 5)]), (False, -1, [(2, 4, 5), (2, 4, 2), (2, 4, 1)]),
+    (True, 0, [(2, 4, 5)] * 2), (True, 2, [(2, 4, 5)] * 3), (True, -1, [(2, 4, 5)] * 2),
+])
+def test_joined_places_are_torch_cat_and_stack(launcher, stacked, dim, shapes):
+    tensors = [torch.randn(shape) for shape in shapes]
+    matrices, places, width, shape = layout._joined(tensors, dim, stacked)
+    out = torch.empty(matrices[0].shape[0], width)
+    for matrix, runs in zip(matrices, places):
+        for start, size, at in runs:
+            out[:, at:at + size] = matrix[:, start:start + size]
+    expected = torch.stack(tensors, dim) if stacked else torch.cat(tensors, dim)
+    assert torch.equal(out.reshape(shape), expected)
+
+
+def test_joined_reads_a_column_slice_in_place(launcher):
+    base = torch.arange(40.0).reshape(8, 5)
+    matrices, places, width, shape = layout._joined([torch.ones(8, 2), base[:, 1:4]], -1, False)
+    assert matrices[1].data_ptr() == base.data_ptr() and places[1] == ((1, 3, 2),) and width == 5
+
+
+def test_joined_leaves_mixed_or_mismatched_tensors_to_torch(launcher):
+    x = torch.randn(2, 3)
+    assert layout._joined([x, x.half()], 0, False) is None
+    assert layout._joined([x, torch.randn(2, 4)], 0, False) is None  # torch raises
+    assert layout._joined([x, x], 2, False) is None and layout._joined([x, x], 0.0, False) is None
+    assert layout._joined([x, 2.0], 0, False) is None
+
+
+def test_scan_rows_move_the_scanned_dim_last():
+    t = torch.randn(2, 3, 4)
+    rows, moved = layout._scan_rows(t, 1)
+    assert rows.shape == (8, 3) and moved == (2, 4, 3) and torch.equal(rows.reshape(moved).movedim(-1, 1), t)
+    assert layout._scan_rows(torch.tensor(2.0), 0)[0].shape == (1, 1)
+
+
+def test_row_operands_end_in_the_shape_and_share_the_dtype(launcher):
+    x, w = torch.randn(2, 3, 4), torch.randn(4)
+    assert operands._row_operands(x, (4,), w, None)
+    assert not operands._row_operands(x, (4,), w.half()) and not operands._row_operands(x, (3,), None)
+    assert not operands._row_operands(x, (), None) and not operands._row_operands(x, (4,), torch.randn(1, 4))
+
+
+def test_gathers_scatters_and_adds_are_where_torch_defines_them():
+    x, index = torch.randn(3, 4), torch.zeros(2, 4, dtype=torch.int64)
+    assert operands._gathers(x, index, 0) and not operands._gathers(x, torch.zeros(2, 5, dtype=torch.int64), 0)
+    assert operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), torch.randn(3, 2), 1, "add")
+    assert operands._scatters(x, index, torch.randn(2, 4), 0, "multiply")
+    assert not operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), torch.randn(3, 2), 0, "add")  # nor x's rows
+    assert operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), 1.5, 1, None)
+    assert not operands._scatters(x.half(), torch.zeros(3, 2, dtype=torch.int64), 1e6, 1, None)
+    assert not operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), 1.0, 1, "mean")
+    indices = torch.tensor([0, 2])
+    assert operands._adds(x, indices, torch.randn(2, 4), 0, 1) and not operands._adds(x, indices, torch.randn(2, 4), 1, 1)
+    assert not operands._adds(x, indices, torch.randn(2, 4), 0, torch.tensor(1.0))
+
+
+def test_one_hot_classes_check_the_range_torch_raises_outside(launcher):
+    i = torch.tensor([0, 3, 1])
+    assert operands._one_hot_classes(i, -1) == 4 and operands._one_hot_classes(i, 6) == 6
+    assert operands._one_hot_classes(i, 3) is None and operands._one_hot_classes(-i, 6) is None
+    assert operands._one_hot_classes(i, 8193) is None and operands._one_hot_classes(i.int(), 6) is None

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from torch2pypto.runtime.launch import _UB_BYTES
+from torch2pypto.runtime.launch import _UB_BYTES, _on_kernel_path
 
 
 def _as_rows(t):
@@ -131,3 +131,97 @@ def _aligned_rows(t, cols):
     """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
     tile rows, and the kernel's valid shape leaves the padding out."""
     return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
+
+
+def _scan_rows(t, dim):
+    """`t` as [rows, cols] with `dim` last (the axis a scan runs along), and that moved shape."""
+    moved = t.movedim(dim, -1) if t.dim() else t.reshape(1)
+    return moved.reshape(-1, moved.shape[-1]).contiguous(), moved.shape
+
+
+def _joined(tensors, dim, stacked):
+    """Whether an assemble kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along
+    `dim`: tensors of one float dtype on the kernel path, shapes torch accepts; and if so their
+    [rows, cols] matrices, places, the output's width and shape."""
+    if not isinstance(dim, int) or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    first = tensors[0]
+    rank = first.dim() + stacked
+    if not -rank <= dim < rank or any(t.dtype != first.dtype or t.dim() != first.dim() for t in tensors):
+        return None
+    dim %= rank
+    if first.dim() == 0 or not _on_kernel_path(*tensors):
+        return None
+    same = [d for d in range(first.dim()) if stacked or d != dim]
+    if any(t.shape[d] != first.shape[d] for t in tensors for d in same):
+        return None
+    rows = math.prod(first.shape[:dim])
+    windows = [_row_window(t, rows) for t in tensors]  # read in place, column slices too
+    matrices = [m for m, _ in windows]
+    places, at = [], 0
+    for t, (_, start) in zip(tensors, windows):
+        places.append(((start, t.numel() // rows, at),))
+        at += t.numel() // rows
+    if stacked:
+        shape = [*first.shape[:dim], len(tensors), *first.shape[dim:]]
+    else:
+        shape = [*first.shape[:dim], sum(t.shape[dim] for t in tensors), *first.shape[dim + 1:]]
+    return matrices, tuple(places), at, shape
+
+
+def _rolled(input, shifts, dims):
+    """torch.roll(input, shifts, dims) as `input` (flattened for dims None), the moves along its
+    dims ((dim, size, runs), ...: a dim rolled by s puts its last s entries first) and the shape
+    to restore (None: the input's); or None."""
+    shifts = (shifts,) if type(shifts) is int else tuple(shifts)
+    shape = None
+    if dims is None:
+        if len(shifts) != 1:
+            return None
+        shape, input, dims = input.shape, input.reshape(-1), 0
+    dims = (dims,) if type(dims) is int else tuple(dims)
+    if len(dims) != len(shifts) or not dims or not all(type(v) is int for v in (*dims, *shifts)):
+        return None
+    if input.dim() == 0 or any(not -input.dim() <= d < input.dim() for d in dims):
+        return None
+    by_dim = {}
+    for d, s in zip(dims, shifts):
+        by_dim[d % input.dim()] = by_dim.get(d % input.dim(), 0) + s
+    moves = []
+    for d, s in sorted(by_dim.items()):
+        n, s = input.shape[d], s % input.shape[d]
+        moves.append((d, n, [(n - s, s, 0), (0, n - s, s)]))
+    return input, moves, shape
+
+
+def _repeated(input, repeats, dim):
+    """torch.repeat_interleave(input, repeats, dim) for an int `repeats` as `input` with a new
+    dim of 1 after `dim` (the flattened input's, for dim None) that `repeats` copies fill, and
+    the result's shape; or None."""
+    if type(repeats) is not int or not 0 < repeats <= 64 or dim is not None and type(dim) is not int:
+        return None
+    if dim is None:
+        return input.reshape(-1, 1), [(1, repeats, [(0, 1, j) for j in range(repeats)])], (input.numel() * repeats,)
+    if input.dim() == 0 or not -input.dim() <= dim < input.dim():
+        return None
+    dim %= input.dim()
+    result = (*input.shape[:dim], input.shape[dim] * repeats, *input.shape[dim + 1:])
+    spread = input.reshape(*input.shape[:dim + 1], 1, *input.shape[dim + 1:])
+    return spread, [(dim + 1, repeats, [(0, 1, j) for j in range(repeats)])], result
+
+
+def _padded(input, pad, mode, value):
+    """F.pad(input, pad, "constant", value) as the moves along its last len(pad) // 2 dims: pad's
+    pairs, last dim first, add (negative: remove) entries before and after a dim; or None."""
+    if mode != "constant" or not isinstance(pad, (list, tuple)) or not pad or len(pad) % 2:
+        return None
+    if not all(type(p) is int for p in pad) or len(pad) // 2 > input.dim() or value is not None and type(value) not in (int, float):
+        return None
+    moves = []
+    for i in range(len(pad) // 2):
+        d, before, after = input.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
+        n = input.shape[d]
+        if n + before + after <= 0:
+            return None
+        moves.append((d, n + before + after, [(max(0, -before), n - max(0, -before) - max(0, -after), max(0, before))]))
+    return input, moves, None

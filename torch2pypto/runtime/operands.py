@@ -91,3 +91,56 @@ def _kernel_indices(index, count, rank=None):
     if not (0 <= int(flat.min()) and int(flat.max()) < count):
         return None
     return flat.to(torch.int32).contiguous()
+
+
+def _row_operands(input, shape, *rows):
+    """Whether a row kernel takes these: `input` ending in the dims `shape`, each of `rows` None
+    or a tensor of exactly that shape, all of input's dtype, on the kernel path."""
+    given = [r for r in rows if r is not None]
+    if not shape or tuple(input.shape[max(input.dim() - len(shape), 0):]) != shape:
+        return False
+    if any(not isinstance(r, torch.Tensor) or tuple(r.shape) != shape or r.dtype != input.dtype for r in given):
+        return False
+    return _on_kernel_path(input, *given)
+
+
+def _gathers(input, index, d):
+    """Whether torch's gather of `input` by `index` along `d` is defined: one rank, the index no
+    larger than the input in the other dims."""
+    return index.dim() == input.dim() and all(k == d or i <= n for k, (i, n) in enumerate(zip(index.shape, input.shape)))
+
+
+def _scatters(input, index, src, d, reduce):
+    """Whether a scatter kernel writes torch's scatter of `src` into `input` by `index` along
+    `d` with `reduce` (None, "add" or "multiply"): the index covers the input's other dims (the
+    kernel's rows); src is a tensor of the input's dtype and rank, no smaller than the index,
+    or a Python number a float input's dtype holds (torch raises beyond it)."""
+    if isinstance(src, torch.Tensor):
+        if not (src.dtype == input.dtype and src.dim() == index.dim() and all(i <= s for i, s in zip(index.shape, src.shape))):
+            return False
+    elif type(src) not in (int, float) or not input.dtype.is_floating_point or torch.finfo(input.dtype).max < abs(src) < float("inf"):
+        return False
+    return reduce in (None, "add", "multiply") and index.dim() == input.dim() and all(
+        k == d or i == n for k, (i, n) in enumerate(zip(index.shape, input.shape)))
+
+
+def _adds(input, indices, source, d, alpha):
+    """Whether an index_add kernel adds `alpha` * `source` into `input` at `indices` along `d` as
+    torch does: source is the input's shape with `d` as long as the indices, and its dtype;
+    alpha a Python number."""
+    shape = [*input.shape[:d], indices.shape[0], *input.shape[d + 1:]]
+    return isinstance(source, torch.Tensor) and source.dtype == input.dtype and list(source.shape) == shape and type(
+        alpha) in (int, float)
+
+
+# _one_hot_classes: at most 8192 classes, as an INT64 row of them in three buffers fits the 192 KB
+# unified buffer
+
+def _one_hot_classes(input, num_classes):
+    """The classes of torch's one_hot(input, num_classes) if a kernel computes it: an int64
+    tensor on the kernel path whose indices lie in [0, classes), at most 8192 classes."""
+    if not isinstance(input, torch.Tensor) or type(num_classes) is not int or not _on_kernel_path(input, dtypes=(torch.int64,)):
+        return None
+    low, high = int(input.min()), int(input.max())
+    classes = high + 1 if num_classes == -1 else num_classes
+    return classes if 0 <= low and high < classes <= 8192 else None
