@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torch2pypto.rules import codegen
-from torch2pypto.runtime import grad, launch, layout, operands, tiles
+from torch2pypto.runtime import casting, grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -478,3 +478,86 @@ def test_one_hot_classes_check_the_range_torch_raises_outside(launcher):
     assert operands._one_hot_classes(i, -1) == 4 and operands._one_hot_classes(i, 6) == 6
     assert operands._one_hot_classes(i, 3) is None and operands._one_hot_classes(-i, 6) is None
     assert operands._one_hot_classes(i, 8193) is None and operands._one_hot_classes(i.int(), 6) is None
+
+
+# ---- wrappers around a generated kernel factory: a stand-in factory computes in torch
+
+TORCH_DTYPES = {v: k for k, v in launch._PYPTO_DTYPES.items()}
+
+
+@pytest.fixture
+def running(monkeypatch):
+    """A PYPTO_LAUNCHER that runs the (stand-in) kernel it is given, recording each launch."""
+    launches = []
+
+    def run(kernel, *tensors):
+        launches.append(kernel.args)
+        kernel(*tensors)
+
+    monkeypatch.setattr(launch, "PYPTO_LAUNCHER", run)
+    return launches
+
+
+def factory(compute):
+    """A stand-in kernel factory: kernel(*tensors) calls compute(args, *tensors), args its own."""
+    def make(*args):
+        def kernel(*tensors):
+            compute(args, *tensors)
+        kernel.args = args
+        return kernel
+    return make
+
+
+def test_a_wrapper_requires_the_generated_factory_its_module_declares():
+    from torch2pypto.rules import casting as rule, movement
+
+    assert "cast_kernel" in rule.CAST.requires and "assemble1_kernel" in movement.ALONG.requires
+
+
+def test_pypto_cast_launches_once_in_the_inputs_layout(running, monkeypatch):
+    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))), raising=False)
+    x = torch.randn(5, 3).mT  # transposed: read and written in place in that layout
+    y = casting.pypto_cast(x, torch.float16)
+    assert y.dtype == torch.float16 and y.stride() == x.stride() and torch.equal(y, x.half())
+    assert running == [(launch._PYPTO_DTYPES[torch.float32], launch._PYPTO_DTYPES[torch.float16], 3, tiles._spread_rows(5, 3))]  # its [5, 3] base
+    assert casting.pypto_cast(x, torch.float32) is x and len(running) == 1  # torch returns the input itself
+    assert torch.equal(casting.pypto_cast(x, torch.float64), x.double()) and len(running) == 1  # no kernel dtype
+
+
+def test_pypto_cast_carries_torchs_gradient_and_its_forms_reach_it(running, monkeypatch):
+    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))), raising=False)
+    x = torch.randn(4, 3, requires_grad=True)
+    y = casting.pypto_to(x, torch.bfloat16)
+    y.float().sum().backward()
+    assert y.dtype == torch.bfloat16 and torch.equal(x.grad, torch.ones(4, 3)) and len(running) == 1
+    assert casting.pypto_type_as(x.detach(), torch.ones(1).half()).dtype == torch.float16
+    assert casting.pypto_to(x.detach(), torch.ones(1).half()).dtype == torch.float16
+    assert casting.pypto_to(x.detach(), "cpu").dtype == torch.float32 and len(running) == 3
+
+
+def assemble(args, x, out):
+    """What an assemble kernel computes: runs of x's columns into out, the other runs filled."""
+    _, _, _, (places,), fills, value = args
+    for src, size, dst in places:
+        out[:, dst:dst + size] = x[:, src:src + size]
+    for dst, size in fills:
+        out[:, dst:dst + size] = value
+
+
+@pytest.mark.parametrize("dim, size, runs, value", [
+    (0, 5, [(0, 2, 1)], 0.0), (1, 6, [(2, 2, 0), (0, 2, 2)], -1.0), (2, 3, [(3, 1, 0), (0, 1, 2)], 2.5), (1, 2, [(1, 2, 0)], 0.0),
+])
+def test_moved_along_is_one_assemble_launch(running, monkeypatch, dim, size, runs, value):
+    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble), raising=False)
+    x = torch.randn(2, 4, 4)
+    assert torch.equal(layout._moved_along(x, dim, size, runs, value), moved_along(x, dim, size, runs, value))
+    assert len(running) == 1
+
+
+def test_moved_along_reads_a_column_slice_in_place(running, monkeypatch):
+    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble), raising=False)
+    base = torch.randn(3, 6)
+    x = base[:, 2:5]
+    assert torch.equal(layout._moved_along(x, 1, 3, [(2, 1, 0), (0, 2, 1)]), torch.roll(x, 1, 1))
+    (_, cols, _, (places,), _, _), = running
+    assert cols == (6,) and places == ((4, 1, 0), (2, 2, 1))  # runs from the slice's start in base's rows

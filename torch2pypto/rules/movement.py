@@ -41,30 +41,7 @@ class MovementFields(Fields):
 MAX_INPUTS = 32  # tensors a cat or stack kernel of a literal takes
 ARITIES = (8, 4, 2, 1)  # the kernels a cat or stack of a run-time count launches, largest first
 
-ALONG = Definition(
-    "_moved_along",
-    '''\
-def _moved_along(x, dim, size, runs, value=0.0):
-    """`x` with dim `dim` rebuilt to `size` entries from `runs` of its own ((source start, count,
-    output start), ...), the entries no run reaches set to `value`: one assemble kernel on `x`
-    folded to [rows, cols] at `dim`."""
-    rows, inner = math.prod(x.shape[:dim]), math.prod(x.shape[dim + 1:])
-    places = tuple((start * inner, count * inner, at * inner) for start, count, at in runs if count > 0)
-    fills, done = [], 0
-    for _, count, at in sorted(places, key=lambda run: run[2]):
-        fills += [(done, at - done)] if at > done else []
-        done = at + count
-    fills += [(done, size * inner - done)] if done < size * inner else []
-    matrix, start = _row_window(x, rows)
-    places = tuple((source + start, count, at) for source, count, at in places)
-    out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
-    kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
-    _launch(kernel, matrix, out)
-    return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
-''',
-    ("_launch", "_row_window", "assemble1_kernel"),
-    imports=("math",),
-)
+ALONG = copied("layout", "_moved_along")
 
 JOINED = copied("layout", "_joined")
 

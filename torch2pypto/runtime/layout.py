@@ -1,10 +1,14 @@
 """Operands as the [rows, cols] matrices kernels read, and results in torch's layout."""
 
 import math
+from typing import Callable
 
 import torch
 
-from torch2pypto.runtime.launch import _UB_BYTES, _on_kernel_path
+from torch2pypto.runtime.launch import _PYPTO_DTYPES, _UB_BYTES, _launch, _on_kernel_path
+
+# generated beside _moved_along: the factory of an assemble kernel of one input (templates.assemble_kernel)
+assemble1_kernel: Callable[..., Callable]
 
 
 def _as_rows(t):
@@ -225,3 +229,22 @@ def _padded(input, pad, mode, value):
             return None
         moves.append((d, n + before + after, [(max(0, -before), n - max(0, -before) - max(0, -after), max(0, before))]))
     return input, moves, None
+
+
+def _moved_along(x, dim, size, runs, value=0.0):
+    """`x` with dim `dim` rebuilt to `size` entries from `runs` of its own ((source start, count,
+    output start), ...), the entries no run reaches set to `value`: one assemble kernel on `x`
+    folded to [rows, cols] at `dim`."""
+    rows, inner = math.prod(x.shape[:dim]), math.prod(x.shape[dim + 1:])
+    places = tuple((start * inner, count * inner, at * inner) for start, count, at in runs if count > 0)
+    fills, done = [], 0
+    for _, count, at in sorted(places, key=lambda run: run[2]):
+        fills += [(done, at - done)] if at > done else []
+        done = at + count
+    fills += [(done, size * inner - done)] if done < size * inner else []
+    matrix, start = _row_window(x, rows)
+    places = tuple((source + start, count, at) for source, count, at in places)
+    out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
+    kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
+    _launch(kernel, matrix, out)
+    return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
