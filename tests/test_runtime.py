@@ -561,3 +561,11 @@ def test_moved_along_reads_a_column_slice_in_place(running, monkeypatch):
     assert torch.equal(layout._moved_along(x, 1, 3, [(2, 1, 0), (0, 2, 1)]), torch.roll(x, 1, 1))
     (_, cols, _, (places,), _, _), = running
     assert cols == (6,) and places == ((4, 1, 0), (2, 2, 1))  # runs from the slice's start in base's rows
+
+
+def test_col_minus_row_is_the_offset_a_triangle_compares_with_its_diagonal():
+    offsets = operands._col_minus_row(3, 4, "cpu")
+    assert offsets.dtype == torch.float32 and offsets.shape == (3, 4)
+    x = torch.randn(3, 4)
+    assert torch.equal(torch.where(offsets <= 1, x, 0.0), torch.tril(x, 1))
+    assert torch.equal(torch.where(offsets >= -1, x, 0.0), torch.triu(x, -1))

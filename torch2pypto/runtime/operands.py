@@ -144,3 +144,8 @@ def _one_hot_classes(input, num_classes):
     low, high = int(input.min()), int(input.max())
     classes = high + 1 if num_classes == -1 else num_classes
     return classes if 0 <= low and high < classes <= 8192 else None
+
+
+def _col_minus_row(h, w, device):
+    """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""
+    return (torch.arange(w, device=device) - torch.arange(h, device=device)[:, None]).float()
