@@ -71,6 +71,8 @@ def test_every_runtime_statement_is_copied_by_one_definition():
     import torch2pypto.rules  # noqa: F401  (registers every family)
 
     for path in sorted(codegen._RUNTIME_DIR.glob("[!_]*.py")):
+        if path.stem == "generated":  # stubs: their source is built per translation
+            continue
         module = codegen._module(path.stem)
         assert set(module.defines) <= set(codegen._COPIED), path.name
         ast.parse(path.read_text())
@@ -433,7 +435,7 @@ def test_joined_places_are_torch_cat_and_stack(launcher, stacked, dim, shapes):
 
 def test_joined_reads_a_column_slice_in_place(launcher):
     base = torch.arange(40.0).reshape(8, 5)
-    matrices, places, width, shape = layout._joined([torch.ones(8, 2), base[:, 1:4]], -1, False)
+    matrices, places, width, _ = layout._joined([torch.ones(8, 2), base[:, 1:4]], -1, False)
     assert matrices[1].data_ptr() == base.data_ptr() and places[1] == ((1, 3, 2),) and width == 5
 
 
@@ -508,14 +510,15 @@ def factory(compute):
     return make
 
 
-def test_a_wrapper_requires_the_generated_factory_its_module_declares():
-    from torch2pypto.rules import casting as rule, movement
+def test_a_helper_requires_the_generated_factory_it_imports():
+    from torch2pypto.rules import casting as rule
+    from torch2pypto.rules import movement
 
     assert "cast_kernel" in rule.CAST.requires and "assemble1_kernel" in movement.ALONG.requires
 
 
 def test_pypto_cast_launches_once_in_the_inputs_layout(running, monkeypatch):
-    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))), raising=False)
+    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))))
     x = torch.randn(5, 3).mT  # transposed: read and written in place in that layout
     y = casting.pypto_cast(x, torch.float16)
     assert y.dtype == torch.float16 and y.stride() == x.stride() and torch.equal(y, x.half())
@@ -525,7 +528,7 @@ def test_pypto_cast_launches_once_in_the_inputs_layout(running, monkeypatch):
 
 
 def test_pypto_cast_carries_torchs_gradient_and_its_forms_reach_it(running, monkeypatch):
-    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))), raising=False)
+    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))))
     x = torch.randn(4, 3, requires_grad=True)
     y = casting.pypto_to(x, torch.bfloat16)
     y.float().sum().backward()
@@ -548,14 +551,14 @@ def assemble(args, x, out):
     (0, 5, [(0, 2, 1)], 0.0), (1, 6, [(2, 2, 0), (0, 2, 2)], -1.0), (2, 3, [(3, 1, 0), (0, 1, 2)], 2.5), (1, 2, [(1, 2, 0)], 0.0),
 ])
 def test_moved_along_is_one_assemble_launch(running, monkeypatch, dim, size, runs, value):
-    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble), raising=False)
+    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble))
     x = torch.randn(2, 4, 4)
     assert torch.equal(layout._moved_along(x, dim, size, runs, value), moved_along(x, dim, size, runs, value))
     assert len(running) == 1
 
 
 def test_moved_along_reads_a_column_slice_in_place(running, monkeypatch):
-    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble), raising=False)
+    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble))
     base = torch.randn(3, 6)
     x = base[:, 2:5]
     assert torch.equal(layout._moved_along(x, 1, 3, [(2, 1, 0), (0, 2, 1)]), torch.roll(x, 1, 1))

@@ -8,8 +8,8 @@ imports neither torch nor pypto).
 from __future__ import annotations
 
 import ast
-import dataclasses
 import builtins
+import dataclasses
 import functools
 import symtable
 from pathlib import Path
@@ -46,6 +46,7 @@ def per_entry(build: Callable[[object], T]) -> Callable[[object], T]:
 
 IMPORTS = ("functools", "pypto", "torch")  # what every generated section imports
 RUNTIME = "torch2pypto.runtime"
+GENERATED = f"{RUNTIME}.generated"  # stubs of the kernel factories runtime helpers call
 _RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 _BUILTINS = frozenset(dir(builtins))
 _COPIED: dict[str, str] = {}  # a runtime top-level name -> the definition that copies it
@@ -60,25 +61,26 @@ class _Module:
     defines: dict[str, int]  # top-level name -> index of the statement binding it
     imports: frozenset[str]  # modules bound by ``import m``
     runtime: frozenset[str]  # names imported from other runtime modules
-    declared: frozenset[str]  # names only annotated (``cast_kernel: Callable``): generated definitions
+    generated: frozenset[str]  # names imported from GENERATED: definitions generated per translation
 
 
 @functools.cache
 def _module(name: str) -> _Module:
     text = (_RUNTIME_DIR / f"{name}.py").read_text()
     tree = ast.parse(text)
-    defines, imports, runtime, declared = {}, set(), set(), set()
+    defines, imports, runtime, generated = {}, set(), set(), set()
     for i, statement in enumerate(tree.body):
-        if isinstance(statement, ast.AnnAssign) and statement.value is None:
-            declared.add(statement.target.id)
-        elif isinstance(statement, ast.Import):
+        if isinstance(statement, ast.Import):
             imports.update(a.asname or a.name for a in statement.names)
         elif isinstance(statement, ast.ImportFrom):
-            if statement.level or (statement.module or "").startswith(RUNTIME):
-                runtime.update(a.asname or a.name for a in statement.names)
+            names = {a.asname or a.name for a in statement.names}
+            if statement.module == GENERATED:
+                generated |= names
+            elif (statement.module or "").startswith(RUNTIME):
+                runtime |= names
         else:
             defines.update(dict.fromkeys(_bound(statement), i))
-    return _Module(text.splitlines(keepends=True), tree.body, defines, frozenset(imports), frozenset(runtime), frozenset(declared))
+    return _Module(text.splitlines(keepends=True), tree.body, defines, frozenset(imports), frozenset(runtime), frozenset(generated))
 
 
 def _bound(statement: ast.stmt) -> list[str]:
@@ -101,8 +103,8 @@ def copied(module: str, name: str, first: str | None = None, last: str | None = 
     """Definition ``name`` copied from runtime ``module``: the source of its top-level statements
     from the one binding ``first`` through the one binding ``last`` (both default to ``name``),
     with the comment lines right above them. It requires the definitions that copy the other
-    runtime names it uses (copied before it) and the generated ones its module declares, and
-    imports the modules it uses beyond IMPORTS."""
+    runtime names it uses (copied before it) and the generated ones it imports from GENERATED,
+    and imports the modules it uses beyond IMPORTS."""
     m = _module(module)
     start, stop = m.defines[first or name], m.defines[last or name]
     statements = m.statements[start : stop + 1]
@@ -115,7 +117,7 @@ def copied(module: str, name: str, first: str | None = None, last: str | None = 
     for n in dict.fromkeys(n for n in _global_names(symtable.symtable(source, module, "exec")) if n not in defined):
         if n in m.imports:
             imports += [n] if n not in IMPORTS else []
-        elif n in m.declared:  # a definition generated beside it (a kernel factory), of that name
+        elif n in m.generated:  # a kernel factory generated beside it, of that name
             requires.append(n)
         elif n in m.defines or n in m.runtime:
             if n not in _COPIED:

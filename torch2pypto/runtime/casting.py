@@ -1,16 +1,12 @@
 """The cast family's wrappers: pypto_cast and the three calls that reach it (Tensor.to's forms, type_as)."""
 
-from typing import Callable
-
 import torch
 
+from torch2pypto.runtime.generated import cast_kernel
 from torch2pypto.runtime.grad import _with_torch_grad
 from torch2pypto.runtime.launch import _PYPTO_DTYPES, _launch, _on_kernel_path
 from torch2pypto.runtime.layout import _broadcast_rows, _result_rows
 from torch2pypto.runtime.tiles import _spread_rows
-
-# generated beside these wrappers: the cast kernel's factory (templates.row_kernel)
-cast_kernel: Callable[..., Callable]
 
 
 def pypto_cast(input, dtype, device=None, non_blocking=False):

@@ -3,7 +3,6 @@
 import pypto
 import torch
 
-
 # Kernels launch on NPU tensors. Elsewhere each wrapper computes the original torch expression,
 # unless torch2pypto.interpreted() has set PYPTO_LAUNCHER to run them on PyPTO's CPU interpreter.
 PYPTO_LAUNCHER = None

@@ -1,14 +1,11 @@
 """Operands as the [rows, cols] matrices kernels read, and results in torch's layout."""
 
 import math
-from typing import Callable
 
 import torch
 
+from torch2pypto.runtime.generated import assemble1_kernel
 from torch2pypto.runtime.launch import _PYPTO_DTYPES, _UB_BYTES, _launch, _on_kernel_path
-
-# generated beside _moved_along: the factory of an assemble kernel of one input (templates.assemble_kernel)
-assemble1_kernel: Callable[..., Callable]
 
 
 def _as_rows(t):

@@ -4,7 +4,6 @@ import pypto
 
 from torch2pypto.runtime.launch import _UB_BYTES
 
-
 # Vector tiles, from PyPTO's cost model (scripts/tiles.py sweeps them). Under _VECTOR_PASSES a row
 # tile is one task however many column tiles it holds, and a launch costs about its task count
 # times a fixed cost once the vector cores are busy. So a launch splits into _SPREAD_TILES row
