@@ -12,8 +12,9 @@ import builtins
 import dataclasses
 import functools
 import symtable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
