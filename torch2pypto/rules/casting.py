@@ -17,7 +17,7 @@ import libcst as cst
 
 from torch2pypto.rules import templates
 from torch2pypto.rules.calls import dtype_expr, literal, rejection, replacement, source_of
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import copied
 from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field, parse_signature
@@ -36,72 +36,10 @@ CAST_KERNEL = templates.row_kernel(
     "cast_kernel", "pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`.",
     "dtype, out_dtype, cols", ["x"], (), out_dtype="out_dtype",
 )
-CAST = Definition(
-    "pypto_cast",
-    '''\
-def pypto_cast(input, dtype, device=None, non_blocking=False):
-    """input.to(device, dtype) with the cast on a PyPTO kernel (pypto.cast; a move stays torch).
-
-    As in torch, a cast to the input's own dtype returns the input itself.
-    """
-    if device is not None:
-        input = input.to(device, non_blocking=non_blocking)
-    if input.dtype == dtype:
-        return input
-
-    def torch_path(input):
-        return input.to(dtype)
-
-    if dtype not in _PYPTO_DTYPES or not _on_kernel_path(input):
-        return torch_path(input)
-
-    def kernel_path(input):
-        (x,), shape, order = _broadcast_rows(input)  # read and written in the input's layout
-        result, out = _result_rows(shape, order, dtype, x.device)
-        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape)), x, out)
-        return result
-
-    return _with_torch_grad(kernel_path, torch_path, input)
-''',
-    ("_on_kernel_path", "_broadcast_rows", "_launch", "_with_torch_grad", "cast_kernel"),
-)
-LIKE = Definition(
-    "pypto_cast_like",
-    '''\
-def pypto_cast_like(input, other, non_blocking=False):
-    """input.to(other): other's dtype by pypto_cast, other's device by torch."""
-    return pypto_cast(input, other.dtype, other.device, non_blocking)
-''',
-    ("pypto_cast",),
-)
-TYPE_AS = Definition(
-    "pypto_type_as",
-    '''\
-def pypto_type_as(input, other):
-    """torch.Tensor.type_as on a PyPTO kernel (difference: the dtype is other.dtype, read on the host).
-
-    To another device, torch moves the input as type_as does.
-    """
-    if input.device != other.device:
-        return input.type_as(other)
-    return pypto_cast(input, other.dtype)
-''',
-    ("pypto_cast",),
-)
-TO = Definition(
-    "pypto_to",
-    '''\
-def pypto_to(input, arg, non_blocking=False):
-    """input.to(arg), arg known at run time only: a dtype casts by pypto_cast, a tensor gives its
-    dtype and device by pypto_cast_like, anything else (a device) moves in torch."""
-    if isinstance(arg, torch.dtype):
-        return pypto_cast(input, arg)
-    if isinstance(arg, torch.Tensor):
-        return pypto_cast_like(input, arg, non_blocking)
-    return input.to(arg, non_blocking=non_blocking)
-''',
-    ("pypto_cast", "pypto_cast_like"),
-)
+CAST = copied("casting", "pypto_cast")
+LIKE = copied("casting", "pypto_cast_like")
+TYPE_AS = copied("casting", "pypto_type_as")
+TO = copied("casting", "pypto_to")
 PARAMS = {
     "pypto_cast": parse_signature("pypto_cast", "(input: Tensor, dtype: DType, device: Device = None, non_blocking: bool = False)"),
     "pypto_cast_like": parse_signature("pypto_cast_like", "(input: Tensor, other: Tensor, non_blocking: bool = False)"),

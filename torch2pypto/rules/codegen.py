@@ -1,13 +1,20 @@
 """Generated definitions and the prelude every generated section shares.
 
-Kernel templates live in :mod:`templates`, host wrappers in :mod:`wrappers`.
+Kernel templates live in :mod:`templates`, host wrappers in :mod:`wrappers`; the host helpers
+are real functions in :mod:`torch2pypto.runtime`, whose source :func:`copied` reads (translating
+imports neither torch nor pypto).
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import dataclasses
 import functools
-from typing import Callable, TypeVar
+import symtable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -39,282 +46,107 @@ def per_entry(build: Callable[[object], T]) -> Callable[[object], T]:
 
 
 IMPORTS = ("functools", "pypto", "torch")  # what every generated section imports
+RUNTIME = "torch2pypto.runtime"
+GENERATED = f"{RUNTIME}.generated"  # stubs of the kernel factories runtime helpers call
+_RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+_BUILTINS = frozenset(dir(builtins))
+_COPIED: dict[str, str] = {}  # a runtime top-level name -> the definition that copies it
+
+
+@dataclasses.dataclass(frozen=True)
+class _Module:
+    """A runtime module as text: its lines, top-level statements and names."""
+
+    lines: list[str]
+    statements: list[ast.stmt]
+    defines: dict[str, int]  # top-level name -> index of the statement binding it
+    imports: frozenset[str]  # modules bound by ``import m``
+    runtime: frozenset[str]  # names imported from other runtime modules
+    generated: frozenset[str]  # names imported from GENERATED: definitions generated per translation
+
+
+@functools.cache
+def _module(name: str) -> _Module:
+    text = (_RUNTIME_DIR / f"{name}.py").read_text()
+    tree = ast.parse(text)
+    defines, imports, runtime, generated = {}, set(), set(), set()
+    for i, statement in enumerate(tree.body):
+        if isinstance(statement, ast.Import):
+            imports.update(a.asname or a.name for a in statement.names)
+        elif isinstance(statement, ast.ImportFrom):
+            names = {a.asname or a.name for a in statement.names}
+            if statement.module == GENERATED:
+                generated |= names
+            elif (statement.module or "").startswith(RUNTIME):
+                runtime |= names
+        else:
+            defines.update(dict.fromkeys(_bound(statement), i))
+    return _Module(text.splitlines(keepends=True), tree.body, defines, frozenset(imports), frozenset(runtime), frozenset(generated))
+
+
+def _bound(statement: ast.stmt) -> list[str]:
+    if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+        return [statement.name]
+    targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+    return [n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _global_names(table: symtable.SymbolTable) -> Iterator[str]:
+    """The global names a block's statements and the functions in them use (a symbol table is
+    ten times quicker than walking the syntax tree)."""
+    top = table.get_type() == "module"
+    yield from (s.get_name() for s in table.get_symbols() if s.is_referenced() and (top or s.is_global()))
+    for child in table.get_children():
+        yield from _global_names(child)
+
+
+def copied(module: str, name: str, first: str | None = None, last: str | None = None) -> Definition:
+    """Definition ``name`` copied from runtime ``module``: the source of its top-level statements
+    from the one binding ``first`` through the one binding ``last`` (both default to ``name``),
+    with the comment lines right above them. It requires the definitions that copy the other
+    runtime names it uses (copied before it) and the generated ones it imports from GENERATED,
+    and imports the modules it uses beyond IMPORTS."""
+    m = _module(module)
+    start, stop = m.defines[first or name], m.defines[last or name]
+    statements = m.statements[start : stop + 1]
+    begin = min(getattr(s, "decorator_list", None) and s.decorator_list[0].lineno or s.lineno for s in statements) - 1
+    while begin and m.lines[begin - 1].startswith("#"):
+        begin -= 1
+    source = "".join(m.lines[begin : statements[-1].end_lineno])
+    defined = {n for s in statements for n in _bound(s)}
+    requires, imports = [], []
+    for n in dict.fromkeys(n for n in _global_names(symtable.symtable(source, module, "exec")) if n not in defined):
+        if n in m.imports:
+            imports += [n] if n not in IMPORTS else []
+        elif n in m.generated:  # a kernel factory generated beside it, of that name
+            requires.append(n)
+        elif n in m.defines or n in m.runtime:
+            if n not in _COPIED:
+                raise ValueError(f"{name} uses {n}: copy the runtime block that defines it first")
+            requires.append(_COPIED[n])
+        elif n not in _BUILTINS:
+            raise ValueError(f"{name} uses {n}, which runtime module {module} neither defines nor imports")
+    for n in defined:
+        if _COPIED.setdefault(n, name) != name:
+            raise ValueError(f"{n} is copied by both {_COPIED[n]} and {name}")
+    return Definition(name, source, tuple(dict.fromkeys(requires)), tuple(imports))
+
 
 PRELUDE = (
-    Definition(
-        "PYPTO_LAUNCHER",
-        """\
-# Kernels launch on NPU tensors. Elsewhere each wrapper computes the original torch expression,
-# unless torch2pypto.interpreted() has set PYPTO_LAUNCHER to run them on PyPTO's CPU interpreter.
-PYPTO_LAUNCHER = None
-_PYPTO_DTYPES = {torch.float32: pypto.DT_FP32, torch.float16: pypto.DT_FP16, torch.bfloat16: pypto.DT_BF16}
-_PYPTO_ALL_DTYPES = {  # also bool and integers, for the entries that declare them
-    **_PYPTO_DTYPES, torch.bool: pypto.DT_BOOL, torch.uint8: pypto.DT_UINT8, torch.int8: pypto.DT_INT8,
-    torch.int16: pypto.DT_INT16, torch.int32: pypto.DT_INT32, torch.int64: pypto.DT_INT64,
-}
-_UB_BYTES = 192 * 1024  # unified buffer of one AI vector core
-""",
-    ),
-    Definition(
-        "_on_kernel_path",
-        '''\
-def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
-    """Whether a kernel runs: non-empty tensors of `dtypes` (default: the float dtypes), on an NPU
-    or under a launcher."""
-    if not all(t.dtype in dtypes and t.numel() for t in tensors):
-        return False
-    return PYPTO_LAUNCHER is not None or all(t.device.type == "npu" for t in tensors)
-''',
-        ("PYPTO_LAUNCHER",),
-    ),
-    Definition(
-        "_launch",
-        '''\
-def _launch(kernel, *tensors):
-    """Launch `kernel` once on `tensors` (inputs, then outputs)."""
-    if PYPTO_LAUNCHER is None:
-        kernel(*tensors)
-    else:
-        PYPTO_LAUNCHER(kernel, *tensors)
-''',
-        ("PYPTO_LAUNCHER",),
-    ),
-    Definition(
-        "_as_rows",
-        '''\
-def _as_rows(t):
-    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis (a view
-    of a contiguous `t`, a copy of any other)."""
-    return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
-''',
-    ),
-    Definition(
-        "_padded_cols",
-        '''\
-def _padded_cols(rows, pad, value=0.0):
-    """Matrix `rows` with `pad` columns of `value` appended, contiguous: `rows` itself when it is
-    contiguous and no column is missing (no host copy), else a copy."""
-    if pad:
-        return torch.nn.functional.pad(rows, (0, pad), value=value)
-    return rows.contiguous()
-''',
-    ),
-    Definition(
-        "_row_window",
-        '''\
-def _row_window(t, rows):
-    """`t` as `rows` rows for a kernel that reads a run of columns from any start: (matrix, start).
-    A view of a contiguous `t` from column 0; for a column slice of wider rows (torch's
-    x[..., a:b]), those wider rows, read in place from the slice's column; else a contiguous copy."""
-    cols = t.numel() // rows
-    try:
-        matrix = t.view(rows, cols)
-    except RuntimeError:
-        return t.reshape(rows, cols).contiguous(), 0
-    width = matrix.stride(0)
-    if matrix.is_contiguous() or matrix.stride(1) != 1 or width < cols:
-        return matrix.contiguous(), 0
-    at, size = matrix.storage_offset(), t.untyped_storage().nbytes() // t.element_size()
-    start = max(0, at + rows * width - size)  # the window's rows end within the storage
-    if start > min(at, width - cols):
-        return matrix.contiguous(), 0
-    return t.as_strided((rows, width), (width, 1), at - start), start
-''',
-    ),
-    Definition(
-        "_annotated",
-        '''\
-def _annotated(namespace):
-    """Evaluate a kernel's annotations in `namespace`: PyPTO reads them as objects, and a module
-    with `from __future__ import annotations` leaves them as strings."""
-    def evaluate(kernel):
-        kernel.__annotations__ = {
-            name: eval(note, kernel.__globals__, namespace) if isinstance(note, str) else note
-            for name, note in kernel.__annotations__.items()
-        }
-        return kernel
-    return evaluate
-''',
-    ),
-    Definition(
-        "_tile_shape",
-        '''\
-# Vector tiles, from PyPTO's cost model (scripts/tiles.py sweeps them). Under _VECTOR_PASSES a row
-# tile is one task however many column tiles it holds, and a launch costs about its task count
-# times a fixed cost once the vector cores are busy. So a launch splits into _SPREAD_TILES row
-# tiles (fewer leave cores idle) unless a tile would hold under _MIN_TILE elements (more tasks
-# then cost more than they spread), and its column tiles are as wide as the unified buffer
-# takes, at least _WIDE_TILE columns (narrower ones cost more per element). A BF16 input's row
-# tile holds at most _BF16_ROW_TILE elements: PyPTO keeps its FP32 copy whole.
-_VECTOR_PASSES = {"pg_skip_partition": True}  # PyPTO's own partition makes each column tile a task
-_TILE_BUDGET = 256 * 1024  # bytes of a tile's live copies (PyPTO reuses the buffers of dead ones)
-_SPREAD_TILES = 32
-_MIN_TILE = 4096
-_WIDE_TILE = 512
-_BF16_ROW_TILE = 32 * 1024
-# the widest column tile of a row wider than a tile: wider ones fail in 0.2.0 (F7A001 idx <
-# size_: a softmax over 53248 cols in 16384-wide tiles, a cast in 32768-wide ones); 8192 passed
-# up to 256k
-_WIDEST_TILE = 8192
-
-
-def _spread_rows(n, cols, tiles=_SPREAD_TILES, whole=False):
-    """The most rows a tile of a launch over n x cols has: n / `tiles` but at least _MIN_TILE
-    elements, a power of two up to 64 and n's next (kernels are built once per value); `whole`
-    (a kernel that reads whole tiles only): at most n, so that a tile lies within the rows."""
-    rows = max(1, max(n * cols // tiles, _MIN_TILE) // cols)
-    return min(64, 1 << (rows.bit_length() - 1), 1 << ((n.bit_length() - 1) if whole else (n - 1).bit_length()))
-
-
-def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=False):
-    """Vector tile [rows, tile_cols] of a kernel with `buffers` live tiles in the widest of
-    `dtypes` (the input's first; BF16 counts as FP32: PyPTO computes it in FP32) within
-    _TILE_BUDGET: rows a power of two up to `max_rows` (_spread_rows); tile_cols the whole row
-    while it fits, a power of two up to _WIDEST_TILE if not; `whole_rows`: the whole row also
-    while `buffers` FP32 copies of it fit the unified buffer (a wider row takes column tiles:
-    PyPTO reduces and broadcasts across them); `split_cols` (elementwise kernels): a power of
-    two that leaves max_rows rows, but at least _WIDE_TILE."""
-    size = max(2 if d == pypto.DT_FP16 else 8 if d == pypto.DT_INT64 else 4 for d in dtypes)
-    if dtypes[0] == pypto.DT_BF16:
-        max_rows = min(max_rows, 1 << (max(1, _BF16_ROW_TILE // cols).bit_length() - 1))
-    elements = _TILE_BUDGET // (size * buffers)
-    widest = 1 << (elements.bit_length() - 1)
-    tile_cols = cols if cols <= widest or whole_rows and (cols + 7) * 4 * buffers <= _UB_BYTES else min(widest, _WIDEST_TILE)
-    if split_cols:
-        tile_cols = min(tile_cols, 1 << (max(_WIDE_TILE, elements // max_rows).bit_length() - 1))
-    rows = max(1, elements // tile_cols)
-    return min(max_rows, 1 << (rows.bit_length() - 1)), tile_cols
-''',
-    ),
-    Definition(
-        "_kernel_operands",
-        '''\
-def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
-    """Whether a kernel built for `dtypes` takes these operands: `tensors` and any tensors among
-    `numbers` of one of those dtypes; the rest of `numbers` (and the `options`, kernel constants
-    such as clip bounds, which may be None) Python numbers the dtype holds (ints in range for
-    integer tensors, finite floats in range or infinities for float tensors, no bools); `bools`
-    bool tensors; all on the kernel path. Any other mix runs torch, which keeps its type
-    promotion (and raises where it does: a fill value beyond the dtype's range)."""
-    if not all(isinstance(t, torch.Tensor) for t in (*tensors, *bools)):
-        return False
-    tensors = [*tensors, *(n for n in numbers if isinstance(n, torch.Tensor))]
-    if not tensors or tensors[0].dtype not in dtypes or any(t.dtype != tensors[0].dtype for t in tensors):
-        return False
-    if any(b.dtype != torch.bool for b in bools) or options and all(o is None for o in options):
-        return False  # no option set (clamp(x)): torch decides, and raises
-    dtype = tensors[0].dtype
-    for n in (o for o in (*numbers, *options) if o is not None and not isinstance(o, torch.Tensor)):
-        if dtype.is_floating_point:
-            if type(n) not in (int, float) or torch.finfo(dtype).max < abs(n) < float("inf"):
-                return False  # torch raises or rounds to inf: its call
-        elif dtype == torch.bool or type(n) is not int or not torch.iinfo(dtype).min <= n <= torch.iinfo(dtype).max:
-            return False
-    return _on_kernel_path(*tensors, *bools, dtypes=(*dtypes, torch.bool))
-''',
-        ("_on_kernel_path",),
-    ),
-    Definition(
-        "_kernel_number",
-        '''\
-def _kernel_number(n, dtype):
-    """A Python number (or None) as a kernel constant for `dtype` tensors: a float for float dtypes."""
-    return float(n) if n is not None and dtype.is_floating_point else n
-''',
-    ),
-    Definition(
-        "_broadcast_rows",
-        '''\
-def _broadcast_rows(*operands):
-    """The tensor operands broadcast to one shape, each as [rows, cols] in the memory order of their
-    result (`order`, outermost dim first: torch's, the first operand's where it is dense and of that
-    shape, row-major otherwise); a view of each operand laid out in that order, a copy of any
-    other (a broadcast one). Returns the rows, the shape and the order (for _result_rows)."""
-    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
-    return [_as_rows(t.expand(shape).permute(order)) for t in tensors], shape, order
-
-
-def _dense_order(t):
-    """The dims of `t` from outermost to innermost in memory where its elements fill their span
-    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
-    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
-    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
-
-
-def _result_rows(shape, order, dtype, device):
-    """A result of `shape` laid out in `order` (_broadcast_rows), and the [rows, cols] view of it
-    a kernel writes: the result is in torch's layout, with no copy back."""
-    laid = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
-    inverse = sorted(range(len(order)), key=order.__getitem__)
-    return laid.permute(inverse), _as_rows(laid)
-''',
-        ("_as_rows",),
-    ),
-    Definition(
-        "_in_layout_of",
-        '''\
-def _in_layout_of(result, t):
-    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
-    if t.shape != result.shape or t.is_contiguous():
-        return result
-    return torch.empty_like(t, dtype=result.dtype).copy_(result)
-''',
-    ),
-    Definition(
-        "_in_place_ok",
-        '''\
-def _in_place_ok(input, *others):
-    """Whether an in-place kernel may write into `input`: the result keeps its shape, and autograd
-    is not recording (torch's in-place autograd checks stay torch's)."""
-    shapes = [o.shape for o in others if isinstance(o, torch.Tensor)]
-    if torch.broadcast_shapes(input.shape, *shapes) != input.shape:
-        return False
-    tensors = [input, *(o for o in others if isinstance(o, torch.Tensor))]
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-''',
-    ),
-    Definition(
-        "_TorchGradient",
-        '''\
-class _TorchGradient(torch.autograd.Function):
-    """The kernel's result forward; backward, torch's gradient of the original expression.
-
-    The result is the Function's own tensor, as torch's op gives: autograd forbids changing in place
-    an output that is a view (a kernel's result is one of its padded buffer, which is detached
-    from it) or an input's storage (which is copied)."""
-
-    @staticmethod
-    def forward(ctx, kernel_path, torch_path, *args):
-        ctx.torch_path = torch_path
-        ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-        result = kernel_path(*args)
-        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
-        return result.clone() if result.untyped_storage().data_ptr() in inputs else result.detach()
-
-    @staticmethod
-    def backward(ctx, grad):
-        wants = ctx.needs_input_grad[2:]
-        args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
-        with torch.enable_grad():
-            result = ctx.torch_path(*args)
-        # allow_unused: a tensor read for its dtype only (``.to(q.dtype)``) has no gradient
-        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad, allow_unused=True))
-        return (None, None, *(next(grads) if w else None for w in wants))
-''',
-    ),
-    Definition(
-        "_with_torch_grad",
-        '''\
-def _with_torch_grad(kernel_path, torch_path, *args):
-    """kernel_path(*args); when autograd records and a tensor argument requires grad, the result
-    carries torch's gradient (recomputed from the original expression in backward)."""
-    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-        return _TorchGradient.apply(kernel_path, torch_path, *args)
-    return kernel_path(*args)
-''',
-        ("_TorchGradient",),
-    ),
+    copied("launch", "PYPTO_LAUNCHER", last="_UB_BYTES"),
+    copied("launch", "_on_kernel_path"),
+    copied("launch", "_launch"),
+    copied("layout", "_as_rows"),
+    copied("layout", "_padded_cols"),
+    copied("layout", "_row_window"),
+    copied("launch", "_annotated"),
+    copied("tiles", "_tile_shape", "_VECTOR_PASSES"),
+    copied("operands", "_kernel_operands"),
+    copied("operands", "_kernel_number"),
+    copied("layout", "_broadcast_rows", last="_result_rows"),
+    copied("layout", "_in_layout_of"),
+    copied("layout", "_in_place_ok"),
+    copied("grad", "_TorchGradient"),
+    copied("grad", "_with_torch_grad"),
 )
 PRELUDE_NAMES = tuple(d.name for d in PRELUDE)

@@ -34,7 +34,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import number_for_tensor, rejection, replacement, wrapper_params
-from torch2pypto.rules.codegen import Definition, per_entry
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step, row_reduction
@@ -58,21 +58,7 @@ class CompositeFields(Fields):
 
 REDUCERS = ("sum", "amax", "amin")  # row reductions a recipe may call
 
-ROW_OPERANDS = Definition(
-    "_row_operands",
-    '''\
-def _row_operands(input, shape, *rows):
-    """Whether a row kernel takes these: `input` ending in the dims `shape`, each of `rows` None
-    or a tensor of exactly that shape, all of input's dtype, on the kernel path."""
-    given = [r for r in rows if r is not None]
-    if not shape or tuple(input.shape[max(input.dim() - len(shape), 0):]) != shape:
-        return False
-    if any(not isinstance(r, torch.Tensor) or tuple(r.shape) != shape or r.dtype != input.dtype for r in given):
-        return False
-    return _on_kernel_path(input, *given)
-''',
-    ("_on_kernel_path",),
-)
+ROW_OPERANDS = copied("operands", "_row_operands")
 
 
 class RecipeError(ValueError):

@@ -29,7 +29,7 @@ from typing import Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
@@ -192,38 +192,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
     return kernel, body, how, shapes
 
 
-SHAPES = Definition(
-    "_gathers",
-    '''\
-def _gathers(input, index, d):
-    """Whether torch's gather of `input` by `index` along `d` is defined: one rank, the index no
-    larger than the input in the other dims."""
-    return index.dim() == input.dim() and all(k == d or i <= n for k, (i, n) in enumerate(zip(index.shape, input.shape)))
-
-
-def _scatters(input, index, src, d, reduce):
-    """Whether a scatter kernel writes torch's scatter of `src` into `input` by `index` along
-    `d` with `reduce` (None, "add" or "multiply"): the index covers the input's other dims (the
-    kernel's rows); src is a tensor of the input's dtype and rank, no smaller than the index,
-    or a Python number a float input's dtype holds (torch raises beyond it)."""
-    if isinstance(src, torch.Tensor):
-        if not (src.dtype == input.dtype and src.dim() == index.dim() and all(i <= s for i, s in zip(index.shape, src.shape))):
-            return False
-    elif type(src) not in (int, float) or not input.dtype.is_floating_point or torch.finfo(input.dtype).max < abs(src) < float("inf"):
-        return False
-    return reduce in (None, "add", "multiply") and index.dim() == input.dim() and all(
-        k == d or i == n for k, (i, n) in enumerate(zip(index.shape, input.shape)))
-
-
-def _adds(input, indices, source, d, alpha):
-    """Whether an index_add kernel adds `alpha` * `source` into `input` at `indices` along `d` as
-    torch does: source is the input's shape with `d` as long as the indices, and its dtype;
-    alpha a Python number."""
-    shape = [*input.shape[:d], indices.shape[0], *input.shape[d + 1:]]
-    return isinstance(source, torch.Tensor) and source.dtype == input.dtype and list(source.shape) == shape and type(
-        alpha) in (int, float)
-''',
-)
+SHAPES = copied("operands", "_gathers", last="_adds")
 
 
 register(Family("indexing", IndexingFields, rewrite, problem))

@@ -10,9 +10,10 @@ and stack on a list or tuple literal of up to :data:`MAX_INPUTS` tensors join th
 comprehension, a starred literal: its length is known at run time only) ``pypto_cat`` launches
 kernels of :data:`ARITIES` tensors, the largest the tensors left fill, each assembling its
 tensors into their columns of the one output. roll and pad launch once per dim they move
-(:data:`ALONG`); repeat_interleave fills a new dim with copies, up to :data:`MAX_PIECES`. Calls
-torch refuses or promotes (mismatched shapes, dims out of range, mixed dtypes, no list or
-tuple of tensors) run torch, which raises or promotes as it does.
+(:data:`ALONG`); repeat_interleave fills a new dim with up to 64 copies (column runs, each an
+unrolled view and assemble; the runtime's ``_repeated``). Calls torch refuses or promotes
+(mismatched shapes, dims out of range, mixed dtypes, no list or tuple of tensors) run torch,
+which raises or promotes as it does.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import libcst as cst
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
 from torch2pypto.schema.family import Family, register
@@ -39,68 +40,10 @@ class MovementFields(Fields):
 
 MAX_INPUTS = 32  # tensors a cat or stack kernel of a literal takes
 ARITIES = (8, 4, 2, 1)  # the kernels a cat or stack of a run-time count launches, largest first
-MAX_PIECES = 64  # column runs per kernel (each is an unrolled view and assemble)
 
-ALONG = Definition(
-    "_moved_along",
-    '''\
-def _moved_along(x, dim, size, runs, value=0.0):
-    """`x` with dim `dim` rebuilt to `size` entries from `runs` of its own ((source start, count,
-    output start), ...), the entries no run reaches set to `value`: one assemble kernel on `x`
-    folded to [rows, cols] at `dim`."""
-    rows, inner = math.prod(x.shape[:dim]), math.prod(x.shape[dim + 1:])
-    places = tuple((start * inner, count * inner, at * inner) for start, count, at in runs if count > 0)
-    fills, done = [], 0
-    for _, count, at in sorted(places, key=lambda run: run[2]):
-        fills += [(done, at - done)] if at > done else []
-        done = at + count
-    fills += [(done, size * inner - done)] if done < size * inner else []
-    matrix, start = _row_window(x, rows)
-    places = tuple((source + start, count, at) for source, count, at in places)
-    out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
-    kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
-    _launch(kernel, matrix, out)
-    return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
-''',
-    ("_launch", "_row_window", "assemble1_kernel"),
-    imports=("math",),
-)
+ALONG = copied("layout", "_moved_along")
 
-JOINED = Definition(
-    "_joined",
-    '''\
-def _joined(tensors, dim, stacked):
-    """Whether an assemble kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along
-    `dim`: tensors of one float dtype on the kernel path, shapes torch accepts; and if so their
-    [rows, cols] matrices, places, the output's width and shape."""
-    if not isinstance(dim, int) or not all(isinstance(t, torch.Tensor) for t in tensors):
-        return None
-    first = tensors[0]
-    rank = first.dim() + stacked
-    if not -rank <= dim < rank or any(t.dtype != first.dtype or t.dim() != first.dim() for t in tensors):
-        return None
-    dim %= rank
-    if first.dim() == 0 or not _on_kernel_path(*tensors):
-        return None
-    same = [d for d in range(first.dim()) if stacked or d != dim]
-    if any(t.shape[d] != first.shape[d] for t in tensors for d in same):
-        return None
-    rows = math.prod(first.shape[:dim])
-    windows = [_row_window(t, rows) for t in tensors]  # read in place, column slices too
-    matrices = [m for m, _ in windows]
-    places, at = [], 0
-    for t, (_, start) in zip(tensors, windows):
-        places.append(((start, t.numel() // rows, at),))
-        at += t.numel() // rows
-    if stacked:
-        shape = [*first.shape[:dim], len(tensors), *first.shape[dim:]]
-    else:
-        shape = [*first.shape[:dim], sum(t.shape[dim] for t in tensors), *first.shape[dim + 1:]]
-    return matrices, tuple(places), at, shape
-''',
-    ("_on_kernel_path", "_row_window"),
-    imports=("math",),
-)
+JOINED = copied("layout", "_joined")
 
 LAYOUTS = {
     "cat": "tensors joined along dim",
@@ -215,67 +158,11 @@ def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
     return *(templates.assemble_kernel(k, n) for k, n in zip(kernels, arities)), JOINED, wrapper
 
 
-MOVES = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs
-    "roll": '''\
-def _rolled(input, shifts, dims):
-    """torch.roll(input, shifts, dims) as `input` (flattened for dims None), the moves along its
-    dims ((dim, size, runs), ...: a dim rolled by s puts its last s entries first) and the shape
-    to restore (None: the input's); or None."""
-    shifts = (shifts,) if type(shifts) is int else tuple(shifts)
-    shape = None
-    if dims is None:
-        if len(shifts) != 1:
-            return None
-        shape, input, dims = input.shape, input.reshape(-1), 0
-    dims = (dims,) if type(dims) is int else tuple(dims)
-    if len(dims) != len(shifts) or not dims or not all(type(v) is int for v in (*dims, *shifts)):
-        return None
-    if input.dim() == 0 or any(not -input.dim() <= d < input.dim() for d in dims):
-        return None
-    by_dim = {}
-    for d, s in zip(dims, shifts):
-        by_dim[d % input.dim()] = by_dim.get(d % input.dim(), 0) + s
-    moves = []
-    for d, s in sorted(by_dim.items()):
-        n, s = input.shape[d], s % input.shape[d]
-        moves.append((d, n, [(n - s, s, 0), (0, n - s, s)]))
-    return input, moves, shape
-''',
-    "repeat_interleave": '''\
-def _repeated(input, repeats, dim):
-    """torch.repeat_interleave(input, repeats, dim) for an int `repeats` as `input` with a new
-    dim of 1 after `dim` (the flattened input's, for dim None) that `repeats` copies fill, and
-    the result's shape; or None."""
-    if type(repeats) is not int or not 0 < repeats <= MAX_RUNS or dim is not None and type(dim) is not int:
-        return None
-    if dim is None:
-        return input.reshape(-1, 1), [(1, repeats, [(0, 1, j) for j in range(repeats)])], (input.numel() * repeats,)
-    if input.dim() == 0 or not -input.dim() <= dim < input.dim():
-        return None
-    dim %= input.dim()
-    result = (*input.shape[:dim], input.shape[dim] * repeats, *input.shape[dim + 1:])
-    spread = input.reshape(*input.shape[:dim + 1], 1, *input.shape[dim + 1:])
-    return spread, [(dim + 1, repeats, [(0, 1, j) for j in range(repeats)])], result
-''',
-    "pad": '''\
-def _padded(input, pad, mode, value):
-    """F.pad(input, pad, "constant", value) as the moves along its last len(pad) // 2 dims: pad's
-    pairs, last dim first, add (negative: remove) entries before and after a dim; or None."""
-    if mode != "constant" or not isinstance(pad, (list, tuple)) or not pad or len(pad) % 2:
-        return None
-    if not all(type(p) is int for p in pad) or len(pad) // 2 > input.dim() or value is not None and type(value) not in (int, float):
-        return None
-    moves = []
-    for i in range(len(pad) // 2):
-        d, before, after = input.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
-        n = input.shape[d]
-        if n + before + after <= 0:
-            return None
-        moves.append((d, n + before + after, [(max(0, -before), n - max(0, -before) - max(0, -after), max(0, before))]))
-    return input, moves, None
-''',
+HOSTS = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs
+    "roll": copied("layout", "_rolled"),
+    "repeat_interleave": copied("layout", "_repeated"),
+    "pad": copied("layout", "_padded"),
 }
-HOSTS = {"roll": "_rolled", "repeat_interleave": "_repeated", "pad": "_padded"}
 
 
 def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
@@ -284,7 +171,7 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     args = ", ".join(p.name for p in params)
     value = ", 0.0 if value is None else float(value)" if kind == "pad" else ""
-    prologue = f"moved = {host}({args}) if isinstance(input, torch.Tensor) and _on_kernel_path(input) else None\n"
+    prologue = f"moved = {host.name}({args}) if isinstance(input, torch.Tensor) and _on_kernel_path(input) else None\n"
     body = (
         "x, moves, shape = moved\n"
         "for dim, size, runs in moves:  # one kernel per dim\n"
@@ -293,12 +180,11 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
     )
     how = (f"{LAYOUTS[kind]}: per dim moved, the input folded to [rows, cols] at that dim is assembled run by run "
            "into the output (pypto.view, pypto.assemble" + (", pypto.full for the constant)" if kind == "pad" else ")"))
-    host_definition = Definition(host, MOVES[kind].replace("MAX_RUNS", str(MAX_PIECES)), ("_on_kernel_path",))
     wrapper = wrappers.wrapper(
         entry, name, wrappers.signature(params), how, "input", wrappers.torch_call(entry, params), "moved", body,
-        (host, "_moved_along"), prologue=prologue,
+        (host.name, "_moved_along"), prologue=prologue,
     )
-    return templates.assemble_kernel("assemble1_kernel", 1), ALONG, host_definition, wrapper
+    return templates.assemble_kernel("assemble1_kernel", 1), ALONG, host, wrapper
 
 
 def fuse(builder, entry: Entry, bound, env):

@@ -14,7 +14,7 @@ from typing import Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
 from torch2pypto.schema.family import Family, register
@@ -25,22 +25,7 @@ class OneHotFields(Fields):
     """The onehot family reads no fields of its own."""
 
 
-MAX_CLASSES = 8192  # an INT64 row of them, three buffers, fits the 192 KB unified buffer
-
-CLASSES = Definition(
-    "_one_hot_classes",
-    f'''\
-def _one_hot_classes(input, num_classes):
-    """The classes of torch's one_hot(input, num_classes) if a kernel computes it: an int64
-    tensor on the kernel path whose indices lie in [0, classes), at most {MAX_CLASSES} classes."""
-    if not isinstance(input, torch.Tensor) or type(num_classes) is not int or not _on_kernel_path(input, dtypes=(torch.int64,)):
-        return None
-    low, high = int(input.min()), int(input.max())
-    classes = high + 1 if num_classes == -1 else num_classes
-    return classes if 0 <= low and high < classes <= {MAX_CLASSES} else None
-''',
-    ("_on_kernel_path",),
-)
+CLASSES = copied("operands", "_one_hot_classes")
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:

@@ -12,7 +12,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -28,15 +28,7 @@ class ScanFields(Fields):
 
 PARAMS = ("input", "dim", "dtype")
 
-SCAN_ROWS = Definition(
-    "_scan_rows",
-    '''\
-def _scan_rows(t, dim):
-    """`t` as [rows, cols] with `dim` last (the axis a scan runs along), and that moved shape."""
-    moved = t.movedim(dim, -1) if t.dim() else t.reshape(1)
-    return moved.reshape(-1, moved.shape[-1]).contiguous(), moved.shape
-''',
-)
+SCAN_ROWS = copied("layout", "_scan_rows")
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence
 
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.steps import Apply, Step, render
 
 FP32 = "pypto.DT_FP32"
@@ -204,42 +204,7 @@ def cast(var: str, src: str, dst: str) -> tuple[str, str]:
     return setup, f"if {var}_via_fp32:\n    {var} = pypto.cast({var}, {FP32})\n" + cast
 
 
-REDUCTION_ROWS = Definition(
-    "_reduction_rows",
-    '''\
-def _reduced_dims(t, dim):
-    """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
-    rank = max(t.dim(), 1)
-    dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
-    if any(not -rank <= d < rank for d in dims):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
-    if len({d % rank for d in dims}) < len(dims):
-        raise RuntimeError(f"dim {dim} lists a dim more than once")
-    return sorted({d % rank for d in dims})
-
-
-def _reduced_count(t, dim):
-    """How many elements a reduction over `dim` reduces into each result."""
-    return math.prod(t.shape[d] for d in _reduced_dims(t, dim) if d < t.dim())
-
-
-def _reduction_rows(t, dim, keepdim, identity):
-    """`t` as [rows, cols] with the dims `dim` last, its real cols, and the shape torch gives the result.
-
-    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
-    aligned tile rows; kernels read the real cols only (valid_shape), the pad never counts.
-    """
-    dims = _reduced_dims(t, dim)
-    kept = [d for d in range(t.dim()) if d not in dims]
-    cols = _reduced_count(t, dim)
-    rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
-    rows = _padded_cols(rows, -cols % (32 // t.element_size()), identity)
-    shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
-    return rows, cols, shape
-''',
-    ("_padded_cols",),
-    imports=("math",),
-)
+REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
 
 
 CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
@@ -299,114 +264,19 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
-CUBE_TILES = Definition(
-    "_cube_tiles",
-    '''\
-# A2/A3 AI cube core buffers, and the cube tiles a kernel starts from: the best of
-# scripts/kernels.py's sweep at transformer shapes
-_L0A_BYTES, _L0B_BYTES, _L0C_BYTES, _L1_BYTES = 64 * 1024, 64 * 1024, 128 * 1024, 512 * 1024
-_CUBE_ROWS, _CUBE_K, _CUBE_N = (16, 128), (128, 512), (256, 256)
+CUBE_TILES = copied("tiles", "_cube_tiles", "_L0A_BYTES")
 
 
-def _cube_rows(m):
-    """Rows per tile for m rows: a power of two in _CUBE_ROWS' range (decode's m=1 takes 16,
-    prefill 128); m stays dynamic in each kernel, which compiles once per row tile."""
-    return min(_CUBE_ROWS[1], max(_CUBE_ROWS[0], 1 << (m - 1).bit_length()))
+CUBE_OPERANDS = copied("operands", "_cube_operands", last="_kept_contiguous")
 
 
-def _cube_tiles(k, n, dtype, rows):
-    """The [L0, L1] k and n cube tiles of a [rows, k] x [k, n] product (k and n multiples of
-    16): the defaults cut to k and n, L0 shrunk in 16s to fit L0A/L0B/L0C, L1 a multiple of L0
-    within L1."""
-    size = 4 if dtype == pypto.DT_FP32 else 2
-    k0, n0 = min(_CUBE_K[0], k), min(_CUBE_N[0], n)
-    while n0 > 16 and rows * n0 * 4 > _L0C_BYTES:
-        n0 = max(16, n0 // 32 * 16)
-    while k0 > 16 and (rows * k0 * size > _L0A_BYTES or k0 * n0 * size > _L0B_BYTES):
-        k0 = max(16, k0 // 32 * 16)
-    k1, n1 = k0 * max(1, min(_CUBE_K[1], k) // k0), n0 * max(1, min(_CUBE_N[1], n) // n0)
-    while k1 > k0 and (rows + n1) * k1 * size > _L1_BYTES:
-        k1 -= k0
-    return [k0, k1], [n0, n1]
-''',
-)
+WHOLE_ROWS = copied("layout", "_fits_whole_rows")
 
 
-CUBE_OPERANDS = Definition(
-    "_cube_operands",
-    '''\
-def _cube_operands(a, b, transposed=False):
-    """`a` ([..., m, k]) and `b` ([..., k, n], or [n, k] if `transposed`: linear's weight) as a cube
-    kernel reads them: (a, b, the result's batch dims, whether b is a stack of matrices, whether
-    the kernel reads b transposed). Batch dims broadcast as torch's matmul does; with one right
-    matrix, a's batch dims fold into its rows ([rows, k] by [k, n]), else a is [batches * m, k]
-    and b [batches * k, n]. Each is read in place where it is row-major or b is the transpose of
-    a row-major tensor (k.mT: read as k, transposed); K and N of any size (the kernel's valid
-    shape). Else a copy: pypto.from_torch takes contiguous tensors only (a batch that
-    broadcasts, other strides); a weight's copy is kept on it (_kept_contiguous).
-    """
-    m, k = a.shape[-2:]
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    stacked = math.prod(b.shape[:-2]) > 1
-    if stacked:
-        a, b = a.expand(*batch, m, k), b.expand(*batch, *b.shape[-2:])
-    a = a.reshape(-1, k).contiguous()
-    if not b.is_contiguous() and b.mT.is_contiguous():
-        b, transposed = b.mT, not transposed
-    elif transposed:
-        b = _kept_contiguous(b)
-    return a, b.reshape(-1, b.shape[-1]).contiguous(), batch, stacked, transposed
+ROW_WIDTH = copied("layout", "_row_width")
 
 
-def _kept_contiguous(w):
-    """Weight `w`, contiguous: itself, or a copy made once and kept on `w` until `w` changes (its
-    version counter), so that no forward copies it again."""
-    if w.is_contiguous():
-        return w
-    kept = getattr(w, "_pypto_contiguous", None)
-    if kept is None or kept[0] != w._version:
-        kept = w._version, w.contiguous()
-        w._pypto_contiguous = kept
-    return kept[1]
-''',
-    imports=("math",),
-)
-
-
-WHOLE_ROWS = Definition(
-    "_fits_whole_rows",
-    '''\
-def _fits_whole_rows(t, dim, buffers):
-    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
-    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
-''',
-)
-
-
-ROW_WIDTH = Definition(
-    "_row_width",
-    '''\
-def _row_width(cols, dtype):
-    """`cols` rounded up to 32 bytes of `dtype`: the width of the tiles a row kernel reads its rows
-    in (PyPTO reduces only 32-byte aligned tile rows); their valid shape is the real cols, so
-    rows of any width are read in place."""
-    align = 32 // dtype.itemsize
-    return -(-cols // align) * align
-''',
-)
-
-
-ALIGNED_ROWS = Definition(
-    "_aligned_rows",
-    '''\
-def _aligned_rows(t, cols):
-    """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
-    tile rows, and the kernel's valid shape leaves the padding out."""
-    return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
-
-''',
-    ("_padded_cols",),
-)
+ALIGNED_ROWS = copied("layout", "_aligned_rows")
 
 
 def assemble_kernel(name: str, inputs: int) -> Definition:
@@ -567,28 +437,4 @@ def indexed_kernel(
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
 
 
-INDICES = Definition(
-    "_kernel_indices",
-    '''\
-def _indexed_dim(t, dim, rank=None):
-    """`dim` of tensor `t` as a dim in [0, t.dim()), or None: no such dim (torch raises), or `t`
-    is not of `rank` when one is given."""
-    if not isinstance(t, torch.Tensor) or not t.dim() or rank is not None and t.dim() != rank:
-        return None
-    return dim % t.dim() if type(dim) is int and -t.dim() <= dim < t.dim() else None
-
-
-def _kernel_indices(index, count, rank=None):
-    """`index` flattened to the int32 indices a kernel takes, or None: not a non-empty int32 or
-    int64 tensor (of `rank`, if given), or an index outside [0, count), where torch raises and
-    PyPTO would read out of bounds."""
-    if not isinstance(index, torch.Tensor) or index.dtype not in (torch.int32, torch.int64) or not index.numel():
-        return None
-    if rank is not None and index.dim() != rank or count > 2**31 - 1:
-        return None
-    flat = index.reshape(-1)
-    if not (0 <= int(flat.min()) and int(flat.max()) < count):
-        return None
-    return flat.to(torch.int32).contiguous()
-''',
-)
+INDICES = copied("operands", "_kernel_indices", "_indexed_dim")

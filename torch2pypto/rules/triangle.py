@@ -13,7 +13,7 @@ from typing import Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Step
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -29,14 +29,7 @@ class TriangleFields(Fields):
 
 KEEPS = {"le": "lower", "ge": "upper"}
 
-OFFSETS = Definition(
-    "_col_minus_row",
-    '''\
-def _col_minus_row(h, w, device):
-    """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""
-    return (torch.arange(w, device=device) - torch.arange(h, device=device)[:, None]).float()
-''',
-)
+OFFSETS = copied("operands", "_col_minus_row")
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:

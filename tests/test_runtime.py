@@ -1,0 +1,574 @@
+"""The runtime helpers that generated code carries, tested as the functions they are (no code
+generated), and the copier that puts their source into translations."""
+
+import ast
+
+import pypto
+import pytest
+import torch
+
+from torch2pypto.rules import codegen
+from torch2pypto.runtime import casting, grad, launch, layout, operands, tiles
+
+
+@pytest.fixture
+def launcher(monkeypatch):
+    """A recording PYPTO_LAUNCHER on the runtime module (as torch2pypto.interpreted() sets one)."""
+    calls = []
+    monkeypatch.setattr(launch, "PYPTO_LAUNCHER", lambda kernel, *tensors: calls.append((kernel, tensors)))
+    return calls
+
+
+# ---- the copier
+
+
+def test_a_block_is_its_statements_with_the_comment_above():
+    block = next(d for d in codegen.PRELUDE if d.name == "PYPTO_LAUNCHER")
+    assert block.source.startswith("# Kernels launch on NPU tensors.")
+    assert block.source.rstrip().endswith("_UB_BYTES = 192 * 1024  # unified buffer of one AI vector core")
+    assert "import" not in block.source  # the module's imports stay behind
+
+
+def test_requires_are_the_blocks_of_the_runtime_names_used():
+    blocks = {d.name: d for d in codegen.PRELUDE}
+    assert blocks["_on_kernel_path"].requires == ("PYPTO_LAUNCHER",)  # PYPTO_LAUNCHER and _PYPTO_DTYPES
+    assert blocks["_launch"].requires == ("PYPTO_LAUNCHER",)
+    assert blocks["_annotated"].requires == ()  # eval is a builtin
+
+
+def test_a_block_copied_twice_or_before_what_it_uses_is_refused(monkeypatch):
+    monkeypatch.setattr(codegen, "_COPIED", {})
+    with pytest.raises(ValueError, match="uses PYPTO_LAUNCHER"):
+        codegen.copied("launch", "_launch")
+    codegen.copied("launch", "PYPTO_LAUNCHER", last="_UB_BYTES")
+    with pytest.raises(ValueError, match="copied by both"):
+        codegen.copied("launch", "_UB_BYTES")
+
+
+def test_a_synthetic_module_copies_its_blocks_with_their_needs(monkeypatch, tmp_path):
+    (tmp_path / "synthetic.py").write_text(
+        "import functools\nimport math\n\nimport torch\n\nfrom torch2pypto.runtime.launch import _UB_BYTES\n\n\n"
+        "# a note for this module alone\n\n"
+        "# the first block's comment\n_LIMIT = 4\n\n\n"
+        "@functools.cache\ndef _first(x):\n    return math.prod(x) * _LIMIT * _UB_BYTES\n\n\n"
+        "def _second(t):\n    def inner():\n        return _first(t.shape)\n    return torch.tensor(inner())\n\n\n"
+        "def _broken():\n    return _nowhere\n"
+    )
+    monkeypatch.setattr(codegen, "_RUNTIME_DIR", tmp_path)
+    monkeypatch.setattr(codegen, "_COPIED", dict(codegen._COPIED))
+    first = codegen.copied("synthetic", "_first", "_LIMIT")
+    assert first.source.startswith("# the first block's comment\n_LIMIT = 4\n\n\n@functools.cache\n")
+    assert first.requires == ("PYPTO_LAUNCHER",) and first.imports == ("math",)  # functools: every section's
+    second = codegen.copied("synthetic", "_second")
+    assert second.requires == ("_first",) and second.imports == ()
+    with pytest.raises(ValueError, match="_broken uses _nowhere, which runtime module synthetic neither defines"):
+        codegen.copied("synthetic", "_broken")
+
+
+def test_every_runtime_statement_is_copied_by_one_definition():
+    """No dead code in the runtime package: each top-level name is some definition's (the
+    families copy theirs when they load)."""
+    import torch2pypto.rules  # noqa: F401  (registers every family)
+
+    for path in sorted(codegen._RUNTIME_DIR.glob("[!_]*.py")):
+        if path.stem == "generated":  # stubs: their source is built per translation
+            continue
+        module = codegen._module(path.stem)
+        assert set(module.defines) <= set(codegen._COPIED), path.name
+        ast.parse(path.read_text())
+
+
+# ---- launch
+
+
+def test_on_kernel_path_needs_an_npu_or_a_launcher(launcher):
+    x = torch.ones(2, 3)
+    assert launch._on_kernel_path(x, x.half(), x.bfloat16())
+    assert not launch._on_kernel_path(x, torch.ones(0))  # nothing to compute
+    assert not launch._on_kernel_path(x.double())  # float dtypes only by default
+    assert not launch._on_kernel_path(x.long())
+    assert launch._on_kernel_path(x.long(), dtypes=(torch.int64,))
+
+
+def test_off_an_npu_without_a_launcher_torch_runs():
+    assert launch.PYPTO_LAUNCHER is None
+    assert not launch._on_kernel_path(torch.ones(2, 3))
+
+
+def test_launch_calls_the_kernel_or_the_launcher(launcher, monkeypatch):
+    x, out, ran = torch.ones(2), torch.empty(2), []
+    launch._launch(ran.append, x)
+    assert launcher == [(ran.append, (x,))] and ran == []
+    monkeypatch.setattr(launch, "PYPTO_LAUNCHER", None)
+    launch._launch(lambda a, b: ran.append((a, b)), x, out)
+    assert ran == [(x, out)]
+
+
+def test_annotated_evaluates_string_annotations_in_the_namespace():
+    def kernel(x: "Shape", y: int):  # noqa: F821
+        return x
+
+    evaluated = launch._annotated({"Shape": tuple})(kernel)
+    assert evaluated is kernel and kernel.__annotations__ == {"x": tuple, "y": int}
+
+
+# ---- layout: operands as [rows, cols] matrices
+
+
+def test_as_rows_folds_leading_dims_into_rows_as_a_view_of_a_contiguous_tensor():
+    x = torch.randn(2, 3, 4)
+    rows = layout._as_rows(x)
+    assert rows.shape == (6, 4) and rows.data_ptr() == x.data_ptr()
+    assert layout._as_rows(torch.tensor(2.0)).shape == (1, 1)
+    assert layout._as_rows(x.mT).is_contiguous()  # other strides: a copy
+
+
+def test_padded_cols_copies_only_to_pad():
+    x = torch.randn(3, 5)
+    assert layout._padded_cols(x, 0) is x
+    padded = layout._padded_cols(x, 3, value=-1.0)
+    assert padded.shape == (3, 8) and torch.equal(padded[:, :5], x) and (padded[:, 5:] == -1).all()
+
+
+def test_row_window_reads_a_column_slice_in_place_from_its_start():
+    base = torch.arange(32.0).reshape(4, 8)
+    matrix, start = layout._row_window(base[:, 2:5], 4)
+    assert start == 2 and matrix.data_ptr() == base.data_ptr() and torch.equal(matrix[:, 2:5], base[:, 2:5])
+    matrix, start = layout._row_window(base, 4)
+    assert start == 0 and matrix.data_ptr() == base.data_ptr()
+    matrix, start = layout._row_window(base.mT, 8)  # columns not unit-strided: a copy
+    assert start == 0 and matrix.is_contiguous() and torch.equal(matrix, base.mT)
+
+
+def test_row_window_of_a_slice_whose_rows_would_run_past_the_storage():
+    base = torch.arange(32.0).reshape(4, 8)
+    t = base[2:, 5:8]  # its last row's window would end past the storage: the window starts earlier
+    matrix, start = layout._row_window(t, 2)
+    assert torch.equal(matrix[:, start:start + 3], t)
+
+
+def test_broadcast_rows_keep_the_first_operands_layout_and_results_follow_it():
+    x = torch.randn(4, 3).mT  # [3, 4], dense, transposed
+    y = torch.randn(4)
+    (xr, yr), shape, order = layout._broadcast_rows(x, y, 2.0)
+    assert shape == (3, 4) and order == [1, 0]
+    assert xr.data_ptr() == x.data_ptr() and xr.shape == (4, 3)  # read in place
+    assert torch.equal(yr, y.expand(3, 4).mT.contiguous())
+    result, out = layout._result_rows(shape, order, torch.float16, x.device)
+    assert result.shape == (3, 4) and result.stride() == x.stride() and out.data_ptr() == result.data_ptr()
+    assert result.dtype == torch.float16
+
+
+def test_broadcast_rows_of_a_broadcast_first_operand_are_row_major():
+    (xr, yr), shape, order = layout._broadcast_rows(torch.randn(1, 4), torch.randn(3, 1))
+    assert shape == (3, 4) and order == [0, 1] and xr.shape == yr.shape == (3, 4)
+
+
+def test_in_layout_of_gives_torchs_strides():
+    t = torch.randn(4, 3).mT
+    result = layout._in_layout_of(t.contiguous() * 2, t)
+    assert result.stride() == t.stride() and torch.equal(result, t * 2)
+    same = torch.randn(3, 4)
+    assert layout._in_layout_of(same, torch.randn(3, 4)) is same
+
+
+def test_in_place_ok_keeps_the_shape_and_autograd_torchs():
+    x = torch.randn(3, 4)
+    assert layout._in_place_ok(x, torch.randn(4), 2.0)
+    assert not layout._in_place_ok(torch.randn(1, 4), torch.randn(3, 4))  # the result would grow
+    w = torch.randn(4, requires_grad=True)
+    assert not layout._in_place_ok(x, w)
+    with torch.no_grad():
+        assert layout._in_place_ok(x, w)
+
+
+def test_reduction_rows_move_the_reduced_dims_last_padded_to_32_bytes():
+    t = torch.randn(2, 3, 5)
+    rows, cols, shape = layout._reduction_rows(t, 1, False, float("-inf"))
+    assert cols == 3 and shape == [2, 5] and rows.shape == (10, 8)
+    assert torch.equal(rows[:, :3], t.permute(0, 2, 1).reshape(10, 3)) and (rows[:, 3:] == float("-inf")).all()
+    rows, cols, shape = layout._reduction_rows(t.half(), (0, -1), True, 0.0)
+    assert cols == 10 and shape == [1, 3, 1] and rows.shape == (3, 16)
+    rows, cols, shape = layout._reduction_rows(t, None, False, 0.0)
+    assert cols == 30 and shape == [] and rows.shape == (1, 32)
+    assert layout._reduction_rows(torch.tensor(1.5), None, True, 0.0)[1:] == (1, [])
+
+
+@pytest.mark.parametrize("dim, error", [(3, IndexError), (-4, IndexError), ((1, -2), RuntimeError)])
+def test_reduced_dims_refuse_as_torch_does(dim, error):
+    with pytest.raises(error):
+        layout._reduced_dims(torch.randn(2, 3, 5), dim)
+
+
+def test_row_width_and_aligned_rows_round_up_to_32_bytes():
+    assert [layout._row_width(c, torch.float16) for c in (1, 16, 17)] == [16, 16, 32]
+    assert layout._row_width(5, torch.float32) == 8
+    rows = layout._aligned_rows(torch.ones(2, 3, 5), 5)
+    assert rows.shape == (6, 8) and rows[:, 5:].abs().sum() == 0
+
+
+def test_fits_whole_rows_counts_fp32_buffers_in_the_unified_buffer():
+    assert layout._fits_whole_rows(torch.empty(2, 1000), -1, 2)
+    assert not layout._fits_whole_rows(torch.empty(2, 30000), 1, 2)
+    assert layout._fits_whole_rows(torch.tensor(1.0), 0, 2)
+
+
+# ---- tiles
+
+
+def test_spread_rows_spreads_a_launch_over_the_cores_in_tiles_of_at_least_min_tile():
+    assert tiles._spread_rows(4096, 128) == 64  # capped at 64
+    assert tiles._spread_rows(1024, 4096) == 32  # 32 tiles
+    assert tiles._spread_rows(100, 1024) == 4  # at least _MIN_TILE elements (3 rows would spread 32 tiles)
+    assert tiles._spread_rows(3, 128) == 4  # n's next power of two
+    assert tiles._spread_rows(3, 128, whole=True) == 2  # a whole tile lies within the rows
+
+
+@pytest.mark.parametrize("cols, max_rows, buffers, dtypes, options, shape", [
+    (128, 64, 2, (pypto.DT_FP32,), {}, (64, 128)),
+    (100_000, 64, 2, (pypto.DT_FP32,), {}, (4, 8192)),  # a wide row: column tiles of at most _WIDEST_TILE
+    (20_000, 64, 2, (pypto.DT_FP32,), {"whole_rows": True}, (1, 20_000)),  # fits the UB whole
+    (4096, 64, 2, (pypto.DT_BF16,), {}, (8, 4096)),  # BF16: at most _BF16_ROW_TILE elements a row tile
+    (4096, 64, 2, (pypto.DT_FP16,), {}, (16, 4096)),  # FP16: half the bytes
+    (4096, 64, 2, (pypto.DT_FP32,), {"split_cols": True}, (64, 512)),  # max_rows rows of _WIDE_TILE cols
+    (4096, 64, 2, (pypto.DT_FP16, pypto.DT_INT64), {}, (4, 4096)),  # the widest dtype counts
+])
+def test_tile_shape(cols, max_rows, buffers, dtypes, options, shape):
+    rows, tile_cols = tiles._tile_shape(cols, max_rows, buffers, dtypes, **options)
+    assert (rows, tile_cols) == shape
+    size = 8 if pypto.DT_INT64 in dtypes else 2 if dtypes == (pypto.DT_FP16,) else 4
+    assert rows * tile_cols * size * buffers <= tiles._TILE_BUDGET or options.get("whole_rows")
+
+
+def test_cube_rows_and_tiles_fit_the_cube_buffers():
+    assert [tiles._cube_rows(m) for m in (1, 64, 100, 1000)] == [16, 64, 128, 128]
+    assert tiles._cube_tiles(4096, 4096, pypto.DT_BF16, 128) == ([128, 512], [256, 256])
+    assert tiles._cube_tiles(4096, 4096, pypto.DT_FP32, 128) == ([64, 320], [256, 256])  # L0B, then L1
+    assert tiles._cube_tiles(16, 32, pypto.DT_FP16, 16) == ([16, 16], [32, 32])
+
+
+# ---- operands: whether a kernel takes a call's operands, and as what
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def test_kernel_operands_take_one_dtype_and_numbers_it_holds(launcher):
+    x, h = torch.randn(2, 3), torch.randn(2, 3).half()
+    assert operands._kernel_operands(FLOATS, x, numbers=(2, 0.5, float("inf"), x))
+    assert not operands._kernel_operands(FLOATS, x, h)  # torch would promote
+    assert not operands._kernel_operands(FLOATS, x, numbers=(True,))  # a bool is no kernel number
+    assert not operands._kernel_operands(FLOATS, h, numbers=(1e6,))  # beyond FP16: torch's call
+    assert not operands._kernel_operands(FLOATS, x.double())
+    assert not operands._kernel_operands(FLOATS, 2.0)
+    assert operands._kernel_operands(FLOATS, x, bools=(x > 0,))
+    assert not operands._kernel_operands(FLOATS, x, bools=(x,))
+    assert not operands._kernel_operands(FLOATS, x, options=(None, None))  # clamp(x): torch raises
+    assert operands._kernel_operands(FLOATS, x, options=(None, 1))
+
+
+def test_kernel_operands_of_integer_tensors_take_ints_in_range(launcher):
+    i = torch.arange(6, dtype=torch.int32)
+    assert operands._kernel_operands((torch.int32,), i, numbers=(5,))
+    assert not operands._kernel_operands((torch.int32,), i, numbers=(2**40,))
+    assert not operands._kernel_operands((torch.int32,), i, numbers=(2.5,))
+
+
+def test_kernel_operands_stay_torch_off_the_kernel_path():
+    assert not operands._kernel_operands(FLOATS, torch.randn(2, 3))
+
+
+def test_kernel_number_is_a_float_for_float_tensors():
+    assert operands._kernel_number(2, torch.float16) == 2.0 and type(operands._kernel_number(2, torch.float16)) is float
+    assert type(operands._kernel_number(2, torch.int32)) is int
+    assert operands._kernel_number(None, torch.float32) is None
+
+
+def test_cube_operands_fold_batches_into_rows_with_one_right_matrix():
+    a, w = torch.randn(2, 3, 4, 5), torch.randn(6, 5)
+    a2, b2, batch, stacked, transposed = operands._cube_operands(a, w, transposed=True)  # linear's weight
+    assert a2.shape == (24, 5) and a2.data_ptr() == a.data_ptr()
+    assert b2.data_ptr() == w.data_ptr() and batch == (2, 3) and not stacked and transposed
+
+
+def test_cube_operands_read_a_transposed_stack_through_its_row_major_base():
+    q, k = torch.randn(2, 3, 5), torch.randn(2, 6, 5)
+    a2, b2, batch, stacked, transposed = operands._cube_operands(q, k.mT)
+    assert (a2.shape, b2.shape, batch, stacked, transposed) == ((6, 5), (12, 5), (2,), True, True)
+    assert b2.data_ptr() == k.data_ptr()
+    a2, b2, batch, stacked, _ = operands._cube_operands(torch.randn(3, 5), torch.randn(2, 5, 4))
+    assert (a2.shape, b2.shape, batch, stacked) == ((6, 5), (10, 4), (2,), True)  # a broadcast over b's stack
+
+
+def test_a_weights_contiguous_copy_is_kept_until_it_changes():
+    w = torch.randn(6, 10)[:, :5]
+    kept = operands._kept_contiguous(w)
+    assert kept.is_contiguous() and torch.equal(kept, w) and operands._kept_contiguous(w) is kept
+    w.add_(1)
+    again = operands._kept_contiguous(w)
+    assert again is not kept and torch.equal(again, w)
+    contiguous = torch.randn(3, 3)
+    assert operands._kept_contiguous(contiguous) is contiguous
+
+
+def test_kernel_indices_are_int32_within_the_count():
+    index = torch.tensor([[0, 2], [1, 3]])
+    flat = operands._kernel_indices(index, 4)
+    assert flat.dtype == torch.int32 and flat.tolist() == [0, 2, 1, 3]
+    assert operands._kernel_indices(index, 3) is None  # 3 is out of range: torch raises
+    assert operands._kernel_indices(-index, 4) is None
+    assert operands._kernel_indices(index.float(), 4) is None
+    assert operands._kernel_indices(index[:0], 4) is None
+    assert operands._kernel_indices(index, 4, rank=1) is None
+
+
+def test_indexed_dim_is_a_dim_of_the_tensor_or_none():
+    t = torch.randn(2, 3)
+    assert operands._indexed_dim(t, -1) == 1 and operands._indexed_dim(t, 0, rank=2) == 0
+    assert operands._indexed_dim(t, 2) is None and operands._indexed_dim(t, 0, rank=3) is None
+    assert operands._indexed_dim(torch.tensor(1.0), 0) is None and operands._indexed_dim(t, 1.0) is None
+
+
+# ---- grad: a kernel's result carries torch's gradient
+
+
+def kernel_exp(x, scale=1.0):
+    """A stand-in for a kernel path: the value computed outside autograd."""
+    with torch.no_grad():
+        return torch.exp(x) * scale
+
+
+def test_with_torch_grad_without_autograd_is_the_kernel_path():
+    x = torch.randn(3)
+    assert torch.equal(grad._with_torch_grad(kernel_exp, torch.exp, x), torch.exp(x))
+    with torch.no_grad():
+        result = grad._with_torch_grad(kernel_exp, torch.exp, x.requires_grad_())
+    assert result.grad_fn is None
+
+
+def test_with_torch_grad_gives_torchs_gradient_of_each_tensor_that_wants_one():
+    x, w = torch.randn(3, requires_grad=True), torch.randn(3)
+    result = grad._with_torch_grad(lambda x, w, s: kernel_exp(x) * w * s, lambda x, w, s: torch.exp(x) * w * s, x, w, 2.0)
+    assert torch.allclose(result, torch.exp(x) * w * 2)
+    result.sum().backward()
+    assert torch.allclose(x.grad, torch.exp(x.detach()) * w * 2) and w.grad is None
+
+
+def test_a_result_sharing_an_inputs_storage_is_a_copy():
+    x = torch.randn(3, requires_grad=True)
+    result = grad._TorchGradient.apply(lambda x: x.detach(), lambda x: x * 1, x)
+    assert result.untyped_storage().data_ptr() != x.untyped_storage().data_ptr() and torch.equal(result, x)
+    result.mul_(2)  # the Function's own tensor: changed in place as torch's result may be
+
+
+# ---- the families' host helpers: moves, joins, and the operands they take
+
+
+def moved_along(x, dim, size, runs, value=0.0):
+    """What _moved_along's assemble kernel computes, in torch: `x` rebuilt along `dim` from runs."""
+    out = torch.full((*x.shape[:dim], size, *x.shape[dim + 1:]), value, dtype=x.dtype)
+    for start, count, at in runs:
+        out.narrow(dim, at, count).copy_(x.narrow(dim, start, count))
+    return out
+
+
+def apply_moves(moved):
+    x, moves, shape = moved
+    for dim, size, runs in moves:
+        x = moved_along(x, dim, size, runs)
+    return x if shape is None else x.reshape(shape)
+
+
+@pytest.mark.parametrize("shifts, dims", [(1, 0), (-2, 1), ((1, 2), (0, 1)), ((1, 1), (1, 1)), (3, None), (7, -1)])
+def test_rolled_moves_are_torch_roll(shifts, dims):
+    x = torch.arange(12.0).reshape(3, 4)
+    assert torch.equal(apply_moves(layout._rolled(x, shifts, dims)), torch.roll(x, shifts, dims))
+
+
+def test_rolled_refuses_what_torch_refuses():
+    x = torch.randn(3, 4)
+    assert layout._rolled(x, (1, 2), None) is None and layout._rolled(x, 1, 2) is None
+    assert layout._rolled(x, (1, 2), (0,)) is None and layout._rolled(x, (1.0,), 0) is None
+    with pytest.raises(TypeError):  # as torch.roll raises (its message differs)
+        layout._rolled(x, 1.0, 0)
+
+
+@pytest.mark.parametrize("repeats, dim", [(2, 0), (3, 1), (1, -1), (2, None), (64, 0)])
+def test_repeated_moves_are_torch_repeat_interleave(repeats, dim):
+    x = torch.arange(6.0).reshape(2, 3)
+    assert torch.equal(apply_moves(layout._repeated(x, repeats, dim)), torch.repeat_interleave(x, repeats, dim))
+
+
+def test_repeated_takes_up_to_64_copies_of_an_int():
+    x = torch.randn(2, 3)
+    assert layout._repeated(x, 65, 0) is None and layout._repeated(x, 0, 0) is None
+    assert layout._repeated(x, torch.tensor(2), 0) is None and layout._repeated(x, 2, 2) is None
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (0, 0, 2, 1), (-1, 1), (1, -2, -1, 0)])
+def test_padded_moves_are_f_pad(pad):
+    x = torch.arange(12.0).reshape(3, 4)
+    moved = layout._padded(x, pad, "constant", None)
+    expected = torch.nn.functional.pad(x, pad)
+    assert moved[2] is None and torch.equal(apply_moves(moved), expected)
+
+
+def test_padded_leaves_other_modes_and_emptied_dims_to_torch():
+    x = torch.randn(3, 4)
+    assert layout._padded(x, (1, 1), "reflect", None) is None and layout._padded(x, (-2, -2), "constant", 0.0) is None
+    assert layout._padded(x, (1,), "constant", None) is None and layout._padded(x, (1, 1), "constant", "a") is None
+
+
+@pytest.mark.parametrize("stacked, dim, shapes", [
+    (False, 0, [(2, 4, 5), (3, 4, 5)]), (False, 1, [(2, 4, 5), (2, 1, 5)]), (False, -1, [(2, 4, 5), (2, 4, 2), (2, 4, 1)]),
+    (True, 0, [(2, 4, 5)] * 2), (True, 2, [(2, 4, 5)] * 3), (True, -1, [(2, 4, 5)] * 2),
+])
+def test_joined_places_are_torch_cat_and_stack(launcher, stacked, dim, shapes):
+    tensors = [torch.randn(shape) for shape in shapes]
+    matrices, places, width, shape = layout._joined(tensors, dim, stacked)
+    out = torch.empty(matrices[0].shape[0], width)
+    for matrix, runs in zip(matrices, places):
+        for start, size, at in runs:
+            out[:, at:at + size] = matrix[:, start:start + size]
+    expected = torch.stack(tensors, dim) if stacked else torch.cat(tensors, dim)
+    assert torch.equal(out.reshape(shape), expected)
+
+
+def test_joined_reads_a_column_slice_in_place(launcher):
+    base = torch.arange(40.0).reshape(8, 5)
+    matrices, places, width, _ = layout._joined([torch.ones(8, 2), base[:, 1:4]], -1, False)
+    assert matrices[1].data_ptr() == base.data_ptr() and places[1] == ((1, 3, 2),) and width == 5
+
+
+def test_joined_leaves_mixed_or_mismatched_tensors_to_torch(launcher):
+    x = torch.randn(2, 3)
+    assert layout._joined([x, x.half()], 0, False) is None
+    assert layout._joined([x, torch.randn(2, 4)], 0, False) is None  # torch raises
+    assert layout._joined([x, x], 2, False) is None and layout._joined([x, x], 0.0, False) is None
+    assert layout._joined([x, 2.0], 0, False) is None
+
+
+def test_scan_rows_move_the_scanned_dim_last():
+    t = torch.randn(2, 3, 4)
+    rows, moved = layout._scan_rows(t, 1)
+    assert rows.shape == (8, 3) and moved == (2, 4, 3) and torch.equal(rows.reshape(moved).movedim(-1, 1), t)
+    assert layout._scan_rows(torch.tensor(2.0), 0)[0].shape == (1, 1)
+
+
+def test_row_operands_end_in_the_shape_and_share_the_dtype(launcher):
+    x, w = torch.randn(2, 3, 4), torch.randn(4)
+    assert operands._row_operands(x, (4,), w, None)
+    assert not operands._row_operands(x, (4,), w.half()) and not operands._row_operands(x, (3,), None)
+    assert not operands._row_operands(x, (), None) and not operands._row_operands(x, (4,), torch.randn(1, 4))
+
+
+def test_gathers_scatters_and_adds_are_where_torch_defines_them():
+    x, index = torch.randn(3, 4), torch.zeros(2, 4, dtype=torch.int64)
+    assert operands._gathers(x, index, 0) and not operands._gathers(x, torch.zeros(2, 5, dtype=torch.int64), 0)
+    assert operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), torch.randn(3, 2), 1, "add")
+    assert operands._scatters(x, index, torch.randn(2, 4), 0, "multiply")
+    assert not operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), torch.randn(3, 2), 0, "add")  # nor x's rows
+    assert operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), 1.5, 1, None)
+    assert not operands._scatters(x.half(), torch.zeros(3, 2, dtype=torch.int64), 1e6, 1, None)
+    assert not operands._scatters(x, torch.zeros(3, 2, dtype=torch.int64), 1.0, 1, "mean")
+    indices = torch.tensor([0, 2])
+    assert operands._adds(x, indices, torch.randn(2, 4), 0, 1) and not operands._adds(x, indices, torch.randn(2, 4), 1, 1)
+    assert not operands._adds(x, indices, torch.randn(2, 4), 0, torch.tensor(1.0))
+
+
+def test_one_hot_classes_check_the_range_torch_raises_outside(launcher):
+    i = torch.tensor([0, 3, 1])
+    assert operands._one_hot_classes(i, -1) == 4 and operands._one_hot_classes(i, 6) == 6
+    assert operands._one_hot_classes(i, 3) is None and operands._one_hot_classes(-i, 6) is None
+    assert operands._one_hot_classes(i, 8193) is None and operands._one_hot_classes(i.int(), 6) is None
+
+
+# ---- wrappers around a generated kernel factory: a stand-in factory computes in torch
+
+TORCH_DTYPES = {v: k for k, v in launch._PYPTO_DTYPES.items()}
+
+
+@pytest.fixture
+def running(monkeypatch):
+    """A PYPTO_LAUNCHER that runs the (stand-in) kernel it is given, recording each launch."""
+    launches = []
+
+    def run(kernel, *tensors):
+        launches.append(kernel.args)
+        kernel(*tensors)
+
+    monkeypatch.setattr(launch, "PYPTO_LAUNCHER", run)
+    return launches
+
+
+def factory(compute):
+    """A stand-in kernel factory: kernel(*tensors) calls compute(args, *tensors), args its own."""
+    def make(*args):
+        def kernel(*tensors):
+            compute(args, *tensors)
+        kernel.args = args
+        return kernel
+    return make
+
+
+def test_a_helper_requires_the_generated_factory_it_imports():
+    from torch2pypto.rules import casting as rule
+    from torch2pypto.rules import movement
+
+    assert "cast_kernel" in rule.CAST.requires and "assemble1_kernel" in movement.ALONG.requires
+
+
+def test_pypto_cast_launches_once_in_the_inputs_layout(running, monkeypatch):
+    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))))
+    x = torch.randn(5, 3).mT  # transposed: read and written in place in that layout
+    y = casting.pypto_cast(x, torch.float16)
+    assert y.dtype == torch.float16 and y.stride() == x.stride() and torch.equal(y, x.half())
+    assert running == [(launch._PYPTO_DTYPES[torch.float32], launch._PYPTO_DTYPES[torch.float16], 3, tiles._spread_rows(5, 3))]  # its [5, 3] base
+    assert casting.pypto_cast(x, torch.float32) is x and len(running) == 1  # torch returns the input itself
+    assert torch.equal(casting.pypto_cast(x, torch.float64), x.double()) and len(running) == 1  # no kernel dtype
+
+
+def test_pypto_cast_carries_torchs_gradient_and_its_forms_reach_it(running, monkeypatch):
+    monkeypatch.setattr(casting, "cast_kernel", factory(lambda args, x, out: out.copy_(x.to(TORCH_DTYPES[args[1]]))))
+    x = torch.randn(4, 3, requires_grad=True)
+    y = casting.pypto_to(x, torch.bfloat16)
+    y.float().sum().backward()
+    assert y.dtype == torch.bfloat16 and torch.equal(x.grad, torch.ones(4, 3)) and len(running) == 1
+    assert casting.pypto_type_as(x.detach(), torch.ones(1).half()).dtype == torch.float16
+    assert casting.pypto_to(x.detach(), torch.ones(1).half()).dtype == torch.float16
+    assert casting.pypto_to(x.detach(), "cpu").dtype == torch.float32 and len(running) == 3
+
+
+def assemble(args, x, out):
+    """What an assemble kernel computes: runs of x's columns into out, the other runs filled."""
+    _, _, _, (places,), fills, value = args
+    for src, size, dst in places:
+        out[:, dst:dst + size] = x[:, src:src + size]
+    for dst, size in fills:
+        out[:, dst:dst + size] = value
+
+
+@pytest.mark.parametrize("dim, size, runs, value", [
+    (0, 5, [(0, 2, 1)], 0.0), (1, 6, [(2, 2, 0), (0, 2, 2)], -1.0), (2, 3, [(3, 1, 0), (0, 1, 2)], 2.5), (1, 2, [(1, 2, 0)], 0.0),
+])
+def test_moved_along_is_one_assemble_launch(running, monkeypatch, dim, size, runs, value):
+    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble))
+    x = torch.randn(2, 4, 4)
+    assert torch.equal(layout._moved_along(x, dim, size, runs, value), moved_along(x, dim, size, runs, value))
+    assert len(running) == 1
+
+
+def test_moved_along_reads_a_column_slice_in_place(running, monkeypatch):
+    monkeypatch.setattr(layout, "assemble1_kernel", factory(assemble))
+    base = torch.randn(3, 6)
+    x = base[:, 2:5]
+    assert torch.equal(layout._moved_along(x, 1, 3, [(2, 1, 0), (0, 2, 1)]), torch.roll(x, 1, 1))
+    (_, cols, _, (places,), _, _), = running
+    assert cols == (6,) and places == ((4, 1, 0), (2, 2, 1))  # runs from the slice's start in base's rows
+
+
+def test_col_minus_row_is_the_offset_a_triangle_compares_with_its_diagonal():
+    offsets = operands._col_minus_row(3, 4, "cpu")
+    assert offsets.dtype == torch.float32 and offsets.shape == (3, 4)
+    x = torch.randn(3, 4)
+    assert torch.equal(torch.where(offsets <= 1, x, 0.0), torch.tril(x, 1))
+    assert torch.equal(torch.where(offsets >= -1, x, 0.0), torch.triu(x, -1))

@@ -1,0 +1,37 @@
+"""Autograd: a kernel's result carries torch's gradient of the original expression."""
+
+import torch
+
+
+class _TorchGradient(torch.autograd.Function):
+    """The kernel's result forward; backward, torch's gradient of the original expression.
+
+    The result is the Function's own tensor, as torch's op gives: autograd forbids changing in place
+    an output that is a view (a kernel's result is one of its padded buffer, which is detached
+    from it) or an input's storage (which is copied)."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, torch_path, *args):
+        ctx.torch_path = torch_path
+        ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        result = kernel_path(*args)
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        return result.clone() if result.untyped_storage().data_ptr() in inputs else result.detach()
+
+    @staticmethod
+    def backward(ctx, grad):
+        wants = ctx.needs_input_grad[2:]
+        args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
+        with torch.enable_grad():
+            result = ctx.torch_path(*args)
+        # allow_unused: a tensor read for its dtype only (``.to(q.dtype)``) has no gradient
+        grads = iter(torch.autograd.grad(result, [a for a, w in zip(args, wants) if w], grad, allow_unused=True))
+        return (None, None, *(next(grads) if w else None for w in wants))
+
+
+def _with_torch_grad(kernel_path, torch_path, *args):
+    """kernel_path(*args); when autograd records and a tensor argument requires grad, the result
+    carries torch's gradient (recomputed from the original expression in backward)."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _TorchGradient.apply(kernel_path, torch_path, *args)
+    return kernel_path(*args)

@@ -1,0 +1,247 @@
+"""Operands as the [rows, cols] matrices kernels read, and results in torch's layout."""
+
+import math
+
+import torch
+
+from torch2pypto.runtime.generated import assemble1_kernel
+from torch2pypto.runtime.launch import _PYPTO_DTYPES, _UB_BYTES, _launch, _on_kernel_path
+
+
+def _as_rows(t):
+    """`t` as a contiguous [rows, cols] matrix: leading dims fold into the dynamic row axis (a view
+    of a contiguous `t`, a copy of any other)."""
+    return t.reshape(-1, t.shape[-1] if t.dim() else 1).contiguous()
+
+
+def _padded_cols(rows, pad, value=0.0):
+    """Matrix `rows` with `pad` columns of `value` appended, contiguous: `rows` itself when it is
+    contiguous and no column is missing (no host copy), else a copy."""
+    if pad:
+        return torch.nn.functional.pad(rows, (0, pad), value=value)
+    return rows.contiguous()
+
+
+def _row_window(t, rows):
+    """`t` as `rows` rows for a kernel that reads a run of columns from any start: (matrix, start).
+    A view of a contiguous `t` from column 0; for a column slice of wider rows (torch's
+    x[..., a:b]), those wider rows, read in place from the slice's column; else a contiguous copy."""
+    cols = t.numel() // rows
+    try:
+        matrix = t.view(rows, cols)
+    except RuntimeError:
+        return t.reshape(rows, cols).contiguous(), 0
+    width = matrix.stride(0)
+    if matrix.is_contiguous() or matrix.stride(1) != 1 or width < cols:
+        return matrix.contiguous(), 0
+    at, size = matrix.storage_offset(), t.untyped_storage().nbytes() // t.element_size()
+    start = max(0, at + rows * width - size)  # the window's rows end within the storage
+    if start > min(at, width - cols):
+        return matrix.contiguous(), 0
+    return t.as_strided((rows, width), (width, 1), at - start), start
+
+
+def _broadcast_rows(*operands):
+    """The tensor operands broadcast to one shape, each as [rows, cols] in the memory order of their
+    result (`order`, outermost dim first: torch's, the first operand's where it is dense and of that
+    shape, row-major otherwise); a view of each operand laid out in that order, a copy of any
+    other (a broadcast one). Returns the rows, the shape and the order (for _result_rows)."""
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
+    return [_as_rows(t.expand(shape).permute(order)) for t in tensors], shape, order
+
+
+def _dense_order(t):
+    """The dims of `t` from outermost to innermost in memory where its elements fill their span
+    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
+
+
+def _result_rows(shape, order, dtype, device):
+    """A result of `shape` laid out in `order` (_broadcast_rows), and the [rows, cols] view of it
+    a kernel writes: the result is in torch's layout, with no copy back."""
+    laid = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return laid.permute(inverse), _as_rows(laid)
+
+
+def _in_layout_of(result, t):
+    """`result` (contiguous) in the strides torch gives a result computed from `t` of its shape."""
+    if t.shape != result.shape or t.is_contiguous():
+        return result
+    return torch.empty_like(t, dtype=result.dtype).copy_(result)
+
+
+def _in_place_ok(input, *others):
+    """Whether an in-place kernel may write into `input`: the result keeps its shape, and autograd
+    is not recording (torch's in-place autograd checks stay torch's)."""
+    shapes = [o.shape for o in others if isinstance(o, torch.Tensor)]
+    if torch.broadcast_shapes(input.shape, *shapes) != input.shape:
+        return False
+    tensors = [input, *(o for o in others if isinstance(o, torch.Tensor))]
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def _reduced_dims(t, dim):
+    """The dims a reduction over `dim` (an int, a sequence, or None and () for all) reduces, sorted."""
+    rank = max(t.dim(), 1)
+    dims = range(rank) if dim is None or dim in ((), []) else [dim] if isinstance(dim, int) else dim
+    if any(not -rank <= d < rank for d in dims):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    if len({d % rank for d in dims}) < len(dims):
+        raise RuntimeError(f"dim {dim} lists a dim more than once")
+    return sorted({d % rank for d in dims})
+
+
+def _reduced_count(t, dim):
+    """How many elements a reduction over `dim` reduces into each result."""
+    return math.prod(t.shape[d] for d in _reduced_dims(t, dim) if d < t.dim())
+
+
+def _reduction_rows(t, dim, keepdim, identity):
+    """`t` as [rows, cols] with the dims `dim` last, its real cols, and the shape torch gives the result.
+
+    The cols are padded with the reducer's `identity` to 32 bytes: PyPTO reduces only 32-byte
+    aligned tile rows; kernels read the real cols only (valid_shape), the pad never counts.
+    """
+    dims = _reduced_dims(t, dim)
+    kept = [d for d in range(t.dim()) if d not in dims]
+    cols = _reduced_count(t, dim)
+    rows = t.permute(*kept, *dims).reshape(-1, cols) if t.dim() else t.reshape(1, 1)
+    rows = _padded_cols(rows, -cols % (32 // t.element_size()), identity)
+    shape = [1 if d in dims else n for d, n in enumerate(t.shape)] if keepdim else [t.shape[d] for d in kept]
+    return rows, cols, shape
+
+
+def _fits_whole_rows(t, dim, buffers):
+    """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
+    return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
+
+
+def _row_width(cols, dtype):
+    """`cols` rounded up to 32 bytes of `dtype`: the width of the tiles a row kernel reads its rows
+    in (PyPTO reduces only 32-byte aligned tile rows); their valid shape is the real cols, so
+    rows of any width are read in place."""
+    align = 32 // dtype.itemsize
+    return -(-cols // align) * align
+
+
+def _aligned_rows(t, cols):
+    """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
+    tile rows, and the kernel's valid shape leaves the padding out."""
+    return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
+
+
+def _scan_rows(t, dim):
+    """`t` as [rows, cols] with `dim` last (the axis a scan runs along), and that moved shape."""
+    moved = t.movedim(dim, -1) if t.dim() else t.reshape(1)
+    return moved.reshape(-1, moved.shape[-1]).contiguous(), moved.shape
+
+
+def _joined(tensors, dim, stacked):
+    """Whether an assemble kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along
+    `dim`: tensors of one float dtype on the kernel path, shapes torch accepts; and if so their
+    [rows, cols] matrices, places, the output's width and shape."""
+    if not isinstance(dim, int) or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    first = tensors[0]
+    rank = first.dim() + stacked
+    if not -rank <= dim < rank or any(t.dtype != first.dtype or t.dim() != first.dim() for t in tensors):
+        return None
+    dim %= rank
+    if first.dim() == 0 or not _on_kernel_path(*tensors):
+        return None
+    same = [d for d in range(first.dim()) if stacked or d != dim]
+    if any(t.shape[d] != first.shape[d] for t in tensors for d in same):
+        return None
+    rows = math.prod(first.shape[:dim])
+    windows = [_row_window(t, rows) for t in tensors]  # read in place, column slices too
+    matrices = [m for m, _ in windows]
+    places, at = [], 0
+    for t, (_, start) in zip(tensors, windows):
+        places.append(((start, t.numel() // rows, at),))
+        at += t.numel() // rows
+    if stacked:
+        shape = [*first.shape[:dim], len(tensors), *first.shape[dim:]]
+    else:
+        shape = [*first.shape[:dim], sum(t.shape[dim] for t in tensors), *first.shape[dim + 1:]]
+    return matrices, tuple(places), at, shape
+
+
+def _rolled(input, shifts, dims):
+    """torch.roll(input, shifts, dims) as `input` (flattened for dims None), the moves along its
+    dims ((dim, size, runs), ...: a dim rolled by s puts its last s entries first) and the shape
+    to restore (None: the input's); or None."""
+    shifts = (shifts,) if type(shifts) is int else tuple(shifts)
+    shape = None
+    if dims is None:
+        if len(shifts) != 1:
+            return None
+        shape, input, dims = input.shape, input.reshape(-1), 0
+    dims = (dims,) if type(dims) is int else tuple(dims)
+    if len(dims) != len(shifts) or not dims or not all(type(v) is int for v in (*dims, *shifts)):
+        return None
+    if input.dim() == 0 or any(not -input.dim() <= d < input.dim() for d in dims):
+        return None
+    by_dim = {}
+    for d, s in zip(dims, shifts):
+        by_dim[d % input.dim()] = by_dim.get(d % input.dim(), 0) + s
+    moves = []
+    for d, s in sorted(by_dim.items()):
+        n, s = input.shape[d], s % input.shape[d]
+        moves.append((d, n, [(n - s, s, 0), (0, n - s, s)]))
+    return input, moves, shape
+
+
+def _repeated(input, repeats, dim):
+    """torch.repeat_interleave(input, repeats, dim) for an int `repeats` as `input` with a new
+    dim of 1 after `dim` (the flattened input's, for dim None) that `repeats` copies fill, and
+    the result's shape; or None."""
+    if type(repeats) is not int or not 0 < repeats <= 64 or dim is not None and type(dim) is not int:
+        return None
+    if dim is None:
+        return input.reshape(-1, 1), [(1, repeats, [(0, 1, j) for j in range(repeats)])], (input.numel() * repeats,)
+    if input.dim() == 0 or not -input.dim() <= dim < input.dim():
+        return None
+    dim %= input.dim()
+    result = (*input.shape[:dim], input.shape[dim] * repeats, *input.shape[dim + 1:])
+    spread = input.reshape(*input.shape[:dim + 1], 1, *input.shape[dim + 1:])
+    return spread, [(dim + 1, repeats, [(0, 1, j) for j in range(repeats)])], result
+
+
+def _padded(input, pad, mode, value):
+    """F.pad(input, pad, "constant", value) as the moves along its last len(pad) // 2 dims: pad's
+    pairs, last dim first, add (negative: remove) entries before and after a dim; or None."""
+    if mode != "constant" or not isinstance(pad, (list, tuple)) or not pad or len(pad) % 2:
+        return None
+    if not all(type(p) is int for p in pad) or len(pad) // 2 > input.dim() or value is not None and type(value) not in (int, float):
+        return None
+    moves = []
+    for i in range(len(pad) // 2):
+        d, before, after = input.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
+        n = input.shape[d]
+        if n + before + after <= 0:
+            return None
+        moves.append((d, n + before + after, [(max(0, -before), n - max(0, -before) - max(0, -after), max(0, before))]))
+    return input, moves, None
+
+
+def _moved_along(x, dim, size, runs, value=0.0):
+    """`x` with dim `dim` rebuilt to `size` entries from `runs` of its own ((source start, count,
+    output start), ...), the entries no run reaches set to `value`: one assemble kernel on `x`
+    folded to [rows, cols] at `dim`."""
+    rows, inner = math.prod(x.shape[:dim]), math.prod(x.shape[dim + 1:])
+    places = tuple((start * inner, count * inner, at * inner) for start, count, at in runs if count > 0)
+    fills, done = [], 0
+    for _, count, at in sorted(places, key=lambda run: run[2]):
+        fills += [(done, at - done)] if at > done else []
+        done = at + count
+    fills += [(done, size * inner - done)] if done < size * inner else []
+    matrix, start = _row_window(x, rows)
+    places = tuple((source + start, count, at) for source, count, at in places)
+    out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
+    kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
+    _launch(kernel, matrix, out)
+    return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
