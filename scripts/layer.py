@@ -283,16 +283,17 @@ def f(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
 """
 SWIGLU = """import torch
 from torch import nn
+from transformers.activations import ACT2FN
 
 
 class SwiGLU(nn.Module):
     \"\"\"llama's MLP without its down projection: what fused_swiglu computes.\"\"\"
 
-    def __init__(self, hidden, intermediate):
+    def __init__(self, hidden, intermediate, hidden_act="silu"):
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.act_fn = nn.SiLU()
+        self.act_fn = ACT2FN[{act}]
 
     def forward(self, x):
         return self.act_fn(self.gate_proj(x)) * self.up_proj(x)
@@ -322,10 +323,8 @@ def expert_job(root: Path, job: str, shape: tuple) -> list[tuple[str, list[Launc
     if job == "attention":
         b, h, s, d = shape
         q, k, v = (torch.randn(b, h, s, d, dtype=torch.bfloat16) for _ in range(3))
-        for fuse in (True, False):
-            module = translated_snippet(folder, "sdpa", SDPA, fuse)
-            runs.append((f"translated F.sdpa{'' if fuse else ' --no-fuse'}",
-                         *recorded((module,), torch.nn.Module(), lambda: module.f(q, k, v))))
+        module = translated_snippet(folder, "sdpa", SDPA, True)  # one call: --no-fuse gives the same kernel
+        runs.append(("translated F.sdpa", *recorded((module,), torch.nn.Module(), lambda: module.f(q, k, v))))
         rows = [t.transpose(1, 2).reshape(b * s, h, d).contiguous() for t in (q, k, v)]
         out = torch.empty(b * s, h * d, dtype=torch.bfloat16)
         lse = [torch.empty(b * s, h, dtype=torch.float32) for _ in range(2)]
@@ -335,10 +334,11 @@ def expert_job(root: Path, job: str, shape: tuple) -> list[tuple[str, list[Launc
     else:
         m, hidden, inter = shape
         x = torch.randn(m, hidden, dtype=torch.bfloat16)
-        for fuse in (True, False):
-            module = translated_snippet(folder, "swiglu", SWIGLU, fuse)
+        # llama's own form (the activation named by the config), per op, and with the name written out
+        for act, fuse in (("hidden_act", True), ("hidden_act", False), ('"silu"', True)):
+            module = translated_snippet(folder, f"swiglu_{act.strip(chr(34))}", SWIGLU.replace("{act}", act), fuse)
             block = module.SwiGLU(hidden, inter).to(torch.bfloat16)
-            runs.append((f"translated llama MLP w/o down{'' if fuse else ' --no-fuse'}",
+            runs.append((f"translated MLP w/o down, ACT2FN[{act}]{'' if fuse else ' --no-fuse'}",
                          *recorded((module,), block, lambda: block(x))))
         weights = [torch.randn(hidden, inter, dtype=torch.bfloat16) for _ in range(2)]
         bias = [torch.zeros(1, inter, dtype=torch.bfloat16) for _ in range(2)]
@@ -358,17 +358,19 @@ def expert_report(root: Path, folder: str, peak: float) -> None:
         runs = worker.run(root, job, shape)
         worker.close()
         label = "B{} H{} S{} D{}".format(*shape) if job == "attention" else "{}x{}x{}".format(*shape)
-        print(f"\n== {job} {label}, bf16 (non-causal): translated torch against hicann/pypto's kernel")
+        print(f"\n== {job} {label}, bf16{' (non-causal)' * (job == 'attention')}: translated torch against "
+              "hicann/pypto's kernel (floor: max(HBM, cube); HBM: bytes over 1.42 TB/s alone)")
         if isinstance(runs, Exception):
             print(f"failed: {type(runs).__name__}: {runs}")
             continue
         expert = sum(r.us for r in runs[-1][1])
         for who, launches, left in runs:
             us, floor = sum(r.us for r in launches), sum(r.floor(peak) for r in launches)
-            torch_ops = sum(n for n, _ in left.values())
+            hbm = sum(r.bytes for r in launches) / HBM_BYTES_PER_US
+            torch_ops = ", ".join(f"{op} x{n}" for op, (n, _) in left.items()) or "none"
             kernels = ", ".join(f"{r.kernel} {r.us:.1f}" for r in launches)
-            print(f"{who:42} {len(launches):2} launch(es) {us:9.1f} us  floor {floor:8.1f} us ({us / floor:5.2f}x)  "
-                  f"vs expert {us / expert:5.2f}x  torch ops {torch_ops}: {kernels}")
+            print(f"{who:45} {len(launches):2} launch(es) {us:8.1f} us, vs expert {us / expert:5.2f}x; floor {floor:7.1f} us "
+                  f"({us / floor:5.2f}x), HBM {hbm:6.1f} us; {kernels}; torch: {torch_ops}")
 
 
 # ---------------------------------------------------------------------------- printing
