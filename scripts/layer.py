@@ -37,9 +37,9 @@ Last run (pypto 0.2.0, transformers 5.23.0, sdpa; 12 min on a shared 2-core mach
                against 500.5 (2.11x); q/k/v/o 419.0 each, gate/up 1006.8, down 996.1 (1.9-2.2x
                floor); causal sdpa 1494.6 (7.7x its floor, FLOPs counted in full).
   Only the RMSNorms and RoPE's cats differ between fused and per op: the fused RoPE regions
-  (apply_rotary_pos_emb) run their torch path at these shapes ([1, 1, S, D] cos/sin over heads),
-  the MLP's ACT2FN[config.hidden_act] and its product (nested in down_proj's argument) and the
-  residual adds' neighbours stay torch, and sdpa pads q/k/v on the host (constant_pad_nd x3).
+  (apply_rotary_pos_emb) run their torch path at these shapes ([1, 1, S, D] cos/sin over heads:
+  torch's mul x4, add x2, neg x2), the MLP's ACT2FN[config.hidden_act] and its product (nested
+  in down_proj's argument) stay torch, and sdpa pads q/k/v on the host (constant_pad_nd x3).
   Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha 87.0 at B1 H8
   S512 (0.68x), 1993.5 against 3290.9 at H32 S2048 (0.61x), same HBM floor; SwiGLU 4096x512x1024:
   the llama form 193.3 in 3 launches plus a torch silu (1.30x of fused_swiglu's 148.2; HBM floor
