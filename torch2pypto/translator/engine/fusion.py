@@ -743,6 +743,8 @@ class _Built:
         return self.program.apply(entry.op, steps, {"x_tile": self.value(bound["input"], env)}, fp32=True, dtypes=entry.dtypes)
 
     def composite(self, entry: Entry, bound, env) -> Operand:
+        if entry.fields.channels or entry.fallback or entry.forward:
+            raise Unfusible(f"{entry.op} reads one value per channel, or runs torch on values known at run time: its own kernel")
         if entry.fields.along:
             if entry.param(entry.fields.along).kinds != ("int",) or _literal(bound.get(entry.fields.along)) != -1:
                 raise Unfusible(f"{entry.op} fuses along dim=-1")
