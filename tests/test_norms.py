@@ -100,3 +100,9 @@ def test_a_literal_training_mode_stays_torch_and_batch_norm_does_not_fuse():
     translation = translate("import torch\nimport torch.nn.functional as F\n\n\ndef f(x: torch.Tensor, m: torch.Tensor, v: torch.Tensor):\n"
                             "    h = x * 2.0\n    return F.batch_norm(h, m, v) + 1.0\n")
     assert "pypto_batch_norm(" in translation.code and not any("batch_norm" in " ".join(r.ops) for r in translation.regions)
+
+
+def test_group_norm_stays_torch_with_its_reason():
+    """nn.GroupNorm is the table's group_norm, which no kernel computes yet: torch, said why."""
+    (norm, relu) = sorted(translate(BLOCK.format(cls="GroupNorm(2, 8)")).records, key=lambda r: r.api)
+    assert norm.api == "torch.nn.GroupNorm" and norm.status == "unsupported" and norm.reason.startswith("group_norm's statistics")
