@@ -50,6 +50,7 @@ def _pair(tmp_path, cls, dtype=torch.float32, seed=3):
 @pytest.mark.parametrize("cls, shape", [
     ("BatchNorm2d(7)", (2, 7, 5, 13)), ("BatchNorm1d(19)", (3, 19, 37)), ("BatchNorm1d(19)", (130, 19)),
     ("BatchNorm3d(3, affine=False)", (2, 3, 2, 3, 5)), ("BatchNorm2d(70, eps=1e-3)", (1, 70, 3, 3)),
+    ("BatchNorm2d(8)", (1, 8, 64, 128)), ("BatchNorm1d(2048)", (4, 2048)),  # real widths: 8192 columns, 2048 channels
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_eval_mode_runs_one_kernel_and_matches_the_module(tmp_path, cls, shape, dtype):
