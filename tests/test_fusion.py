@@ -166,6 +166,25 @@ def test_operands_the_kernel_does_not_take_run_the_fallback():
 
 
 @pytest.mark.interpreter
+def test_an_op_of_fewer_dtypes_fuses_only_in_those():
+    """floor_divide takes FP32 only (its entry's dtypes): fused, the region's wrapper checks the
+    op's dtype, so BF16 and FP16 operands run torch, which rounds the quotient as it does; FP32
+    launches the region's kernel (torch's 9 for 1 // 0.1, not the rounded quotient's 10)."""
+    code = typed("def f(x, y):\n    h = x * 2.0\n    return torch.floor_divide(h, y) + 1.0\n")
+    translation = fused(code)
+    assert len(translation.regions) == 1 and "x.dtype, y.dtype) in (torch.float32,)" in translation.code
+    x, y = torch.tensor([[0.5, 1.5, -0.5, 0.35, 2.5, 0.5, 7.0, -3.0]]), torch.tensor([[0.1, 0.3, 0.1, 0.1, 0.5, -0.1, 2.0, 0.7]])
+    check(code, (x, y))
+    assert module(translation.code).f(x, y)[0, 0] == 10.0  # 9 + 1, as torch
+    for dtype in (torch.bfloat16, torch.float16):
+        launched = counting()
+        with torch2pypto.interpreted(module(translation.code)):
+            got = module(translation.code).f(x.to(dtype), y.to(dtype))
+        assert sum(launched().values()) == 0
+        torch.testing.assert_close(got, module(HEAD + code).f(x.to(dtype), y.to(dtype)), atol=0, rtol=0)
+
+
+@pytest.mark.interpreter
 def test_an_empty_dtype_carrier_of_type_as_takes_the_kernel_path():
     """Issue 20 item 3: ``y.type_as(like)`` reads only like's dtype, so an empty ``like`` (a dtype
     carrier) launches the kernel: the fused region's and, without fusion, the cast's."""

@@ -154,6 +154,7 @@ def test_a_module_built_with_arguments_reads_a_rejected_attribute_and_stays_torc
 def test_every_module_class_of_the_table_is_tried():
     # test_indexing.py: its input is indices; test_activation.py: a module chosen by its class at run time
     tried_elsewhere = {"torch.nn.Embedding", "transformers.activations.ACT2FN"}
+    tried_elsewhere |= {"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d", "torch.nn.GroupNorm"}  # test_norms.py
     assert {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, _ in HELD} | tried_elsewhere == set(load_table().by_module)
 
 

@@ -74,6 +74,9 @@ GOOD = {"category": "same-name", "family": "elementwise", "apis": ["torch.exp"],
         ({"forms": {"other": "exp"}}, "forms key 'other' is no rejected parameter"),
         ({"signature": "(input: Tensor, out: Tensor = None)", "reject": {"out": "no"}, "forms": {"out": "exp"}},
          "forms names 'exp', which is no mapped entry without apis"),
+        ({"signature": "(input: Tensor, forward: object = None)", "torch_only": ["forward"], "forward": "forward"},
+         "forward names a parameter of default None, no tensor, that the entry's modules bind"),
+        ({"forward": "forward"}, "forward names a parameter"),
     ],
 )
 def test_validator_rejects(change, message):
@@ -172,6 +175,11 @@ ROW = {**GOOD, "category": "composite", "family": "composite", "apis": ["torch.s
         ({"recipe": "exp(input, input)"}, "exp takes 1 operand"),
         ({"recipe": "exp(mul(input, other))", "along": None, "signature": "(input: Tensor, dim: int = -1, other: Tensor = None)"},
          "optional tensors are rows of a normalized shape"),
+        ({"recipe": "mul(mul(input, weight), other)", "along": None, "channels": ["weight"],
+          "signature": "(input: Tensor, other: Tensor, dim: int = -1, weight: Tensor = None)"},
+         "a recipe over channels takes the input and channel operands only"),
+        ({"recipe": "mul(input, weight)", "along": None, "channels": ["weight"], "shared": ["other"],
+          "signature": "(input: Tensor, weight: Tensor, dim: int = -1)"}, "shared names channel operands"),
     ],
 )
 def test_a_composite_recipe_its_family_cannot_honour_is_refused_when_the_table_loads(change, message):

@@ -123,3 +123,12 @@ def test_a_region_that_inlines_a_module_function_is_verified():
     assert [c.label.split(" ", 1)[1] for c in sites.region_cases(region, "r")][:2] == ["float32 [2, 3, 13, 64]", "float32 [64]"]
     ok, out = verify(translation)
     assert ok and "fused region, 7 ops" in out and "not exercised" not in out, out
+
+
+@pytest.mark.interpreter
+def test_a_batch_norm_module_is_verified_on_its_kernel_path():
+    """A module call binds its forward, which only the torch path runs: --verify samples it as
+    None (the kernel path's), and the statistics one per channel, so every case compares."""
+    ok, out = verified(LINEAR.replace("nn.Linear(200, 33)", "nn.BatchNorm2d(4)"))
+    assert ok, out
+    assert "torch.nn.BatchNorm2d" in out and "error" not in out

@@ -162,6 +162,9 @@ def _check(entry: Entry) -> None:
         for arg in getattr(entry, field):
             if arg not in names:
                 raise TableError(f"{op}: {field} names unknown parameter {arg!r}")
+    if entry.forward is not None and (entry.forward not in names or entry.param(entry.forward).default is not None
+                                      or entry.param(entry.forward).is_tensor or not entry.modules):
+        raise TableError(f"{op}: forward names a parameter of default None, no tensor, that the entry's modules bind")
     for arg in entry.omitted:
         if arg not in names or not entry.param(arg).required:
             raise TableError(f"{op}: omitted names {arg!r}, which is no required parameter")

@@ -20,8 +20,11 @@ computes the whole recipe in FP32.
 
 Host layouts for elementwise recipes: ``halves = "dim"`` makes the input's two halves along that
 dim the recipe's operands ``a`` and ``b`` (glu; an odd size runs torch, which raises);
-``channels = ["weight"]`` names operands holding one value per channel, dim 1 of the input (or
-one for all), reshaped on the host to broadcast along it (prelu).
+``channels = ["weight"]`` names operands holding one value per channel, dim 1 of the input: the
+input is read in place as [batch * channels, rest] rows and each such operand as a [channels, 1]
+column broadcast along them (:func:`templates.channel_kernel`; prelu, eval-mode batch_norm). One
+of ``shared`` may also hold one value for all channels (prelu's single weight); a channel operand
+that may be None (batch_norm's weight) drops its step, as a row recipe's does.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import number_for_tensor, rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import fallback, fallback_checks, number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -50,7 +53,8 @@ class CompositeFields(Fields):
     recipe: str | None = field("other entries' steps, as Python: assignments, then the result (\"mul(input, sigmoid(input))\")")
     along: str | None = field("the parameter naming the row a row recipe reduces: a dim (int: moved last) or a normalized shape (Dims: trailing dims folded into the row)")
     halves: str | None = field("a dim whose two halves of the input are the operands a and b (glu)")
-    channels: tuple[str, ...] = field("operands of one value per channel (dim 1), reshaped on the host to broadcast (prelu's weight)", ())
+    channels: tuple[str, ...] = field("operands of one value per channel (dim 1), read as [channels, 1] columns broadcast along the rows of each channel (prelu's weight, batch_norm's statistics)", ())
+    shared: tuple[str, ...] = field("channel operands that may also hold one value for all channels (prelu's single weight); others hold one per channel", ())
     compute: Literal["float32"] | None = field("float32 computes the recipe in FP32")
     output: Literal["bool"] | None = field("bool for a recipe ending in a comparison")
     positive: tuple[str, ...] = field("Number constants the kernel takes only above zero (rpow's base, whose math.log it takes); other values run torch", ())
@@ -87,8 +91,15 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
             return "a recipe over halves takes one tensor"
         used.add(entry.fields.halves)
     for name in entry.fields.channels:
-        if entry.fields.along or name not in {p.name for p in tensors[1:]} or name in {p.name for p in _numeric(entry)}:
+        if entry.fields.along or entry.fields.halves or name not in {p.name for p in tensors[1:]} or name in {p.name for p in _numeric(entry)}:
             return f"channels names {name!r}, which is no tensor operand after the input of an elementwise recipe"
+    if entry.fields.channels and {p.name for p in tensors[1:]} != set(entry.fields.channels):
+        return "a recipe over channels takes the input and channel operands only"
+    if entry.fields.channels and any(templates.whole_tiles(p) for p in programs):
+        return f"a recipe over channels cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
+    if not set(entry.fields.shared) <= set(entry.fields.channels):
+        return "shared names channel operands"
+    used |= {*entry.fallback, *entry.torch_only, *filter(None, [entry.forward])}
     if entry.fields.along:
         if entry.fields.along not in {p.name for p in entry.params}:
             return f"along = {entry.fields.along!r} is no parameter"
@@ -102,8 +113,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         used |= {entry.fields.along, "dtype"}
     elif any(templates.reduces(p) for p in programs):
         return "a recipe that reduces along the row names its row (along)"
-    elif any("Tensor" in p.kinds and p.default is None for p in tensors):
-        return "optional tensors are rows of a normalized shape: only in a row recipe (along)"
+    elif any("Tensor" in p.kinds and p.default is None and p.name not in entry.fields.channels for p in tensors):
+        return "optional tensors are rows of a normalized shape (along) or channel operands (channels)"
     for p in wrapper_params(entry):
         if p.name not in used:
             return f"parameter {p.name!r} is neither an operand, a name of the recipe, the row (along) nor rejected"
@@ -278,7 +289,7 @@ def _step(name: str, entries: Mapping[str, Entry]) -> tuple[Step, int]:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    rejected = rejection(site) or number_for_tensor(site, site.entry.params[1:])
+    rejected = rejection(site) or fallback(site) or number_for_tensor(site, site.entry.params[1:])
     if rejected:
         return rejected
     entry = site.entry
@@ -291,6 +302,8 @@ def _built(entry: Entry) -> tuple[str, tuple[Definition, ...]]:
     """The entry's PyPTO ops, and its kernels and wrapper."""
     kernels = [(_kernel_name(entry, c, a, g), c, a, g, program(entry, entry.parts, c, a)) for c, a, g in variants(entry)]
     pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
+    if entry.fields.channels:
+        return pypto, _channel_definitions(entry, kernels)
     return pypto, _row_definitions(entry, kernels) if entry.fields.along else _definitions(entry, kernels)
 
 
@@ -315,12 +328,7 @@ def _kernel(
 ) -> Definition:
     """The kernel of one variant; the operands ``given`` as Python numbers are its constants."""
     inputs = [i for i in inputs if i not in given]
-    rename = {n: f"{_tile(n)}_tile" for n in _tiles(entry) if n not in given}
-    fp32 = entry.fields.compute == "float32"  # the whole recipe computes in FP32
-    steps = tuple(
-        Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
-        for a in steps
-    )
+    steps = _on_tiles(entry, steps, given)
     row = bool(entry.fields.along)
     numbers = _in_order(entry, given)
     told = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors] + [f"{n} a Python number" for n in numbers]
@@ -334,6 +342,16 @@ def _kernel(
         buffers=len(inputs) + len(vectors) + sum(not a.step.reduces for a in steps),  # a reduced row is one column
         vectors=[_tile(v) for v in vectors],
         out_dtype=templates.BOOL if entry.fields.output == "bool" else "dtype",
+    )
+
+
+def _on_tiles(entry: Entry, steps: tuple[Apply, ...], given=frozenset()) -> tuple[Apply, ...]:
+    """The steps over the kernel's tiles (``x_tile``...), in FP32 where the entry computes so."""
+    rename = {n: f"{_tile(n)}_tile" for n in _tiles(entry) if n not in given}
+    fp32 = entry.fields.compute == "float32"  # the whole recipe computes in FP32
+    return tuple(
+        Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
+        for a in steps
     )
 
 
@@ -426,12 +444,52 @@ def _layout(entry: Entry) -> tuple[str, list[str]]:
     if entry.fields.halves:
         dim = entry.fields.halves
         return f"a, b = input.chunk(2, {dim})\n", ["input.dim() > 0", f"input.shape[{dim}] % 2 == 0"]
-    statements, guards = "", []
-    for name in entry.fields.channels:  # torch's rule: numel 1, or one per channel (dim 1)
-        statements += f"{name} = {name}.reshape(-1, *[1] * (input.dim() - 2))  # broadcasts along dim 1\n"
-        guards += ["input.dim() > 0", f"{name}.dim() <= 1",
-                   f"{name}.numel() in (1, input.shape[1] if input.dim() > 1 else 1)"]
-    return statements, guards
+    return "", []
+
+
+def _channel_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
+    """Channel composites: the input read in place as [batch * channels, rest] rows, each channel
+    operand as a [channels, 1] column (:func:`templates.channel_kernel`), one kernel per set of
+    optional operands given."""
+    params = wrapper_params(entry)
+    channels = list(entry.fields.channels)
+    defined = []
+    for name, choice, absent, _, steps in kernels:
+        present = [c for c in channels if c not in absent]
+        told = [f"{n}={v!r}" for n, v in choice] + [f"without {c}" for c in channels if c in absent]
+        steps = _on_tiles(entry, steps)
+        doc = (f"{entry.op} on the rows of each channel{' (' + ', '.join(told) + ')' if told else ''}"
+               + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.")
+        defined.append(templates.channel_kernel(name, doc, ", ".join(["dtype", "cols", "count", *constants(entry)]), present, steps,
+                                                buffers=2 + len(present) + len(steps)))
+    optional = {p.name for p in _optional(entry)}
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "count", *_factory_constants(entry)])
+    spelled = ", ".join(["input", *channels])
+    declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
+    given = ", ".join(f"{c}" if c not in optional else f"*([] if {c} is None else [{c}])" for c in channels)
+    guards = [*_accepted(entry), f"_kernel_operands(({declared}), input, {given})", "input.dim() > 0"]
+    for c in channels:  # torch's rule: one value per channel (dim 1), or one for all where shared
+        size = f"{c}.numel() in (1, count)" if c in entry.fields.shared else f"{c}.numel() == count"
+        guards.append(f"({c} is None or {c}.dim() <= 1 and {size})" if c in optional else f"{c}.dim() <= 1 and {size}")
+    guards += fallback_checks(entry)
+    columns = ", ".join(f"{c}" if c not in optional else f"*([] if {c} is None else [{c}])" for c in channels)
+    body = (
+        "cols = math.prod(input.shape[2:]) if input.dim() > 1 else input.numel()\n"
+        "x = input.reshape(-1, cols).contiguous()\n"
+        f"columns = [c.reshape(-1, 1) if c.numel() == count else c.reshape(1, 1).expand(count, 1).contiguous() for c in ({columns},)]\n"
+        + _defaults(entry)
+        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + _choose(entry, kernels, factory)
+        + "_launch(kernel, x, *columns, out)\n"
+        "return _in_layout_of(out.reshape(input.shape), input)\n"
+    )
+    prologue = "count = input.shape[1] if isinstance(input, torch.Tensor) and input.dim() > 1 else 1  # channels: dim 1\n"
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, one value per channel (dim 1) broadcast along its rows",
+        spelled, wrappers.torch_call(entry, params), f"({' and '.join(guards)})", body,
+        ("_kernel_operands", "_kernel_number", "_in_layout_of", *(d.name for d in defined)), prologue=prologue,
+    )
+    return (*defined, dataclasses.replace(wrapper, imports=("math",)))
 
 
 def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:

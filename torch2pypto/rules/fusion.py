@@ -96,6 +96,7 @@ class Program:
         self.live: dict[str, int] = {}  # rows tile -> index of the body statement that last reads it
         self.sliced = False
         self.checks: list[str] = []  # what the widths of slices and concatenations need, checked by the wrapper
+        self.dtype_checks: list[str] = []  # the dtypes ops of the region compute in, checked by the wrapper
 
     # --- operands --------------------------------------------------------------------------
 
@@ -149,6 +150,17 @@ class Program:
             result = symbol
         return result
 
+    def _takes(self, dtype: str, dtypes: Sequence[str], op: str) -> None:
+        """Refuse, or have the wrapper check, an op's dtype outside the float ``dtypes`` its entry takes."""
+        floats = [d for d in _TORCH_DTYPES if d in dtypes]
+        if not floats or len(floats) == len(_TORCH_DTYPES):
+            return
+        if dtype in _TORCH_OF:  # known when translating
+            if _TORCH_OF[dtype].removeprefix("torch.") not in floats:
+                raise Unfusible(f"{op} takes {', '.join(floats)}")
+            return
+        self.dtype_checks.append(f"{self._torch(dtype)} in ({', '.join(f'torch.{d}' for d in floats)},)")
+
     def _torch(self, symbol: str) -> str:
         """The torch dtype a symbol stands for (a static one, ``.bfloat16()``'s, is in no symbol table)."""
         return self.symbols.get(symbol) or _TORCH_OF[symbol]
@@ -181,12 +193,15 @@ class Program:
         bools: Sequence[str] = (),
         result: str | None = None,
         renames: Mapping[str, str] = {},
+        dtypes: Sequence[str] = (),
     ) -> Operand:
         """Apply one torch op's ``steps``; ``operands`` maps the names the steps read to values.
 
         ``fp32``: torch computes the op in FP32 (the steps run on FP32 tiles, the result is
         rounded to its dtype); ``bools``: operands that are bool masks; ``result`` "bool": a
         comparison. ``renames``: other names the steps read (constants) and their kernel text.
+        ``dtypes``: the entry's (torch names): an op of other float dtypes runs torch, as its own
+        wrapper would (div_rounded's FP32 only).
         """
         tiles = {k: v for k, v in operands.items() if v.is_tile and k not in bools}
         if not tiles:
@@ -197,6 +212,7 @@ class Program:
         if any(v.dtype == BOOL for v in tiles.values()):  # torch's bool promotion is not modelled
             raise Unfusible(f"a bool tile as an operand of {op}")
         dtype = self.promote([v.dtype for v in tiles.values()])
+        self._takes(dtype, dtypes, op)
         width = self._width([v for v in tiles.values() if v.role != COLUMN], op)
         compute = FP32 if fp32 or any(a.step.fp32 for a in steps) or len(steps) > 1 else dtype
         names = {k: self.cast(v, compute) if k in tiles else v for k, v in operands.items()}
@@ -423,7 +439,7 @@ def definitions(
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
              f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
     prologue = f"shape = {guard}\n"
-    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in _needed(program.checks))])
+    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
     first = rows[0].name
     body = "cols = shape[-1]\n"
     expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host

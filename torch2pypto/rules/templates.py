@@ -438,3 +438,40 @@ def indexed_kernel(
 
 
 INDICES = copied("operands", "_kernel_indices", "_indexed_dim")
+
+
+def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int) -> Definition:
+    """A kernel factory over ``x``, an [n * count, cols] matrix (the input's batch and channel
+    dims folded into rows, the rest into cols), and ``channels``: [count, 1] columns of one value
+    per channel (a norm's statistics, prelu's weight), read in place.
+
+    The kernel walks each batch's channels in tiles of ``rows`` channels: the columns' tiles are
+    the same rows of every batch, and broadcast along the row. The last target of ``program`` is
+    the result, stored as the input's dtype.
+    """
+    fp32 = any(a.step.fp32 for a in program)
+    valid = "valid_shape=[valid[0], 1]"
+    body = "x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)\n"
+    body += "".join(f"{c}_tile = pypto.view({c}, [rows, 1], [c, 0], {valid})\n" for c in channels)
+    if fp32:
+        body += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
+            f"    {t}_tile = pypto.cast({t}_tile, {FP32})\n" for t in ("x", *channels))
+    body += render(program)
+    setup, store = cast(program[-1].target, FP32 if fp32 else "dtype", "dtype")
+    body += store
+    params = "        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n"
+    params += "".join(f"        {c}: pypto.Tensor([count, 1], dtype),\n" for c in channels)
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n"
+    tiles = f"_tile_shape(cols, max_rows, {buffers}, {_dtypes('dtype', *([FP32] if fp32 else []))}, split_cols=True)"
+    kernel_body = f'''\
+        n = x.shape[0] // count
+        for b in pypto.loop(n, name="batch", unroll_list=[1]):
+            for j in pypto.loop((count + rows - 1) // rows, name="channel_tiles", unroll_list=[1]):
+                c = j * rows
+                r = b * count + c
+                valid = [(count - c).min(rows), cols]
+                pypto.set_vec_tile_shapes(rows, tile_cols)
+{textwrap.indent(body, " " * 16)}                pypto.assemble({program[-1].target}, [r, 0], out)
+'''
+    source = kernel_factory(name, f"{factory_params}, max_rows", doc, f"rows, tile_cols = {tiles}\n" + setup, params, kernel_body)
+    return Definition(name, source, ("_tile_shape", "_annotated"))

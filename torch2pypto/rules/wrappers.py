@@ -70,6 +70,13 @@ def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, 
 
 
 def _torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...]) -> str:
+    if entry.forward:  # a module's call: its own forward, which keeps its state as torch does
+        others = tuple(p for p in params if p.name != entry.forward)
+        return f"{entry.forward}({params[0].name}) if {entry.forward} is not None else {_function_call(entry, others, unless_none)}"
+    return _function_call(entry, params, unless_none)
+
+
+def _function_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...]) -> str:
     first, *rest = params
     if entry.torch:  # a tensor form: its parameters are its parent's by name (clamp's max)
         return f"{entry.torch}({', '.join([first.name, *(f'{p.name}={p.name}' for p in rest)])})"

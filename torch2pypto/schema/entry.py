@@ -178,6 +178,7 @@ class Entry:
     reject: Mapping[str, str] = dataclasses.field(default_factory=dict)
     fallback: Mapping[str, str] = dataclasses.field(default_factory=dict)  # parameter -> why a non-default value runs torch
     torch_only: tuple[str, ...] = ()  # parameters the kernel ignores: they reach torch's fallback and gradient
+    forward: str | None = None  # the parameter a module's call binds to its forward, which the torch path runs instead
     omitted: Mapping[str, str] = dataclasses.field(default_factory=dict)  # required parameter -> why leaving it out stays torch
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # keyword torch also takes -> parameter
     reason: str | None = None

@@ -651,6 +651,7 @@ class _Built:
         return self.program.apply(
             label, (Apply("result", step, tuple(names)),), dict(zip(names, values)),
             fp32=entry.fields.compute == "float32", bools=entry.fields.bool_operands, result=entry.fields.output,
+            dtypes=entry.dtypes,
         )
 
     def slice(self, node: ast.Subscript, env) -> Operand:
@@ -764,9 +765,11 @@ class _Built:
         if _literal(bound.get("dim")) not in (-1, (-1,), [-1]) or _literal(bound.get("keepdim")) is not True:
             raise Unfusible("a reduction fuses along dim=-1 with keepdim=True")
         steps = reduction.program(entry)
-        return self.program.apply(entry.op, steps, {"x_tile": self.value(bound["input"], env)}, fp32=True)
+        return self.program.apply(entry.op, steps, {"x_tile": self.value(bound["input"], env)}, fp32=True, dtypes=entry.dtypes)
 
     def composite(self, entry: Entry, bound, env) -> Operand:
+        if entry.fields.channels or entry.fallback or entry.forward:
+            raise Unfusible(f"{entry.op} reads one value per channel, or runs torch on values known at run time: its own kernel")
         cast = None  # softmax's dtype= casts the input first, as torch does
         if entry.fields.along:
             if entry.param(entry.fields.along).kinds != ("int",) or _literal(bound.get(entry.fields.along)) != -1:
@@ -798,7 +801,7 @@ class _Built:
             renames[name] = number.text
         if any(not v.is_tile for v in operands.values()):
             raise Unfusible(f"a Python number as an operand of {entry.op}")
-        return self.program.apply(entry.op, steps, operands, fp32=True, renames=renames)
+        return self.program.apply(entry.op, steps, operands, fp32=True, renames=renames, dtypes=entry.dtypes)
 
     def module_function(self, func: ast.expr) -> ast.FunctionDef | None:
         """The module's function a call names, unless a name of the function written around the

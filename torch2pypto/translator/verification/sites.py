@@ -78,6 +78,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                     value = samples.index(entry, shape, generator, dim)
                 elif param.name in entry.fallback and literal(bound[param.name]) is Ellipsis:
                     value = param.default  # known at run time only: the value the kernel takes (sdpa's dropout_p)
+                elif param.name == entry.forward:
+                    value = param.default  # a module's forward, which only the torch path runs
                 else:
                     value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
                 if param.required:
