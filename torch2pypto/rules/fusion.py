@@ -35,7 +35,10 @@ FP32, BOOL = templates.FP32, templates.BOOL
 _TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto.DT_BF16"}
 _TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
 ROWS, VECTOR, COLUMN = "rows", "vector", "column"
-_KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math", "functools"}
+_KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
+                  "functools", "o", "outer", "inner", "blocks", "heads", "operands"}
+# the names a tensor parameter gives the kernel and its wrapper
+_SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_xo", "_xh", "_co", "_ch", "_step")
 
 
 class Unfusible(ValueError):
@@ -103,9 +106,9 @@ class Program:
         """A new wrapper parameter named after ``name`` (made unique)."""
         base = name if name.isidentifier() and not name.startswith("_") else "arg"
         unique, k = base, 1
-        while {unique, f"{unique}_dtype", f"{unique}_tile", f"{unique}_rows", f"{unique}_out"} & self._names:
+        while {unique + suffix for suffix in _SUFFIXES} & self._names:
             unique, k = f"{base}_{k}", k + 1
-        self._names |= {unique, f"{unique}_dtype", f"{unique}_tile", f"{unique}_rows", f"{unique}_out"}
+        self._names |= {unique + suffix for suffix in _SUFFIXES}
         param = Param(unique, kind, source)
         self.params.append(param)
         return param
@@ -118,9 +121,9 @@ class Program:
 
     def callee(self, name: str) -> Param:
         """A function the torch fallback calls, passed to the wrapper under its own name."""
-        if {name, f"{name}_tile", f"{name}_rows", f"{name}_out", f"{name}_dtype"} & self._names:
+        if {name + suffix for suffix in _SUFFIXES} & self._names:
             raise Unfusible(f"{name} is also a name of the kernel")
-        self._names |= {name, f"{name}_tile", f"{name}_rows", f"{name}_out", f"{name}_dtype"}
+        self._names |= {name + suffix for suffix in _SUFFIXES}
         param = Param(name, "callee", name)
         self.params.append(param)
         return param
@@ -407,7 +410,9 @@ def definitions(
     buffers = program.buffers([f"{p.name}_tile" for p in rows], [o.value.text for o in outputs if o.value.role == ROWS])
     promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
     dtypes = [s for s in program.symbols if s != FP32 and s not in promoted]
-    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), "max_rows"]
+    blocked = not program.reduces  # rows read in place as blocks (_row_blocks); a reduction's rows are padded
+    maps = ["heads", *(f"{p.name}_map" for p in rows)] if blocked else []
+    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     single = len(outputs) == 1  # autograd may record: torch's gradient of the fallback (_with_torch_grad)
@@ -424,25 +429,33 @@ def definitions(
     if program.reduces:
         body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
     else:
-        body += "".join(f"{p.name}_rows = _as_rows({expanded[p.name]})\n" for p in rows)
+        body += f"heads, blocks, n, operands = _row_blocks(shape, {_tuple(p.name for p in rows)})\n"
+        body += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in rows)} = operands\n"
         body += "".join(f"{p.name}_rows = {p.name}.reshape(1, cols).contiguous()\n" for p in vectors)
     for symbol in promoted:
         body += f"{symbol} = {program.symbols[symbol]}\n"
     width = f"{first}_rows.shape[1]"
     for o in outputs:
-        cols = width if o.value.role == ROWS else "1"
-        body += f"{o.name}_out = torch.empty({first}_rows.shape[0], {cols}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
+        if o.value.role != ROWS and blocked:
+            raise Unfusible("a column result of a kernel without a row reduction")
+        size = "blocks, n, cols" if blocked else f"{first}_rows.shape[0], {width if o.value.role == ROWS else '1'}"
+        body += f"{o.name}_out = torch.empty({size}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
     args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
-    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), f"_spread_rows(*{first}_rows.shape{', whole=True' if program.whole else ''})"]
+    spread = "n, cols" if blocked else f"*{first}_rows.shape"
+    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), *maps,
+             f"_spread_rows({spread}{', whole=True' if program.whole else ''})"]
     launched = ", ".join([*(f"{p.name}_rows" for p in tensors), *(f"{o.name}_out" for o in outputs)])
     body += f"_launch({kernel}({', '.join(args)}), {launched})\n"
     results = []
     for o in outputs:
-        shaped = f"{o.name}_out[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out.reshape(*shape[:-1], 1)"
+        if blocked:
+            shaped = f"{o.name}_out.reshape(shape)"
+        else:
+            shaped = f"{o.name}_out[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out.reshape(*shape[:-1], 1)"
         results.append(shaped)
     body += f"return {', '.join(results)}\n"
-    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback]
-    requires += ["_aligned_rows"] if program.reduces else []
+    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback, "_aligned_rows"] if program.reduces else \
+        ["_fused_shape", "_launch", kernel, fallback, "_row_blocks"]
     doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
     more = textwrap.fill(
         f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
@@ -458,7 +471,7 @@ def definitions(
     else:
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
-    extra = (templates.ALIGNED_ROWS,) if program.reduces else ()
+    extra = (templates.ALIGNED_ROWS,) if program.reduces else (ROW_BLOCKS,)
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 
@@ -484,6 +497,8 @@ def _torch_dtype(program: Program, symbol: str) -> str:
 
 
 def _kernel_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
+    if not program.reduces:
+        return _blocks_source(name, where, program, rows, vectors, outputs, factory, buffers)
     width = "width" if program.reduces else "cols"
     # a loop iteration is one task: whole rows (a reduction's) leave the unified buffer few rows of
     # a wide tile, so a task takes max_rows (the launch's spread) in tiles of `rows`, not 1024 tasks at 4096x4096
@@ -515,6 +530,120 @@ def _kernel_source(name, where, program: Program, rows, vectors, outputs, factor
 {textwrap.indent(body, " " * 12)}'''
     source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
     return source.replace("\n\n\n", "\n\n")
+
+
+def _blocks_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
+    """The kernel of a region without a row reduction: its result, [blocks, n, cols], is walked
+    block by block in tiles of n's rows, and each rows operand is read in place from its
+    storage where its map (``_row_blocks``) places the block: a broadcast one row once per
+    block, spread over the tile on chip."""
+    valid = "" if program.whole else ", valid_shape=valid"
+    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {p.name}_width], {p.name}_dtype),\n" for p in rows)
+    params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {p.name}_dtype),\n" for p in vectors)
+    params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
+    body = ""
+    for p in rows:
+        at = f"outer * {p.name}_xo + inner * {p.name}_xh, {{}}, outer * {p.name}_co + inner * {p.name}_ch"
+        body += (f"if {p.name}_step:\n"
+                 f"    {p.name}_tile = pypto.reshape(pypto.view({p.name}, [1, rows, cols], [{at.format('r')}]"
+                 f"{', valid_shape=[1, valid[0], cols]' if valid else ''}), [rows, cols]{valid})\n"
+                 f"else:  # one row for the block's rows (a broadcast): read once, spread on chip\n"
+                 f"    {p.name}_tile = pypto.expand_clone(pypto.reshape(pypto.view({p.name}, [1, 1, cols], [{at.format('0')}]), "
+                 f"[1, cols]), [rows, cols]{valid})\n")
+    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
+    body += "".join(program.body)
+    if outputs:
+        body += "pypto.set_vec_tile_shapes(1, rows, tile_cols)\n"
+    shaped = ", valid_shape=[1, valid[0], cols]" if valid else ""
+    body += "".join(f"pypto.assemble(pypto.reshape({o.value.text}, [1, rows, cols]{shaped}), [o, r, 0], {o.name}_out)\n"
+                    for o in outputs)
+    if program.whole:
+        start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
+    else:
+        start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
+    tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
+    tile = f"_tile_shape(cols, max_rows, {buffers}, ({tile_dtypes}), split_cols=True)"
+    setup = "".join(s for s in dict.fromkeys(program.setup) if s)
+    setup += "".join(f"{p.name}_width, {p.name}_xo, {p.name}_xh, {p.name}_co, {p.name}_ch, {p.name}_step = {p.name}_map\n" for p in rows)
+    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks, n, cols], one launch."
+    kernel_body = f'''\
+        blocks, n = {outputs[0].name}_out.shape[0], {outputs[0].name}_out.shape[1]
+        for o in pypto.loop(blocks, name="blocks"):
+            outer, inner = o // heads, o % heads
+            for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+{textwrap.indent(start, " " * 16)}                pypto.set_vec_tile_shapes(rows, tile_cols)
+{textwrap.indent(body, " " * 16)}'''
+    source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
+    return source.replace("\n\n\n", "\n\n")
+
+
+ROW_BLOCKS = Definition(
+    "_row_blocks",
+    '''\
+def _row_blocks(shape, *tensors):
+    """The rows operands of a fused kernel over `shape`, read in place.
+
+    The kernel writes the result contiguous as [blocks, n, cols]: blocks = outer x heads, the
+    leading dims merged where every operand lays them out alike, n the innermost. It reads block
+    o (outer, inner = divmod(o, heads)) of an operand from a contiguous window [X, n or 1,
+    width] of its storage, at [outer * xo + inner * xh, its rows, outer * co + inner * ch]: a
+    transposed or permuted view (RoPE's q) in its own memory order, a column slice within its
+    wider rows, and a dim it broadcasts (stride 0: cos over the heads, a mask over the heads)
+    not at all; one row broadcast over n is read once per block. An operand that no such window
+    holds (a last dim of another stride, more than three leading dims of other layouts) is
+    copied, contiguous. Returns heads, blocks, n and per operand its window and its map (width,
+    xo, xh, co, ch, step).
+    """
+    cols = shape[-1]
+    views = [t.expand(shape) for t in tensors]
+    views = [v if v.stride(-1) == 1 or cols == 1 else v.contiguous() for v in views]
+    dims = []  # [size, stride per operand] of the leading dims, size-1 ones left out, merged where all allow
+    for d, size in enumerate(shape[:-1]):
+        strides = [v.stride(d) for v in views]
+        if size == 1:
+            continue
+        if dims and all(before == stride * size for before, stride in zip(dims[-1][1], strides)):
+            dims[-1] = [dims[-1][0] * size, strides]
+        else:
+            dims.append([size, strides])
+    if len(dims) > 3:
+        views = [v.contiguous() for v in views]
+        dims = [[views[0].numel() // cols, [cols] * len(views)]]
+    ones = [1, [0] * len(views)]
+    dims = [ones, ones, ones, *dims][-3:] if len(dims) != 2 else [dims[0], ones, dims[1]]
+    (outer, _), (heads, _), (n, _) = dims
+    operands = []
+    for k, view in enumerate(views):
+        placed = _block_window(view, [(size, strides[k]) for size, strides in dims], cols)
+        operands.append(placed or (view.contiguous().view(-1, n, cols), (cols, heads, 1, 0, 0, True)))
+    return heads, outer * heads, n, operands
+
+
+def _block_window(view, dims, cols):
+    """`view`'s window and map for _row_blocks (dims: the sizes and strides of its outer, heads
+    and n dims), or None where no window of its storage holds it."""
+    (outer, a), (heads, b), (n, c) = dims
+    step = n > 1 and c != 0
+    width = c if step else cols
+    block = (n if step else 1) * width
+    xs, cs = [0, 0], [0, 0]
+    for k, (size, stride) in enumerate(dims[:2]):
+        if size > 1 and stride:
+            if stride % block == 0:
+                xs[k] = stride // block
+            elif stride < width:
+                cs[k] = stride
+            else:
+                return None
+    if width < cols or cs[0] * (outer - 1) + cs[1] * (heads - 1) + cols > width:
+        return None
+    rows, start = xs[0] * (outer - 1) + xs[1] * (heads - 1) + 1, view.storage_offset()
+    if start + rows * block > view.untyped_storage().nbytes() // view.element_size():
+        return None
+    window = view.as_strided((rows, n if step else 1, width), (block, width, 1), start)
+    return window, (width, xs[0], xs[1], cs[0], cs[1], step)
+''',
+)
 
 
 FUSED_SHAPE = Definition(
