@@ -36,7 +36,7 @@ _TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto
 _TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
 ROWS, VECTOR, COLUMN = "rows", "vector", "column"
 _KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
-                  "functools", "o", "outer", "inner", "blocks", "heads", "operands"}
+                  "functools", "o", "outer", "inner", "blocks", "heads", "operands", "block_cols"}
 # the names a tensor parameter gives the kernel and its wrapper
 _SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_xo", "_xh", "_co", "_ch", "_step")
 
@@ -553,7 +553,7 @@ def _blocks_source(name, where, program: Program, rows, vectors, outputs, factor
     body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
     body += "".join(program.body)
     if outputs:
-        body += "pypto.set_vec_tile_shapes(1, rows, tile_cols)\n"
+        body += "pypto.set_vec_tile_shapes(1, rows, block_cols)\n"
     shaped = ", valid_shape=[1, valid[0], cols]" if valid else ""
     body += "".join(f"pypto.assemble(pypto.reshape({o.value.text}, [1, rows, cols]{shaped}), [o, r, 0], {o.name}_out)\n"
                     for o in outputs)
@@ -564,6 +564,7 @@ def _blocks_source(name, where, program: Program, rows, vectors, outputs, factor
     tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
     tile = f"_tile_shape(cols, max_rows, {buffers}, ({tile_dtypes}), split_cols=True)"
     setup = "".join(s for s in dict.fromkeys(program.setup) if s)
+    setup += "block_cols = -(-tile_cols // 16) * 16  # a [1, rows, cols] tile's last dim spans 32-byte blocks\n"
     setup += "".join(f"{p.name}_width, {p.name}_xo, {p.name}_xh, {p.name}_co, {p.name}_ch, {p.name}_step = {p.name}_map\n" for p in rows)
     doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks, n, cols], one launch."
     kernel_body = f'''\
