@@ -38,7 +38,7 @@ ROWS, VECTOR, COLUMN = "rows", "vector", "column"
 _KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
                   "functools", "o", "outer", "inner", "blocks", "heads", "operands", "block_cols"}
 # the names a tensor parameter gives the kernel and its wrapper
-_SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_xo", "_xh", "_co", "_ch", "_step")
+_SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_span", "_xo", "_xh", "_co", "_ch", "_step")
 
 
 class Unfusible(ValueError):
@@ -471,7 +471,7 @@ def definitions(
     else:
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
-    extra = (templates.ALIGNED_ROWS,) if program.reduces else (ROW_BLOCKS,)
+    extra = (templates.ALIGNED_ROWS,) if program.reduces else (templates.ROW_BLOCKS,)
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 
@@ -534,117 +534,22 @@ def _kernel_source(name, where, program: Program, rows, vectors, outputs, factor
 
 def _blocks_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
     """The kernel of a region without a row reduction: its result, [blocks, n, cols], is walked
-    block by block in tiles of n's rows, and each rows operand is read in place from its
-    storage where its map (``_row_blocks``) places the block: a broadcast one row once per
-    block, spread over the tile on chip."""
-    valid = "" if program.whole else ", valid_shape=valid"
+    block by block (templates.blocks_loop) and each rows operand read in place where its map
+    places the block (templates.ROW_BLOCKS)."""
     params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {p.name}_width], {p.name}_dtype),\n" for p in rows)
     params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {p.name}_dtype),\n" for p in vectors)
     params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
-    body = ""
-    for p in rows:
-        at = f"outer * {p.name}_xo + inner * {p.name}_xh, {{}}, outer * {p.name}_co + inner * {p.name}_ch"
-        body += (f"if {p.name}_step:\n"
-                 f"    {p.name}_tile = pypto.reshape(pypto.view({p.name}, [1, rows, cols], [{at.format('r')}]"
-                 f"{', valid_shape=[1, valid[0], cols]' if valid else ''}), [rows, cols]{valid})\n"
-                 f"else:  # one row for the block's rows (a broadcast): read once, spread on chip\n"
-                 f"    {p.name}_tile = pypto.expand_clone(pypto.reshape(pypto.view({p.name}, [1, 1, cols], [{at.format('0')}]), "
-                 f"[1, cols]), [rows, cols]{valid})\n")
+    body = templates.block_tiles([p.name for p in rows], program.whole)
     body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
     body += "".join(program.body)
-    if outputs:
-        body += "pypto.set_vec_tile_shapes(1, rows, block_cols)\n"
-    shaped = ", valid_shape=[1, valid[0], cols]" if valid else ""
-    body += "".join(f"pypto.assemble(pypto.reshape({o.value.text}, [1, rows, cols]{shaped}), [o, r, 0], {o.name}_out)\n"
-                    for o in outputs)
-    if program.whole:
-        start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
-    else:
-        start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
+    body += templates.block_stores([(o.value.text, f"{o.name}_out") for o in outputs], program.whole)
     tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
     tile = f"_tile_shape(cols, max_rows, {buffers}, ({tile_dtypes}), split_cols=True)"
-    setup = "".join(s for s in dict.fromkeys(program.setup) if s)
-    setup += "block_cols = -(-tile_cols // 16) * 16  # a [1, rows, cols] tile's last dim spans 32-byte blocks\n"
-    setup += "".join(f"{p.name}_width, {p.name}_xo, {p.name}_xh, {p.name}_co, {p.name}_ch, {p.name}_step = {p.name}_map\n" for p in rows)
+    setup = "".join(s for s in dict.fromkeys(program.setup) if s) + templates.block_setup([p.name for p in rows])
     doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks, n, cols], one launch."
-    kernel_body = f'''\
-        blocks, n = {outputs[0].name}_out.shape[0], {outputs[0].name}_out.shape[1]
-        for o in pypto.loop(blocks, name="blocks"):
-            outer, inner = o // heads, o % heads
-            for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-{textwrap.indent(start, " " * 16)}                pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 16)}'''
+    kernel_body = templates.blocks_loop(f"{outputs[0].name}_out", body, program.whole)
     source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
     return source.replace("\n\n\n", "\n\n")
-
-
-ROW_BLOCKS = Definition(
-    "_row_blocks",
-    '''\
-def _row_blocks(shape, *tensors):
-    """The rows operands of a fused kernel over `shape`, read in place.
-
-    The kernel writes the result contiguous as [blocks, n, cols]: blocks = outer x heads, the
-    leading dims merged where every operand lays them out alike, n the innermost. It reads block
-    o (outer, inner = divmod(o, heads)) of an operand from a contiguous window [X, n or 1,
-    width] of its storage, at [outer * xo + inner * xh, its rows, outer * co + inner * ch]: a
-    transposed or permuted view (RoPE's q) in its own memory order, a column slice within its
-    wider rows, and a dim it broadcasts (stride 0: cos over the heads, a mask over the heads)
-    not at all; one row broadcast over n is read once per block. An operand that no such window
-    holds (a last dim of another stride, more than three leading dims of other layouts) is
-    copied, contiguous. Returns heads, blocks, n and per operand its window and its map (width,
-    xo, xh, co, ch, step).
-    """
-    cols = shape[-1]
-    views = [t.expand(shape) for t in tensors]
-    views = [v if v.stride(-1) == 1 or cols == 1 else v.contiguous() for v in views]
-    dims = []  # [size, stride per operand] of the leading dims, size-1 ones left out, merged where all allow
-    for d, size in enumerate(shape[:-1]):
-        strides = [v.stride(d) for v in views]
-        if size == 1:
-            continue
-        if dims and all(before == stride * size for before, stride in zip(dims[-1][1], strides)):
-            dims[-1] = [dims[-1][0] * size, strides]
-        else:
-            dims.append([size, strides])
-    if len(dims) > 3:
-        views = [v.contiguous() for v in views]
-        dims = [[views[0].numel() // cols, [cols] * len(views)]]
-    ones = [1, [0] * len(views)]
-    dims = [ones, ones, ones, *dims][-3:] if len(dims) != 2 else [dims[0], ones, dims[1]]
-    (outer, _), (heads, _), (n, _) = dims
-    operands = []
-    for k, view in enumerate(views):
-        placed = _block_window(view, [(size, strides[k]) for size, strides in dims], cols)
-        operands.append(placed or (view.contiguous().view(-1, n, cols), (cols, heads, 1, 0, 0, True)))
-    return heads, outer * heads, n, operands
-
-
-def _block_window(view, dims, cols):
-    """`view`'s window and map for _row_blocks (dims: the sizes and strides of its outer, heads
-    and n dims), or None where no window of its storage holds it."""
-    (outer, a), (heads, b), (n, c) = dims
-    step = n > 1 and c != 0
-    width = c if step else cols
-    block = (n if step else 1) * width
-    xs, cs = [0, 0], [0, 0]
-    for k, (size, stride) in enumerate(dims[:2]):
-        if size > 1 and stride:
-            if stride % block == 0:
-                xs[k] = stride // block
-            elif stride < width:
-                cs[k] = stride
-            else:
-                return None
-    if width < cols or cs[0] * (outer - 1) + cs[1] * (heads - 1) + cols > width:
-        return None
-    rows, start = xs[0] * (outer - 1) + xs[1] * (heads - 1) + 1, view.storage_offset()
-    if start + rows * block > view.untyped_storage().nbytes() // view.element_size():
-        return None
-    window = view.as_strided((rows, n if step else 1, width), (block, width, 1), start)
-    return window, (width, xs[0], xs[1], cs[0], cs[1], step)
-''',
-)
 
 
 FUSED_SHAPE = Definition(

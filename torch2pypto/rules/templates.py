@@ -84,6 +84,7 @@ def row_kernel(
     whole_rows: bool = False,
     vectors: Sequence[str] = (),
     masks: Sequence[str] = (),
+    blocked: bool = False,
 ) -> Definition:
     """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype`` but the bool
     ``masks``).
@@ -98,7 +99,10 @@ def row_kernel(
     A program that reduces along the row (:func:`reduces`) reads whole rows in tiles ``width``
     wide (``cols`` rounded up to 32 bytes, :data:`ROW_WIDTH`) whose valid shape is the row's
     ``cols``, so rows of any width are read and written in place; ``vectors`` are inputs of one
-    row ([1, cols]) that broadcast over the tile's rows (a norm's weight).
+    row ([1, cols]) that broadcast over the tile's rows (a norm's weight). ``blocked`` (no
+    reduction, ``row_inputs``, ``also`` nor ``vectors``): the inputs are read in place as
+    [X, n or 1, width] windows and the result written as [blocks, n, cols] (ROW_BLOCKS); the
+    factory also takes ``heads`` and each input's map.
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
@@ -108,7 +112,11 @@ def row_kernel(
     width = "width" if masked else "cols"
     whole_rows = whole_rows or masked
     valid = "" if whole and not masked else ", valid_shape=valid"
-    body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
+    blocked = blocked and not masked
+    if blocked:
+        body = block_tiles(inputs, whole)
+    else:
+        body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
     body += "".join(f"{i}_tile = pypto.view({i}, [1, cols], [0, 0], valid_shape=[1, {valid_cols}])\n" for i in row_inputs)
     body += "".join(f"{v}_tile = pypto.view({v}, [1, width], [0, 0], valid_shape=[1, cols])\n" for v in vectors)
     setup = ""
@@ -138,6 +146,14 @@ def row_kernel(
     # a row splits into column tiles only where no step works along it
     mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
     prelude = f'rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})\n' + setup
+    if blocked:
+        params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {i}_width], {BOOL if i in masks else in_dtype}),\n"
+                         for i in inputs)
+        params += f"        out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {out_dtype}),\n"
+        kernel_body = blocks_loop("out", body + block_stores([(result, "out")], whole), whole)
+        source = kernel_factory(name, ", ".join([factory_params, "heads", *(f"{i}_map" for i in inputs), "max_rows"]), doc,
+                                prelude + block_setup(inputs), params, kernel_body)
+        return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
     params += f"        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),\n"
     kernel_body = f'''\
         n = {inputs[0]}.shape[0]
@@ -393,6 +409,155 @@ def _row_width(cols, dtype):
     align = 32 // dtype.itemsize
     return -(-cols // align) * align
 ''',
+)
+
+
+def block_setup(names: Sequence[str]) -> str:
+    """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS), and the
+    last dim of its [1, rows, cols] tiles, which PyPTO wants spanning 32-byte blocks."""
+    return ("block_cols = -(-tile_cols // 32) * 32  # a [1, rows, cols] tile's last dim spans 32-byte blocks\n"
+            + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_step = {n}_map\n" for n in names))
+
+
+def block_tiles(names: Sequence[str], whole: bool) -> str:
+    """Kernel statements giving each of ``names`` (a [X, n or 1, width] window, ROW_BLOCKS) its
+    [rows, cols] tile of block ``o``: rows r.. of it, its one row spread over the tile's rows, a
+    column (span 1) spread along them."""
+    valid = "" if whole else ", valid_shape=valid"
+    body = ""
+    for n in names:
+        at = f"outer * {n}_xo + inner * {n}_xh, {{}}, outer * {n}_co + inner * {n}_ch"
+        rows_valid = f", valid_shape=[1, valid[0], {n}_span]" if valid else ""
+        tile_valid = f", valid_shape=[valid[0], {n}_span]" if valid else ""
+        body += (f"if {n}_step:\n"
+                 f"    {n}_tile = pypto.reshape(pypto.view({n}, [1, rows, {n}_span], [{at.format('r')}]{rows_valid}), [rows, {n}_span]{tile_valid})\n"
+                 f"    if {n}_span != cols:  # a column: spread along the rows on chip\n"
+                 f"        {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n"
+                 f"else:  # one row for the block's rows (a broadcast): read once, spread on chip\n"
+                 f"    {n}_tile = pypto.reshape(pypto.view({n}, [1, 1, {n}_span], [{at.format('0')}]), [1, {n}_span])\n"
+                 f"    if {n}_span != cols:\n"
+                 f"        {n}_tile = pypto.expand_clone({n}_tile, [1, cols])\n"
+                 f"    {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n")
+    return body
+
+
+def block_stores(results: Sequence[tuple[str, str]], whole: bool) -> str:
+    """Kernel statements writing each (tile, output) into rows r.. of the output's block ``o``."""
+    valid = "" if whole else ", valid_shape=[1, valid[0], cols]"
+    return "pypto.set_vec_tile_shapes(1, rows, block_cols)\n" + "".join(
+        f"pypto.assemble(pypto.reshape({tile}, [1, rows, cols]{valid}), [o, r, 0], {out})\n" for tile, out in results)
+
+
+def blocks_loop(out: str, body: str, whole: bool) -> str:
+    """A blocked kernel's loops: the blocks of ``out`` ([blocks, n, cols]), each in row tiles."""
+    if whole:  # tiles of at most n rows; the last tile ends at the last row
+        start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
+    else:
+        start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
+    return f'''\
+        blocks, n = {out}.shape[0], {out}.shape[1]
+        for o in pypto.loop(blocks, name="blocks"):
+            outer, inner = o // heads, o % heads
+            for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+{textwrap.indent(start, " " * 16)}                pypto.set_vec_tile_shapes(rows, tile_cols)
+{textwrap.indent(body, " " * 16)}'''
+
+
+ROW_BLOCKS = Definition(
+    "_row_blocks",
+    '''\
+def _row_blocks(shape, *tensors):
+    """The rows operands of a fused kernel over `shape`, read in place.
+
+    The kernel writes the result contiguous as [blocks, n, cols]: blocks = outer x heads, the
+    leading dims merged where every operand lays them out alike, n the innermost. It reads block
+    o (outer, inner = divmod(o, heads)) of an operand from a contiguous window [X, n or 1,
+    width] of its storage, at [outer * xo + inner * xh, its rows, outer * co + inner * ch], span
+    columns wide (cols, or 1 for a column that broadcasts along the row): a transposed or
+    permuted view (RoPE's q) in its own memory order, a column slice within its wider rows, and
+    a dim it broadcasts (stride 0: cos over the heads, a mask over the heads) not at all; one
+    row broadcast over n is read once per block. An operand that no such window holds (a last
+    dim of another stride, more than three leading dims of other layouts) is copied,
+    contiguous. Returns heads, blocks, n and per operand its window and its map (width, span,
+    xo, xh, co, ch, step).
+    """
+    cols = shape[-1]
+    views = [t.expand(shape) for t in tensors]
+    views = [v if v.stride(-1) in (0, 1) or cols == 1 else v.contiguous() for v in views]
+    dims = []  # [size, stride per operand] of the leading dims, size-1 ones left out, merged where all allow
+    for d, size in enumerate(shape[:-1]):
+        strides = [v.stride(d) for v in views]
+        if size == 1:
+            continue
+        if dims and all(before == stride * size for before, stride in zip(dims[-1][1], strides)):
+            dims[-1] = [dims[-1][0] * size, strides]
+        else:
+            dims.append([size, strides])
+    if len(dims) > 3:
+        views = [v.contiguous() for v in views]
+        dims = [[views[0].numel() // cols, [cols] * len(views)]]
+    ones = [1, [0] * len(views)]
+    dims = [ones, ones, ones, *dims][-3:] if len(dims) != 2 else [dims[0], ones, dims[1]]
+    (outer, _), (heads, _), (n, _) = dims
+    operands = []
+    for k, view in enumerate(views):
+        span = 1 if view.stride(-1) == 0 and cols > 1 else cols
+        placed = _block_window(view, [(size, strides[k]) for size, strides in dims], span)
+        operands.append(placed or (view.contiguous().view(-1, n, cols), (cols, cols, heads, 1, 0, 0, True)))
+    return heads, outer * heads, n, operands
+
+
+def _block_window(view, dims, span):
+    """`view`'s window and map for _row_blocks (dims: the sizes and strides of its outer, heads
+    and n dims; span: the columns a row holds), or None where no window of its storage holds it."""
+    (outer, a), (heads, b), (n, c) = dims
+    step = n > 1 and c != 0
+    width = c if step else span
+    block = (n if step else 1) * width
+    xs, cs = [0, 0], [0, 0]
+    for k, (size, stride) in enumerate(dims[:2]):
+        if size > 1 and stride:
+            if stride % block == 0:
+                xs[k] = stride // block
+            elif stride < width:
+                cs[k] = stride
+            else:
+                return None
+    if width < span or cs[0] * (outer - 1) + cs[1] * (heads - 1) + span > width:
+        return None
+    rows, start = xs[0] * (outer - 1) + xs[1] * (heads - 1) + 1, view.storage_offset()
+    if start + rows * block > view.untyped_storage().nbytes() // view.element_size():
+        return None
+    window = view.as_strided((rows, n if step else 1, width), (block, width, 1), start)
+    return window, (width, span, xs[0], xs[1], cs[0], cs[1], step)
+''',
+)
+
+
+BROADCAST_BLOCKS = Definition(
+    "_broadcast_blocks",
+    '''\
+def _broadcast_blocks(*operands):
+    """The tensor operands broadcast to one shape, laid out in the memory order of their result
+    (`order`, as _broadcast_rows gives it) and read in place as _row_blocks reads them: a
+    broadcast dim, a transposed or a column-sliced operand without a copy. Returns heads, n,
+    cols, the (window, map) of each, the shape and the order (for _result_blocks)."""
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
+    laid = [t.expand(shape).permute(order) if shape else t.reshape(1) for t in tensors]
+    heads, _, n, windows = _row_blocks(laid[0].shape, *laid)
+    return heads, n, laid[0].shape[-1], windows, shape, order
+
+
+def _result_blocks(shape, order, dtype, device, n):
+    """A result of `shape` laid out in `order` (_broadcast_blocks), and the [blocks, n, cols] view
+    of it a kernel writes: the result is in torch's layout, with no copy back."""
+    laid = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return laid.permute(inverse), laid.view(-1, n, laid.shape[-1] if shape else 1)
+''',
+    ("_row_blocks", "_broadcast_rows"),  # _dense_order
 )
 
 
