@@ -36,9 +36,9 @@ _TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto
 _TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
 ROWS, VECTOR, COLUMN = "rows", "vector", "column"
 _KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
-                  "functools", "o", "outer", "inner", "blocks", "heads", "operands", "block_cols"}
+                  "functools", "o", "outer", "inner", "blocks", "heads", "operands"}
 # the names a tensor parameter gives the kernel and its wrapper
-_SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_span", "_xo", "_xh", "_co", "_ch", "_step")
+_SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_span", "_xo", "_xh", "_co", "_ch", "_c0", "_step")
 
 
 class Unfusible(ValueError):

@@ -415,8 +415,8 @@ def _row_width(cols, dtype):
 def block_setup(names: Sequence[str]) -> str:
     """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS), and the
     last dim of its [1, rows, cols] tiles, which PyPTO wants spanning 32-byte blocks."""
-    return ("block_cols = -(-tile_cols // 32) * 32  # a [1, rows, cols] tile's last dim spans 32-byte blocks\n"
-            + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_step = {n}_map\n" for n in names))
+    return ("tile_cols = -(-tile_cols // 32) * 32  # reshaped tiles' last dim spans 32-byte blocks (bool's too)\n"
+            + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names))
 
 
 def block_tiles(names: Sequence[str], whole: bool) -> str:
@@ -426,7 +426,7 @@ def block_tiles(names: Sequence[str], whole: bool) -> str:
     valid = "" if whole else ", valid_shape=valid"
     body = ""
     for n in names:
-        at = f"outer * {n}_xo + inner * {n}_xh, {{}}, outer * {n}_co + inner * {n}_ch"
+        at = f"outer * {n}_xo + inner * {n}_xh, {{}}, outer * {n}_co + inner * {n}_ch + {n}_c0"
         rows_valid = f", valid_shape=[1, valid[0], {n}_span]" if valid else ""
         tile_valid = f", valid_shape=[valid[0], {n}_span]" if valid else ""
         body += (f"if {n}_step:\n"
@@ -444,7 +444,7 @@ def block_tiles(names: Sequence[str], whole: bool) -> str:
 def block_stores(results: Sequence[tuple[str, str]], whole: bool) -> str:
     """Kernel statements writing each (tile, output) into rows r.. of the output's block ``o``."""
     valid = "" if whole else ", valid_shape=[1, valid[0], cols]"
-    return "pypto.set_vec_tile_shapes(1, rows, block_cols)\n" + "".join(
+    return "pypto.set_vec_tile_shapes(1, rows, tile_cols)\n" + "".join(
         f"pypto.assemble(pypto.reshape({tile}, [1, rows, cols]{valid}), [o, r, 0], {out})\n" for tile, out in results)
 
 
@@ -472,14 +472,14 @@ def _row_blocks(shape, *tensors):
     The kernel writes the result contiguous as [blocks, n, cols]: blocks = outer x heads, the
     leading dims merged where every operand lays them out alike, n the innermost. It reads block
     o (outer, inner = divmod(o, heads)) of an operand from a contiguous window [X, n or 1,
-    width] of its storage, at [outer * xo + inner * xh, its rows, outer * co + inner * ch], span
+    width] of its storage, at [outer * xo + inner * xh, its rows, outer * co + inner * ch + c0], span
     columns wide (cols, or 1 for a column that broadcasts along the row): a transposed or
     permuted view (RoPE's q) in its own memory order, a column slice within its wider rows, and
     a dim it broadcasts (stride 0: cos over the heads, a mask over the heads) not at all; one
     row broadcast over n is read once per block. An operand that no such window holds (a last
     dim of another stride, more than three leading dims of other layouts) is copied,
     contiguous. Returns heads, blocks, n and per operand its window and its map (width, span,
-    xo, xh, co, ch, step).
+    xo, xh, co, ch, c0, step).
     """
     cols = shape[-1]
     views = [t.expand(shape) for t in tensors]
@@ -503,7 +503,7 @@ def _row_blocks(shape, *tensors):
     for k, view in enumerate(views):
         span = 1 if view.stride(-1) == 0 and cols > 1 else cols
         placed = _block_window(view, [(size, strides[k]) for size, strides in dims], span)
-        operands.append(placed or (view.contiguous().view(-1, n, cols), (cols, cols, heads, 1, 0, 0, True)))
+        operands.append(placed or (view.contiguous().view(-1, n, cols), (cols, cols, heads, 1, 0, 0, 0, True)))
     return heads, outer * heads, n, operands
 
 
@@ -526,10 +526,11 @@ def _block_window(view, dims, span):
     if width < span or cs[0] * (outer - 1) + cs[1] * (heads - 1) + span > width:
         return None
     rows, start = xs[0] * (outer - 1) + xs[1] * (heads - 1) + 1, view.storage_offset()
-    if start + rows * block > view.untyped_storage().nbytes() // view.element_size():
-        return None
-    window = view.as_strided((rows, n if step else 1, width), (block, width, 1), start)
-    return window, (width, span, xs[0], xs[1], cs[0], cs[1], step)
+    c0 = max(0, start + rows * block - view.untyped_storage().nbytes() // view.element_size())
+    if c0 > start or c0 + cs[0] * (outer - 1) + cs[1] * (heads - 1) + span > width:
+        return None  # the window would end past the storage even started c0 columns earlier
+    window = view.as_strided((rows, n if step else 1, width), (block, width, 1), start - c0)
+    return window, (width, span, xs[0], xs[1], cs[0], cs[1], c0, step)
 ''',
 )
 
