@@ -2,7 +2,7 @@
 
 Operands are the signature's tensor parameters, in order; a ``Tensor | Number`` operand may be
 a Python number, which the kernel takes as a constant (one kernel variant per such choice).
-Tensors broadcast on the host. The entry's ``args`` name the PyPTO op's extra keyword arguments
+Tensors broadcast in the kernel, each read in place from its storage (templates.ROW_BLOCKS). The entry's ``args`` name the PyPTO op's extra keyword arguments
 (``{ min = "min" }``: pypto keyword = torch parameter or literal); ``output = "bool"`` gives a
 bool result; ``compute = "float32"`` computes in FP32. ``bool_operands`` are bool tensors
 whatever the dtype (``where``'s condition); the other operands share one of the entry's

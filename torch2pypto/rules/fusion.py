@@ -16,7 +16,9 @@ that the widths agree and start and span 32-byte blocks, and runs torch where th
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
 shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path, autograd not
-recording) and otherwise runs the fallback.
+recording) and otherwise runs the fallback. A region without a row reduction reads its rows
+operands in place, broadcast, permuted or column-sliced (templates.ROW_BLOCKS); a reduction's
+rows are padded to 32-byte aligned rows on the host.
 """
 
 from __future__ import annotations
@@ -425,7 +427,7 @@ def definitions(
     guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in _needed(program.checks))])
     first = rows[0].name
     body = "cols = shape[-1]\n"
-    expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host
+    expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # a reduction's: on the host
     if program.reduces:
         body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
     else:
