@@ -21,6 +21,7 @@ import torch2pypto
 from torch2pypto import Options, translate_source
 from torch2pypto.mapping.tolerance import region_tolerance
 from torch2pypto.translator.oracle.invariants import violations
+from torch2pypto.translator.verification.hostops import host_ops
 from torch2pypto.translator.verification.interpreter import counting
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -51,16 +52,19 @@ def module(code: str) -> types.ModuleType:
     return m
 
 
-def check(code: str, inputs, kernels: int = 1, *, name: str = "f", calls: int = 0):
+def check(code: str, inputs, kernels: int = 1, *, name: str = "f", calls: int = 0, host: dict | None = None):
     """Run ``name`` translated (interpreted) and original on ``inputs``: ``kernels`` fused kernels
-    launch, and at most ``calls`` per-call ones (a cast to its own dtype launches none)."""
+    launch, and at most ``calls`` per-call ones (a cast to its own dtype launches none); ``host``:
+    the aten ops the translated call runs outside its launches (host_ops)."""
     translation = fused(code)
     assert len(translation.regions) >= 1, "no region"
     original, translated = module(HEAD + code), module(translation.code)
     expected = getattr(original, name)(*inputs)
     launched = counting()
-    with torch2pypto.interpreted(translated):
+    with torch2pypto.interpreted(translated), host_ops(translated) as ops:
         got = getattr(translated, name)(*inputs)
+    if host is not None:
+        assert dict(ops) == host, dict(ops)
     fused_launches = sum(n for k, n in launched().items() if k.startswith("fused_"))
     assert fused_launches == kernels and sum(launched().values()) - fused_launches <= calls, launched()
     got, expected = (got, expected) if isinstance(got, tuple) else ((got,), (expected,))
@@ -143,10 +147,49 @@ def test_mixed_dtypes_follow_torchs_promotion():
     assert "torch.promote_types" in translation.code
 
 
+BROADCASTS = {  # q's shape, cos's shape: the kernel reads cos where it broadcasts, in place
+    "heads": ((2, 3, 4, 16), (2, 1, 4, 16)),  # rotary's cos over the heads
+    "batch-and-heads": ((2, 3, 5, 40), (1, 1, 5, 40)),
+    "rows": ((2, 3, 5, 40), (2, 3, 1, 40)),  # one row per block, spread over n on chip
+    "decode": ((3, 4, 1, 32), (3, 1, 1, 32)),
+    "matrix": ((7, 33), (1, 33)),
+    "3d": ((3, 5, 24), (3, 1, 24)),
+    "column": ((5, 40), (5, 1)),  # spread along the row on chip
+    "scalar": ((2, 3, 16), ()),
+}
+
+
 @pytest.mark.interpreter
-def test_broadcasts_across_the_rows_are_made_on_the_host():
-    """A middle-dim broadcast (rotary's cos) is expanded on the host: one launch, torch's values."""
-    check(typed("def f(q, cos):\n    return q * cos + q * 2\n"), (tensor(2, 3, 4, 16), tensor(2, 1, 4, 16, seed=1)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shapes", BROADCASTS.values(), ids=BROADCASTS.keys())
+def test_broadcasts_across_the_rows_are_read_in_place(shapes, dtype):
+    """A broadcast operand (stride 0 in a leading dim) is read by the kernel where it broadcasts:
+    one launch, torch's values, no host op (before: each expanded and copied on the host)."""
+    q, cos = (tensor(*s or (1,), dtype=dtype, seed=k).reshape(s) for k, s in enumerate(shapes))
+    check(typed("def f(q, cos):\n    return q * cos + q * 2\n"), (q, cos), host={})
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_permuted_and_sliced_operands_are_read_in_place(dtype):
+    """A transposed view (q after .transpose(1, 2)), a column slice of wider rows (phi3's qkv)
+    and a permute are read from their storage in their own memory order: no host op."""
+    code = typed("def f(q, cos):\n    return q * cos + q * 2\n")
+    qkv = tensor(2, 7, 3 * 40, dtype=dtype)
+    for q in (tensor(2, 7, 3, 40, dtype=dtype).transpose(1, 2), qkv[..., :80].view(2, 7, 2, 40).transpose(1, 2),
+              tensor(3, 2, 7, 40, dtype=dtype).permute(1, 0, 2, 3)):
+        check(code, (q, tensor(q.shape[0], 1, 7, 40, dtype=dtype, seed=1)), host={})
+    k = qkv[..., 40:].view(2, 7, 2, 40).transpose(1, 2)  # its window starts 40 columns before it
+    check(code, (k, tensor(2, 1, 7, 40, dtype=dtype, seed=1)), host={})
+
+
+@pytest.mark.interpreter
+def test_operands_no_window_holds_are_copied():
+    """A last dim of another stride, more than three leading dims of other layouts: the operand is
+    copied, contiguous (docs/host-copies.md), with torch's values; a column beside it is not."""
+    code = typed("def f(q, cos):\n    return q * cos + q * 2\n")
+    check(code, (tensor(5, 40).t(), tensor(40, 1, seed=1)), host={"clone": 1})
+    check(code, (tensor(2, 3, 2, 5, 16), tensor(2, 1, 2, 1, 16, seed=1)), host={"clone": 1})
 
 
 @pytest.mark.interpreter
@@ -371,12 +414,26 @@ def rope_inputs(shape, dtype):
 def test_rope_with_its_helper_inlined_is_one_kernel_for_q_and_one_for_k(shape, dtype):
     """llama's RoPE: ``(q * cos) + (rotate_half(q) * sin)`` with the module's rotate_half inlined
     (two last-dim slices, a neg and a cat as tile ops) is one kernel, for q and for k apart (under
-    GQA their heads differ); [B, 1, S, D] cos/sin broadcast against [B, H, S, D]. No other launch."""
-    translation = check(ROPE, rope_inputs(shape, dtype), kernels=2, calls=0)
+    GQA their heads differ); [B, 1, S, D] cos/sin broadcast against [B, H, S, D]. No other launch,
+    no host op."""
+    translation = check(ROPE, rope_inputs(shape, dtype), kernels=2, calls=0, host={})
     ops = ("x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat", "x * y", "x + y")
     assert [r.ops for r in translation.regions] == [ops, ops]
     assert "q_embed = pypto_fused_f_" in translation.code and "(q, cos, rotate_half, sin)" in translation.code
     assert "pypto.concat([" in translation.code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(2, 4, 7, 64), (3, 4, 1, 128)], ids=["prefill-odd", "decode"])
+def test_rope_reads_transposed_q_and_k_and_broadcast_cos_in_place(shape, dtype):
+    """As llama's attention hands them over: q and k transposed views of the projections'
+    [B, S, H, D] rows, cos/sin [B, S, D] unsqueezed over the heads. The kernels read all four
+    where they lie: no host op (before: six copies, q, k and cos, sin expanded for each)."""
+    b, h, s, d = shape
+    q, k = (tensor(b, s, heads, d, dtype=dtype, seed=seed).transpose(1, 2) for seed, heads in ((0, h), (1, h // 2)))
+    cos, sin = (tensor(b, s, d, dtype=dtype, seed=seed) for seed in (2, 3))
+    check(ROPE, (q, k, cos, sin), kernels=2, calls=0, host={})
 
 
 @pytest.mark.interpreter

@@ -92,9 +92,20 @@ def test_an_elementwise_op_of_equal_shapes_copies_nothing(modules):
     assert host(modules, "add", sample(6, 64), sample(6, 64, seed=1)) == {}
 
 
-def test_a_broadcast_operand_is_the_one_copy_of_an_elementwise_op(modules):
-    # named in docs/host-copies.md: vector kernels take [rows, cols] operands, a broadcast one is expanded
-    assert host(modules, "add", sample(6, 64), sample(64, seed=1)) == {"clone": 1}
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_broadcast_operand_of_an_elementwise_op_is_read_in_place(modules, dtype):
+    # before: each expanded and copied on the host
+    cases = [((6, 64), (64,)), ((2, 4, 7, 7), (2, 1, 7, 7)), ((2, 4, 7, 40), (1, 1, 7, 40)), ((3, 5, 24), (3, 1, 24)),
+             ((2, 3, 1, 32), (2, 1, 1, 32))]  # a row, an attention mask over the heads, cos over batch and heads
+    for x, y in cases:
+        assert host(modules, "add", sample(*x, dtype=dtype), sample(*y, dtype=dtype, seed=1)) == {}, (x, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_columns_and_scalars_are_spread_on_chip(modules, dtype):
+    # an outer product (rotary's positions x inverse frequencies), a [rows, 1] column, a 0-dim scalar
+    for x, y in (((1, 7, 1), (16,)), ((5, 40), (5, 1)), ((3, 33), ())):
+        assert host(modules, "add", sample(*x, dtype=dtype), sample(*y or (1,), dtype=dtype, seed=1).reshape(y)) == {}, (x, y)
 
 
 def same_layout(got, expected):
@@ -115,11 +126,13 @@ def test_a_cast_of_a_transposed_input_copies_nothing(modules):
     assert host(modules, "to_float", x) == {}
 
 
-def test_an_operand_in_another_layout_than_the_first_is_its_one_copy(modules):
-    # torch lays the result out as the first operand: q's heads transposed (RoPE's q * cos)
+def test_an_operand_in_another_layout_than_the_first_is_read_in_place(modules):
+    # torch lays the result out as the first operand: q's heads transposed (RoPE's q * cos); the
+    # others are read in that order from their own storage (before: a copy of each)
     q = sample(2, 7, 3, 40).transpose(1, 2)
-    assert host(modules, "rope", q, sample(2, 1, 7, 40, seed=1)) == {"clone": 1}  # cos broadcast over the heads
-    assert host(modules, "add", q, sample(2, 3, 7, 40, seed=1)) == {"clone": 1}  # y in row-major order
+    assert host(modules, "rope", q, sample(2, 1, 7, 40, seed=1)) == {}  # cos broadcast over the heads
+    assert host(modules, "add", q, sample(2, 3, 7, 40, seed=1)) == {}  # y in row-major order
+    same_layout(modules[0].add(q, sample(2, 3, 7, 40)), modules[1].add(q, sample(2, 3, 7, 40)))
 
 
 def test_a_whole_tile_kernel_reads_fewer_rows_than_a_tile_without_padding(modules):

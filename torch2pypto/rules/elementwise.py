@@ -2,7 +2,7 @@
 
 Operands are the signature's tensor parameters, in order; a ``Tensor | Number`` operand may be
 a Python number, which the kernel takes as a constant (one kernel variant per such choice).
-Tensors broadcast on the host. The entry's ``args`` name the PyPTO op's extra keyword arguments
+Tensors broadcast in the kernel, each read in place from its storage (templates.ROW_BLOCKS). The entry's ``args`` name the PyPTO op's extra keyword arguments
 (``{ min = "min" }``: pypto keyword = torch parameter or literal); ``output = "bool"`` gives a
 bool result; ``compute = "float32"`` computes in FP32. ``bool_operands`` are bool tensors
 whatever the dtype (``where``'s condition); the other operands share one of the entry's
@@ -161,7 +161,8 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     whole = templates.whole_tiles((Apply("result", step(entry), ()),))
     swapped = entry.parts.get(entry.fields.number_first)
     called = family(swapped.family).definitions(swapped) if swapped else ()
-    return (*(kernel for _, _, kernel in variants), *called, _wrapper(entry, variants, how, whole))
+    return (templates.ROW_BLOCKS, templates.BROADCAST_BLOCKS, *(kernel for _, _, kernel in variants), *called,
+            _wrapper(entry, variants, how, whole))
 
 
 def _choices(numbers: list[Param]) -> list[tuple[Param, ...]]:
@@ -187,6 +188,7 @@ def _kernel(entry: Entry, name: str, chosen: tuple[Param, ...]) -> Definition:
         out_dtype=out,
         buffers=len(inputs) + 1 + len(program) - 1,
         masks=[_tile(n) for n in entry.fields.bool_operands],
+        blocked=True,
     )
 
 
@@ -201,8 +203,8 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     numbers = {p for _, chosen, _ in variants for p in chosen}
     launch = []
     for i, (kernel, chosen, _) in enumerate(variants):
-        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "x.shape[1]", *(_number(p) for p in (*chosen, *constants(entry))),
-                             templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS])
+        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "cols", *(_number(p) for p in (*chosen, *constants(entry))), "heads",
+                             "*maps", f"_spread_rows(n, cols{', whole=True' if whole else ''})"])
         test = " and ".join(
             f"{'not ' if p in chosen else ''}isinstance({p.name}, torch.Tensor)" for p in sorted(numbers, key=lambda p: names.index(p.name))
         )
@@ -211,11 +213,12 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         launch.append(f"{line}\n    kernel = {kernel}({factory})\n" if len(variants) > 1 else f"kernel = {kernel}({factory})\n")
     result = "out"
     body = (
-        "rows, shape, order = _broadcast_rows(" + ", ".join(names) + ")\n"
-        + f"x, dtype = rows[0], {_dtype(shared(entry))}\n"
-        f"result, out = _result_rows(shape, order, {OUTPUTS[entry.fields.output] or 'dtype'}, x.device)\n"
+        "heads, n, cols, operands, shape, order = _broadcast_blocks(" + ", ".join(names) + ")\n"
+        + "(x, _), maps = operands[0], [m for _, m in operands]\n"
+        + f"dtype = {_dtype(shared(entry))}\n"
+        f"result, out = _result_blocks(shape, order, {OUTPUTS[entry.fields.output] or 'dtype'}, x.device, n)\n"
         + "".join(launch)
-        + "_launch(kernel, *rows, out)\n"
+        + "_launch(kernel, *(w for w, _ in operands), out)\n"
         + (f"return {names[0]}.copy_(result)\n" if entry.fields.inplace else "return result\n")
     )
     spelled = ", ".join(names)
@@ -227,7 +230,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         *_keyword("options", [p.name for p in constants(entry)]),
     ])
     guard = f"_kernel_operands({guard})"
-    requires = ["_kernel_operands", "_broadcast_rows", *(k for k, _, _ in variants)]
+    requires = ["_kernel_operands", "_broadcast_blocks", *(k for k, _, _ in variants)]
     prologue = ""
     if entry.fields.number_first:  # 2 - x runs x.__rsub__(2): so does pypto_sub(2, x)
         swapped = entry.parts[entry.fields.number_first]
@@ -243,7 +246,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         requires.append("_in_place_ok")
         how += ", written back into the receiver"
     if len(names) > 1:
-        how += ". Tensors broadcast on the host, Python numbers are kernel constants; other operand mixes run torch"
+        how += ". Tensors broadcast in the kernel, Python numbers are kernel constants; other operand mixes run torch"
     return wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, spelled,
         wrappers.torch_call(entry, params), guard, body, tuple(requires), prologue=prologue,

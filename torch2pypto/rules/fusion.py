@@ -16,7 +16,9 @@ that the widths agree and start and span 32-byte blocks, and runs torch where th
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
 shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path, autograd not
-recording) and otherwise runs the fallback.
+recording) and otherwise runs the fallback. A region without a row reduction reads its rows
+operands in place, broadcast, permuted or column-sliced (templates.ROW_BLOCKS); a reduction's
+rows are padded to 32-byte aligned rows on the host.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ FP32, BOOL = templates.FP32, templates.BOOL
 _TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto.DT_BF16"}
 _TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
 ROWS, VECTOR, COLUMN = "rows", "vector", "column"
-_KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math", "functools"}
+_KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
+                  "functools", "o", "outer", "inner", "blocks", "heads", "operands"}
+# the names a tensor parameter gives the kernel and its wrapper
+_SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_span", "_xo", "_xh", "_co", "_ch", "_c0", "_step")
 
 
 class Unfusible(ValueError):
@@ -104,9 +109,9 @@ class Program:
         """A new wrapper parameter named after ``name`` (made unique)."""
         base = name if name.isidentifier() and not name.startswith("_") else "arg"
         unique, k = base, 1
-        while {unique, f"{unique}_dtype", f"{unique}_tile", f"{unique}_rows", f"{unique}_out"} & self._names:
+        while {unique + suffix for suffix in _SUFFIXES} & self._names:
             unique, k = f"{base}_{k}", k + 1
-        self._names |= {unique, f"{unique}_dtype", f"{unique}_tile", f"{unique}_rows", f"{unique}_out"}
+        self._names |= {unique + suffix for suffix in _SUFFIXES}
         param = Param(unique, kind, source)
         self.params.append(param)
         return param
@@ -119,9 +124,9 @@ class Program:
 
     def callee(self, name: str) -> Param:
         """A function the torch fallback calls, passed to the wrapper under its own name."""
-        if {name, f"{name}_tile", f"{name}_rows", f"{name}_out", f"{name}_dtype"} & self._names:
+        if {name + suffix for suffix in _SUFFIXES} & self._names:
             raise Unfusible(f"{name} is also a name of the kernel")
-        self._names |= {name, f"{name}_tile", f"{name}_rows", f"{name}_out", f"{name}_dtype"}
+        self._names |= {name + suffix for suffix in _SUFFIXES}
         param = Param(name, "callee", name)
         self.params.append(param)
         return param
@@ -429,7 +434,9 @@ def definitions(
     buffers = program.buffers([f"{p.name}_tile" for p in rows], [o.value.text for o in outputs if o.value.role == ROWS])
     promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
     dtypes = [s for s in program.symbols if s != FP32 and s not in promoted]
-    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), "max_rows"]
+    blocked = not program.reduces  # rows read in place as blocks (_row_blocks); a reduction's rows are padded
+    maps = ["heads", *(f"{p.name}_map" for p in rows)] if blocked else []
+    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     single = len(outputs) == 1  # autograd may record: torch's gradient of the fallback (_with_torch_grad)
@@ -442,29 +449,37 @@ def definitions(
     guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
     first = rows[0].name
     body = "cols = shape[-1]\n"
-    expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # broadcast on the host
+    expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # a reduction's: on the host
     if program.reduces:
         body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
     else:
-        body += "".join(f"{p.name}_rows = _as_rows({expanded[p.name]})\n" for p in rows)
+        body += f"heads, blocks, n, operands = _row_blocks(shape, {_tuple(p.name for p in rows)})\n"
+        body += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in rows)} = operands\n"
         body += "".join(f"{p.name}_rows = {p.name}.reshape(1, cols).contiguous()\n" for p in vectors)
     for symbol in promoted:
         body += f"{symbol} = {program.symbols[symbol]}\n"
     width = f"{first}_rows.shape[1]"
     for o in outputs:
-        cols = width if o.value.role == ROWS else "1"
-        body += f"{o.name}_out = torch.empty({first}_rows.shape[0], {cols}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
+        if o.value.role != ROWS and blocked:
+            raise Unfusible("a column result of a kernel without a row reduction")
+        size = "blocks, n, cols" if blocked else f"{first}_rows.shape[0], {width if o.value.role == ROWS else '1'}"
+        body += f"{o.name}_out = torch.empty({size}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
     args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
-    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), f"_spread_rows(*{first}_rows.shape{', whole=True' if program.whole else ''})"]
+    spread = "n, cols" if blocked else f"*{first}_rows.shape"
+    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), *maps,
+             f"_spread_rows({spread}{', whole=True' if program.whole else ''})"]
     launched = ", ".join([*(f"{p.name}_rows" for p in tensors), *(f"{o.name}_out" for o in outputs)])
     body += f"_launch({kernel}({', '.join(args)}), {launched})\n"
     results = []
     for o in outputs:
-        shaped = f"{o.name}_out[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out.reshape(*shape[:-1], 1)"
+        if blocked:
+            shaped = f"{o.name}_out.reshape(shape)"
+        else:
+            shaped = f"{o.name}_out[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out.reshape(*shape[:-1], 1)"
         results.append(shaped)
     body += f"return {', '.join(results)}\n"
-    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback]
-    requires += ["_aligned_rows"] if program.reduces else []
+    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback, "_aligned_rows"] if program.reduces else \
+        ["_fused_shape", "_launch", kernel, fallback, "_row_blocks"]
     doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
     more = textwrap.fill(
         f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
@@ -480,7 +495,7 @@ def definitions(
     else:
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
-    extra = (templates.ALIGNED_ROWS,) if program.reduces else ()
+    extra = (templates.ALIGNED_ROWS,) if program.reduces else (templates.ROW_BLOCKS,)
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 
@@ -506,6 +521,8 @@ def _torch_dtype(program: Program, symbol: str) -> str:
 
 
 def _kernel_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
+    if not program.reduces:
+        return _blocks_source(name, where, program, rows, vectors, outputs, factory, buffers)
     width = "width" if program.reduces else "cols"
     # a loop iteration is one task: whole rows (a reduction's) leave the unified buffer few rows of
     # a wide tile, so a task takes max_rows (the launch's spread) in tiles of `rows`, not 1024 tasks at 4096x4096
@@ -535,6 +552,26 @@ def _kernel_source(name, where, program: Program, rows, vectors, outputs, factor
         for i in pypto.loop((n + {block} - 1) // {block}, name="row_tiles", unroll_list=[1]):{"  # a task: max_rows rows, a tile: rows" if program.reduces else ""}
 {textwrap.indent(start, " " * 12)}            pypto.set_vec_tile_shapes(rows, tile_cols)
 {textwrap.indent(body, " " * 12)}'''
+    source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
+    return source.replace("\n\n\n", "\n\n")
+
+
+def _blocks_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
+    """The kernel of a region without a row reduction: its result, [blocks, n, cols], is walked
+    block by block (templates.blocks_loop) and each rows operand read in place where its map
+    places the block (templates.ROW_BLOCKS)."""
+    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {p.name}_width], {p.name}_dtype),\n" for p in rows)
+    params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {p.name}_dtype),\n" for p in vectors)
+    params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
+    body = templates.block_tiles([p.name for p in rows], program.whole)
+    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
+    body += "".join(program.body)
+    body += templates.block_stores([(o.value.text, f"{o.name}_out") for o in outputs], program.whole)
+    tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
+    tile = f"_tile_shape(cols, max_rows, {buffers}, ({tile_dtypes}), split_cols=True)"
+    setup = "".join(s for s in dict.fromkeys(program.setup) if s) + templates.block_setup([p.name for p in rows])
+    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks, n, cols], one launch."
+    kernel_body = templates.blocks_loop(f"{outputs[0].name}_out", body, program.whole)
     source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
     return source.replace("\n\n\n", "\n\n")
 

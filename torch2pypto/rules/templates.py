@@ -84,6 +84,7 @@ def row_kernel(
     whole_rows: bool = False,
     vectors: Sequence[str] = (),
     masks: Sequence[str] = (),
+    blocked: bool = False,
 ) -> Definition:
     """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype`` but the bool
     ``masks``).
@@ -98,7 +99,10 @@ def row_kernel(
     A program that reduces along the row (:func:`reduces`) reads whole rows in tiles ``width``
     wide (``cols`` rounded up to 32 bytes, :data:`ROW_WIDTH`) whose valid shape is the row's
     ``cols``, so rows of any width are read and written in place; ``vectors`` are inputs of one
-    row ([1, cols]) that broadcast over the tile's rows (a norm's weight).
+    row ([1, cols]) that broadcast over the tile's rows (a norm's weight). ``blocked`` (no
+    reduction, ``row_inputs``, ``also`` nor ``vectors``): the inputs are read in place as
+    [X, n or 1, width] windows and the result written as [blocks, n, cols] (ROW_BLOCKS); the
+    factory also takes ``heads`` and each input's map.
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
@@ -108,7 +112,11 @@ def row_kernel(
     width = "width" if masked else "cols"
     whole_rows = whole_rows or masked
     valid = "" if whole and not masked else ", valid_shape=valid"
-    body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
+    blocked = blocked and not masked
+    if blocked:
+        body = block_tiles(inputs, whole)
+    else:
+        body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
     body += "".join(f"{i}_tile = pypto.view({i}, [1, cols], [0, 0], valid_shape=[1, {valid_cols}])\n" for i in row_inputs)
     body += "".join(f"{v}_tile = pypto.view({v}, [1, width], [0, 0], valid_shape=[1, cols])\n" for v in vectors)
     setup = ""
@@ -138,6 +146,14 @@ def row_kernel(
     # a row splits into column tiles only where no step works along it
     mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
     prelude = f'rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})\n' + setup
+    if blocked:
+        params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {i}_width], {BOOL if i in masks else in_dtype}),\n"
+                         for i in inputs)
+        params += f"        out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {out_dtype}),\n"
+        kernel_body = blocks_loop("out", body + block_stores([(result, "out")], whole), whole)
+        source = kernel_factory(name, ", ".join([factory_params, "heads", *(f"{i}_map" for i in inputs), "max_rows"]), doc,
+                                prelude + block_setup(inputs), params, kernel_body)
+        return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
     params += f"        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),\n"
     kernel_body = f'''\
         n = {inputs[0]}.shape[0]
@@ -277,6 +293,61 @@ ROW_WIDTH = copied("layout", "_row_width")
 
 
 ALIGNED_ROWS = copied("layout", "_aligned_rows")
+
+
+def block_setup(names: Sequence[str]) -> str:
+    """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS), and the
+    last dim of its [1, rows, cols] tiles, which PyPTO wants spanning 32-byte blocks."""
+    return ("tile_cols = -(-tile_cols // 32) * 32  # reshaped tiles' last dim spans 32-byte blocks (bool's too)\n"
+            + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names))
+
+
+def block_tiles(names: Sequence[str], whole: bool) -> str:
+    """Kernel statements giving each of ``names`` (a [X, n or 1, width] window, ROW_BLOCKS) its
+    [rows, cols] tile of block ``o``: rows r.. of it, its one row spread over the tile's rows, a
+    column (span 1) spread along them."""
+    valid = "" if whole else ", valid_shape=valid"
+    body = ""
+    for n in names:
+        at = f"outer * {n}_xo + inner * {n}_xh, {{}}, outer * {n}_co + inner * {n}_ch + {n}_c0"
+        rows_valid = f", valid_shape=[1, valid[0], {n}_span]" if valid else ""
+        tile_valid = f", valid_shape=[valid[0], {n}_span]" if valid else ""
+        body += (f"if {n}_step:\n"
+                 f"    {n}_tile = pypto.reshape(pypto.view({n}, [1, rows, {n}_span], [{at.format('r')}]{rows_valid}), [rows, {n}_span]{tile_valid})\n"
+                 f"    if {n}_span != cols:  # a column: spread along the rows on chip\n"
+                 f"        {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n"
+                 f"else:  # one row for the block's rows (a broadcast): read once, spread on chip\n"
+                 f"    {n}_tile = pypto.reshape(pypto.view({n}, [1, 1, {n}_span], [{at.format('0')}]), [1, {n}_span])\n"
+                 f"    if {n}_span != cols:\n"
+                 f"        {n}_tile = pypto.expand_clone({n}_tile, [1, cols])\n"
+                 f"    {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n")
+    return body
+
+
+def block_stores(results: Sequence[tuple[str, str]], whole: bool) -> str:
+    """Kernel statements writing each (tile, output) into rows r.. of the output's block ``o``."""
+    valid = "" if whole else ", valid_shape=[1, valid[0], cols]"
+    return "pypto.set_vec_tile_shapes(1, rows, tile_cols)\n" + "".join(
+        f"pypto.assemble(pypto.reshape({tile}, [1, rows, cols]{valid}), [o, r, 0], {out})\n" for tile, out in results)
+
+
+def blocks_loop(out: str, body: str, whole: bool) -> str:
+    """A blocked kernel's loops: the blocks of ``out`` ([blocks, n, cols]), each in row tiles."""
+    if whole:  # tiles of at most n rows; the last tile ends at the last row
+        start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
+    else:
+        start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
+    return f'''\
+        blocks, n = {out}.shape[0], {out}.shape[1]
+        for o in pypto.loop(blocks, name="blocks"):
+            outer, inner = o // heads, o % heads
+            for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
+{textwrap.indent(start, " " * 16)}                pypto.set_vec_tile_shapes(rows, tile_cols)
+{textwrap.indent(body, " " * 16)}'''
+
+
+ROW_BLOCKS = copied("layout", "_row_blocks", last="_block_window")
+BROADCAST_BLOCKS = copied("layout", "_broadcast_blocks", last="_result_blocks")
 
 
 def assemble_kernel(name: str, inputs: int) -> Definition:
