@@ -14,6 +14,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     attention,
     casting,
     composite,
+    conv,
     cube,
     elementwise,
     indexing,
