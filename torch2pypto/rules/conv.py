@@ -20,7 +20,7 @@ import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import fallback, literal, wrapped, wrapper_params
+from torch2pypto.rules.calls import fallback, static_value, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -58,12 +58,23 @@ _FORMS = {"padding": (0, "valid"), "dilation": (1,), "groups": (1,)}
 def _static_form(site: CallSite) -> Unsupported | None:
     """Why a call whose literal arguments give a form the kernel does not compute stays torch."""
     for name, takes in _FORMS.items():
-        given = site.args.get(name)
-        value = Ellipsis if given is None else literal(given)
+        value = static_value(site, name)
         if value is not Ellipsis and value not in takes and not (isinstance(value, tuple) and set(value) <= set(takes)):
-            return Unsupported(f"{name}={value!r}: a conv of overlapping or spread windows is no matmul of the input "
-                               "read in place (kernel: stride = kernel size, no padding, dilation or groups)")
+            return Unsupported(f"{name}={value!r}: {_WINDOWS}")
+    taps = site.built.get("kernel_size", Ellipsis)  # a keyword: stride, if passed, is one too
+    stride = site.built.get("stride", 1)
+    if Ellipsis not in (stride, taps) and not _same(stride, taps):
+        return Unsupported(f"stride={stride!r} of kernel_size={taps!r}: {_WINDOWS}")
     return None
+
+
+_WINDOWS = "a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel size, no padding, dilation or groups)"
+
+
+def _same(stride: object, taps: object) -> bool:
+    """Whether a stride and a kernel size, each an int or a tuple, are one size."""
+    a, b = (tuple(v) if isinstance(v, (tuple, list)) else (v,) for v in (stride, taps))
+    return (a * len(b) if len(a) == 1 else a) == (b * len(a) if len(b) == 1 else b)
 
 
 def kernel(entry: Entry, bias: bool) -> Definition:

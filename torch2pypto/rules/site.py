@@ -22,7 +22,9 @@ class CallSite:
     this site (None where no name does); ``is_tensor(param)``: that argument is known to be a
     tensor. ``rest``: for a call with ``*args``/``**kwargs`` (of a family that takes the rest),
     its arguments as written, which the wrapper takes as they are; ``args`` holds those that
-    bind statically.
+    bind statically. ``built``: for an nn module's call, the keywords its constructions pass,
+    as the one literal they all give or ``...``, by the parameter that reads that attribute
+    (``padding=1``), else by the keyword (``kernel_size=1``); a keyword none passes is absent.
     """
 
     entry: Entry
@@ -31,6 +33,7 @@ class CallSite:
     torch_name: Callable[[], str | None]
     is_tensor: Callable[[str], bool] = lambda _: False
     rest: tuple[cst.Arg, ...] = ()
+    built: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -153,7 +153,7 @@ class Classes:
             names |= {activation} if activation else self._index.import_names(value.func) if type(value) is ast.Call else {""}
         if len(names) != 1 or not next(iter(names)).startswith(("torch.nn.", *FACTS.module_activation_registries)):
             return None
-        return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values))
+        return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values), _literals(values))
 
     def activation(self, value: ast.expr) -> str | None:
         """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
@@ -185,11 +185,38 @@ class HeldModule:
 
     name: str
     bare: bool
+    literals: tuple[tuple[str, object], ...] = ()  # keywords the constructions pass: one literal, else ...
+
+    def built(self, attributes: Mapping[str, str]) -> tuple[tuple[str, object], ...]:
+        """The keywords the constructions pass, as the one literal they all give (``nn.Conv1d(...,
+        padding=1)``: the module's padding is 1 whenever it runs) or ``...``, by the parameter that
+        reads the attribute of that name, else by the keyword (``kernel_size``)."""
+        literals = dict(self.literals)
+        by_param = {p: literals.pop(a) for p, a in attributes.items() if a in literals}
+        return tuple(sorted({**literals, **by_param}.items(), key=lambda item: item[0]))
 
     def held(self, attributes: Mapping[str, str], required: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
         """(parameter, attribute) pairs a call reads from the module; a bare module's are at their
         defaults, but for the ``required`` parameters, which have none (nn.PReLU()'s weight)."""
         return tuple((p, a) for p, a in attributes.items() if not self.bare or p in required)
+
+
+def _literals(values: list[ast.expr]) -> tuple[tuple[str, object], ...]:
+    """The keywords the constructions in ``values`` pass: the one hashable literal they all give,
+    else ``...`` (a keyword some pass otherwise); none where a construction passes ``**kwargs``."""
+    passed: dict[str, list[object]] = {}
+    for value in values:
+        if type(value) is not ast.Call or any(k.arg is None for k in value.keywords):
+            return ()
+        for keyword in value.keywords:
+            try:
+                literal = ast.literal_eval(keyword.value)
+                hash(literal)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                literal = ...
+            passed.setdefault(keyword.arg, []).append(literal)
+    one = lambda given: given[0] if len(given) == len(values) and all(v == given[0] and type(v) is type(given[0]) for v in given) else ...
+    return tuple(sorted(((k, one(given)) for k, given in passed.items()), key=lambda item: item[0]))
 
 
 class SelfStores:
