@@ -16,6 +16,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     composite,
     conv,
     cube,
+    einsum,
     elementwise,
     indexing,
     movement,
