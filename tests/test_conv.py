@@ -37,8 +37,9 @@ class M(nn.Module):
 def test_module_forms_convert_or_stay_torch_by_their_construction():
     records = translate(MODULES).records
     got = [(r.status, r.reason or "") for r in records]
-    assert [s for s, _ in got] == ["converted"] * 4 + ["unsupported"] * 5, got  # of_config: checked at run time
-    reasons = [reason for _, reason in got[4:]]
+    assert [s for s, _ in got] == ["converted"] * 3 + ["unsupported"] * 6, got
+    reasons = [reason for _, reason in got[3:]]
+    assert reasons.pop(0).startswith("padding=config.pad: known at run time only")
     assert reasons[0].startswith("padding=1:")
     assert reasons[1].startswith("stride=1 of kernel_size=3:")  # stride left at its default
     assert reasons[2].startswith("padding=3:")
@@ -118,3 +119,18 @@ def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path
     assert sum(launched().values()) == 3  # pointwise, patches, patches of the config's size
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("padding, padding_mode", [(1, "circular"), ("same", "reflect"), ((2,), "replicate")])
+def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padding, padding_mode):
+    translated = load(tmp_path / "modules_pypto.py", translate(MODULES).code)
+    torch.manual_seed(0)
+    reference = torch.nn.Conv1d(6, 4, kernel_size=3, padding=padding, padding_mode=padding_mode)
+    x = sample(2, 6, 11)
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated):
+        got = translated.pypto_conv1d(x, reference.weight, reference.bias, reference.stride, reference.padding,
+                                      reference.dilation, reference.groups, padding_mode=reference.padding_mode)
+    assert sum(launched().values()) == 0  # padded: torch, as nn.Conv1d computes it
+    torch.testing.assert_close(got, reference(x))

@@ -7,7 +7,7 @@ import dataclasses
 
 import libcst as cst
 
-from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Param
 
 _EMPTY = cst.Module([])
@@ -55,7 +55,8 @@ def static_value(site: CallSite, name: str) -> object:
     literal passed, or one every construction of the called nn module sets; else ``Ellipsis``."""
     given = site.args.get(name)
     value = Ellipsis if given is None else literal(given)
-    return site.built.get(name, Ellipsis) if value is Ellipsis else value
+    built = site.built.get(name, Ellipsis)
+    return (Ellipsis if isinstance(built, Expression) else built) if value is Ellipsis else value
 
 
 def fallback(site: CallSite) -> Unsupported | None:

@@ -22,7 +22,7 @@ from typing import Literal, Mapping
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import fallback, static_value, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
 from torch2pypto.schema.family import Family, register
 
@@ -53,26 +53,36 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 
 _FORMS = {"padding": (0, "valid"), "dilation": (1,), "groups": (1,)}
+CONSTRUCTOR = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode")
+_WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel "
+            "size, no padding, dilation or groups)")
 
 
 def _static_form(site: CallSite) -> Unsupported | None:
-    """Why a call whose literal arguments give a form the kernel does not compute stays torch."""
+    """Why a call stays torch whose literal arguments give a form the kernel does not compute; an
+    nn.ConvNd's call also unless its construction shows a form the kernel computes (a kernel size
+    of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding)."""
+    built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
     for name, takes in _FORMS.items():
-        value = static_value(site, name)
+        value = built.get(name, Ellipsis) if name in built else static_value(site, name)
+        if isinstance(value, Expression):
+            return Unsupported(f"{name}={value.text}: known at run time only; {_WINDOWS}")
         if value is not Ellipsis and value not in takes and not (isinstance(value, tuple) and set(value) <= set(takes)):
             return Unsupported(f"{name}={value!r}: {_WINDOWS}")
-    taps = site.built.get("kernel_size", Ellipsis)  # a keyword: stride, if passed, is one too
-    stride = site.built.get("stride", 1)
-    if Ellipsis not in (stride, taps) and not _same(stride, taps):
-        return Unsupported(f"stride={stride!r} of kernel_size={taps!r}: {_WINDOWS}")
-    return None
-
-
-_WINDOWS = "a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel size, no padding, dilation or groups)"
+    if not built or "kernel_size" not in built or built["kernel_size"] is Ellipsis:
+        return None  # a function's call, or constructions that differ: the wrapper checks at run time
+    taps, stride = built["kernel_size"], built.get("stride", 1)
+    if _same(taps, 1) and _same(stride, 1) or _same(stride, taps):
+        return None
+    show = lambda v: v.text if isinstance(v, Expression) else repr(v)  # noqa: E731
+    unknown = "not known to be one size when translating; " if isinstance(stride, Expression) or isinstance(taps, Expression) else ""
+    return Unsupported(f"stride={show(stride)} of kernel_size={show(taps)}: {unknown}{_WINDOWS}")
 
 
 def _same(stride: object, taps: object) -> bool:
-    """Whether a stride and a kernel size, each an int or a tuple, are one size."""
+    """Whether a stride and a kernel size, each an int, a tuple or one expression, are one size."""
+    if isinstance(stride, Expression) or isinstance(taps, Expression):
+        return stride == taps
     a, b = (tuple(v) if isinstance(v, (tuple, list)) else (v,) for v in (stride, taps))
     return (a * len(b) if len(a) == 1 else a) == (b * len(a) if len(b) == 1 else b)
 

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.mapping.facts import load_facts
+from torch2pypto.rules.site import Expression
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, walk
 
@@ -185,15 +186,15 @@ class HeldModule:
 
     name: str
     bare: bool
-    literals: tuple[tuple[str, object], ...] = ()  # keywords the constructions pass: one literal, else ...
+    literals: tuple[tuple[str | int, object], ...] = ()  # what the constructions pass (_literals)
 
-    def built(self, attributes: Mapping[str, str]) -> tuple[tuple[str, object], ...]:
-        """The keywords the constructions pass, as the one literal they all give (``nn.Conv1d(...,
-        padding=1)``: the module's padding is 1 whenever it runs) or ``...``, by the parameter that
-        reads the attribute of that name, else by the keyword (``kernel_size``)."""
+    def built(self, attributes: Mapping[str, str]) -> tuple[tuple[str | int, object], ...]:
+        """What the constructions pass (``nn.Conv1d(..., padding=1)``: the module's padding is 1
+        whenever it runs; see :func:`_literals`): a keyword by the parameter that reads the attribute
+        of that name, else by the keyword (``kernel_size``); a positional argument by its index."""
         literals = dict(self.literals)
         by_param = {p: literals.pop(a) for p, a in attributes.items() if a in literals}
-        return tuple(sorted({**literals, **by_param}.items(), key=lambda item: item[0]))
+        return tuple(sorted({**literals, **by_param}.items(), key=lambda item: (type(item[0]) is str, str(item[0]))))
 
     def held(self, attributes: Mapping[str, str], required: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
         """(parameter, attribute) pairs a call reads from the module; a bare module's are at their
@@ -201,22 +202,23 @@ class HeldModule:
         return tuple((p, a) for p, a in attributes.items() if not self.bare or p in required)
 
 
-def _literals(values: list[ast.expr]) -> tuple[tuple[str, object], ...]:
-    """The keywords the constructions in ``values`` pass: the one hashable literal they all give,
-    else ``...`` (a keyword some pass otherwise); none where a construction passes ``**kwargs``."""
-    passed: dict[str, list[object]] = {}
+def _literals(values: list[ast.expr]) -> tuple[tuple[str | int, object], ...]:
+    """The arguments the constructions in ``values`` pass, by keyword or position: the one value
+    they all give (a hashable literal, else an :class:`Expression` of one source text), else
+    ``...`` (some pass another or none); none where a construction passes ``*args``/``**kwargs``."""
+    passed: dict[str | int, list[object]] = {}
     for value in values:
-        if type(value) is not ast.Call or any(k.arg is None for k in value.keywords):
+        if type(value) is not ast.Call or any(k.arg is None for k in value.keywords) or any(type(a) is ast.Starred for a in value.args):
             return ()
-        for keyword in value.keywords:
+        for key, node in (*enumerate(value.args), *((k.arg, k.value) for k in value.keywords)):
             try:
-                literal = ast.literal_eval(keyword.value)
-                hash(literal)
+                given = ast.literal_eval(node)
+                hash(given)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                literal = ...
-            passed.setdefault(keyword.arg, []).append(literal)
+                given = Expression(ast.unparse(node))
+            passed.setdefault(key, []).append(given)
     one = lambda given: given[0] if len(given) == len(values) and all(v == given[0] and type(v) is type(given[0]) for v in given) else ...
-    return tuple(sorted(((k, one(given)) for k, given in passed.items()), key=lambda item: item[0]))
+    return tuple(sorted(((k, one(given)) for k, given in passed.items()), key=lambda item: (type(item[0]) is str, str(item[0]))))
 
 
 class SelfStores:
