@@ -134,3 +134,11 @@ def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padd
                                       reference.dilation, reference.groups, padding_mode=reference.padding_mode)
     assert sum(launched().values()) == 0  # padded: torch, as nn.Conv1d computes it
     torch.testing.assert_close(got, reference(x))
+
+
+def test_a_functions_padding_dilation_or_groups_of_no_literal_stays_torch():
+    code = ("import torch.nn.functional as F\n\n\ndef f(x, w, b, hidden_size, stride):\n"
+            "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid')\n")
+    depthwise, strided, valid = translate(code).records
+    assert depthwise.status == "unsupported" and depthwise.reason.startswith("groups=hidden_size: known at run time only")
+    assert strided.status == valid.status == "converted"  # the stride against the weight's kernel size: at run time

@@ -20,7 +20,7 @@ import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import fallback, static_value, wrapped, wrapper_params
+from torch2pypto.rules.calls import fallback, source_of, static_value, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -59,12 +59,15 @@ _WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction 
 
 
 def _static_form(site: CallSite) -> Unsupported | None:
-    """Why a call stays torch whose literal arguments give a form the kernel does not compute; an
-    nn.ConvNd's call also unless its construction shows a form the kernel computes (a kernel size
-    of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding)."""
+    """Why a call stays torch whose padding, dilation or groups are other than the kernel takes, or
+    not known when translating (the weight's kernel size and the stride are checked at run time);
+    an nn.ConvNd's call also unless its construction shows a form the kernel computes (a kernel
+    size of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding)."""
     built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
     for name, takes in _FORMS.items():
         value = built.get(name, Ellipsis) if name in built else static_value(site, name)
+        if value is Ellipsis and not built and name in site.args:  # a function's argument of no literal
+            value = Expression(source_of(site.args[name]).strip())
         if isinstance(value, Expression):
             return Unsupported(f"{name}={value.text}: known at run time only; {_WINDOWS}")
         if value is not Ellipsis and value not in takes and not (isinstance(value, tuple) and set(value) <= set(takes)):
