@@ -123,3 +123,28 @@ def test_a_region_that_inlines_a_module_function_is_verified():
     assert [c.label.split(" ", 1)[1] for c in sites.region_cases(region, "r")][:2] == ["float32 [2, 3, 13, 64]", "float32 [64]"]
     ok, out = verify(translation)
     assert ok and "fused region, 7 ops" in out and "not exercised" not in out, out
+
+
+CONTRACTIONS = """\
+import torch
+from torch import nn
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.patches = nn.Conv2d(3, 20, kernel_size=4, stride=4)
+        self.pointwise = nn.Conv1d(5, 7, kernel_size=1)
+
+    def forward(self, image: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        return self.patches(image), self.pointwise(x), torch.einsum("bnqd,bnkd->bnqk", q, k)
+"""
+
+
+def test_convs_and_an_einsum_are_verified_on_their_own_forms():
+    """A module's stride (known at run time only) is sampled as the table's example passes it, so
+    that the patch kernels launch; an einsum's operands take its equation's ranks."""
+    ok, out = verified(CONTRACTIONS)
+    assert ok and "not exercised" not in out and "error" not in out, out
+    assert [c.args[1].shape for c in sites.cases(translate_source(CONTRACTIONS, "snippet.py").conversions[2], "e")][:2] == [
+        torch.Size([7, 37, 2, 5]), torch.Size([130, 20, 5, 3])]  # q: b, n, q, d by the indices sorted
