@@ -18,6 +18,7 @@ ZOO = [
     ("bd,dn->bn", (130, 37), (37, 20)),  # two row tiles
     ("...pd,...qd->...pq", (2, 3, 7, 40), (3, 9, 40)),  # a broadcast ellipsis
     ("bsj,j->bs", (2, 7, 37), (37,)),  # a matrix-vector product
+    ("bij,bjk->bik", (1, 5, 3), (4, 3, 6)),  # a batch of one that broadcasts
 ]
 
 SOURCE = '''\
