@@ -40,8 +40,8 @@ def call_shapes(entry: Entry) -> dict[str, str]:
     method = func.startswith(("x.", "y."))
     params = [p for p in entry.params if not p.variadic]
     args = ([call.func.value] if method else []) + list(call.args)
-    if len(args) > len(params) or any(p.name.startswith("arg") for p in params):
-        return {}  # positional placeholders (Tensor.to): its overloads' examples cover it
+    if len(args) > len(params) or any(p.name.startswith("arg") or p.positional_only for p in params):
+        return {}  # positional placeholders (Tensor.to; einsum's): its overloads' or examples cover it
     bound = {p.name: ast.unparse(a) for p, a in zip(params, args)}
     bound.update({k.arg: ast.unparse(k.value) for k in call.keywords})
     order = [p for p in params if p.name in bound]

@@ -63,8 +63,8 @@ def test_attributes_not_always_one_mapped_module_stay_unresolved(code):
 
 
 def test_a_held_module_not_in_the_table_is_a_site_left_as_torch():
-    code = "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        self.norm = nn.Conv1d(4, 4, 1)\n    def forward(self, x):\n        return self.norm(x)\n"
-    assert [(r.api, r.status, r.reason) for r in translate(code).records] == [("torch.nn.Conv1d", "unsupported", "not in the mapping table")]
+    code = "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        self.norm = nn.Conv3d(4, 4, 1)\n    def forward(self, x):\n        return self.norm(x)\n"
+    assert [(r.api, r.status, r.reason) for r in translate(code).records] == [("torch.nn.Conv3d", "unsupported", "not in the mapping table")]
     assert translate(code).code == code
 
 
@@ -128,6 +128,8 @@ HELD = [
     ("nn.LayerNorm(40, bias=False)", "layer_norm"), ("nn.RMSNorm(40)", "rms_norm"), ("nn.RMSNorm([3, 40], eps=1e-6)", "rms_norm"),
     ("nn.Linear(40, 7)", "linear"), ("nn.LogSigmoid()", "logsigmoid"), ("nn.Softplus(beta=2.0, threshold=1.0)", "softplus"),
     ("nn.GLU()", "glu"), ("nn.PReLU()", "prelu"), ("nn.PReLU(3)", "prelu"),
+    ("nn.Conv1d(3, 7, 1)", "conv1d"), ("nn.Conv1d(3, 7, kernel_size=4, stride=4, bias=False)", "conv1d"),
+    ("nn.Conv2d(5, 6, 1)", "conv2d"), ("nn.Conv2d(5, 6, kernel_size=(1, 4), stride=(1, 4))", "conv2d"),
 ]  # fmt: skip
 HELD_SOURCE = """\
 import torch

@@ -132,3 +132,28 @@ def test_a_batch_norm_module_is_verified_on_its_kernel_path():
     ok, out = verified(LINEAR.replace("nn.Linear(200, 33)", "nn.BatchNorm2d(4)"))
     assert ok, out
     assert "torch.nn.BatchNorm2d" in out and "error" not in out
+
+
+CONTRACTIONS = """\
+import torch
+from torch import nn
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.patches = nn.Conv2d(3, 20, kernel_size=4, stride=4)
+        self.pointwise = nn.Conv1d(5, 7, kernel_size=1)
+
+    def forward(self, image: torch.Tensor, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        return self.patches(image), self.pointwise(x), torch.einsum("bnqd,bnkd->bnqk", q, k)
+"""
+
+
+def test_convs_and_an_einsum_are_verified_on_their_own_forms():
+    """A module's stride (known at run time only) is sampled as the table's example passes it, so
+    that the patch kernels launch; an einsum's operands take its equation's ranks."""
+    ok, out = verified(CONTRACTIONS)
+    assert ok and "not exercised" not in out and "error" not in out, out
+    assert [c.args[1].shape for c in sites.cases(translate_source(CONTRACTIONS, "snippet.py").conversions[2], "e")][:2] == [
+        torch.Size([7, 37, 2, 5]), torch.Size([130, 20, 5, 3])]  # q: b, n, q, d by the indices sorted

@@ -149,8 +149,10 @@ def _check(entry: Entry) -> None:
     registry = _registry_only(entry)
     if kernel and not entry.examples.convert and not registry:
         raise TableError(f"{op}: a mapped op gives at least one example that converts")
-    if entry.category != HOST_SIDE and (not entry.params or entry.params[0].kinds not in (("Tensor",), ("Tensors",))):
-        raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them)")
+    inputs = entry.params[1:] if entry.params and entry.params[0].kinds == ("str",) else entry.params  # einsum's equation
+    if entry.category != HOST_SIDE and (not inputs or inputs[0].kinds not in (("Tensor",), ("Tensors",))):
+        raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them), "
+                         "after the str spelling the op (einsum's equation) if any")
     if (bool(entry.torch) == bool(entry.apis) and not registry) or entry.torch and not entry.torch.startswith("torch."):
         raise TableError(f"{op}: an entry has apis, or is a tensor form naming the torch function it falls back to (torch),"
                          " or the modules of an activation registry only")

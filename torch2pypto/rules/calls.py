@@ -7,7 +7,7 @@ import dataclasses
 
 import libcst as cst
 
-from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Param
 
 _EMPTY = cst.Module([])
@@ -50,12 +50,21 @@ def rejection(site: CallSite) -> Unsupported | None:
     return None
 
 
+def static_value(site: CallSite, name: str) -> object:
+    """The value of the argument for parameter ``name`` where it is known when translating: a
+    literal passed, or one every construction of the called nn module sets; else ``Ellipsis``."""
+    given = site.args.get(name)
+    value = Ellipsis if given is None else literal(given)
+    built = site.built.get(name, Ellipsis)
+    return (Ellipsis if isinstance(built, Expression) else built) if value is Ellipsis else value
+
+
 def fallback(site: CallSite) -> Unsupported | None:
     """The reason the call stays torch, if it passes a literal other than its default for a
-    ``fallback`` parameter (a value known at run time only, the wrapper checks)."""
+    ``fallback`` parameter (a value known at run time only, the wrapper checks); an nn module's
+    construction may give that literal (``nn.Embedding(..., max_norm=1.0)``)."""
     for name, reason in site.entry.fallback.items():
-        given = site.args.get(name)
-        value = Ellipsis if given is None else literal(given)
+        value = static_value(site, name)
         if value is not Ellipsis and value != site.entry.param(name).default:
             return Unsupported(reason)
     return None

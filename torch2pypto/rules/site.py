@@ -22,7 +22,10 @@ class CallSite:
     this site (None where no name does); ``is_tensor(param)``: that argument is known to be a
     tensor. ``rest``: for a call with ``*args``/``**kwargs`` (of a family that takes the rest),
     its arguments as written, which the wrapper takes as they are; ``args`` holds those that
-    bind statically.
+    bind statically. ``built``: for an nn module's call, the arguments its constructions pass: the
+    one value they all give (a literal, else an :class:`Expression`) or ``...``; keywords by the
+    parameter that reads that attribute (``padding=1``), else by the keyword (``kernel_size=1``),
+    positional arguments by their index; an argument none passes is absent.
     """
 
     entry: Entry
@@ -31,6 +34,14 @@ class CallSite:
     torch_name: Callable[[], str | None]
     is_tensor: Callable[[str], bool] = lambda _: False
     rest: tuple[cst.Arg, ...] = ()
+    built: Mapping[str | int, object] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Expression:
+    """A module construction's argument that is no literal, by its source text (``config.patch_size``)."""
+
+    text: str
 
 
 @dataclasses.dataclass(frozen=True)

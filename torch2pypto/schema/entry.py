@@ -103,6 +103,7 @@ class Param:
     default: Any = _NO_DEFAULT
     keyword_only: bool = False
     variadic: bool = False
+    positional_only: bool = False  # before a ``/`` (einsum's equation and operands: torch takes *args)
 
     @property
     def required(self) -> bool:
@@ -209,7 +210,7 @@ def parse_signature(op: str, text: str) -> tuple[Param, ...]:
     defaults = [_NO_DEFAULT] * (len(positional) - len(args.defaults)) + [
         ast.literal_eval(d) for d in args.defaults
     ]
-    params = [Param(a.arg, _kinds(op, a), d) for a, d in zip(positional, defaults)]
+    params = [Param(a.arg, _kinds(op, a), d, positional_only=a in args.posonlyargs) for a, d in zip(positional, defaults)]
     if args.vararg:
         params.append(Param(args.vararg.arg, ("object",), variadic=True))
     for a, d in zip(args.kwonlyargs, args.kw_defaults):

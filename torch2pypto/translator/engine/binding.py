@@ -77,7 +77,7 @@ def bind(
         if param.variadic:
             raise BindError(f"variadic *{param.name} is not mapped")
         bound[param.name] = value
-    names = {p.name for p in params if not p.variadic}
+    names = {p.name for p in params if not p.variadic and not p.positional_only}
     for written, _, value in args:
         if written is None:
             continue

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.mapping.facts import load_facts
+from torch2pypto.rules.site import Expression
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, walk
 
@@ -166,7 +167,7 @@ class Classes:
             names |= {activation} if activation else self._index.import_names(value.func) if type(value) is ast.Call else {""}
         if len(names) != 1 or not next(iter(names)).startswith(("torch.nn.", *FACTS.module_activation_registries)):
             return None
-        return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values))
+        return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values), _literals(values))
 
     def activation(self, value: ast.expr) -> str | None:
         """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
@@ -198,11 +199,39 @@ class HeldModule:
 
     name: str
     bare: bool
+    literals: tuple[tuple[str | int, object], ...] = ()  # what the constructions pass (_literals)
+
+    def built(self, attributes: Mapping[str, str]) -> tuple[tuple[str | int, object], ...]:
+        """What the constructions pass (``nn.Conv1d(..., padding=1)``: the module's padding is 1
+        whenever it runs; see :func:`_literals`): a keyword by the parameter that reads the attribute
+        of that name, else by the keyword (``kernel_size``); a positional argument by its index."""
+        literals = dict(self.literals)
+        by_param = {p: literals.pop(a) for p, a in attributes.items() if a in literals}
+        return tuple(sorted({**literals, **by_param}.items(), key=lambda item: (type(item[0]) is str, str(item[0]))))
 
     def held(self, attributes: Mapping[str, str], required: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
         """(parameter, attribute) pairs a call reads from the module; a bare module's are at their
         defaults, but for the ``required`` parameters, which have none (nn.PReLU()'s weight)."""
         return tuple((p, a) for p, a in attributes.items() if not self.bare or p in required)
+
+
+def _literals(values: list[ast.expr]) -> tuple[tuple[str | int, object], ...]:
+    """The arguments the constructions in ``values`` pass, by keyword or position: the one value
+    they all give (a hashable literal, else an :class:`Expression` of one source text), else
+    ``...`` (some pass another or none); none where a construction passes ``*args``/``**kwargs``."""
+    passed: dict[str | int, list[object]] = {}
+    for value in values:
+        if type(value) is not ast.Call or any(k.arg is None for k in value.keywords) or any(type(a) is ast.Starred for a in value.args):
+            return ()
+        for key, node in (*enumerate(value.args), *((k.arg, k.value) for k in value.keywords)):
+            try:
+                given = ast.literal_eval(node)
+                hash(given)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                given = Expression(ast.unparse(node))
+            passed.setdefault(key, []).append(given)
+    one = lambda given: given[0] if len(given) == len(values) and all(v == given[0] and type(v) is type(given[0]) for v in given) else ...
+    return tuple(sorted(((k, one(given)) for k, given in passed.items()), key=lambda item: (type(item[0]) is str, str(item[0]))))
 
 
 class SelfStores:

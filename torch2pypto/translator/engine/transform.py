@@ -77,6 +77,7 @@ class Resolved:
     method: bool = False
     ambiguous: bool = False
     held: tuple[tuple[str, str], ...] | None = None  # an nn module's call: (parameter, attribute) it holds
+    built: tuple[tuple[str, object], ...] = ()  # an nn module's call: (parameter, literal) its constructions all set
     wrapper: bool = False  # a call of the generated wrapper of ``entry``: converted already
     operator: str = ""  # an operator's site (EXPRESSION, STATEMENT or ITEM), not a call's
     reflected: bool = False  # an operator's method runs on its right operand (2 + x: x.__radd__(2))
@@ -152,7 +153,8 @@ class Sites:
             if entry is None:  # whatever its class, torch runs it: a site under its class name
                 return None if module.name in FACTS.module_no_ops else Resolved(module.name, None)
             required = frozenset(p.name for p in entry.params if p.required)
-            return Resolved(module.name, entry, held=module.held(entry.modules[module.name], required))
+            attributes = entry.modules[module.name]
+            return Resolved(module.name, entry, held=module.held(attributes, required), built=module.built(attributes))
         entry = self.table.method(func.attr)
         if is_dotted(func.value) and self.index.import_names(func.value):
             return None
@@ -283,7 +285,7 @@ class CallRewriter:
         says why). Raises ``libcst.ParserSyntaxError`` or ``RecursionError`` if libcst cannot
         parse the call."""
         found = attempt.resolved
-        key = (text, found.api, found.method, found.held)
+        key = (text, found.api, found.method, found.held, found.built)
         known = self._outcomes.get(key)
         if known is not None and all(_ask(attempt, question) == answer for question, answer in known[0]):
             outcome = known[1]
@@ -325,7 +327,8 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
         args = cst_args(call) + cst_held(call, found.held)
     bound = bind(entry.params, args, receiver, entry.aliases, _takes_rest(entry))
     rest = _passed(call, receiver, found.held) if any(star for _, star, _ in args) else ()
-    site = in_tensor_form(CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor"), rest))
+    site = in_tensor_form(CallSite(entry, bound, recorded("static_dtype"), recorded("torch_name"), recorded("is_tensor"), rest,
+                                   dict(found.built)))
     result = rewrite_site(site)
     if not isinstance(result, Converted):
         return result

@@ -54,16 +54,19 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     entry = table.by_wrapper.get(wrapper) or table.by_api[record.api]  # clamp(x, min=t): its tensor form's
     modules = family(entry.family).module_samples(entry)
     kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
-    names = _sample_names(entry)
+    names, given = _sample_names(entry), _example_arguments(entry)
+    equation = literal(bound[entry.params[0].name]) if entry.params[0].kinds == ("str",) else None
     dims = literal(bound["dim"]) if "dim" in bound else None  # the call's dim if it is a literal
     dim = dims if type(dims) is int else None  # an index's
     dims = dims if dim is not None or isinstance(dims, tuple) and all(type(d) is int for d in dims) else None
     result = []
     for i, dtype in enumerate(kernel_dtypes):
         other = kernel_dtypes[(i + 1) % len(kernel_dtypes)]
-        for shape, module in itertools.product(samples.shapes(entry)[:1] if modules else samples.shapes(entry), modules or [None]):
+        shapes_tried = _equation_shapes(equation) if isinstance(equation, str) else samples.shapes(entry)[:1] if modules else samples.shapes(entry)
+        for shapes, module in itertools.product(shapes_tried, modules or [None]):
+            shape, operands = (shapes[0], list(shapes)) if isinstance(equation, str) else (shapes, [])
             generator = torch.Generator().manual_seed(seed)
-            args, kwargs = [], {}
+            args, kwargs, sampled_names = [], {}, {}
             for param in conversion.params:
                 if param.name not in bound:
                     continue
@@ -74,14 +77,24 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 tensor_dtype = {"same": dtype, "other": other, "bool": torch.bool}[sampled]
                 name = names.get(param.name)
                 param_shape = samples.operand_shape(entry, name, shape, dim) if name in ("y", "w") else shape
+                if "Tensor" in param.kinds and operands:  # an einsum operand: the equation's sizes
+                    param_shape = operands.pop(0)
+                unknown = literal(bound[param.name]) is Ellipsis and "Tensor" not in param.kinds
                 if name == "i":  # an index in range along the call's dim
                     value = samples.index(entry, shape, generator, dim)
-                elif param.name in entry.fallback and literal(bound[param.name]) is Ellipsis:
+                elif param.name in entry.fallback and unknown:
                     value = param.default  # known at run time only: the value the kernel takes (sdpa's dropout_p)
                 elif param.name == entry.forward:
                     value = param.default  # a module's forward, which only the torch path runs
+                elif unknown and param.name in given and given[param.name][1] <= set(sampled_names):
+                    # known at run time only: what the table's example passes (conv's stride=y.shape[2:])
+                    value = eval(given[param.name][0], {"torch": torch, **sampled_names})  # noqa: S307 (the table's own example)
+                elif unknown and not param.required and param.default is not None:
+                    value = param.default  # known at run time only (an nn module's attribute): its default
                 else:
                     value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
+                if name:
+                    sampled_names[name] = value
                 if param.required:
                     args.append(value)
                 else:
@@ -144,6 +157,38 @@ def _sample_names(entry) -> dict[str, str]:
     except BindError:
         return {}
     return {param: value.id for param, value in bound.items() if isinstance(value, ast.Name)}
+
+
+def _example_arguments(entry) -> dict[str, tuple[str, set[str]]]:
+    """The expressions of sample names the entry's first example passes (conv's ``stride=y.shape[2:]``),
+    with the names they read (none for a registry entry, which has no examples)."""
+    if not entry.examples.convert:
+        return {}
+    call = ast.parse(entry.examples.convert[0], mode="eval").body
+    if not isinstance(call, ast.Call) or isinstance(call.func, ast.Attribute) and ast.unparse(call.func.value) in ("x", "y"):
+        return {}
+    try:
+        bound = bind(entry.params, ast_args(call))
+    except BindError:
+        return {}
+    reads = {param: {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} for param, value in bound.items()}
+    return {param: (ast.unparse(value), reads[param]) for param, value in bound.items()
+            if not isinstance(value, ast.Name) and reads[param] and reads[param] <= {"x", "y", "w"}}
+
+
+_EQUATION_SIZES = ((7, 5, 3, 37, 2, 6, 4, 9), (130, 3, 2, 20, 5, 4, 6, 3))  # odd sizes, two row tiles
+
+
+def _equation_shapes(equation: str) -> list[tuple[tuple[int, ...], ...]]:
+    """The operands' shapes of an einsum equation, one case per size set: each index its size, an
+    ellipsis two batch dims (2, 3)."""
+    terms = equation.replace(" ", "").partition("->")[0].split(",")
+    letters = sorted({c for t in terms for c in t if c != "."})
+    cases = []
+    for sizes in _EQUATION_SIZES:
+        size = {c: sizes[i % len(sizes)] for i, c in enumerate(letters)}
+        cases.append(tuple(((2, 3) if "..." in t else ()) + tuple(size[c] for c in t.replace(".", "")) for t in terms))
+    return cases
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -1,0 +1,144 @@
+"""The conv family beyond the table's examples: which module forms convert (decided from their
+constructions), an input read in place (channels-last: transposed) or gathered once (patches),
+and nn.ConvNd's padding_mode kept on the torch path."""
+
+import pytest
+import torch
+
+import torch2pypto
+from helpers import load, sample, translate
+from torch2pypto.translator.verification import interpreter
+from torch2pypto.translator.verification.hostops import host_ops
+
+MODULES = """\
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.pointwise = nn.Conv1d(6, 7, kernel_size=1)
+        self.patches = nn.Conv2d(3, 20, kernel_size=4, stride=4)
+        self.patches_of_config = nn.Conv2d(3, 20, kernel_size=config.patch, stride=config.patch)
+        self.padded = nn.Conv1d(6, 6, kernel_size=3, padding=1)
+        self.overlapping = nn.Conv1d(6, 6, kernel_size=3)
+        self.depthwise = nn.Conv1d(6, 6, kernel_size=4, groups=6, padding=3)
+        self.reflected = nn.Conv1d(6, 6, kernel_size=3, padding=config.pad, padding_mode="reflect")
+        self.dilated = nn.Conv2d(3, 3, kernel_size=2, stride=2, dilation=2)
+        self.of_config = nn.Conv1d(6, 6, kernel_size=config.kernel, padding=config.pad, padding_mode=config.mode)
+
+    def forward(self, x, image):
+        return (self.pointwise(x), self.patches(image), self.patches_of_config(image), self.of_config(x), self.padded(x),
+                self.overlapping(x), self.depthwise(x), self.reflected(x), self.dilated(image))
+"""
+
+
+def test_module_forms_convert_or_stay_torch_by_their_construction():
+    records = translate(MODULES).records
+    got = [(r.status, r.reason or "") for r in records]
+    assert [s for s, _ in got] == ["converted"] * 3 + ["unsupported"] * 6, got
+    reasons = [reason for _, reason in got[3:]]
+    assert reasons.pop(0).startswith("padding=config.pad: known at run time only")
+    assert reasons[0].startswith("padding=1:")
+    assert reasons[1].startswith("stride=1 of kernel_size=3:")  # stride left at its default
+    assert reasons[2].startswith("padding=3:")
+    assert reasons[3].startswith("padding_mode= other than zeros")
+    assert reasons[4].startswith("dilation=2:")
+
+
+PROGRAM = """\
+import torch
+import torch.nn.functional as F
+
+
+def conv1d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    return F.conv1d(x, w, b)
+
+
+def patches(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, stride):
+    return F.conv2d(x, w, b, stride=stride)
+"""
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("conv")
+    code = PROGRAM
+    translation = translate(code)
+    assert {r.status for r in translation.records} == {"converted"}, translation.records
+    return load(folder / "conv_pypto.py", translation.code), load(folder / "conv.py", code)
+
+
+def launched_ops(modules, name, *args):
+    """(launches, the aten ops run outside them) of translated ``name``, checked against torch's result."""
+    translated, original = modules
+    expected = getattr(original, name)(*args)
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated), host_ops(translated) as ops:
+        got = getattr(translated, name)(*args)
+    atol, rtol = (1e-5, 1e-5) if got.dtype == torch.float32 else (1e-2, 1.6e-2)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+    assert got.is_contiguous() and got.stride() == expected.stride()
+    return sum(launched().values()), dict(ops)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_pointwise_conv_reads_its_input_in_place_in_either_layout(modules, dtype):
+    w, b = sample(9, 40, 1, dtype=dtype, seed=1), sample(9, dtype=dtype, seed=2)
+    assert launched_ops(modules, "conv1d", sample(3, 40, 37, dtype=dtype), w, b) == (1, {})
+    channels_last = sample(3, 37, 40, dtype=dtype).transpose(1, 2)  # mamba's and audio models' conv(x.transpose(1, 2))
+    assert launched_ops(modules, "conv1d", channels_last, w, b) == (1, {})
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_patch_embedding_gathers_its_patches_once(modules, dtype):
+    # ViT: Conv2d(3, hidden, kernel_size=patch, stride=patch); 30 x 33 pixels leave a tail torch drops
+    image, w, b = sample(2, 3, 30, 33, dtype=dtype), sample(40, 3, 8, 8, dtype=dtype, seed=1), sample(40, dtype=dtype, seed=2)
+    launches, ops = launched_ops(modules, "patches", image, w, b, 8)
+    assert launches == 1 and ops == {"clone": 1}  # docs/host-copies.md: patches into columns
+
+
+@pytest.mark.interpreter
+def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path):
+    code = MODULES
+    translated = load(tmp_path / "modules_pypto.py", translate(code).code)
+    original = load(tmp_path / "modules.py", code)
+    config = type("Config", (), {"patch": 5, "pad": 1, "kernel": 3, "mode": "circular"})()  # of_config runs torch
+    torch.manual_seed(0)
+    reference = original.M(config)
+    model = translated.M(config)
+    model.load_state_dict(reference.state_dict())
+    x, image = sample(2, 6, 11), sample(2, 3, 20, 23, seed=1)
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated):
+        got = model(x, image)
+        expected = reference(x, image)
+    assert sum(launched().values()) == 3  # pointwise, patches, patches of the config's size
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("padding, padding_mode", [(1, "circular"), ("same", "reflect"), ((2,), "replicate")])
+def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padding, padding_mode):
+    translated = load(tmp_path / "modules_pypto.py", translate(MODULES).code)
+    torch.manual_seed(0)
+    reference = torch.nn.Conv1d(6, 4, kernel_size=3, padding=padding, padding_mode=padding_mode)
+    x = sample(2, 6, 11)
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated):
+        got = translated.pypto_conv1d(x, reference.weight, reference.bias, reference.stride, reference.padding,
+                                      reference.dilation, reference.groups, padding_mode=reference.padding_mode)
+    assert sum(launched().values()) == 0  # padded: torch, as nn.Conv1d computes it
+    torch.testing.assert_close(got, reference(x))
+
+
+def test_a_functions_padding_dilation_or_groups_of_no_literal_stays_torch():
+    code = ("import torch.nn.functional as F\n\n\ndef f(x, w, b, hidden_size, stride):\n"
+            "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid')\n")
+    depthwise, strided, valid = translate(code).records
+    assert depthwise.status == "unsupported" and depthwise.reason.startswith("groups=hidden_size: known at run time only")
+    assert strided.status == valid.status == "converted"  # the stride against the weight's kernel size: at run time

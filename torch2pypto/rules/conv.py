@@ -1,0 +1,243 @@
+"""The conv family: ``F.conv1d`` / ``F.conv2d`` (and ``nn.Conv1d`` / ``nn.Conv2d``) as one
+``pypto.matmul`` per batch, accumulated in FP32.
+
+A convolution whose stride equals its kernel size, unpadded, undilated and ungrouped, is a
+contraction: output [o, p] of one image is the weight [o, c * taps] times the image's patches
+[c * taps, p], one column per output position. A kernel of one tap (pointwise: ``kernel_size=1``)
+reads the image in place as that [c, positions] matrix, or as its transpose where the input is
+channels-last (``x.transpose(1, 2)`` fed to a ``Conv1d``); a patch embedding (ViT's
+``Conv2d(stride=patch)``) gathers its non-overlapping patches into columns on the host first, a
+copy of the input's size (docs/host-copies.md). Every other form (padding, dilation, groups, a
+stride other than the kernel: overlapping windows) runs torch, as nn.ConvNd does for its
+``padding_mode``. ``dims``: the convolution's spatial rank (1 or 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import textwrap
+from typing import Literal, Mapping
+
+from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules.calls import fallback, source_of, static_value, wrapped, wrapper_params
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
+from torch2pypto.schema.entry import Entry, Fields, field
+from torch2pypto.schema.family import Family, register
+
+FP32 = templates.FP32
+MAX_DIM = 65535  # the longest ND row a matmul input may have
+PARAMS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups", "padding_mode")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvFields(Fields):
+    """The table fields the conv family reads."""
+
+    dims: Literal[1, 2] = field("the convolution's spatial rank: 1 (conv1d) or 2 (conv2d)", 1)
+
+
+def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
+    if tuple(p.name for p in entry.params) != PARAMS:
+        return f"a conv op's parameters are {', '.join(PARAMS)} (padding_mode: nn.ConvNd's, keyword-only)"
+    if entry.pypto != "matmul":
+        return f"the conv's op is pypto.matmul, not pypto.{entry.pypto}"
+    if set(entry.fallback) != {"padding_mode"}:
+        return "fallback: padding_mode only (the wrapper checks the other forms at run time)"
+    return None
+
+
+def rewrite(site: CallSite) -> Converted | Unsupported:
+    return fallback(site) or _static_form(site) or wrapped(site, definitions)
+
+
+_FORMS = {"padding": (0, "valid"), "dilation": (1,), "groups": (1,)}
+CONSTRUCTOR = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode")
+_WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel "
+            "size, no padding, dilation or groups)")
+
+
+def _static_form(site: CallSite) -> Unsupported | None:
+    """Why a call stays torch whose padding, dilation or groups are other than the kernel takes, or
+    not known when translating (the weight's kernel size and the stride are checked at run time);
+    an nn.ConvNd's call also unless its construction shows a form the kernel computes (a kernel
+    size of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding)."""
+    built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
+    for name, takes in _FORMS.items():
+        value = built.get(name, Ellipsis) if name in built else static_value(site, name)
+        if value is Ellipsis and not built and name in site.args:  # a function's argument of no literal
+            value = Expression(source_of(site.args[name]).strip())
+        if isinstance(value, Expression):
+            return Unsupported(f"{name}={value.text}: known at run time only; {_WINDOWS}")
+        if value is not Ellipsis and value not in takes and not (isinstance(value, tuple) and set(value) <= set(takes)):
+            return Unsupported(f"{name}={value!r}: {_WINDOWS}")
+    if not built or "kernel_size" not in built or built["kernel_size"] is Ellipsis:
+        return None  # a function's call, or constructions that differ: the wrapper checks at run time
+    taps, stride = built["kernel_size"], built.get("stride", 1)
+    if _same(taps, 1) and _same(stride, 1) or _same(stride, taps):
+        return None
+    show = lambda v: v.text if isinstance(v, Expression) else repr(v)  # noqa: E731
+    unknown = "not known to be one size when translating; " if isinstance(stride, Expression) or isinstance(taps, Expression) else ""
+    return Unsupported(f"stride={show(stride)} of kernel_size={show(taps)}: {unknown}{_WINDOWS}")
+
+
+def _same(stride: object, taps: object) -> bool:
+    """Whether a stride and a kernel size, each an int, a tuple or one expression, are one size."""
+    if isinstance(stride, Expression) or isinstance(taps, Expression):
+        return stride == taps
+    a, b = (tuple(v) if isinstance(v, (tuple, list)) else (v,) for v in (stride, taps))
+    return (a * len(b) if len(a) == 1 else a) == (b * len(a) if len(b) == 1 else b)
+
+
+def kernel(entry: Entry, bias: bool) -> Definition:
+    """A factory ``name(dtype, out_dtype, k, n, rows, transposed)``: per image, the weight [o, k]
+    (row tiles of a dynamic o) times the image's columns [k, n] (``transposed``: stored as
+    [n, k]), plus one bias value per row."""
+    name = f"{entry.op}{'_bias' if bias else ''}_kernel"
+    setup, store = templates.cast("result", FP32, "out_dtype")
+    params = ("        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n"
+              "        b: pypto.Tensor([pypto.DYNAMIC, b_valid[1]], dtype),\n")
+    body = ("pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
+            "a_tile = pypto.view(a, [rows, k16], [i * rows, 0], valid_shape=[(m - i * rows).min(rows), k])\n"
+            "b_tile = pypto.view(b, b_tile_shape, [j * b_valid[0], 0], valid_shape=b_valid)\n"
+            f"result = pypto.matmul(a_tile, b_tile, {FP32}, b_trans=transposed)\n"
+            "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n")
+    if bias:
+        params += "        bias: pypto.Tensor([pypto.DYNAMIC, 1], dtype),\n"
+        body += ("bias_tile = pypto.view(bias, [rows, 1], [i * rows, 0], valid_shape=[(m - i * rows).min(rows), 1])\n"
+                 f"if dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n"
+                 "result = pypto.add(result, bias_tile)  # one value per output channel, along the row\n")
+    body += store + "pypto.assemble(result, [j * m + i * rows, 0], out)\n"
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
+    loops = ("        m = a.shape[0]  # output channels\n"
+             "        for j in pypto.loop(b.shape[0] // b_valid[0], name=\"images\"):\n"
+             "            for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n")
+    prelude = ("k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
+               "b_valid = [n, k] if transposed else [k, n]  # one image's columns\n"
+               "b_tile_shape = [n16, k16] if transposed else [k16, n16]\n"
+               "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\n"
+               "vec_rows, vec_cols = _tile_shape(n16, rows, 3, (pypto.DT_FP32,))\n" + setup)
+    doc = (f"Per image, pypto.matmul of the weight's [rows, k] row tiles by the image's columns [k, n], accumulated "
+           f"in FP32{', plus the bias of each output channel' if bias else ''}.")
+    source = templates.kernel_factory(name, "dtype, out_dtype, k, n, rows, transposed", doc, prelude, params,
+                                      loops + textwrap.indent(body, " " * 16), templates.CUBE_JIT)
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+CONV_TORCH = Definition(
+    "_conv_torch",
+    '''\
+def _conv_torch(conv, input, weight, bias, stride, padding, dilation, groups, padding_mode):
+    """torch's `conv` as nn.ConvNd calls it: a `padding_mode` other than zeros pads the input first."""
+    if padding_mode == "zeros":
+        return conv(input, weight, bias, stride, padding, dilation, groups)
+    taps, dims = weight.shape[2:], weight.dim() - 2
+    spread = (dilation,) * dims if isinstance(dilation, int) else tuple(dilation)
+    if padding == "same":
+        totals = [d * (k - 1) for d, k in zip(spread, taps)]
+        pads = [p for total in reversed(totals) for p in (total // 2, total - total // 2)]
+    else:
+        pads = [0] * 2 * dims if padding == "valid" else [p for p in reversed((padding,) * dims if isinstance(padding, int) else tuple(padding)) for _ in range(2)]
+    return conv(torch.nn.functional.pad(input, pads, mode=padding_mode), weight, bias, stride, 0, dilation, groups)
+''',
+)
+
+
+CONV_TAKES = Definition(
+    "_conv_takes",
+    f'''\
+def _conv_takes(input, weight, bias, stride, padding, dilation, groups, dims):
+    """Whether the conv kernel computes torch's conv of `dims` spatial dims: tensors of one PyPTO
+    dtype on the kernel path, a batched or unbatched input of the weight's channels, a stride equal to
+    the kernel size that fits at least once, no padding, dilation or groups; k = channels * taps
+    and the positions n at most {MAX_DIM}."""
+    tensors = [input, weight] + ([] if bias is None else [bias])
+    if not all(isinstance(t, torch.Tensor) and t.dtype == input.dtype for t in tensors) or not _on_kernel_path(*tensors):
+        return False
+    taps = tuple(weight.shape[2:])
+    tupled = lambda v: (v,) * dims if isinstance(v, int) else tuple(v)
+    if weight.dim() != dims + 2 or input.dim() not in (dims + 1, dims + 2) or input.shape[-dims - 1] != weight.shape[1]:
+        return False
+    if groups != 1 or tupled(dilation) != (1,) * dims or tupled(stride) != taps:
+        return False
+    if not (padding == "valid" or not isinstance(padding, str) and tupled(padding) == (0,) * dims):
+        return False
+    positions = [size // tap for size, tap in zip(input.shape[-dims:], taps)]
+    if min(positions) < 1 or bias is not None and bias.shape != weight.shape[:1]:
+        return False
+    return max(math.prod(weight.shape[1:]), math.prod(positions)) <= {MAX_DIM}
+''',
+    ("_on_kernel_path",),
+    imports=("math",),
+)
+
+
+CONV_COLUMNS = Definition(
+    "_conv_columns",
+    '''\
+def _conv_columns(input, taps):
+    """A batched input [b, c, *sizes] as the kernel reads it: (columns, positions, transposed).
+    Each image's columns are [c * taps, positions], stacked ([b * c * taps, positions]), or,
+    where the input is channels-last with one tap, their transposes ([b * positions, c]): both
+    read in place. Patches of several taps (a stride equal to the kernel) are gathered into
+    columns: a copy of the input's size, as pypto.from_torch reads row-major tensors only."""
+    b, c, dims = input.shape[0], input.shape[1], len(taps)
+    positions = [size // tap for size, tap in zip(input.shape[2:], taps)]
+    if math.prod(taps) == 1:
+        images = input.reshape(b, c, -1)
+        if not images.is_contiguous() and images.mT.is_contiguous():
+            return images.mT.reshape(-1, c), positions, True
+        return images.contiguous().reshape(-1, images.shape[-1]), positions, False
+    kept = input[(..., *(slice(0, n * t) for n, t in zip(positions, taps)))]
+    split = kept.reshape(b, c, *(d for n, t in zip(positions, taps) for d in (n, t)))
+    order = [0, 1, *range(3, 2 + 2 * dims, 2), *range(2, 2 + 2 * dims, 2)]  # b, c, taps..., positions...
+    return split.permute(order).reshape(b * c * math.prod(taps), math.prod(positions)), positions, False
+''',
+    imports=("math",),
+)
+
+
+def definitions(entry: Entry) -> tuple[Definition, ...]:
+    """The kernels (with and without a bias) and the wrapper of a conv op."""
+    return (kernel(entry, False), kernel(entry, True), templates.CUBE_TILES, templates.CUBE_OPERANDS,
+            CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry))
+
+
+def _wrapper(entry: Entry) -> Definition:
+    params = wrapper_params(entry)
+    dims = entry.fields.dims
+    factory = "(_PYPTO_DTYPES[cols.dtype], _PYPTO_DTYPES[cols.dtype], w.shape[1], math.prod(positions), rows, transposed)"
+    body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
+            "cols, positions, transposed = _conv_columns(batched, weight.shape[2:])\n"
+            "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
+            "rows = _cube_rows(w.shape[0])\n"
+            "out = torch.empty(batched.shape[0] * w.shape[0], math.prod(positions), dtype=input.dtype, device=input.device)\n"
+            f"if bias is None:\n    _launch({entry.op}_kernel{factory}, w, cols, out)\n"
+            f"else:\n    _launch({entry.op}_bias_kernel{factory}, w, cols, _kept_contiguous(bias).reshape(-1, 1), out)\n"
+            "out = out.reshape(batched.shape[0], w.shape[0], *positions)\n"
+            f"return out if input.dim() == {dims + 2} else out[0]\n")
+    how = ("per image, pypto.matmul of the weight [out channels, channels * taps] by the image's columns, accumulated "
+           "in FP32, the bias added per output channel; a pointwise kernel reads the input in place (channels-last: "
+           "transposed), patches of a stride equal to the kernel are gathered on the host. Padding, dilation, "
+           "groups, another stride or padding_mode run torch")
+    torch_call = (f"_conv_torch({entry.torch_function}, input, weight, bias, stride, padding, dilation, groups, "
+                  "padding_mode)")
+    guard = f"_conv_takes(input, weight, bias, stride, padding, dilation, groups, {dims}) and padding_mode == \"zeros\""
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), how, "input, weight, bias", torch_call, f"({guard})",
+        body, ("_conv_torch", "_conv_takes", "_conv_columns", "_cube_operands", "_cube_tiles",
+               f"{entry.op}_kernel", f"{entry.op}_bias_kernel"),
+    )
+    return dataclasses.replace(wrapper, imports=("math",))
+
+
+def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
+    """A conv's K: the weight's channels times taps (the sample hint's weight; else the input's channels)."""
+    shapes = [tuple(s) for s in entry.sample.shapes]
+    if tuple(shape) in shapes and entry.sample.y:
+        return math.prod(entry.sample.y[shapes.index(tuple(shape))][1:])
+    return shape[1] if len(shape) > 1 else 1
+
+
+register(Family("conv", ConvFields, rewrite, problem, accumulates="sum", reduced_length=reduced_length))
