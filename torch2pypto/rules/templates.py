@@ -299,6 +299,52 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
+def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definition:
+    """A kernel factory ``name(dtype, k, n, rows)`` computing ``act(a @ wg.T + bg) * (a @ wu.T + bu)``
+    of row tiles of ``a`` ([m, k], m dynamic, in tiles of ``rows`` rows: :data:`CUBE_TILES`).
+
+    Each row tile is read once and multiplied by both weights ([n, k], read transposed) on the cube,
+    in FP32; the vector epilogue adds the biases (given ``bias``: ``bg``, ``bu`` [1, n]), rounds each
+    projection to ``dtype`` where torch's linear rounds it, applies ``activation`` (the FP32 statements
+    on the tile ``gate``, rounded after as torch's activation rounds) and multiplies. K and N are
+    static and of any size, as in :func:`cube_kernel`.
+    """
+    params = ("        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        wg: pypto.Tensor([n, k], dtype),\n"
+              "        wu: pypto.Tensor([n, k], dtype),\n")
+    if bias:
+        params += "        bg: pypto.Tensor([1, n], dtype),\n        bu: pypto.Tensor([1, n], dtype),\n"
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n"
+    matmul = Step("matmul", (("b_trans", "True"),))
+    body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
+    body += "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - r).min(rows), k])\n"
+    body += "".join(f"{w}_tile = pypto.view({w}, [n16, k16], [0, 0], valid_shape=[n, k])\n" for w in ("wg", "wu"))
+    body += matmul.render("gate", ("a_tile", "wg_tile", FP32)) + matmul.render("up", ("a_tile", "wu_tile", FP32))
+    body += "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
+    if bias:
+        for b, tile in (("bg", "gate"), ("bu", "up")):
+            body += (f"{b}_tile = pypto.view({b}, [1, n16], [0, 0], valid_shape=[1, n])\n"
+                     f"if dtype != {FP32}:\n    {b}_tile = pypto.cast({b}_tile, {FP32})\n"
+                     f"{tile} = pypto.add({tile}, {b}_tile)\n")
+    rounded = "".join(f"    {t} = pypto.cast(pypto.cast({t}, dtype), {FP32})\n" for t in ("gate", "up"))
+    body += f"if dtype != {FP32}:  # torch's linear rounds each projection to its dtype\n{rounded}"
+    body += activation
+    body += f"if dtype != {FP32}:  # and its activation its result\n    gate = pypto.cast(pypto.cast(gate, dtype), {FP32})\n"
+    setup, store = cast("result", FP32, "dtype")
+    body += "result = pypto.mul(gate, up)\n" + store + "pypto.assemble(result, [r, 0], out)\n"
+    loops = (
+        "        m = a.shape[0]\n"
+        "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
+        "            r = i * rows\n"
+    )
+    prelude = (
+        "k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
+        "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\n"
+        "vec_rows, vec_cols = _tile_shape(n16, rows, 4, (pypto.DT_FP32,))  # gate, up and two temporaries\n" + setup
+    )
+    source = kernel_factory(name, "dtype, k, n, rows", doc, prelude, params, loops + textwrap.indent(body, " " * 12), CUBE_JIT)
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
 CUBE_TILES = Definition(
     "_cube_tiles",
     '''\

@@ -1,0 +1,153 @@
+"""Matmul epilogues: the gated pair ``act(gate(x)) * up(x)`` of an MLP as one cube kernel.
+
+An expression ``act(L1(x)) * L2(x)`` (either order), where L1 and L2 are pending linear sites
+(``self.gate_proj(x)`` of an nn.Linear, or ``F.linear(x, w, b)``) of one input ``x`` (a name or
+a ``self`` attribute, read twice as written) and ``act`` is an activation: a table function the
+kernels compute (``F.silu``), or an activation module (``self.act_fn``: an nn module site or
+one of an activation registry, ``ACT2FN[config.hidden_act]``), whose kind the wrapper checks at
+run time. It becomes one call of a wrapper of :mod:`torch2pypto.rules.gated` standing where it
+was written; its sites are converted, fused. The call may stand inside another call that is
+converted (``self.down_proj(...)``): the translation splices it into that call's rewrite.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torch2pypto.mapping.facts import load_facts
+from torch2pypto.rules import gated
+from torch2pypto.rules.fusion import ROWS, Param, name_of
+from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
+from torch2pypto.translator.engine.report import CONVERTED
+
+FACTS = load_facts()
+_REGISTRIES = FACTS.module_activation_registries | FACTS.module_activation_factories
+# names the wrapper uses itself
+_RESERVED = frozenset({"a", "n", "k", "out", "kernel", "biased", "activation", "kernel_path", "torch", "pypto", "math", "functools"})
+WEIGHT, BIAS, MODULE = "weight", "bias", "module"  # the gated wrapper's parameter kinds besides rows
+
+
+def gated_pair(finder, node: ast.expr, found) -> bool:
+    """Whether ``node`` is a gated pair; if so, its region is added to ``found`` (a Fused)."""
+    if type(node) is not ast.BinOp or type(node.op) is not ast.Mult:
+        return False
+    mul = finder.pending.get(finder.lines.span(node))
+    if mul is None:
+        return False
+    for first, second in ((node.left, node.right), (node.right, node.left)):
+        match = _match(finder, first, second)
+        if match is not None:
+            _emit(finder, node, first, mul, *match, found)
+            return True
+    return False
+
+
+def _match(finder, activated: ast.expr, other: ast.expr):
+    """(activation attempt, its kind, gate's (attempt, bound), up's) if ``activated`` is act(L1(x))
+    and ``other`` L2(x), else None."""
+    if type(activated) is not ast.Call or len(activated.args) != 1 or activated.keywords:
+        return None
+    act = finder.at.get(finder.lines.span(activated))
+    if act is None or act.status and act.resolved.api not in _REGISTRIES:
+        return None
+    gate, up = _linear(finder, activated.args[0]), _linear(finder, other)
+    if gate is None or up is None or _text(finder, gate[1]["input"]) != _text(finder, up[1]["input"]):
+        return None
+    found = act.resolved
+    if found.held is None and found.entry is not None and found.entry.op in gated.FUNCTIONS.values() and not act.status:
+        if type(activated.args[0]) is ast.Starred:
+            return None
+        kind = gated.FUNCTIONS[found.entry.op]  # a function: its activation is known
+    elif (found.held is not None and not act.status or found.api in _REGISTRIES and found.entry is None) and _dotted(activated.func):
+        kind = None  # a module: its kind is checked at run time
+    else:
+        return None
+    return act, kind, gate, up
+
+
+def _linear(finder, node: ast.expr):
+    """(attempt, bound arguments) of a pending linear site whose operands are names or attributes."""
+    if type(node) is not ast.Call:
+        return None
+    attempt = finder.pending.get(finder.lines.span(node))
+    entry = attempt.resolved.entry if attempt is not None else None
+    if entry is None or entry.op != "linear" or attempt.resolved.method:
+        return None
+    try:
+        bound = bind(entry.params, ast_args(node) + ast_held(node, attempt.resolved.held), None, entry.aliases)
+    except BindError:
+        return None
+    if not all(_dotted(v) or type(v) is ast.Constant and v.value is None for v in bound.values()) or type(bound["input"]) is ast.Constant:
+        return None
+    return attempt, bound
+
+
+def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gate, up, found) -> None:
+    from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
+
+    params: dict[str, Param] = {}  # source -> parameter
+
+    def param(node: ast.expr | None, role: str) -> str | None:
+        if node is None or type(node) is ast.Constant:
+            return None
+        source = _text(finder, node)
+        if source not in params:
+            name = _name(node, {p.name for p in params.values()})
+            params[source] = Param(name, role, source)
+        return params[source].name
+
+    act_param = param(activated_node.func, MODULE) if kind is None else None
+    x = param(gate[1]["input"], ROWS)
+    names = [(param(b["weight"], WEIGHT), param(b.get("bias"), BIAS)) for _, b in (gate, up)]
+    linear = [f"torch.nn.functional.linear({x}, {w}, {b or 'None'})" for w, b in names]
+    activated = f"{act_param or act.resolved.api}({linear[0]})"
+    expression = f"{activated} * {linear[1]}" if activated_node is node.left else f"{linear[1]} * {activated}"
+    torch_source = f"return {expression}\n"
+    attempts = [gate[0], up[0], act, mul]
+    wrapper = name_of(finder.function.name, torch_source, len(attempts))
+    spec = gated.Gated(act_param, x, (names[0][0], names[1][0]), (names[0][1], names[1][1]), kind)
+    where = f"{finder.function.name}'s gated pair"
+    definitions = gated.definitions(wrapper, where, spec, [p.name for p in params.values()], torch_source)
+    span = finder.lines.span(node)
+    start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
+    for attempt in attempts:
+        attempt.status, attempt.reason, attempt.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
+    ops = ("linear", kind or _text(finder, activated_node.func), "linear", "x * y")
+    kernel = f"gated_{kind}_kernel" if kind else "gated_<activation>_kernel"
+    found.regions.append(Region(finder.path, span, finder.function.name, ops, wrapper, kernel, tuple(params.values()),
+                                tuple(op for op in ("linear", kind) if op)))
+    call = f"{wrapper}({', '.join(p.source for p in params.values())})"
+    found.edits.append((start, end, call))
+    found.definitions.extend((start, d) for d in definitions)
+
+
+def _text(finder, node: ast.expr) -> str:
+    if not hasattr(node, "lineno"):  # a held module's attribute (binding.ast_held): module.attribute
+        return f"{_text(finder, node.value)}.{node.attr}"
+    span = finder.lines.span(node)
+    return finder.text[finder.lines.offset(*span[:2]) : finder.lines.offset(*span[2:])]
+
+
+def _name(node: ast.expr, taken: set[str]) -> str:
+    """A parameter name from a leaf's source: ``self.gate_proj.weight`` -> gate_proj_weight."""
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.insert(0, node.attr)
+        node = node.value
+    if type(node) is ast.Name and node.id != "self":
+        parts.insert(0, node.id)
+    base = "_".join(parts[-2:]) if len(parts) > 1 and parts[-1] in (WEIGHT, BIAS) else parts[-1] if parts else "arg"
+    base = base if base.isidentifier() and not base.startswith("_") else "arg"
+    name, k = base, 1
+    while name in taken or name in _RESERVED:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def _dotted(node: ast.expr) -> bool:
+    """A name or an attribute of one (no call, no subscript): read twice, it gives the same value."""
+    if not hasattr(node, "lineno") and type(node) is ast.Attribute:
+        return _dotted(node.value)
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name
