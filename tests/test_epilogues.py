@@ -138,18 +138,26 @@ def test_gated_kernel_keeps_torch_gradients():
 
 
 @pytest.mark.interpreter
-def test_another_activation_at_run_time_runs_torch():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("act", ["gelu", "gelu_pytorch_tanh", "relu"])
+def test_activation_chosen_at_run_time(act, dtype):
+    """ACT2FN's gelu (gemma's gelu_pytorch_tanh) has a gated kernel; relu has none: each projection
+    is one linear kernel, relu and the product run as written."""
     mod, reference = module(translated(LLAMA_MLP).code), original(LLAMA_MLP)["MLP"]
-    model = mod.MLP(37, 70, act="gelu")
-    expected = reference(37, 70, act="gelu")
+    torch.manual_seed(1)
+    model = mod.MLP(37, 70, act=act).to(dtype)
+    expected = reference(37, 70, act=act).to(dtype)
     expected.load_state_dict(model.state_dict())
-    x = torch.randn(7, 37)
+    x = (torch.randn(2, 7, 37) * 2).to(dtype)
     ran = counting()
     with torch2pypto.interpreted(mod), torch.no_grad():
         got = model(x)
-    assert not any(k.startswith("gated_") for k in ran()), ran()
+    kernels = {"linear_kernel.kernel": 3} if act == "relu" else {f"gated_{'gelu_tanh' if 'tanh' in act else act}_kernel.kernel": 1, "linear_kernel.kernel": 1}
+    assert ran() == kernels, ran()
     with torch.no_grad():
-        torch.testing.assert_close(got, expected(x))
+        want = expected(x)
+    tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
+    torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])
 
 
 @pytest.mark.interpreter

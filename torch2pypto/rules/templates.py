@@ -245,7 +245,10 @@ def _reduction_rows(t, dim, keepdim, identity):
 CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
 
 
-def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool) -> Definition:
+def cube_kernel(
+    name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool,
+    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False,
+) -> Definition:
     """A kernel factory ``name(dtype, out_dtype, k, n, rows, transposed)`` multiplying row tiles of ``a`` by ``b``.
 
     ``a`` is [m, k] with a dynamic m walked in tiles of ``rows`` rows (:data:`CUBE_TILES`: the
@@ -253,7 +256,10 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     ``batched``: a stack of them whose count splits ``a``'s rows into equal runs of m rows, one per
     matrix. ``product`` (the matmul step, ``b_trans=transposed``) computes ``result`` in FP32
     from ``a_tile`` and ``b_tile``; the ``epilogue`` steps work on it (with ``bias_tile``, [1, n]
-    in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``.
+    in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``. An epilogue may also
+    read ``others`` (``<name>_tile``: row tiles of [m, n] inputs of ``dtype``, in FP32) and
+    ``constants`` (further factory parameters: Python numbers); ``rounded``: the product (plus
+    the bias: the epilogue's first step, given ``bias``) is rounded to ``dtype`` before the epilogue, where torch's linear rounds its result.
     K and N are static per compiled kernel and of any size: the cube's tiles are 32-byte aligned
     (16 elements), so the operands are read in place in tiles of k and n rounded up to 16, whose
     valid shape is the real k and n.
@@ -261,6 +267,7 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        b: pypto.Tensor(b_shape, dtype),\n"
     if bias:
         params += "        bias: pypto.Tensor([1, n], dtype),\n"
+    params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n" for o in others)
     setup, store = cast("result", FP32, "out_dtype")
     offset = "[j * b_rows, 0]" if batched else "[0, 0]"
     body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
@@ -270,6 +277,13 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     if bias:
         body += (f"bias_tile = pypto.view(bias, [1, n16], [0, 0], valid_shape=[1, n])\n"
                  f"if dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n")
+    if rounded:
+        body += render(epilogue[:1]) if bias else ""
+        epilogue = epilogue[1:] if bias else epilogue
+        body += f"if dtype != {FP32}:  # torch's linear rounds its result to its dtype\n    result = pypto.cast(pypto.cast(result, dtype), {FP32})\n"
+    for o in others:
+        body += (f"{o}_tile = pypto.view({o}, [rows, n16], [r, 0], valid_shape=[(m - i * rows).min(rows), n])\n"
+                 f"if dtype != {FP32}:\n    {o}_tile = pypto.cast({o}_tile, {FP32})\n")
     body += render(epilogue) + store + "pypto.assemble(result, [r, 0], out)\n"
     if batched:
         loops = (
@@ -292,10 +306,11 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
         "b_tile_shape = [n16, k16] if transposed else [k16, n16]\n"
         + ("b_shape = [pypto.DYNAMIC, b_valid[1]]  # the matrices stacked\n" if batched else "b_shape = b_valid\n")
     )
-    prelude += "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n16, rows, 3, (pypto.DT_FP32,))\n" + setup
+    prelude += f"k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n16, rows, {3 + len(others)}, (pypto.DT_FP32,))\n" + setup
     params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
     kernel_body = loops + textwrap.indent(body, " " * indent)
-    source = kernel_factory(name, "dtype, out_dtype, k, n, rows, transposed", doc, prelude, params, kernel_body, CUBE_JIT)
+    factory = ", ".join(["dtype, out_dtype, k, n, rows, transposed", *constants])
+    source = kernel_factory(name, factory, doc, prelude, params, kernel_body, CUBE_JIT)
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 

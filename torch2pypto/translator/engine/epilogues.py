@@ -1,4 +1,6 @@
-"""Matmul epilogues: the gated pair ``act(gate(x)) * up(x)`` of an MLP as one cube kernel.
+"""Matmul epilogues: a linear and the elementwise work on its result as one cube kernel.
+
+The gated pair of an MLP:
 
 An expression ``act(L1(x)) * L2(x)`` (either order), where L1 and L2 are pending linear sites
 (``self.gate_proj(x)`` of an nn.Linear, or ``F.linear(x, w, b)``) of one input ``x`` (a name or
@@ -8,6 +10,12 @@ one of an activation registry, ``ACT2FN[config.hidden_act]``), whose kind the wr
 run time. It becomes one call of a wrapper of :mod:`torch2pypto.rules.gated` standing where it
 was written; its sites are converted, fused. The call may stand inside another call that is
 converted (``self.down_proj(...)``): the translation splices it into that call's rewrite.
+
+A linear and the infix op that consumes its result, ``linear(x, w, b) <op> other`` (+, -, *, /;
++ and * in either order), ``other`` a name, an attribute or a number: ``self.q_proj(h) *
+self.scaling``, ``self.dense(h) + residual``. One call of a wrapper of
+:mod:`torch2pypto.rules.epilogue`; the wrapper checks at run time whether ``other`` is a number or a
+tensor of the result's shape (else it runs the expression as written).
 """
 
 from __future__ import annotations
@@ -15,9 +23,10 @@ from __future__ import annotations
 import ast
 
 from torch2pypto.mapping.facts import load_facts
-from torch2pypto.rules import gated
+from torch2pypto.rules import epilogue, gated
 from torch2pypto.rules.fusion import ROWS, Param, name_of
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
+from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED
 
 FACTS = load_facts()
@@ -40,6 +49,83 @@ def gated_pair(finder, node: ast.expr, found) -> bool:
             _emit(finder, node, first, mul, *match, found)
             return True
     return False
+
+
+_EPILOGUE_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div"}
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+def linear_epilogue(finder, node: ast.expr, found) -> bool:
+    """Whether ``node`` is ``linear(x, w, b) <op> other`` (+ and * in either order), other a name,
+    an attribute or a number; if so, its region is added to ``found``."""
+    if type(node) is not ast.BinOp or type(node.op) not in _EPILOGUE_OPS:
+        return False
+    op = _EPILOGUE_OPS[type(node.op)]
+    site = finder.pending.get(finder.lines.span(node))
+    if site is None:
+        return False
+    sides = [(node.left, node.right)] + ([(node.right, node.left)] if op in ("add", "mul") else [])
+    for first, other in sides:
+        linear = _linear(finder, first)
+        if linear is None or not (_dotted(other) or type(_literal(other)) in (int, float)):
+            continue
+        _emit_epilogue(finder, node, op, first is node.left, linear, other, site, found)
+        return True
+    return False
+
+
+def _emit_epilogue(finder, node, op, linear_first, linear, other, site, found) -> None:
+    from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
+
+    attempt, bound = linear
+    params: dict[str, Param] = {}
+
+    def param(value: ast.expr | None, role: str) -> str | None:
+        if value is None or type(value) is ast.Constant and value.value is None:
+            return None
+        source = _text(finder, value)
+        if source not in params:
+            name = _name(value, {p.name for p in params.values()}) if _dotted(value) else _unique("other", {p.name for p in params.values()})
+            params[source] = Param(name, role, source)
+        return params[source].name
+
+    x, w, b = param(bound["input"], ROWS), param(bound["weight"], WEIGHT), param(bound.get("bias"), BIAS)
+    literal = type(_literal(other)) in (int, float)
+    kind = finder.sites.inference.kind(other) if not literal else None
+    kinds = (epilogue.NUMBER,) if literal else (epilogue.TENSOR,) if kind == TENSOR else (epilogue.TENSOR, epilogue.NUMBER)
+    value = param(other, ROWS if kinds == (epilogue.TENSOR,) else "number")
+    linear_call = f"torch.nn.functional.linear({x}, {w}, {b or 'None'})"
+    symbol = _SYMBOLS[op]
+    expression = f"{linear_call} {symbol} {value}" if linear_first else f"{value} {symbol} {linear_call}"
+    torch_source = f"return {expression}\n"
+    attempts = [attempt, site]
+    wrapper = name_of(finder.function.name, torch_source, len(attempts))
+    where = f"{finder.function.name}'s linear epilogue"
+    names = [p.name for p in params.values()]
+    definitions = epilogue.definitions(wrapper, where, op, kinds, names, torch_source, (x, w, b, value))
+    span = finder.lines.span(node)
+    start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
+    for a in attempts:
+        a.status, a.reason, a.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
+    ops = ("linear", f"x {symbol} y")
+    kernel = epilogue.kernel_name(op, kinds[0], False)
+    found.regions.append(Region(finder.path, span, finder.function.name, ops, wrapper, kernel, tuple(params.values()), ("linear",)))
+    found.edits.append((start, end, f"{wrapper}({', '.join(p.source for p in params.values())})"))
+    found.definitions.extend((start, d) for d in definitions)
+
+
+def _literal(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken or name in _RESERVED:
+        name, k = f"{base}_{k}", k + 1
+    return name
 
 
 def _match(finder, activated: ast.expr, other: ast.expr):
@@ -107,7 +193,7 @@ def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gat
     wrapper = name_of(finder.function.name, torch_source, len(attempts))
     spec = gated.Gated(act_param, x, (names[0][0], names[1][0]), (names[0][1], names[1][1]), kind)
     where = f"{finder.function.name}'s gated pair"
-    definitions = gated.definitions(wrapper, where, spec, [p.name for p in params.values()], torch_source)
+    definitions = gated.definitions(wrapper, where, spec, [p.name for p in params.values()], torch_source, gate[0].resolved.entry)
     span = finder.lines.span(node)
     start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
     for attempt in attempts:
@@ -137,11 +223,7 @@ def _name(node: ast.expr, taken: set[str]) -> str:
     if type(node) is ast.Name and node.id != "self":
         parts.insert(0, node.id)
     base = "_".join(parts[-2:]) if len(parts) > 1 and parts[-1] in (WEIGHT, BIAS) else parts[-1] if parts else "arg"
-    base = base if base.isidentifier() and not base.startswith("_") else "arg"
-    name, k = base, 1
-    while name in taken or name in _RESERVED:
-        name, k = f"{base}_{k}", k + 1
-    return name
+    return _unique(base if base.isidentifier() and not base.startswith("_") else "arg", taken)
 
 
 def _dotted(node: ast.expr) -> bool:

@@ -291,8 +291,9 @@ class _Finder:
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
         call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``;
-        a gated pair (:mod:`epilogues`), also inside a converted call: ``self.down(act(gate(x)) * up(x))``."""
-        if epilogues.gated_pair(self, node, found):
+        a gated pair or a linear and its epilogue (:mod:`epilogues`), also inside a converted call:
+        ``self.down(act(gate(x)) * up(x))``, ``self.q_proj(h) * self.scaling``."""
+        if epilogues.gated_pair(self, node, found) or epilogues.linear_epilogue(self, node, found):
             return
         if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
             returned = ast.Return(value=node)
