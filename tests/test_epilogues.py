@@ -173,3 +173,83 @@ def test_functional_gated_pair_of_large_values_matches_torch():
     assert ran() == {"gated_silu_bias_kernel.kernel": 1}
     assert torch.isfinite(got).all()
     torch.testing.assert_close(got, f(x, wg, wu, bg, bu), atol=1e-3, rtol=1e-5)
+
+
+EPILOGUES = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden, out, bias):
+        super().__init__()
+        self.q_proj = nn.Linear(hidden, out, bias=bias)
+        self.o_proj = nn.Linear(out, hidden, bias=bias)
+        self.scaling = 0.125
+
+    def forward(self, h, residual):
+        q = self.q_proj(h) * self.scaling
+        return residual + self.o_proj(q)
+
+
+def f(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor):
+    return F.linear(x, w) - r, F.linear(x, w) / 3
+"""
+
+
+def test_linear_epilogues_are_one_call_each():
+    code = translated(EPILOGUES).code
+    assert "q = pypto_fused_forward_" in code and "(h, self.q_proj.weight, self.q_proj.bias, self.scaling)" in code
+    assert "(q, self.o_proj.weight, self.o_proj.bias, residual)" in code
+    assert "return pypto_fused_f_" in code and "(x, w, 3)" in code
+    assert "pypto_fused" not in translated(EPILOGUES, Options(fuse=False)).code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_epilogues_launch_once_and_match_torch(dtype, bias):
+    """A number (scale) and a tensor of the result's shape (residual), odd rows, k and n."""
+    mod, namespace = module(translated(EPILOGUES).code), original(EPILOGUES)
+    for rows, hidden, out in ((1, 37, 70), (130, 64, 33)):
+        torch.manual_seed(rows)
+        model = mod.Attention(hidden, out, bias).to(dtype)
+        expected = namespace["Attention"](hidden, out, bias).to(dtype)
+        expected.load_state_dict(model.state_dict())
+        h, residual = torch.randn(rows, hidden).to(dtype), torch.randn(rows, hidden).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(h, residual)
+        suffix = "_bias" if bias else ""
+        assert ran() == {f"linear_mul_number{suffix}_kernel.kernel": 1, f"linear_add_tensor{suffix}_kernel.kernel": 1}, ran()
+        with torch.no_grad():
+            torch.testing.assert_close(got, expected(h, residual), atol=1e-5, rtol=1e-5)  # rounded where torch rounds
+    x, w, r = torch.randn(9, 45).to(dtype), torch.randn(21, 45).to(dtype), torch.randn(9, 21).to(dtype)
+    ran = counting()
+    with torch2pypto.interpreted(mod):
+        got = mod.f(x, w, r)
+    assert ran() == {"linear_sub_tensor_kernel.kernel": 1, "linear_div_number_kernel.kernel": 1}
+    torch.testing.assert_close(got, namespace["f"](x, w, r), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.interpreter
+def test_linear_epilogue_keeps_torch_gradients_and_runs_torch_for_a_broadcast():
+    mod, namespace = module(translated(EPILOGUES).code), original(EPILOGUES)
+    x, w = torch.randn(9, 45, requires_grad=True), torch.randn(21, 45, requires_grad=True)
+    r = torch.randn(9, 21, requires_grad=True)
+    ran = counting()
+    with torch2pypto.interpreted(mod):
+        got = mod.f(x, w, r)
+        (got[0] * got[1]).sum().backward()
+    assert ran() == {"linear_sub_tensor_kernel.kernel": 1, "linear_div_number_kernel.kernel": 1}
+    grads = [t.grad for t in (x, w, r)]
+    x.grad = w.grad = r.grad = None
+    want = namespace["f"](x, w, r)
+    (want[0] * want[1]).sum().backward()
+    torch.testing.assert_close(grads, [t.grad for t in (x, w, r)], atol=1e-4, rtol=1e-4)
+    ran = counting()
+    with torch2pypto.interpreted(mod), torch.no_grad():
+        got = mod.f(x, w, r[:1])  # broadcasts: the expression as written
+    assert "linear_sub_tensor_kernel.kernel" not in ran()
+        torch.testing.assert_close(got[0], torch.nn.functional.linear(x, w) - r[:1])
