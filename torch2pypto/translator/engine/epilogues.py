@@ -26,14 +26,15 @@ from torch2pypto.mapping.facts import load_facts
 from torch2pypto.rules import epilogue, gated
 from torch2pypto.rules.fusion import ROWS, Param, name_of
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
-from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED
 
 FACTS = load_facts()
 _REGISTRIES = FACTS.module_activation_registries | FACTS.module_activation_factories
 # names the wrapper uses itself
 _RESERVED = frozenset({"a", "n", "k", "out", "kernel", "biased", "activation", "kernel_path", "torch", "pypto", "math", "functools"})
-WEIGHT, BIAS, MODULE = "weight", "bias", "module"  # the gated wrapper's parameter kinds besides rows
+# the parameter kinds of gated and epilogue wrappers besides rows and numbers: a linear's weight and
+# bias, an activation module, an epilogue's other operand (a number or a tensor, known at run time)
+WEIGHT, BIAS, MODULE, OTHER = "weight", "bias", "module", "other"
 
 
 def gated_pair(finder, node: ast.expr, found) -> bool:
@@ -91,9 +92,8 @@ def _emit_epilogue(finder, node, op, linear_first, linear, other, site, found) -
 
     x, w, b = param(bound["input"], ROWS), param(bound["weight"], WEIGHT), param(bound.get("bias"), BIAS)
     literal = type(_literal(other)) in (int, float)
-    kind = finder.sites.inference.kind(other) if not literal else None
-    kinds = (epilogue.NUMBER,) if literal else (epilogue.TENSOR,) if kind == TENSOR else (epilogue.TENSOR, epilogue.NUMBER)
-    value = param(other, ROWS if kinds == (epilogue.TENSOR,) else "number")
+    kinds = (epilogue.NUMBER,) if literal else (epilogue.TENSOR, epilogue.NUMBER)  # a name's: the wrapper checks
+    value = param(other, "number" if literal else OTHER)
     linear_call = f"torch.nn.functional.linear({x}, {w}, {b or 'None'})"
     symbol = _SYMBOLS[op]
     expression = f"{linear_call} {symbol} {value}" if linear_first else f"{value} {symbol} {linear_call}"
