@@ -47,6 +47,8 @@ ACTIVATIONS = {
 }
 # the table ops (a function call's entry) that compute each activation
 FUNCTIONS = {"silu": "silu"}
+# the table ops of the nn modules whose calls may compute one (nn.GELU: by its approximate, at run time)
+MODULE_OPS = frozenset({"silu", "gelu"})
 
 
 def kernels(names=tuple(ACTIVATIONS)) -> tuple[Definition, ...]:

@@ -5,9 +5,9 @@ The gated pair of an MLP:
 An expression ``act(L1(x)) * L2(x)`` (either order), where L1 and L2 are pending linear sites
 (``self.gate_proj(x)`` of an nn.Linear, or ``F.linear(x, w, b)``) of one input ``x`` (a name or
 a ``self`` attribute, read twice as written) and ``act`` is an activation: a table function the
-kernels compute (``F.silu``), or an activation module (``self.act_fn``: an nn module site or
-one of an activation registry, ``ACT2FN[config.hidden_act]``), whose kind the wrapper checks at
-run time. It becomes one call of a wrapper of :mod:`torch2pypto.rules.gated` standing where it
+kernels compute (``F.silu``), or an activation module (``self.act_fn``: an nn.SiLU or nn.GELU site,
+or one of an activation registry, ``ACT2FN[config.hidden_act]``), whose kind the wrapper checks
+at run time. It becomes one call of a wrapper of :mod:`torch2pypto.rules.gated` standing where it
 was written; its sites are converted, fused. The call may stand inside another call that is
 converted (``self.down_proj(...)``): the translation splices it into that call's rewrite.
 
@@ -144,7 +144,8 @@ def _match(finder, activated: ast.expr, other: ast.expr):
         if type(activated.args[0]) is ast.Starred:
             return None
         kind = gated.FUNCTIONS[found.entry.op]  # a function: its activation is known
-    elif (found.held is not None and not act.status or found.api in _REGISTRIES and found.entry is None) and _dotted(activated.func):
+    elif (found.held is not None and not act.status and found.entry.op in gated.MODULE_OPS
+          or found.api in _REGISTRIES and found.entry is None) and _dotted(activated.func):
         kind = None  # a module: its kind is checked at run time
     else:
         return None
