@@ -283,7 +283,7 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callab
         nested += inside
         calls += [(a - start, b - start, new) for a, b, new in inside]
         new, converted = _rewrite_segment(rewriter, text[start:end], calls)
-        if converted:
+        if converted or inside:  # a fused edit inside stands even if the call around it stays torch
             edits.append((start, end, new))
         for attempt, result in converted:
             conversions.append((attempt, result.call, result.params))
