@@ -16,6 +16,7 @@ import torch
 import torch2pypto
 from torch2pypto import Options, translate_source
 from torch2pypto.translator.oracle.invariants import violations
+from torch2pypto.translator.verification.hostops import host_ops
 from torch2pypto.translator.verification.interpreter import counting
 
 LLAMA_MLP = """\
@@ -254,3 +255,19 @@ def test_linear_epilogue_keeps_torch_gradients_and_runs_torch_for_a_broadcast():
     assert "linear_sub_tensor_kernel.kernel" not in ran()
     with torch.no_grad():
         torch.testing.assert_close(got[0], torch.nn.functional.linear(x, w) - r[:1])
+
+
+@pytest.mark.interpreter
+def test_gated_pair_and_epilogue_run_no_torch_op_on_the_host():
+    """Contiguous operands are read in place: no copy, no torch op outside the launches."""
+    functional = module(translated(FUNCTIONAL).code)
+    epilogues = module(translated(EPILOGUES).code)
+    x, wg, wu, bg, bu = torch.randn(2, 5, 45), torch.randn(21, 45), torch.randn(21, 45), torch.randn(21), torch.randn(21)
+    r = torch.randn(2, 5, 21)
+    with torch.no_grad(), torch2pypto.interpreted(functional, epilogues), host_ops(functional, epilogues) as ops:
+        functional.f(x, wg, wu, bg, bu)
+        epilogues.f(x, wg, r)
+    assert dict(ops) == {}
+    with torch.no_grad(), torch2pypto.interpreted(epilogues), host_ops(epilogues) as ops:
+        epilogues.f(x, wg, r[:1])  # a broadcast runs the expression as written: counted
+    assert ops["sub"] == 1
