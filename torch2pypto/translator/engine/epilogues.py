@@ -145,7 +145,7 @@ def _match(finder, activated: ast.expr, other: ast.expr):
             return None
         kind = gated.FUNCTIONS[found.entry.op]  # a function: its activation is known
     elif (found.held is not None and not act.status and found.entry.op in gated.MODULE_OPS
-          or found.api in _REGISTRIES and found.entry is None) and _dotted(activated.func):
+          or found.api in _REGISTRIES) and _dotted(activated.func):
         kind = None  # a module: its kind is checked at run time
     else:
         return None
