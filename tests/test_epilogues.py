@@ -5,6 +5,7 @@ tile multiple, FP32 and BF16, with and without biases, with grad) and count the 
 gated kernel once, the down projection's linear once, nothing else.
 """
 
+import collections
 import importlib.util
 import itertools
 import tempfile
@@ -271,3 +272,53 @@ def test_gated_pair_and_epilogue_run_no_torch_op_on_the_host():
     with torch.no_grad(), torch2pypto.interpreted(epilogues), host_ops(epilogues) as ops:
         epilogues.f(x, wg, r[:1])  # a broadcast runs the expression as written: counted
     assert ops["sub"] == 1
+
+
+FFN = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+from transformers.activations import ACT2FN
+
+
+class FFN(nn.Module):
+    def __init__(self, d, f, act="gelu", bias=True):
+        super().__init__()
+        self.fc1 = nn.Linear(d, f, bias=bias)
+        self.fc2 = nn.Linear(f, d, bias=bias)
+        self.activation_fn = ACT2FN[act]
+
+    def forward(self, hidden_states):
+        hidden_states = self.activation_fn(self.fc1(hidden_states))
+        return F.silu(self.fc2(hidden_states))
+"""
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("act", ["gelu", "silu", "gelu_pytorch_tanh", "relu"])
+def test_linear_activation_is_one_launch(act, dtype):
+    """bart's ``self.activation_fn(self.fc1(h))``: the activation in the linear's epilogue (read at
+    run time: relu has no such kernel, the linear's own kernel runs and then relu as written);
+    ``F.silu(self.fc2(h))`` known statically."""
+    code = translated(FFN).code
+    assert "pypto_linear" not in code.split("def forward", 1)[1].split("\n\n")[0]
+    mod, reference = module(code), original(FFN)["FFN"]
+    for rows, bias in ((1, True), (130, False)):
+        torch.manual_seed(rows)
+        model = mod.FFN(37, 70, act, bias).to(dtype)
+        expected = reference(37, 70, act, bias).to(dtype)
+        expected.load_state_dict(model.state_dict())
+        x = (torch.randn(rows, 37) * 2).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(x)
+        suffix = "_bias" if bias else ""
+        first = f"linear{suffix}_kernel.kernel" if act == "relu" else f"linear_{'gelu_tanh' if 'tanh' in act else act}{suffix}_kernel.kernel"
+        launched = collections.Counter({first: 1})
+        launched[f"linear_silu{suffix}_kernel.kernel"] += 1
+        assert ran() == launched, ran()
+        with torch.no_grad():
+            want = expected(x)
+        tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
+        torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])

@@ -15,6 +15,7 @@ kernel and the activation and the product as written.
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
 
 from torch2pypto.rules import cube, templates
@@ -45,6 +46,13 @@ ACTIVATIONS = {
         "gate = pypto.sub(pypto.relu(gate), pypto.mul(pypto.mul(size, 0.5), erfc))  # gelu\n"
     ),
 }
+
+
+def activation(name: str, tile: str) -> str:
+    """The FP32 statements of activation ``name`` on the tile ``tile``."""
+    return re.sub(r"\bgate\b", tile, ACTIVATIONS[name])
+
+
 # the table ops (a function call's entry) that compute each activation
 FUNCTIONS = {"silu": "silu"}
 # the table ops of the nn modules whose calls may compute one (nn.GELU: by its approximate, at run time)
@@ -63,11 +71,11 @@ def kernels(names=tuple(ACTIVATIONS)) -> tuple[Definition, ...]:
     )
 
 
-GATED_ACTIVATION = Definition(
-    "_gated_activation",
+ACTIVATION_KIND = Definition(
+    "_activation_kind",
     '''\
-def _gated_activation(act):
-    """The activation a gated kernel computes for module `act` (torch's SiLU and GELU, transformers'
+def _activation_kind(act):
+    """The activation a gated or linear-epilogue kernel computes for module `act` (torch's SiLU and GELU, transformers'
     SiLUActivation, GELUActivation and GELUTanh), or None: another module, an in-place one, one whose
     call would run hooks or a forward of its own."""
     if not isinstance(act, torch.nn.Module) or act._forward_hooks or act._forward_pre_hooks or "forward" in vars(act):
@@ -143,7 +151,7 @@ def definitions(wrapper: str, where: str, gated: Gated, params: list[str], torch
         pick = f"kernel, biased = gated_{gated.activation}_kernel, gated_{gated.activation}_bias_kernel\n"
     else:
         first, second = (f"pypto_{linear.op}({x}, {w}, bias={b or 'None'})" for w, b in zip(gated.weights, gated.biases))
-        prologue = (f"activation = _gated_activation({gated.act})\n"
+        prologue = (f"activation = _activation_kind({gated.act})\n"
                     f"if activation is None:  # no gated kernel computes it: each projection one cube kernel\n"
                     f"    return {gated.act}({first}) * {second}\n")
         names = ", ".join(f'"{name}": (gated_{name}_kernel, gated_{name}_bias_kernel)' for name in ACTIVATIONS)
@@ -176,7 +184,7 @@ def definitions(wrapper: str, where: str, gated: Gated, params: list[str], torch
     )
     built = kernels((gated.activation,) if gated.activation else tuple(ACTIVATIONS))
     requires = ["_gated_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(k.name for k in built)]
-    run_time = () if gated.activation is not None else (GATED_ACTIVATION, *cube.definitions(linear))
-    requires += [] if gated.activation is not None else ["_gated_activation", f"pypto_{linear.op}"]
+    run_time = () if gated.activation is not None else (ACTIVATION_KIND, *cube.definitions(linear))
+    requires += [] if gated.activation is not None else ["_activation_kind", f"pypto_{linear.op}"]
     return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, GATED_TAKES, *run_time, fallback_def,
             Definition(wrapper, source, tuple(requires)))

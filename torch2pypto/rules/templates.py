@@ -247,7 +247,7 @@ CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # se
 
 def cube_kernel(
     name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool,
-    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False,
+    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False, tail: str = "",
 ) -> Definition:
     """A kernel factory ``name(dtype, out_dtype, k, n, rows, transposed)`` multiplying row tiles of ``a`` by ``b``.
 
@@ -259,7 +259,9 @@ def cube_kernel(
     in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``. An epilogue may also
     read ``others`` (``<name>_tile``: row tiles of [m, n] inputs of ``dtype``, in FP32) and
     ``constants`` (further factory parameters: Python numbers); ``rounded``: the product (plus
-    the bias: the epilogue's first step, given ``bias``) is rounded to ``dtype`` before the epilogue, where torch's linear rounds its result.
+    the bias: the epilogue's first step, given ``bias``) is rounded to ``dtype`` before the epilogue, where
+    torch's linear rounds its result; ``tail``: statements on ``result`` after the epilogue steps (an
+    activation's).
     K and N are static per compiled kernel and of any size: the cube's tiles are 32-byte aligned
     (16 elements), so the operands are read in place in tiles of k and n rounded up to 16, whose
     valid shape is the real k and n.
@@ -284,7 +286,7 @@ def cube_kernel(
     for o in others:
         body += (f"{o}_tile = pypto.view({o}, [rows, n16], [r, 0], valid_shape=[(m - i * rows).min(rows), n])\n"
                  f"if dtype != {FP32}:\n    {o}_tile = pypto.cast({o}_tile, {FP32})\n")
-    body += render(epilogue) + store + "pypto.assemble(result, [r, 0], out)\n"
+    body += render(epilogue) + tail + store + "pypto.assemble(result, [r, 0], out)\n"
     if batched:
         loops = (
             "        m = a.shape[0] // (b.shape[0] // b_rows)  # rows per right matrix\n"

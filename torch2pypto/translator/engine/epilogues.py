@@ -80,20 +80,10 @@ def _emit_epilogue(finder, node, op, linear_first, linear, other, site, found) -
 
     attempt, bound = linear
     params: dict[str, Param] = {}
-
-    def param(value: ast.expr | None, role: str) -> str | None:
-        if value is None or type(value) is ast.Constant and value.value is None:
-            return None
-        source = _text(finder, value)
-        if source not in params:
-            name = _name(value, {p.name for p in params.values()}) if _dotted(value) else _unique("other", {p.name for p in params.values()})
-            params[source] = Param(name, role, source)
-        return params[source].name
-
-    x, w, b = param(bound["input"], ROWS), param(bound["weight"], WEIGHT), param(bound.get("bias"), BIAS)
+    x, w, b = (_param(finder, params, bound.get(p), r) for p, r in (("input", ROWS), ("weight", WEIGHT), ("bias", BIAS)))
     literal = type(_literal(other)) in (int, float)
     kinds = (epilogue.NUMBER,) if literal else (epilogue.TENSOR, epilogue.NUMBER)  # a name's: the wrapper checks
-    value = param(other, "number" if literal else OTHER)
+    value = _param(finder, params, other, "number" if literal else OTHER)
     linear_call = f"torch.nn.functional.linear({x}, {w}, {b or 'None'})"
     symbol = _SYMBOLS[op]
     expression = f"{linear_call} {symbol} {value}" if linear_first else f"{value} {symbol} {linear_call}"
@@ -103,15 +93,8 @@ def _emit_epilogue(finder, node, op, linear_first, linear, other, site, found) -
     where = f"{finder.function.name}'s linear epilogue"
     names = [p.name for p in params.values()]
     definitions = epilogue.definitions(wrapper, where, op, kinds, names, torch_source, (x, w, b, value))
-    span = finder.lines.span(node)
-    start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
-    for a in attempts:
-        a.status, a.reason, a.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
-    ops = ("linear", f"x {symbol} y")
     kernel = epilogue.kernel_name(op, kinds[0], False)
-    found.regions.append(Region(finder.path, span, finder.function.name, ops, wrapper, kernel, tuple(params.values()), ("linear",)))
-    found.edits.append((start, end, f"{wrapper}({', '.join(p.source for p in params.values())})"))
-    found.definitions.extend((start, d) for d in definitions)
+    _record(finder, node, attempts, wrapper, Region, ("linear", f"x {symbol} y"), kernel, params, ("linear",), definitions, found)
 
 
 def _literal(node: ast.expr):
@@ -131,25 +114,80 @@ def _unique(base: str, taken: set[str]) -> str:
 def _match(finder, activated: ast.expr, other: ast.expr):
     """(activation attempt, its kind, gate's (attempt, bound), up's) if ``activated`` is act(L1(x))
     and ``other`` L2(x), else None."""
-    if type(activated) is not ast.Call or len(activated.args) != 1 or activated.keywords:
-        return None
-    act = finder.at.get(finder.lines.span(activated))
-    if act is None or act.status and act.resolved.api not in _REGISTRIES:
+    act = _activation(finder, activated)
+    if act is None:
         return None
     gate, up = _linear(finder, activated.args[0]), _linear(finder, other)
     if gate is None or up is None or _text(finder, gate[1]["input"]) != _text(finder, up[1]["input"]):
         return None
-    found = act.resolved
-    if found.held is None and found.entry is not None and found.entry.op in gated.FUNCTIONS.values() and not act.status:
-        if type(activated.args[0]) is ast.Starred:
-            return None
-        kind = gated.FUNCTIONS[found.entry.op]  # a function: its activation is known
-    elif (found.held is not None and not act.status and found.entry.op in gated.MODULE_OPS
-          or found.api in _REGISTRIES) and _dotted(activated.func):
-        kind = None  # a module: its kind is checked at run time
-    else:
+    return (*act, gate, up)
+
+
+def _activation(finder, node: ast.expr):
+    """(attempt, kind) if ``node`` is a call of one argument of an activation: a table function a
+    kernel computes (kind its name) or a module (kind None: read at run time)."""
+    if type(node) is not ast.Call or len(node.args) != 1 or node.keywords or type(node.args[0]) is ast.Starred:
         return None
-    return act, kind, gate, up
+    act = finder.at.get(finder.lines.span(node))
+    if act is None:
+        return None
+    found = act.resolved
+    if found.api in _REGISTRIES and _dotted(node.func):  # ACT2FN[config.hidden_act]: decided or not
+        return act, None
+    if act.status or found.entry is None:
+        return None
+    if found.held is None and found.entry.op in gated.FUNCTIONS:
+        return act, gated.FUNCTIONS[found.entry.op]
+    if found.held is not None and found.entry.op in gated.MODULE_OPS and _dotted(node.func):
+        return act, None
+    return None
+
+
+def linear_activation(finder, node: ast.expr, found) -> bool:
+    """Whether ``node`` is ``act(linear(x, w, b))`` (bart's ``self.activation_fn(self.fc1(h))``);
+    if so, its region is added to ``found``."""
+    act = _activation(finder, node)
+    linear = _linear(finder, node.args[0]) if act is not None else None
+    if linear is None:
+        return False
+    from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
+
+    (attempt, kind), (site, bound) = act, linear
+    params: dict[str, Param] = {}
+    act_param = _param(finder, params, node.func, MODULE) if kind is None else None
+    x, w, b = (_param(finder, params, bound.get(p), r) for p, r in (("input", ROWS), ("weight", WEIGHT), ("bias", BIAS)))
+    torch_source = f"return {act_param or attempt.resolved.api}(torch.nn.functional.linear({x}, {w}, {b or 'None'}))\n"
+    attempts = [site, attempt]
+    wrapper = name_of(finder.function.name, torch_source, len(attempts))
+    where = f"{finder.function.name}'s linear epilogue"
+    names = [p.name for p in params.values()]
+    definitions = epilogue.activation_definitions(wrapper, where, kind, act_param, names, torch_source, (x, w, b), site.resolved.entry)
+    ops = ("linear", kind or _text(finder, node.func))
+    kernel = epilogue.activation_kernel(kind, False) if kind else "linear_<activation>_kernel"
+    _record(finder, node, attempts, wrapper, Region, ops, kernel, params, ("linear", *([kind] if kind else [])), definitions, found)
+    return True
+
+
+def _param(finder, params: dict, node: ast.expr | None, role: str) -> str | None:
+    """The wrapper parameter passing ``node`` (one per source text), None for no value."""
+    if node is None or type(node) is ast.Constant and node.value is None:
+        return None
+    source = _text(finder, node)
+    if source not in params:
+        taken = {p.name for p in params.values()}
+        params[source] = Param(_name(node, taken) if _dotted(node) else _unique("other", taken), role, source)
+    return params[source].name
+
+
+def _record(finder, node, attempts, wrapper, Region, ops, kernel, params, entries, definitions, found) -> None:
+    """Mark the sites converted; the region, its call's edit and its definitions."""
+    span = finder.lines.span(node)
+    start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
+    for a in attempts:
+        a.status, a.reason, a.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
+    found.regions.append(Region(finder.path, span, finder.function.name, ops, wrapper, kernel, tuple(params.values()), entries))
+    found.edits.append((start, end, f"{wrapper}({', '.join(p.source for p in params.values())})"))
+    found.definitions.extend((start, d) for d in definitions)
 
 
 def _linear(finder, node: ast.expr):
@@ -173,19 +211,9 @@ def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gat
     from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
 
     params: dict[str, Param] = {}  # source -> parameter
-
-    def param(node: ast.expr | None, role: str) -> str | None:
-        if node is None or type(node) is ast.Constant:
-            return None
-        source = _text(finder, node)
-        if source not in params:
-            name = _name(node, {p.name for p in params.values()})
-            params[source] = Param(name, role, source)
-        return params[source].name
-
-    act_param = param(activated_node.func, MODULE) if kind is None else None
-    x = param(gate[1]["input"], ROWS)
-    names = [(param(b["weight"], WEIGHT), param(b.get("bias"), BIAS)) for _, b in (gate, up)]
+    act_param = _param(finder, params, activated_node.func, MODULE) if kind is None else None
+    x = _param(finder, params, gate[1]["input"], ROWS)
+    names = [(_param(finder, params, b["weight"], WEIGHT), _param(finder, params, b.get("bias"), BIAS)) for _, b in (gate, up)]
     linear = [f"torch.nn.functional.linear({x}, {w}, {b or 'None'})" for w, b in names]
     activated = f"{act_param or act.resolved.api}({linear[0]})"
     expression = f"{activated} * {linear[1]}" if activated_node is node.left else f"{linear[1]} * {activated}"
@@ -195,17 +223,9 @@ def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gat
     spec = gated.Gated(act_param, x, (names[0][0], names[1][0]), (names[0][1], names[1][1]), kind)
     where = f"{finder.function.name}'s gated pair"
     definitions = gated.definitions(wrapper, where, spec, [p.name for p in params.values()], torch_source, gate[0].resolved.entry)
-    span = finder.lines.span(node)
-    start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
-    for attempt in attempts:
-        attempt.status, attempt.reason, attempt.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
     ops = ("linear", kind or _text(finder, activated_node.func), "linear", "x * y")
     kernel = f"gated_{kind}_kernel" if kind else "gated_<activation>_kernel"
-    found.regions.append(Region(finder.path, span, finder.function.name, ops, wrapper, kernel, tuple(params.values()),
-                                tuple(op for op in ("linear", kind) if op)))
-    call = f"{wrapper}({', '.join(p.source for p in params.values())})"
-    found.edits.append((start, end, call))
-    found.definitions.extend((start, d) for d in definitions)
+    _record(finder, node, attempts, wrapper, Region, ops, kernel, params, tuple(op for op in ("linear", kind) if op), definitions, found)
 
 
 def _text(finder, node: ast.expr) -> str:

@@ -293,7 +293,7 @@ class _Finder:
         call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``;
         a gated pair or a linear and its epilogue (:mod:`epilogues`), also inside a converted call:
         ``self.down(act(gate(x)) * up(x))``, ``self.q_proj(h) * self.scaling``."""
-        if epilogues.gated_pair(self, node, found) or epilogues.linear_epilogue(self, node, found):
+        if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
             return
         if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
             returned = ast.Return(value=node)
