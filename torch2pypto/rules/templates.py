@@ -226,7 +226,10 @@ REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
 CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
 
 
-def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool) -> Definition:
+def cube_kernel(
+    name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool,
+    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False, tail: str = "",
+) -> Definition:
     """A kernel factory ``name(dtype, out_dtype, k, n, rows, transposed)`` multiplying row tiles of ``a`` by ``b``.
 
     ``a`` is [m, k] with a dynamic m walked in tiles of ``rows`` rows (:data:`CUBE_TILES`: the
@@ -234,7 +237,12 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     ``batched``: a stack of them whose count splits ``a``'s rows into equal runs of m rows, one per
     matrix. ``product`` (the matmul step, ``b_trans=transposed``) computes ``result`` in FP32
     from ``a_tile`` and ``b_tile``; the ``epilogue`` steps work on it (with ``bias_tile``, [1, n]
-    in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``.
+    in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``. An epilogue may also
+    read ``others`` (``<name>_tile``: row tiles of [m, n] inputs of ``dtype``, in FP32) and
+    ``constants`` (further factory parameters: Python numbers); ``rounded``: the product (plus
+    the bias: the epilogue's first step, given ``bias``) is rounded to ``dtype`` before the epilogue, where
+    torch's linear rounds its result; ``tail``: statements on ``result`` after the epilogue steps (an
+    activation's).
     K and N are static per compiled kernel and of any size: the cube's tiles are 32-byte aligned
     (16 elements), so the operands are read in place in tiles of k and n rounded up to 16, whose
     valid shape is the real k and n.
@@ -242,6 +250,7 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        b: pypto.Tensor(b_shape, dtype),\n"
     if bias:
         params += "        bias: pypto.Tensor([1, n], dtype),\n"
+    params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n" for o in others)
     setup, store = cast("result", FP32, "out_dtype")
     offset = "[j * b_rows, 0]" if batched else "[0, 0]"
     body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
@@ -251,7 +260,14 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
     if bias:
         body += (f"bias_tile = pypto.view(bias, [1, n16], [0, 0], valid_shape=[1, n])\n"
                  f"if dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n")
-    body += render(epilogue) + store + "pypto.assemble(result, [r, 0], out)\n"
+    if rounded:
+        body += render(epilogue[:1]) if bias else ""
+        epilogue = epilogue[1:] if bias else epilogue
+        body += f"if dtype != {FP32}:  # torch's linear rounds its result to its dtype\n    result = pypto.cast(pypto.cast(result, dtype), {FP32})\n"
+    for o in others:
+        body += (f"{o}_tile = pypto.view({o}, [rows, n16], [r, 0], valid_shape=[(m - i * rows).min(rows), n])\n"
+                 f"if dtype != {FP32}:\n    {o}_tile = pypto.cast({o}_tile, {FP32})\n")
+    body += render(epilogue) + tail + store + "pypto.assemble(result, [r, 0], out)\n"
     if batched:
         loops = (
             "        m = a.shape[0] // (b.shape[0] // b_rows)  # rows per right matrix\n"
@@ -273,10 +289,57 @@ def cube_kernel(name: str, doc: str, product: Apply, epilogue: Sequence[Apply], 
         "b_tile_shape = [n16, k16] if transposed else [k16, n16]\n"
         + ("b_shape = [pypto.DYNAMIC, b_valid[1]]  # the matrices stacked\n" if batched else "b_shape = b_valid\n")
     )
-    prelude += "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n16, rows, 3, (pypto.DT_FP32,))\n" + setup
+    prelude += f"k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n16, rows, {3 + len(others)}, (pypto.DT_FP32,))\n" + setup
     params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
     kernel_body = loops + textwrap.indent(body, " " * indent)
-    source = kernel_factory(name, "dtype, out_dtype, k, n, rows, transposed", doc, prelude, params, kernel_body, CUBE_JIT)
+    factory = ", ".join(["dtype, out_dtype, k, n, rows, transposed", *constants])
+    source = kernel_factory(name, factory, doc, prelude, params, kernel_body, CUBE_JIT)
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definition:
+    """A kernel factory ``name(dtype, k, n, rows)`` computing ``act(a @ wg.T + bg) * (a @ wu.T + bu)``
+    of row tiles of ``a`` ([m, k], m dynamic, in tiles of ``rows`` rows: :data:`CUBE_TILES`).
+
+    Each row tile is read once and multiplied by both weights ([n, k], read transposed) on the cube,
+    in FP32; the vector epilogue adds the biases (given ``bias``: ``bg``, ``bu`` [1, n]), rounds each
+    projection to ``dtype`` where torch's linear rounds it, applies ``activation`` (the FP32 statements
+    on the tile ``gate``, rounded after as torch's activation rounds) and multiplies. K and N are
+    static and of any size, as in :func:`cube_kernel`.
+    """
+    params = ("        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        wg: pypto.Tensor([n, k], dtype),\n"
+              "        wu: pypto.Tensor([n, k], dtype),\n")
+    if bias:
+        params += "        bg: pypto.Tensor([1, n], dtype),\n        bu: pypto.Tensor([1, n], dtype),\n"
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n"
+    matmul = Step("matmul", (("b_trans", "True"),))
+    body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
+    body += "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - r).min(rows), k])\n"
+    body += "".join(f"{w}_tile = pypto.view({w}, [n16, k16], [0, 0], valid_shape=[n, k])\n" for w in ("wg", "wu"))
+    body += matmul.render("gate", ("a_tile", "wg_tile", FP32)) + matmul.render("up", ("a_tile", "wu_tile", FP32))
+    body += "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
+    if bias:
+        for b, tile in (("bg", "gate"), ("bu", "up")):
+            body += (f"{b}_tile = pypto.view({b}, [1, n16], [0, 0], valid_shape=[1, n])\n"
+                     f"if dtype != {FP32}:\n    {b}_tile = pypto.cast({b}_tile, {FP32})\n"
+                     f"{tile} = pypto.add({tile}, {b}_tile)\n")
+    rounded = "".join(f"    {t} = pypto.cast(pypto.cast({t}, dtype), {FP32})\n" for t in ("gate", "up"))
+    body += f"if dtype != {FP32}:  # torch's linear rounds each projection to its dtype\n{rounded}"
+    body += activation
+    body += f"if dtype != {FP32}:  # and its activation its result\n    gate = pypto.cast(pypto.cast(gate, dtype), {FP32})\n"
+    setup, store = cast("result", FP32, "dtype")
+    body += "result = pypto.mul(gate, up)\n" + store + "pypto.assemble(result, [r, 0], out)\n"
+    loops = (
+        "        m = a.shape[0]\n"
+        "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
+        "            r = i * rows\n"
+    )
+    prelude = (
+        "k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
+        "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\n"
+        "vec_rows, vec_cols = _tile_shape(n16, rows, 4, (pypto.DT_FP32,))  # gate, up and two temporaries\n" + setup
+    )
+    source = kernel_factory(name, "dtype, k, n, rows", doc, prelude, params, loops + textwrap.indent(body, " " * 12), CUBE_JIT)
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 

@@ -40,6 +40,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, definitions, name_of, static_dtype
 from torch2pypto.rules.steps import Apply
 from torch2pypto.schema.family import family
+from torch2pypto.translator.engine import epilogues
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
@@ -94,6 +95,7 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     in parts): the module's functions of the other parts, by name, each a callable giving
     ``(function, Context)`` or None."""
     pending = {a.span: a for a in attempts if not a.status}
+    at = {a.span: a for a in attempts}
     host = {a.span for a in attempts if a.status == HOST_SIDE}
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
@@ -104,7 +106,7 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     for function in _functions(tree):
         finder = _Finder(sites, pending, lines, text, function)
         finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
-        finder.contexts = contexts
+        finder.contexts, finder.at = contexts, at
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
@@ -226,6 +228,7 @@ class _Finder:
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
         self.contexts: dict[int, Context] = {}  # id of a helper of another part -> that part's
+        self.at: dict = {}  # every call site's attempt by span, decided or pending
 
     # what the function reads and declares: walked only for a function with a region to try
 
@@ -302,7 +305,11 @@ class _Finder:
 
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
-        call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``."""
+        call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``;
+        a gated pair or a linear and its epilogue (:mod:`epilogues`), also inside a converted call:
+        ``self.down(act(gate(x)) * up(x))``, ``self.q_proj(h) * self.scaling``."""
+        if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
+            return
         if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)

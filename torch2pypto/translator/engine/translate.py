@@ -91,8 +91,8 @@ def translate_source(
         attempts = _decide(sites, lines)
         elsewhere = _elsewhere(module, text, path, section, lines, (table, options, generated, hierarchy)) if module.functions else None
         fused = fusion.fuse(sites, attempts, lines, text, index.tree, path, elsewhere) if options.fuse else fusion.Fused([], [], [])
-        part_edits, part_conversions, part_definitions = _rewrite(text, lines, attempts, progress)
-        part_edits += fused.edits
+        part_edits, part_conversions, part_definitions, nested = _rewrite(text, lines, attempts, progress, fused.edits)
+        part_edits += [e for e in fused.edits if e not in nested]
         part_definitions = [d for _, d in sorted([*fused.definitions, *part_definitions], key=lambda p: p[0])]  # source order
         regions += fused.regions
         by_attempt = {id(a): _record(path, a) for a in attempts}
@@ -262,8 +262,11 @@ def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
     return attempts
 
 
-def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callable[[float], None] | None = None):
-    """Run the rules on pending attempts, one outermost call segment at a time."""
+def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callable[[float], None] | None = None, fused=()):
+    """Run the rules on pending attempts, one outermost call segment at a time. A ``fused`` edit
+    (start, end, new) inside a segment (a gated pair in ``self.down_proj(...)``) is made in it
+    first, so the call around it is rewritten with it; returns the edits, conversions,
+    definitions and the fused edits so made."""
     pending = sorted((a for a in attempts if not a.status), key=lambda a: (a.span[:2], -a.span[2], -a.span[3]))
     groups: list[list[Attempt]] = []
     for attempt in pending:
@@ -271,29 +274,37 @@ def _rewrite(text: str, lines: _Lines, attempts: list[Attempt], progress: Callab
             groups[-1].append(attempt)
         else:
             groups.append([attempt])
-    edits, conversions, definitions = [], [], []
+    edits, conversions, definitions, nested = [], [], [], []
     rewriter = CallRewriter()
     for group in groups:
         start, end = lines.offset(*group[0].span[:2]), lines.offset(*group[0].span[2:])
         calls = [(lines.offset(*a.span[:2]) - start, lines.offset(*a.span[2:]) - start, a) for a in group]
+        inside = [e for e in fused if start <= e[0] and e[1] <= end]
+        nested += inside
+        calls += [(a - start, b - start, new) for a, b, new in inside]
         new, converted = _rewrite_segment(rewriter, text[start:end], calls)
-        if converted:
+        if converted or inside:  # a fused edit inside stands even if the call around it stays torch
             edits.append((start, end, new))
         for attempt, result in converted:
             conversions.append((attempt, result.call, result.params))
             definitions.extend((start, d) for d in result.definitions)
         if progress is not None:
             progress(end / len(text))
-    return edits, conversions, definitions
+    return edits, conversions, definitions, nested
 
 
 def _rewrite_segment(rewriter: CallRewriter, segment: str, calls: list[tuple[int, int, Attempt]]):
     """The segment with its calls (offsets into it) rewritten, inner calls first, so that an outer
-    call's rule sees its arguments already converted; and the converted ones, inner first."""
+    call's rule sees its arguments already converted; and the converted ones, inner first. A call
+    given as text instead of an attempt is a fused region's, put in as it is."""
     applied: list[tuple[int, int, int]] = []  # start, end (before any edit), change of length
     converted = []
     for start, end, attempt in sorted(calls, key=lambda c: (-c[0], c[1])):
         stop = end + sum(delta for s, e, delta in applied if start <= s and e <= end)  # edits inside it
+        if isinstance(attempt, str):
+            segment = segment[:start] + attempt + segment[stop:]
+            applied.append((start, end, len(attempt) - (stop - start)))
+            continue
         try:
             done = rewriter.rewrite(segment[start:stop], attempt)
         except (cst.ParserSyntaxError, RecursionError):  # e.g. nested beyond libcst's stack

@@ -25,6 +25,7 @@ from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
+from torch2pypto.translator.engine.epilogues import BIAS, MODULE, OTHER, WEIGHT
 from torch2pypto.translator.engine.fusion import Region
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
 from torch2pypto.translator.engine.transform import Conversion
@@ -105,6 +106,13 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
 
 
 FUSED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what a fused wrapper hands its kernel
+_GATED_N = 33  # a gated pair's projection width in the samples: no multiple of 16
+_GATED = {
+    WEIGHT: lambda entry, shape, dtype, generator: samples.tensor(entry, (_GATED_N, shape[-1]), dtype, generator) / shape[-1] ** 0.5,
+    BIAS: lambda entry, shape, dtype, generator: samples.tensor(entry, (_GATED_N,), dtype, generator),
+    MODULE: lambda entry, shape, dtype, generator: torch.nn.SiLU(),
+    OTHER: lambda entry, shape, dtype, generator: samples.tensor(entry, (*shape[:-1], _GATED_N), dtype, generator),
+}
 _DOMAINS = ("positive", "unit", "nonfinite")  # a region samples in the first of these an entry of it has
 
 
@@ -133,6 +141,8 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
             for param in region.params:
                 if param.kind in (ROWS, VECTOR, "like"):
                     args.append(samples.tensor(entry, shape if param.kind != VECTOR else shape[-1:], dtype, generator))
+                elif param.kind in _GATED:  # a gated pair's or epilogue's linear weights [n, k], biases [n], activation, other operand
+                    args.append(_GATED[param.kind](entry, shape, dtype, generator))
                 else:
                     args.append(Function(param.source) if param.kind == "callee" else {"number": 0.5, "dtype": dtype}.get(param.kind))
             if region.owner is not None:

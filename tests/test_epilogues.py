@@ -1,0 +1,324 @@
+"""Matmul epilogues: the gated MLP pair ``act(gate(x)) * up(x)`` as one cube kernel.
+
+The interpreter cases run the translated module against the original (odd rows, K and N of no
+tile multiple, FP32 and BF16, with and without biases, with grad) and count the launches: the
+gated kernel once, the down projection's linear once, nothing else.
+"""
+
+import collections
+import importlib.util
+import itertools
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch2pypto
+from torch2pypto import Options, translate_source
+from torch2pypto.translator.oracle.invariants import violations
+from torch2pypto.translator.verification.hostops import host_ops
+from torch2pypto.translator.verification.interpreter import counting
+
+LLAMA_MLP = """\
+import torch
+from torch import nn
+from transformers.activations import ACT2FN
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden, intermediate, bias=False, act="silu"):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.act_fn = ACT2FN[act]
+
+    def forward(self, x):
+        down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+        return down_proj
+"""
+
+FUNCTIONAL = """\
+import torch
+import torch.nn.functional as F
+
+
+def f(x: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, bg: torch.Tensor, bu: torch.Tensor):
+    h = F.linear(x, wu, bu) * F.silu(F.linear(x, wg, bg))
+    return h
+"""
+
+_MODULES = itertools.count()
+
+
+def translated(code: str, options: Options = Options()):
+    translation = translate_source(code, "mlp.py", options)
+    assert violations(translation, options=options) == []
+    return translation
+
+
+def module(code: str):
+    path = Path(tempfile.mkdtemp(prefix="torch2pypto-epilogue-")) / f"epilogue_case_{next(_MODULES)}.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def original(code: str):
+    namespace = {}
+    exec(compile(code, "mlp.py", "exec"), namespace)
+    return namespace
+
+
+def test_gated_pair_is_one_call_inside_the_down_projection():
+    translation = translated(LLAMA_MLP)
+    call = ("down_proj = pypto_linear(pypto_fused_forward_{}_4sites(self.act_fn, x, self.gate_proj.weight, self.gate_proj.bias, "
+            "self.up_proj.weight, self.up_proj.bias), self.down_proj.weight, bias=self.down_proj.bias)")
+    digest = translation.regions[0].wrapper.split("_")[3]
+    assert call.format(digest) in translation.code
+    assert {r.status for r in translation.records} == {"converted"}  # ACT2FN's site too: the wrapper checks its kind
+    assert [r.ops for r in translation.regions] == [("linear", "self.act_fn", "linear", "x * y")]
+    assert translated(translation.code).code == translation.code  # translating again changes nothing
+
+
+def test_no_fuse_keeps_a_kernel_per_call():
+    code = translated(LLAMA_MLP, Options(fuse=False)).code
+    assert "pypto_fused" not in code and "gated_silu_kernel" not in code
+    assert "pypto_mul(self.act_fn(pypto_linear(x, self.gate_proj.weight" in code
+
+
+def test_what_is_no_gated_pair_stays_per_call():
+    """Two inputs, a call as the input (it would run twice), an activation of no gated kernel."""
+    for expression in ("F.silu(F.linear(x, wg)) * F.linear(y, wu)", "F.silu(F.linear(x + y, wg)) * F.linear(x + y, wu)",
+                       "torch.exp(F.linear(x, wg)) * F.linear(x, wu)"):
+        code = f"import torch\nimport torch.nn.functional as F\n\n\ndef f(x: torch.Tensor, y: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor):\n    return {expression}\n"
+        assert not any("gated" in r.kernel for r in translated(code).regions), expression
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_llama_mlp_is_two_launches_and_matches_torch(dtype, bias):
+    mod, reference = module(translated(LLAMA_MLP).code), original(LLAMA_MLP)["MLP"]
+    for rows, hidden, intermediate in ((1, 37, 70), (2 * 7, 64, 48), (130, 200, 33)):
+        torch.manual_seed(rows)
+        model = mod.MLP(hidden, intermediate, bias).to(dtype)
+        expected = reference(hidden, intermediate, bias).to(dtype)
+        expected.load_state_dict(model.state_dict())
+        x = (torch.randn(rows, hidden) * 3).to(dtype).reshape(-1, 7, hidden) if rows % 7 == 0 else (torch.randn(rows, hidden) * 3).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(x)
+        linear = "linear_bias_kernel.kernel" if bias else "linear_kernel.kernel"
+        assert ran() == {f"gated_silu{'_bias' if bias else ''}_kernel.kernel": 1, linear: 1}, (rows, ran())
+        with torch.no_grad():
+            want = expected(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]  # bf16: one rounding apart at most
+        torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])
+
+
+@pytest.mark.interpreter
+def test_gated_kernel_keeps_torch_gradients():
+    mod, reference = module(translated(LLAMA_MLP).code), original(LLAMA_MLP)["MLP"]
+    torch.manual_seed(0)
+    model = mod.MLP(37, 70, True)
+    expected = reference(37, 70, True)
+    expected.load_state_dict(model.state_dict())
+    x = torch.randn(2, 5, 37, requires_grad=True)
+    ran = counting()
+    with torch2pypto.interpreted(mod):
+        model(x).square().sum().backward()
+    assert ran()["gated_silu_bias_kernel.kernel"] == 1
+    got = [x.grad, *(p.grad for p in model.parameters())]
+    x.grad = None
+    expected(x).square().sum().backward()
+    torch.testing.assert_close(got, [x.grad, *(p.grad for p in expected.parameters())], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("act", ["gelu", "gelu_pytorch_tanh", "relu"])
+def test_activation_chosen_at_run_time(act, dtype):
+    """ACT2FN's gelu (gemma's gelu_pytorch_tanh) has a gated kernel; relu has none: each projection
+    is one linear kernel, relu and the product run as written."""
+    mod, reference = module(translated(LLAMA_MLP).code), original(LLAMA_MLP)["MLP"]
+    torch.manual_seed(1)
+    model = mod.MLP(37, 70, act=act).to(dtype)
+    expected = reference(37, 70, act=act).to(dtype)
+    expected.load_state_dict(model.state_dict())
+    x = (torch.randn(2, 7, 37) * 2).to(dtype)
+    ran = counting()
+    with torch2pypto.interpreted(mod), torch.no_grad():
+        got = model(x)
+    kernels = {"linear_kernel.kernel": 3} if act == "relu" else {f"gated_{'gelu_tanh' if 'tanh' in act else act}_kernel.kernel": 1, "linear_kernel.kernel": 1}
+    assert ran() == kernels, ran()
+    with torch.no_grad():
+        want = expected(x)
+    tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
+    torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])
+
+
+@pytest.mark.interpreter
+def test_functional_gated_pair_of_large_values_matches_torch():
+    """F.linear and F.silu written out, the product in the other order, biases; projections far
+    below zero (silu's exp overflows: the quotient is -0, as torch's) and above."""
+    mod, f = module(translated(FUNCTIONAL).code), original(FUNCTIONAL)["f"]
+    x = torch.randn(9, 45) * 40
+    wg, wu, bg, bu = torch.randn(21, 45), torch.randn(21, 45), torch.randn(21), torch.randn(21)
+    ran = counting()
+    with torch2pypto.interpreted(mod):
+        got = mod.f(x, wg, wu, bg, bu)
+    assert ran() == {"gated_silu_bias_kernel.kernel": 1}
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, f(x, wg, wu, bg, bu), atol=1e-3, rtol=1e-5)
+
+
+EPILOGUES = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden, out, bias):
+        super().__init__()
+        self.q_proj = nn.Linear(hidden, out, bias=bias)
+        self.o_proj = nn.Linear(out, hidden, bias=bias)
+        self.scaling = 0.125
+
+    def forward(self, h, residual):
+        q = self.q_proj(h) * self.scaling
+        return residual + self.o_proj(q)
+
+
+def f(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor):
+    return F.linear(x, w) - r, F.linear(x, w) / 3
+"""
+
+
+def test_linear_epilogues_are_one_call_each():
+    code = translated(EPILOGUES).code
+    assert "q = pypto_fused_forward_" in code and "(h, self.q_proj.weight, self.q_proj.bias, self.scaling)" in code
+    assert "(q, self.o_proj.weight, self.o_proj.bias, residual)" in code
+    assert "return pypto_fused_f_" in code and "(x, w, 3)" in code
+    assert "pypto_fused" not in translated(EPILOGUES, Options(fuse=False)).code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear_epilogues_launch_once_and_match_torch(dtype, bias):
+    """A number (scale) and a tensor of the result's shape (residual), odd rows, k and n."""
+    mod, namespace = module(translated(EPILOGUES).code), original(EPILOGUES)
+    for rows, hidden, out in ((1, 37, 70), (130, 64, 33)):
+        torch.manual_seed(rows)
+        model = mod.Attention(hidden, out, bias).to(dtype)
+        expected = namespace["Attention"](hidden, out, bias).to(dtype)
+        expected.load_state_dict(model.state_dict())
+        h, residual = torch.randn(rows, hidden).to(dtype), torch.randn(rows, hidden).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(h, residual)
+        suffix = "_bias" if bias else ""
+        assert ran() == {f"linear_mul_number{suffix}_kernel.kernel": 1, f"linear_add_tensor{suffix}_kernel.kernel": 1}, ran()
+        with torch.no_grad():
+            torch.testing.assert_close(got, expected(h, residual), atol=1e-5, rtol=1e-5)  # rounded where torch rounds
+    x, w, r = torch.randn(9, 45).to(dtype), torch.randn(21, 45).to(dtype), torch.randn(9, 21).to(dtype)
+    ran = counting()
+    with torch2pypto.interpreted(mod):
+        got = mod.f(x, w, r)
+    assert ran() == {"linear_sub_tensor_kernel.kernel": 1, "linear_div_number_kernel.kernel": 1}
+    torch.testing.assert_close(got, namespace["f"](x, w, r), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.interpreter
+def test_linear_epilogue_keeps_torch_gradients_and_runs_torch_for_a_broadcast():
+    mod, namespace = module(translated(EPILOGUES).code), original(EPILOGUES)
+    x, w = torch.randn(9, 45, requires_grad=True), torch.randn(21, 45, requires_grad=True)
+    r = torch.randn(9, 21, requires_grad=True)
+    ran = counting()
+    with torch2pypto.interpreted(mod):
+        got = mod.f(x, w, r)
+        (got[0] * got[1]).sum().backward()
+    assert ran() == {"linear_sub_tensor_kernel.kernel": 1, "linear_div_number_kernel.kernel": 1}
+    grads = [t.grad for t in (x, w, r)]
+    x.grad = w.grad = r.grad = None
+    want = namespace["f"](x, w, r)
+    (want[0] * want[1]).sum().backward()
+    torch.testing.assert_close(grads, [t.grad for t in (x, w, r)], atol=1e-4, rtol=1e-4)
+    ran = counting()
+    with torch2pypto.interpreted(mod), torch.no_grad():
+        got = mod.f(x, w, r[:1])  # broadcasts: the expression as written
+    assert "linear_sub_tensor_kernel.kernel" not in ran()
+    with torch.no_grad():
+        torch.testing.assert_close(got[0], torch.nn.functional.linear(x, w) - r[:1])
+
+
+@pytest.mark.interpreter
+def test_gated_pair_and_epilogue_run_no_torch_op_on_the_host():
+    """Contiguous operands are read in place: no copy, no torch op outside the launches."""
+    functional = module(translated(FUNCTIONAL).code)
+    epilogues = module(translated(EPILOGUES).code)
+    x, wg, wu, bg, bu = torch.randn(2, 5, 45), torch.randn(21, 45), torch.randn(21, 45), torch.randn(21), torch.randn(21)
+    r = torch.randn(2, 5, 21)
+    with torch.no_grad(), torch2pypto.interpreted(functional, epilogues), host_ops(functional, epilogues) as ops:
+        functional.f(x, wg, wu, bg, bu)
+        epilogues.f(x, wg, r)
+    assert dict(ops) == {}
+    with torch.no_grad(), torch2pypto.interpreted(epilogues), host_ops(epilogues) as ops:
+        epilogues.f(x, wg, r[:1])  # a broadcast runs the expression as written: counted
+    assert ops["sub"] == 1
+
+
+FFN = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+from transformers.activations import ACT2FN
+
+
+class FFN(nn.Module):
+    def __init__(self, d, f, act="gelu", bias=True):
+        super().__init__()
+        self.fc1 = nn.Linear(d, f, bias=bias)
+        self.fc2 = nn.Linear(f, d, bias=bias)
+        self.activation_fn = ACT2FN[act]
+
+    def forward(self, hidden_states):
+        hidden_states = self.activation_fn(self.fc1(hidden_states))
+        return F.silu(self.fc2(hidden_states))
+"""
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("act", ["gelu", "silu", "gelu_pytorch_tanh", "relu"])
+def test_linear_activation_is_one_launch(act, dtype):
+    """bart's ``self.activation_fn(self.fc1(h))``: the activation in the linear's epilogue (read at
+    run time: relu has no such kernel, the linear's own kernel runs and then relu as written);
+    ``F.silu(self.fc2(h))`` known statically."""
+    code = translated(FFN).code
+    assert "pypto_linear" not in code.split("def forward", 1)[1].split("\n\n")[0]
+    mod, reference = module(code), original(FFN)["FFN"]
+    for rows, bias in ((1, True), (130, False)):
+        torch.manual_seed(rows)
+        model = mod.FFN(37, 70, act, bias).to(dtype)
+        expected = reference(37, 70, act, bias).to(dtype)
+        expected.load_state_dict(model.state_dict())
+        x = (torch.randn(rows, 37) * 2).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(x)
+        suffix = "_bias" if bias else ""
+        first = f"linear{suffix}_kernel.kernel" if act == "relu" else f"linear_{'gelu_tanh' if 'tanh' in act else act}{suffix}_kernel.kernel"
+        launched = collections.Counter({first: 1})
+        launched[f"linear_silu{suffix}_kernel.kernel"] += 1
+        assert ran() == launched, ran()
+        with torch.no_grad():
+            want = expected(x)
+        tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
+        torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])

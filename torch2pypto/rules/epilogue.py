@@ -1,0 +1,193 @@
+"""A linear and the elementwise op that consumes its result, as one cube kernel with a vector epilogue.
+
+``self.q_proj(h) * self.scaling`` (a scale), ``self.dense(h) + residual`` (a residual add),
+``self.o_proj(a) - t`` and ``/ n``: the kernel multiplies row tiles by the transposed weight on
+the cube (FP32 accumulation), adds the bias, rounds to the input's dtype where torch's linear
+rounds its result, and applies the op to a Python number or to a row tile of a tensor of the
+result's shape in the vector epilogue, rounded once at the store as torch rounds the op. The
+engine (:mod:`torch2pypto.translator.engine.epilogues`) finds the pattern; operands the kernel
+does not take (a tensor that broadcasts or is not contiguous, another dtype, other numbers) run
+the expression as written.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from torch2pypto.rules import cube, gated, templates
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.cube import MAX_DIM
+from torch2pypto.schema.entry import Entry
+from torch2pypto.rules.steps import Apply, Step
+
+FP32 = templates.FP32
+OPS = ("add", "sub", "mul", "div")  # pypto's, the linear's result first
+TENSOR, NUMBER = "tensor", "number"  # what the op's other operand is
+
+
+def kernels(op: str, kinds: tuple[str, ...]) -> tuple[Definition, ...]:
+    """The kernel factories of ``linear(a, w[, bias]) <op> other`` for each kind of other."""
+    product = Apply("result", Step("matmul", (("b_trans", "transposed"),)), ("a_tile", "b_tile", FP32))
+    found = []
+    for kind in kinds:
+        for bias in (False, True):
+            other = "other_tile" if kind == TENSOR else "other"
+            epilogue = [Apply("result", Step("add"), ("result", "bias_tile"))] if bias else []
+            epilogue.append(Apply("result", Step(op), ("result", other)))
+            doc = (f"pypto.matmul of [rows, k] row tiles by the transposed weight [n, k] in FP32{', plus the bias' if bias else ''}, "
+                   f"rounded as torch's linear rounds, then pypto.{op} of {'a row tile of other' if kind == TENSOR else 'the number other'}.")
+            found.append(templates.cube_kernel(
+                kernel_name(op, kind, bias), doc, product, epilogue, batched=False, bias=bias,
+                others=("other",) if kind == TENSOR else (), constants=("other",) if kind == NUMBER else (), rounded=True,
+            ))
+    return tuple(found)
+
+
+def kernel_name(op: str, kind: str, bias: bool) -> str:
+    return f"linear_{op}_{kind}{'_bias' if bias else ''}_kernel"
+
+
+EPILOGUE_TAKES = Definition(
+    "_epilogue_takes",
+    f'''\
+def _epilogue_takes(x, w, b, other=0):
+    """Whether a linear-epilogue kernel computes `linear(x, w, b) <op> other` (or an activation of
+    `linear(x, w, b)`: no other): tensors x, w (and b) of one float dtype on the kernel path, w
+    [n, k] of x's k (at most {MAX_DIM}), b None or [n]; other a finite Python int or float, or a
+    contiguous tensor of the result's shape and dtype."""
+    tensors = [x, w, *([] if b is None else [b])]
+    if not all(isinstance(t, torch.Tensor) and t.dtype == x.dtype for t in tensors) or not _on_kernel_path(*tensors):
+        return False
+    if x.dim() < 1 or w.dim() != 2 or x.shape[-1] != w.shape[1] or w.shape[1] > {MAX_DIM}:
+        return False
+    if b is not None and b.shape != w.shape[:1]:
+        return False
+    if isinstance(other, torch.Tensor):
+        shape = (*x.shape[:-1], w.shape[0])
+        return other.dtype == x.dtype and other.shape == shape and other.is_contiguous() and _on_kernel_path(other)
+    return type(other) in (int, float) and abs(other) <= torch.finfo(x.dtype).max
+''',
+    ("_on_kernel_path",),
+)
+
+
+def definitions(wrapper: str, where: str, op: str, kinds: tuple[str, ...], params: list[str], torch_source: str,
+                roles: tuple[str, str, str | None, str]) -> tuple[Definition, ...]:
+    """The kernels, the torch fallback and the wrapper of one linear epilogue; ``roles``: the
+    parameters holding x, the weight, the bias (None: the linear has none) and the other operand."""
+    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
+    fallback = f"_torch_{base}"
+    signature = ", ".join(params)
+    fallback_def = Definition(
+        fallback, f'def {fallback}({signature}):\n    """{where}: the original torch expression."""\n' + textwrap.indent(torch_source, "    ")
+    )
+    x, w, b, other = roles
+    factory = f"_PYPTO_DTYPES[{x}.dtype], _PYPTO_DTYPES[{x}.dtype], k, n, _cube_rows(a.shape[0]), True"
+    operands = f"a, _kept_contiguous({w}), " + (f"*([] if {b} is None else [{b}.reshape(1, n)]), " if b else "")
+
+    def launch(kind: str) -> str:
+        names = kernel_name(op, kind, True) if b else None
+        kernel = kernel_name(op, kind, False)
+        pick = f"({names} if {b} is not None else {kernel})" if b else kernel
+        if kind == TENSOR:
+            return f"_launch({pick}({factory}), {operands}{other}.view(-1, n), out)\n"
+        return f"_launch({pick}({factory}, float({other})), {operands}out)\n"
+
+    if len(kinds) == 2:
+        launched = f"if isinstance({other}, torch.Tensor):\n    {launch(TENSOR)}else:\n    {launch(NUMBER)}"
+    else:
+        launched = launch(kinds[0])
+    body = (
+        f"n, k = {w}.shape\n"
+        f"a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
+        f"out = torch.empty(a.shape[0], n, dtype={x}.dtype, device={x}.device)\n"
+        + launched + f"return out.reshape(*{x}.shape[:-1], n)\n"
+    )
+    doc = textwrap.fill(f"{where} as one PyPTO kernel: linear, then pypto.{op} in its epilogue.", 92, subsequent_indent="    ")
+    more = textwrap.fill(
+        "The product on the cube (FP32 accumulation) plus the bias, rounded where torch's linear rounds it, "
+        f"then the op in the vector epilogue. Operands the kernel does not take (a tensor other than one of "
+        f"the result's shape and dtype, off the NPU) run {fallback}.",
+        92, initial_indent="    ", subsequent_indent="    ",
+    )
+    source = (
+        f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
+        f"    if not _epilogue_takes({x}, {w}, {b or 'None'}, {other}):\n        return {fallback}({signature})\n"
+        f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
+        + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n"
+    )
+    built = kernels(op, kinds)
+    requires = ("_epilogue_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(d.name for d in built))
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, EPILOGUE_TAKES, fallback_def, Definition(wrapper, source, requires))
+
+
+def activation_kernels(names) -> tuple[Definition, ...]:
+    """The kernel factories of ``act(linear(a, w[, bias]))`` for each activation of ``names``."""
+    product = Apply("result", Step("matmul", (("b_trans", "transposed"),)), ("a_tile", "b_tile", FP32))
+    return tuple(
+        templates.cube_kernel(
+            activation_kernel(name, bias),
+            f"pypto.matmul of [rows, k] row tiles by the transposed weight [n, k] in FP32{', plus the bias' if bias else ''}, "
+            f"rounded as torch's linear rounds, then {name} in FP32.",
+            product, [Apply("result", Step("add"), ("result", "bias_tile"))] if bias else [], batched=False, bias=bias,
+            rounded=True, tail=gated.activation(name, "result"),
+        )
+        for name in names for bias in (False, True)
+    )
+
+
+def activation_kernel(name: str, bias: bool) -> str:
+    return f"linear_{name}{'_bias' if bias else ''}_kernel"
+
+
+def activation_definitions(wrapper: str, where: str, kind: str | None, act: str | None, params: list[str], torch_source: str,
+                           roles: tuple[str, str, str | None], linear: Entry) -> tuple[Definition, ...]:
+    """The kernels, the torch fallback and the wrapper of ``act(linear(x, w, b))``: ``kind`` the
+    activation if known statically, else the parameter ``act`` holds the module, whose kind the
+    wrapper reads at run time (an activation of no kernel: the linear's own kernel, then ``act``)."""
+    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
+    fallback = f"_torch_{base}"
+    signature = ", ".join(params)
+    fallback_def = Definition(
+        fallback, f'def {fallback}({signature}):\n    """{where}: the original torch expression."""\n' + textwrap.indent(torch_source, "    ")
+    )
+    x, w, b = roles
+    names = (kind,) if kind else tuple(gated.ACTIVATIONS)
+    if kind:
+        prologue, pick = "", f"kernel, biased = {activation_kernel(kind, False)}, {activation_kernel(kind, True)}\n"
+    else:
+        prologue = (f"activation = _activation_kind({act})\n"
+                    f"if activation is None:  # no kernel computes it in its epilogue: the linear's own kernel, then it\n"
+                    f"    return {act}(pypto_{linear.op}({x}, {w}, bias={b or 'None'}))\n")
+        pairs = ", ".join(f'"{n}": ({activation_kernel(n, False)}, {activation_kernel(n, True)})' for n in names)
+        pick = f"kernel, biased = {{{pairs}}}[activation]\n"
+    factory = f"(_PYPTO_DTYPES[{x}.dtype], _PYPTO_DTYPES[{x}.dtype], k, n, _cube_rows(a.shape[0]), True)"
+    launch = f"_launch(kernel{factory}, a, _kept_contiguous({w}), out)\n"
+    if b:
+        launch = f"if {b} is None:\n    {launch}else:\n    _launch(biased{factory}, a, _kept_contiguous({w}), {b}.reshape(1, n), out)\n"
+    body = (
+        f"n, k = {w}.shape\n"
+        f"a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
+        + pick + f"out = torch.empty(a.shape[0], n, dtype={x}.dtype, device={x}.device)\n"
+        + launch + f"return out.reshape(*{x}.shape[:-1], n)\n"
+    )
+    doc = textwrap.fill(f"{where} as one PyPTO kernel: linear, then {kind or act} in its epilogue.", 92, subsequent_indent="    ")
+    more = textwrap.fill(
+        "The product on the cube (FP32 accumulation) plus the bias, rounded where torch's linear rounds it, "
+        f"then the activation in the vector epilogue. Operands the kernel does not take (other shapes or dtypes, "
+        f"off the NPU) run {fallback}.",
+        92, initial_indent="    ", subsequent_indent="    ",
+    )
+    source = (
+        f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
+        f"    if not _epilogue_takes({x}, {w}, {b or 'None'}):\n        return {fallback}({signature})\n"
+        + textwrap.indent(prologue, "    ")
+        + f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
+        + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n"
+    )
+    built = activation_kernels(names)
+    run_time = () if kind else (gated.ACTIVATION_KIND, *cube.definitions(linear))
+    requires = ("_epilogue_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(d.name for d in built),
+                *(() if kind else ("_activation_kind", f"pypto_{linear.op}")))
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, EPILOGUE_TAKES, *run_time, fallback_def,
+            Definition(wrapper, source, requires))

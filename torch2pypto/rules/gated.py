@@ -1,0 +1,190 @@
+"""The gated pair of an MLP, ``act(linear(x, wg, bg)) * linear(x, wu, bu)``, as one cube kernel.
+
+llama's ``self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))`` (and its kin) runs
+two linears, an activation and a product. Here one kernel reads each row tile of x once,
+multiplies it by both weights on the cube (FP32 accumulation) and applies the activation and the
+product in the vector epilogue, as PyPTO's fused_swiglu does; it rounds where torch rounds (each
+projection and the activation to x's dtype), so its values are torch's. The engine
+(:mod:`torch2pypto.translator.engine.epilogues`) finds the pattern; this module makes the kernel,
+the torch fallback (the expression as written) and the wrapper. An activation module known only
+at run time (``ACT2FN[config.hidden_act]``) is passed to the wrapper, which launches the kernel
+for the activations of :data:`ACTIVATIONS`; for any other it runs each projection as one linear
+kernel and the activation and the product as written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+
+from torch2pypto.rules import cube, templates
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.cube import MAX_DIM
+from torch2pypto.schema.entry import Entry
+
+FP32 = templates.FP32
+# activation -> its FP32 statements on the tile ``gate`` (the kernel's epilogue). silu is x / (1 +
+# exp(-x)): pypto.sigmoid builds a full-size constant and breaks on the partial row tile a cube
+# kernel's last tile is
+ACTIVATIONS = {
+    "silu": "gate = pypto.div(gate, pypto.add(pypto.exp(pypto.mul(gate, -1.0)), 1.0))  # silu: x * sigmoid(x)\n",
+    # gelu(approximate='tanh'): x * sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+    "gelu_tanh": (
+        "inner = pypto.add(gate, pypto.mul(pypto.mul(pypto.mul(gate, gate), gate), 0.044715))\n"
+        "gate = pypto.div(gate, pypto.add(pypto.exp(pypto.mul(inner, -1.5957691216057308)), 1.0))  # gelu, tanh form\n"
+    ),
+    # exact gelu as the table's gelu: relu(x) - |x|/2 erfc(|x|/sqrt 2), erfc by Abramowitz-Stegun 7.1.26
+    "gelu": (
+        "size = pypto.abs(gate)\n"
+        "t = pypto.reciprocal(pypto.add(pypto.mul(size, 0.2316418882663604), 1.0))\n"
+        "poly = pypto.add(pypto.mul(t, 1.061405429), -1.453152027)\n"
+        "poly = pypto.add(pypto.mul(t, poly), 1.421413741)\n"
+        "poly = pypto.add(pypto.mul(t, poly), -0.284496736)\n"
+        "poly = pypto.add(pypto.mul(t, poly), 0.254829592)\n"
+        "erfc = pypto.mul(pypto.mul(t, poly), pypto.exp(pypto.mul(pypto.mul(gate, gate), -0.5)))\n"
+        "gate = pypto.sub(pypto.relu(gate), pypto.mul(pypto.mul(size, 0.5), erfc))  # gelu\n"
+    ),
+}
+
+
+def activation(name: str, tile: str) -> str:
+    """The FP32 statements of activation ``name`` on the tile ``tile``."""
+    return re.sub(r"\bgate\b", tile, ACTIVATIONS[name])
+
+
+# the table ops (a function call's entry) that compute each activation
+FUNCTIONS = {"silu": "silu"}
+# the table ops of the nn modules whose calls may compute one (nn.GELU: by its approximate, at run time)
+MODULE_OPS = frozenset({"silu", "gelu"})
+
+
+def kernels(names=tuple(ACTIVATIONS)) -> tuple[Definition, ...]:
+    """Per activation of ``names``, the kernel factory without biases and with them."""
+    return tuple(
+        templates.gated_kernel(
+            f"gated_{name}{'_bias' if bias else ''}_kernel",
+            f"{name}(a @ wg.T{' + bg' if bias else ''}) * (a @ wu.T{' + bu' if bias else ''}): both projections of one read of a's row tiles.",
+            statements, bias=bias,
+        )
+        for name, statements in ACTIVATIONS.items() if name in names for bias in (False, True)
+    )
+
+
+ACTIVATION_KIND = Definition(
+    "_activation_kind",
+    '''\
+def _activation_kind(act):
+    """The activation a gated or linear-epilogue kernel computes for module `act` (torch's SiLU and GELU, transformers'
+    SiLUActivation, GELUActivation and GELUTanh), or None: another module, an in-place one, one whose
+    call would run hooks or a forward of its own."""
+    if not isinstance(act, torch.nn.Module) or act._forward_hooks or act._forward_pre_hooks or "forward" in vars(act):
+        return None
+    kind = type(act)
+    if kind.forward.__qualname__ != kind.__qualname__ + ".forward":
+        return None
+    name, held = kind.__module__ + "." + kind.__qualname__, getattr(act, "act", None)
+    if name == "torch.nn.modules.activation.SiLU":
+        return None if act.inplace else "silu"
+    if name == "torch.nn.modules.activation.GELU":
+        return {"none": "gelu", "tanh": "gelu_tanh"}.get(act.approximate)
+    if name == "transformers.activations.SiLUActivation":
+        return "silu"
+    if name == "transformers.activations.GELUActivation" and held is torch.nn.functional.gelu:
+        return "gelu"
+    if name == "transformers.activations.GELUTanh" and isinstance(held, functools.partial):
+        tanh = held.func is torch.nn.functional.gelu and not held.args and held.keywords == {"approximate": "tanh"}
+        return "gelu_tanh" if tanh else None
+    return None
+''',
+)
+
+GATED_TAKES = Definition(
+    "_gated_takes",
+    f'''\
+def _gated_takes(x, wg, bg, wu, bu):
+    """Whether a gated kernel computes `act(linear(x, wg, bg)) * linear(x, wu, bu)`: tensors of one
+    float dtype on the kernel path, weights [n, k] of x's k (at most {MAX_DIM}), biases both None or
+    both [n]."""
+    biases = [b for b in (bg, bu) if b is not None]
+    tensors = [x, wg, wu, *biases]
+    if len(biases) == 1 or not all(isinstance(t, torch.Tensor) and t.dtype == x.dtype for t in tensors):
+        return False
+    if not _on_kernel_path(*tensors) or x.dim() < 1 or wg.dim() != 2 or wu.shape != wg.shape:
+        return False
+    n, k = wg.shape
+    return x.shape[-1] == k <= {MAX_DIM} and all(b.shape == (n,) for b in biases)
+''',
+    ("_on_kernel_path",),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gated:
+    """A gated pair found in the code: the wrapper's parameters by role (``act``: the activation
+    module's, None for a function's), their sources, and the activation's name if known statically."""
+
+    act: str | None  # the parameter holding the activation module
+    x: str
+    weights: tuple[str, str]  # gate's, up's
+    biases: tuple[str | None, str | None]  # None: the linear has none
+    activation: str | None  # static (a function's), else chosen at run time from the module
+
+
+def definitions(wrapper: str, where: str, gated: Gated, params: list[str], torch_source: str, linear: Entry) -> tuple[Definition, ...]:
+    """The kernels, the torch fallback (``torch_source``: the expression's statements over
+    ``params``) and the wrapper of one gated pair; given an activation known at run time only, also
+    ``linear``'s wrapper, which projects on the cube for an activation of no gated kernel."""
+    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
+    fallback = f"_torch_{base}"
+    signature = ", ".join(params)
+    fallback_def = Definition(
+        fallback, f'def {fallback}({signature}):\n    """{where}: the original torch expression."""\n' + textwrap.indent(torch_source, "    ")
+    )
+    (wg, wu), (bg, bu) = gated.weights, gated.biases
+    x = gated.x
+    bias_args = [bg or "None", bu or "None"]
+    takes = f"_gated_takes({x}, {wg}, {bias_args[0]}, {wu}, {bias_args[1]})"
+    guard = f"not {takes}"
+    if gated.activation is not None:  # known statically
+        prologue = ""
+        pick = f"kernel, biased = gated_{gated.activation}_kernel, gated_{gated.activation}_bias_kernel\n"
+    else:
+        first, second = (f"pypto_{linear.op}({x}, {w}, bias={b or 'None'})" for w, b in zip(gated.weights, gated.biases))
+        prologue = (f"activation = _activation_kind({gated.act})\n"
+                    f"if activation is None:  # no gated kernel computes it: each projection one cube kernel\n"
+                    f"    return {gated.act}({first}) * {second}\n")
+        names = ", ".join(f'"{name}": (gated_{name}_kernel, gated_{name}_bias_kernel)' for name in ACTIVATIONS)
+        pick = f"kernel, biased = {{{names}}}[activation]\n"
+    factory = f"(_PYPTO_DTYPES[{x}.dtype], k, n, _cube_rows(a.shape[0]))"
+    weights = f"_kept_contiguous({wg}), _kept_contiguous({wu})"
+    launch = f"_launch(kernel{factory}, a, {weights}, out)\n"
+    if bg or bu:
+        launch = (f"if {bias_args[0]} is None:\n    {launch}else:\n"
+                  f"    _launch(biased{factory}, a, {weights}, {bias_args[0]}.reshape(1, n), {bias_args[1]}.reshape(1, n), out)\n")
+    body = (
+        f"n, k = {wg}.shape\n"
+        f"a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
+        + pick + f"out = torch.empty(a.shape[0], n, dtype={x}.dtype, device={x}.device)\n"
+        + launch + f"return out.reshape(*{x}.shape[:-1], n)\n"
+    )
+    doc = textwrap.fill(f"{where} as one PyPTO kernel: linear, {gated.activation or gated.act}, linear, x * y.", 92, subsequent_indent="    ")
+    more = textwrap.fill(
+        "Both projections of one read of each row tile of x on the cube (pypto.matmul, FP32 accumulation); "
+        "the activation and the product in the vector epilogue, rounded where torch rounds. Operands the "
+        f"kernel does not take (other shapes or dtypes, off the NPU) run {fallback}.",
+        92, initial_indent="    ", subsequent_indent="    ",
+    )
+    source = (
+        f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
+        + f"    if {guard}:\n        return {fallback}({signature})\n"
+        + textwrap.indent(prologue, "    ")
+        + f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
+        + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n"
+    )
+    built = kernels((gated.activation,) if gated.activation else tuple(ACTIVATIONS))
+    requires = ["_gated_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(k.name for k in built)]
+    run_time = () if gated.activation is not None else (ACTIVATION_KIND, *cube.definitions(linear))
+    requires += [] if gated.activation is not None else ["_activation_kind", f"pypto_{linear.op}"]
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, GATED_TAKES, *run_time, fallback_def,
+            Definition(wrapper, source, tuple(requires)))
