@@ -114,7 +114,7 @@ def test_linear_returns_its_input_itself(translated):
 def test_verify_tries_the_wrapper_on_a_module_of_each_op():
     """--verify has no module to sample from the call: one module per distinct op of the classes
     (the first built without arguments), in each case's dtype, on the first sample shape."""
-    from torch2pypto.translator.verification.sites import cases
+    from torch2pypto.translator.verification.verify import cases
 
     (conversion,) = translate(ACT).conversions
     made = cases(conversion, "0")

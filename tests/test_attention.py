@@ -217,9 +217,9 @@ def test_gradients_are_torchs(module):
 def test_verify_samples_the_kernel_path():
     """--verify gives a dropout_p known at run time its default (0.5 took the torch path: 'not
     exercised'), the mask a shape of the scores, and half dtypes attention's tolerance."""
-    from torch2pypto.translator.verification import sites
+    from torch2pypto.translator.verification import verify
 
-    cases = sites.cases(translate_source(SDPA).conversions[0], "0")
+    cases = verify.cases(translate_source(SDPA).conversions[0], "0")
     assert len(cases) == 3 * len(ENTRY.sample.shapes)
     for case in cases:
         q, k, v = case.args

@@ -140,9 +140,9 @@ def test_verify_reports_a_fused_region_that_disagrees_or_cannot_run(tmp_path, ca
     """No tolerance: the fp16 cases of the RMSNorm region differ from torch in a last bit (a
     mismatch, exit 1); a class inside a function cannot be made for a fallback's self (not
     exercised, exit 1)."""
-    from torch2pypto.translator.verification import sites
+    from torch2pypto.translator.verification import verify
 
-    monkeypatch.setattr(sites, "region_tolerance", lambda dtype: (0.0, 0.0))
+    monkeypatch.setattr(verify, "region_tolerance", lambda dtype: (0.0, 0.0))
     source = tmp_path / "norm.py"
     source.write_text("import torch\n\n\ndef f(x: torch.Tensor):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n")
     assert main([str(source), "--verify", "-o", str(tmp_path / "out.py")]) == 1

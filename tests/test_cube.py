@@ -10,7 +10,7 @@ import torch2pypto
 from helpers import sample, statuses, translate
 from torch2pypto.mapping import load_table
 from torch2pypto.translator.engine.translate import translate_source
-from torch2pypto.translator.verification import sites
+from torch2pypto.translator.verification import verify
 from torch2pypto.translator.verification.interpreter import counting
 
 MATMULS = """\
@@ -126,7 +126,7 @@ def test_verify_samples_matmul_operands_with_matching_k():
     for call, names in [("torch.matmul(x, y)", ("input", "other")), ("torch.nn.functional.linear(x, y, w)", ("input", "weight", "bias"))]:
         translation = translate_source(SNIPPET.format(call).replace("y: torch.Tensor", "y: torch.Tensor, w: torch.Tensor"))
         entry = load_table().by_api[translation.conversions[0].record.api]
-        cases = sites.cases(translation.conversions[0], "0")
+        cases = verify.cases(translation.conversions[0], "0")
         assert len(cases) == 3 * len(entry.sample.shapes)
         for case in cases:
             args = list(case.args) + list(case.kwargs.values())

@@ -99,10 +99,10 @@ def test_verify_reports_a_used_entry_that_disagrees_with_torch_or_pypto(monkeypa
     """--verify checks the entries its translation uses (here exp, its pypto op misspelt)."""
     pytest.importorskip("pypto")
     from torch2pypto.translator.engine.translate import translate_source
-    from torch2pypto.translator.verification import sites
+    from torch2pypto.translator.verification import verify
 
     raw = _fixtures("elementwise")["valid"]
     wrong = build_table({**raw, "exp": {**raw["exp"], "pypto": "expm11"}})
-    monkeypatch.setattr(sites, "load_table", lambda: wrong)
+    monkeypatch.setattr(verify, "load_table", lambda: wrong)
     translation = translate_source("import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.exp(x)\n", table=wrong)
-    assert sites._wrong_entries(translation) == ["exp: pypto.expm11 does not exist in pypto"]
+    assert verify._wrong_entries(translation) == ["exp: pypto.expm11 does not exist in pypto"]

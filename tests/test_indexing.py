@@ -10,7 +10,7 @@ from helpers import sample, translate
 from table_cases import load
 from torch2pypto.mapping import load_table
 from torch2pypto.translator.engine.translate import translate_source
-from torch2pypto.translator.verification import sites
+from torch2pypto.translator.verification import verify
 from torch2pypto.translator.verification.interpreter import counting
 
 EMBEDDING = """\
@@ -126,8 +126,8 @@ def test_verify_samples_indices_in_range_along_the_calls_dim():
                  "x.scatter(0, i, y)", "x.index_add(1, i, y)"]:  # fmt: skip
         translation = translate_source(SNIPPET.format(call))
         entry = table.by_api[translation.conversions[0].record.api]
-        cases = sites.cases(translation.conversions[0], "0")
-        assert len(cases) == len(entry.dtypes) * len(sites.samples.shapes(entry))
+        cases = verify.cases(translation.conversions[0], "0")
+        assert len(cases) == len(entry.dtypes) * len(verify.samples.shapes(entry))
         for case in cases:
             args = list(case.args) + list(case.kwargs.values())
             try:

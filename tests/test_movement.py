@@ -10,7 +10,7 @@ import torch
 import torch2pypto
 from torch2pypto import translate_source
 from torch2pypto.mapping import TableError, build_table, samples
-from torch2pypto.translator.verification import interpreter, sites
+from torch2pypto.translator.verification import interpreter, verify
 
 CAT = {"category": "same-name-different-params", "family": "movement", "apis": ["torch.cat"], "pypto": "assemble",
        "signature": "(tensors: Tensors, dim: int = 0)", "args": {"layout": "cat"}, "dtypes": ["float32"],
@@ -164,5 +164,5 @@ def test_gradients_flow_through_every_tensor_of_a_list(joins):
 
 def test_verify_samples_a_list_of_a_run_time_length():
     translation = translate_source("import torch\n\n\ndef f(xs, a):\n    return torch.cat(xs, -1), torch.stack([a, a])\n")
-    listed, literal = (sites.cases(c, str(k)) for k, c in enumerate(translation.conversions))
+    listed, literal = (verify.cases(c, str(k)) for k, c in enumerate(translation.conversions))
     assert {len(case.args[0]) for case in listed} == {samples.LIST_LENGTH} and {len(case.args[0]) for case in literal} == {2}

@@ -88,10 +88,10 @@ def test_a_family_that_takes_the_rest_rejects_nothing():
 def test_verify_samples_a_starred_call_s_operands_as_written_ones():
     """--verify gives the parameters a starred argument passes at run time (packed's q, k, v)
     sample operands, as it does written ones."""
-    from torch2pypto.translator.verification import sites
+    from torch2pypto.translator.verification import verify
 
     for conversion in translate(REST).conversions:
-        cases = sites.cases(conversion, "0")
+        cases = verify.cases(conversion, "0")
         assert len(cases) == 3 * len(ENTRY.sample.shapes)
         for case in cases:
             q, k, v = case.args

@@ -13,7 +13,7 @@ from torch2pypto.mapping import TableError, build_table, load_table
 from torch2pypto.mapping.tolerance import equal_nan, tolerance
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine import emit
-from torch2pypto.translator.verification import sites
+from torch2pypto.translator.verification import verify
 
 TABLE = load_table()
 LINEAR = """\
@@ -34,12 +34,12 @@ class Head(nn.Module):
 def verified(code: str) -> tuple[bool, str]:
     """verify_translation's verdict and what it printed, as piped output (80 columns)."""
     translation = translate_source(code, "snippet.py")
-    return verify(translation)
+    return verified_translation(translation)
 
 
-def verify(translation) -> tuple[bool, str]:
+def verified_translation(translation) -> tuple[bool, str]:
     out = io.StringIO()
-    ok = sites.verify_translation(translation, Console(file=out, width=80), emit.standalone(translation.code))
+    ok = verify.verify_translation(translation, Console(file=out, width=80), emit.standalone(translation.code))
     return ok, out.getvalue()
 
 
@@ -82,7 +82,7 @@ def test_a_correct_linear_passes_verify():
 def test_a_mismatch_names_dtype_shape_worst_element_and_tolerance(monkeypatch):
     """A MISMATCH line gives the case's dtype and shape, the worst element's index, got and
     expected, and the tolerance, whole: piped output used to cut it (``1.16825103759765…``)."""
-    monkeypatch.setattr(sites, "tolerance", lambda *args: (0.0, 0.0))
+    monkeypatch.setattr(verify, "tolerance", lambda *args: (0.0, 0.0))
     ok, out = verified(LINEAR.replace("self.proj(x)", "self.proj(x).exp()"))  # (* 3 fuses: a linear epilogue)
     assert not ok and "…" not in out
     lines = [line for line in out.splitlines() if line.startswith("11:16 torch.nn.Linear float32 [2, 3, 130, 200]")]
@@ -95,12 +95,12 @@ def test_a_mismatch_names_dtype_shape_worst_element_and_tolerance(monkeypatch):
 def test_a_kernel_that_fails_to_compile_is_an_error_with_its_reason(monkeypatch):
     """Issue 20 item 5: a misspelt PyPTO op (a kernel that cannot compile) showed only "not
     exercised", as if the wrapper had taken its torch path. (One case: each failure costs a worker.)"""
-    every = sites.cases
-    monkeypatch.setattr(sites, "cases", lambda *args: every(*args)[:1])
+    every = verify.cases
+    monkeypatch.setattr(verify, "cases", lambda *args: every(*args)[:1])
     translation = translate_source("import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.exp(x)\n", "snippet.py")
     assert "pypto.exp(" in translation.code
     broken = dataclasses.replace(translation, code=translation.code.replace("pypto.exp(", "pypto.expm11("))
-    ok, out = verify(broken)
+    ok, out = verified_translation(broken)
     assert not ok and "not exercised" not in out
     row = next(line for line in out.splitlines() if "torch.exp" in line and "│" in line)
     assert row.split("│")[-2].strip() == "error", row
@@ -120,8 +120,8 @@ def test_a_region_that_inlines_a_module_function_is_verified():
     translation = translate_source(code, "snippet.py")
     (region,) = translation.regions
     assert [p.kind for p in region.params] == ["rows", "rows", "callee", "rows"]
-    assert [c.label.split(" ", 1)[1] for c in sites.region_cases(region, "r")][:2] == ["float32 [2, 3, 13, 64]", "float32 [64]"]
-    ok, out = verify(translation)
+    assert [c.label.split(" ", 1)[1] for c in verify.region_cases(region, "r")][:2] == ["float32 [2, 3, 13, 64]", "float32 [64]"]
+    ok, out = verified_translation(translation)
     assert ok and "fused region, 7 ops" in out and "not exercised" not in out, out
 
 
@@ -155,5 +155,5 @@ def test_convs_and_an_einsum_are_verified_on_their_own_forms():
     that the patch kernels launch; an einsum's operands take its equation's ranks."""
     ok, out = verified(CONTRACTIONS)
     assert ok and "not exercised" not in out and "error" not in out, out
-    assert [c.args[1].shape for c in sites.cases(translate_source(CONTRACTIONS, "snippet.py").conversions[2], "e")][:2] == [
+    assert [c.args[1].shape for c in verify.cases(translate_source(CONTRACTIONS, "snippet.py").conversions[2], "e")][:2] == [
         torch.Size([7, 37, 2, 5]), torch.Size([130, 20, 5, 3])]  # q: b, n, q, d by the indices sorted

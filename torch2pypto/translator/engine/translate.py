@@ -18,7 +18,7 @@ from torch2pypto.rules.fusion import fused_sites
 from torch2pypto.translator.engine import emit
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.schema import operators
-from torch2pypto.translator.engine import fusion, parts
+from torch2pypto.translator.engine import chunks, fusion
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
 from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
@@ -66,7 +66,7 @@ def translate_source(
     """
     text, encoding = decode(source)
     table = table or load_table()
-    cut = parts.cut(text)
+    cut = chunks.cut(text)
     module = _Parted.read(text, path, cut) if cut else None
     if module is None:
         try:
@@ -85,21 +85,21 @@ def translate_source(
     hierarchy = Hierarchy(path, options.module_bases)
     records, edits, conversions, definitions, regions = [], [], [], {}, []
     spelt_free_torch = False
-    for part in cut:
-        index = module.index(text, part, path, section)
+    for chunk in cut:
+        index = module.index(text, chunk, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
         attempts = _decide(sites, lines)
         elsewhere = _elsewhere(module, text, path, section, lines, (table, options, generated, hierarchy)) if module.functions else None
         fused = fusion.fuse(sites, attempts, lines, text, index.tree, path, elsewhere) if options.fuse else fusion.Fused([], [], [])
-        part_edits, part_conversions, part_definitions, nested = _rewrite(text, lines, attempts, progress, fused.edits)
-        part_edits += [e for e in fused.edits if e not in nested]
-        part_definitions = [d for _, d in sorted([*fused.definitions, *part_definitions], key=lambda p: p[0])]  # source order
+        chunk_edits, chunk_conversions, chunk_definitions, nested = _rewrite(text, lines, attempts, progress, fused.edits)
+        chunk_edits += [e for e in fused.edits if e not in nested]
+        chunk_definitions = [d for _, d in sorted([*fused.definitions, *chunk_definitions], key=lambda p: p[0])]  # source order
         regions += fused.regions
         by_attempt = {id(a): _record(path, a) for a in attempts}
         records += by_attempt.values()
-        edits += part_edits
-        conversions += [Conversion(by_attempt[id(a)], call, params) for a, call, params in part_conversions]
-        for definition in part_definitions:
+        edits += chunk_edits
+        conversions += [Conversion(by_attempt[id(a)], call, params) for a, call, params in chunk_conversions]
+        for definition in chunk_definitions:
             definitions.setdefault(definition.name, definition)
         spelt_free_torch |= sites.inference.spelt_free_torch
     ordered = emit.ordered(definitions.values())
@@ -113,8 +113,8 @@ def translate_source(
 
 
 class _Parted:
-    """A module as its parts see it: its whole ``tree``, or for a large module parsed a part at a
-    time (:mod:`parts`) the module-level bindings of every part, an ``outline`` of its top-level
+    """A module as its chunks see it: its whole ``tree``, or for a large module parsed a chunk at a
+    time (:mod:`chunks`) the module-level bindings of every chunk, an ``outline`` of its top-level
     statements (imports and docstring whole, the others as placeholders of their lines), and
     whether it reads a name ``torch``."""
 
@@ -123,25 +123,25 @@ class _Parted:
         self.tree = tree if scope is None else None
         self.scope, self.scope_of = scope, scope_of
         self.reads_torch: Callable[[], bool] | None = None  # asked only where torch is free at a site
-        self._read = read  # text, path and cut of a module parsed in parts
+        self._read = read  # text, path and cut of a module parsed in chunks
         self._section = range(0)
-        self.functions: dict[str, tuple[int, int, int]] | None = None  # read in parts: the part of each module function
+        self.functions: dict[str, tuple[int, int, int]] | None = None  # read in chunks: the chunk of each module function
 
     @classmethod
     def read(cls, text: str, path: str, cut: list[tuple[int, int, int]]) -> _Parted | None:
-        """Each part indexed shallowly into one module scope; None if a part does not parse."""
+        """Each chunk indexed shallowly into one module scope; None if a chunk does not parse."""
         scope = Scope(ast.Module([], []), None)
         scope_of: dict = {}
         outline: list[ast.stmt] = []
         bound, where = collections.Counter(), {}
-        for part in cut:
+        for chunk in cut:
             try:
-                tree = parts.tree(text, part, path)
+                tree = chunks.tree(text, chunk, path)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return None  # parsed whole, it raises what Python says
             counts, functions = fusion.module_functions(tree.body)
             bound += counts
-            where.update(dict.fromkeys(functions, part))
+            where.update(dict.fromkeys(functions, chunk))
             ModuleIndex(tree, module=scope, scope_of=scope_of, shallow=True)
             outline += [s if _kept(s) else ast.Pass(**_position(s)) for s in tree.body]
             for bindings in scope.bindings.values():  # what the bindings hold, not the bodies
@@ -149,7 +149,7 @@ class _Parted:
                     if isinstance(binding.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                         binding.node.body = []
         parted = cls(ast.Module(outline, []), scope, scope_of, (text, path, cut))
-        parted.functions = {name: part for name, part in where.items() if bound[name] == 1}
+        parted.functions = {name: chunk for name, chunk in where.items() if bound[name] == 1}
         return parted
 
     def set_aside(self, section: range) -> None:
@@ -167,35 +167,35 @@ class _Parted:
         self.reads_torch = functools.cache(self._reads_torch)
 
     def _reads_torch(self) -> bool:
-        """Whether a statement outside the generated section reads a name ``torch`` (parts parsed again)."""
+        """Whether a statement outside the generated section reads a name ``torch`` (chunks parsed again)."""
         text, path, cut = self._read
         return any(
-            _reads_torch(s) for part in cut for s in parts.tree(text, part, path).body if s.lineno not in self._section
+            _reads_torch(s) for chunk in cut for s in chunks.tree(text, chunk, path).body if s.lineno not in self._section
         )
 
-    def index(self, text: str, part, path: str, section: range) -> ModuleIndex:
+    def index(self, text: str, chunk, path: str, section: range) -> ModuleIndex:
         if self.scope is None:
             return ModuleIndex(self.tree, section)  # the generated section is not user code
-        return ModuleIndex(parts.tree(text, part, path), section, self.scope, dict(self.scope_of))
+        return ModuleIndex(chunks.tree(text, chunk, path), section, self.scope, dict(self.scope_of))
 
 
 def _elsewhere(module: _Parted, text: str, path: str, section: range, lines: _Lines, setting) -> dict:
-    """For fusion in a module read in parts: each module function, loaded on demand as the whole
-    module's translation sees it (its part parsed and decided again, once per part)."""
+    """For fusion in a module read in chunks: each module function, loaded on demand as the whole
+    module's translation sees it (its chunk parsed and decided again, once per chunk)."""
     table, options, generated, hierarchy = setting
     decided: dict = {}
 
-    def load(name: str, part):
-        if part not in decided:
-            index = module.index(text, part, path, section)
+    def load(name: str, chunk):
+        if chunk not in decided:
+            index = module.index(text, chunk, path, section)
             sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
             pending = {a.span: a for a in _decide(sites, lines) if not a.status}
-            decided[part] = (index.tree, fusion.Context(pending, sites.inference))
-        tree, context = decided[part]
+            decided[chunk] = (index.tree, fusion.Context(pending, sites.inference))
+        tree, context = decided[chunk]
         function = next((n for n in tree.body if type(n) is ast.FunctionDef and n.name == name), None)
         return None if function is None else (function, context)
 
-    return {name: functools.partial(load, name, part) for name, part in module.functions.items()}
+    return {name: functools.partial(load, name, chunk) for name, chunk in module.functions.items()}
 
 
 def _kept(statement: ast.stmt) -> bool:

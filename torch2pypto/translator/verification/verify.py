@@ -2,7 +2,7 @@
 
 One case per call site (or region), kernel dtype and sample shape; the kernel's result is
 compared with the wrapper's torch path (the original op, or the region's original statements)
-by the isolated worker of :mod:`verify`.
+by the isolated worker of :mod:`isolated`.
 """
 
 from __future__ import annotations

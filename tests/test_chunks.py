@@ -1,4 +1,4 @@
-"""A large module is parsed a part at a time (issue 11 item 10): the parts' trees are the whole
+"""A large module is parsed a chunk at a time (issue 11 item 10): the chunks' trees are the whole
 module's, and the translation is the one made from the whole tree. Progress within a file is
 reported call site by call site."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torch2pypto.translator.engine import parts
+from torch2pypto.translator.engine import chunks
 from torch2pypto.translator.engine.translate import translate_source
 from torch2pypto.translator.run import runner
 from torch2pypto.translator.run.runner import Job, Work
@@ -64,10 +64,10 @@ def whole_dump(text):
 
 
 @pytest.mark.parametrize("every", [1, 2, 3, 7])
-def test_parts_parse_to_the_whole_modules_tree(every):
-    cut = parts.cut(TRICKY, every)
+def test_chunks_parse_to_the_whole_modules_tree(every):
+    cut = chunks.cut(TRICKY, every)
     assert cut is not None and len(cut) > 3
-    body = [s for part in cut for s in parts.tree(TRICKY, part, "t.py").body]
+    body = [s for chunk in cut for s in chunks.tree(TRICKY, chunk, "t.py").body]
     assert ast.dump(ast.Module(body, []), include_attributes=True) == whole_dump(TRICKY)
     firsts = [first for first, _, _ in cut]
     lines = TRICKY.splitlines()
@@ -76,8 +76,8 @@ def test_parts_parse_to_the_whole_modules_tree(every):
 
 def translations(text, monkeypatch, **kwargs):
     whole = translate_source(text, "t.py", **kwargs)
-    monkeypatch.setattr(parts, "PART_LINES", 3)
-    assert parts.cut(text) is not None
+    monkeypatch.setattr(chunks, "CHUNK_LINES", 3)
+    assert chunks.cut(text) is not None
     parted = translate_source(text, "t.py", **kwargs)
     return whole, parted
 
@@ -87,7 +87,7 @@ SOURCES = [TRICKY, *(p.read_text() for p in sorted(SAMPLES.glob("*.py")))]
 
 @pytest.mark.parametrize("kernels_module", [None, "._pypto_kernels"])
 @pytest.mark.parametrize("text", SOURCES, ids=["tricky", *(p.stem for p in sorted(SAMPLES.glob("*.py")))])
-def test_a_module_translated_in_parts_is_translated_as_a_whole(text, kernels_module, monkeypatch):
+def test_a_module_translated_in_chunks_is_translated_as_a_whole(text, kernels_module, monkeypatch):
     whole, parted = translations(text, monkeypatch, kernels_module=kernels_module)
     assert parted.code == whole.code
     assert parted.records == whole.records and parted.definitions == whole.definitions
@@ -95,20 +95,20 @@ def test_a_module_translated_in_parts_is_translated_as_a_whole(text, kernels_mod
     assert any(r.status == "converted" for r in whole.records)
 
 
-def test_names_bound_in_other_parts_resolve_as_in_the_whole_module(monkeypatch):
+def test_names_bound_in_other_chunks_resolve_as_in_the_whole_module(monkeypatch):
     # helper's parameter is a tensor by its annotation, Later is a module through Norm, r is torch.rsqrt:
-    # each is bound in another part than the call it decides
+    # each is bound in another chunk than the call it decides
     whole, parted = translations(TRICKY, monkeypatch)
     statuses = [(r.api, r.status) for r in parted.records]
     assert ("torch.rsqrt", "converted") in statuses and ("torch.Tensor.to", "converted") in statuses
     assert ("torch.Tensor.float", "converted") in statuses and ("torch.Tensor.mean", "converted") in statuses
 
 
-def test_a_syntax_error_in_a_part_is_the_whole_modules(monkeypatch):
+def test_a_syntax_error_in_a_chunk_is_the_whole_modules(monkeypatch):
     text = TRICKY + "\n\ndef broken(:\n    pass\n"
     with pytest.raises(SyntaxError) as whole:
         translate_source(text, "t.py")
-    monkeypatch.setattr(parts, "PART_LINES", 3)
+    monkeypatch.setattr(chunks, "CHUNK_LINES", 3)
     with pytest.raises(SyntaxError) as parted:
         translate_source(text, "t.py")
     assert (parted.value.msg, parted.value.lineno) == (whole.value.msg, whole.value.lineno)
@@ -143,9 +143,9 @@ FREE_TORCH = "from torch import Tensor\n\n\ndef f(x: Tensor):\n    return x.floa
 
 
 @pytest.mark.parametrize("text", [FREE_TORCH, FREE_TORCH.replace("return y", "return torch")])
-def test_a_torch_name_read_in_another_part_decides_as_in_the_whole_module(text, monkeypatch):
+def test_a_torch_name_read_in_another_chunk_decides_as_in_the_whole_module(text, monkeypatch):
     # x.float() spells torch.float32 with a torch the module does not import: an added import
-    # gives it meaning, unless the module reads a name torch already (in another part)
+    # gives it meaning, unless the module reads a name torch already (in another chunk)
     whole, parted = translations(text, monkeypatch)
     assert (parted.code, parted.records) == (whole.code, whole.records)
     assert ("import torch" in whole.code) == ("return torch" not in text)

@@ -1,10 +1,10 @@
-"""A large module, parsed a part at a time so that its ``ast`` is never whole in memory.
+"""A large module, parsed a chunk at a time so that its ``ast`` is never whole in memory.
 
 Python's ``ast`` of a module takes about 2 KB per line, and parsing it briefly twice that: a
-200,000-line file would need most of a gigabyte. A module longer than :data:`PART_LINES` is cut
+200,000-line file would need most of a gigabyte. A module longer than :data:`CHUNK_LINES` is cut
 between top-level statements (found by a scan of its text for strings, comments, brackets and
-line continuations) into parts of about that many lines, and each part is parsed on its own,
-at its own line numbers. If any part does not parse, the cut is not trusted: the whole module
+line continuations) into chunks of about that many lines, and each chunk is parsed on its own,
+at its own line numbers. If any chunk does not parse, the cut is not trusted: the whole module
 is parsed once, as for a small module, and raises the error Python would.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 
-PART_LINES = 5000
+CHUNK_LINES = 5000
 
 _SCAN = re.compile(
     r"""(?P<string>(?:[rRbBuUfF]{1,2})?(?:'''|\"\"\"|'|"))|(?P<comment>\#[^\r\n]*)"""
@@ -27,9 +27,9 @@ _CONTINUES = re.compile(r"(?:else|elif|except|finally)\b|[ \t\f\r\n#]|$", re.M)
 
 
 def cut(text: str, every: int | None = None) -> list[tuple[int, int, int]] | None:
-    """The parts of a module longer than ``every`` (:data:`PART_LINES`) lines: (first line,
+    """The chunks of a module longer than ``every`` (:data:`CHUNK_LINES`) lines: (first line,
     start, end offset) each; None for a module parsed whole (short, or its text does not scan)."""
-    every = every or PART_LINES
+    every = every or CHUNK_LINES
     starts = _line_starts(text)
     if len(starts) <= every:
         return None
@@ -40,9 +40,9 @@ def cut(text: str, every: int | None = None) -> list[tuple[int, int, int]] | Non
     return [(first, starts[first - 1], end) for first, end in zip(firsts, ends)]
 
 
-def tree(text: str, part: tuple[int, int, int], path: str) -> ast.Module:
-    """The part's ``ast``, at the module's line numbers (raises ``SyntaxError``)."""
-    first, start, end = part
+def tree(text: str, chunk: tuple[int, int, int], path: str) -> ast.Module:
+    """The chunk's ``ast``, at the module's line numbers (raises ``SyntaxError``)."""
+    first, start, end = chunk
     return ast.parse("\n" * (first - 1) + text[start:end], path)
 
 
@@ -51,7 +51,7 @@ def _line_starts(text: str) -> list[int]:
 
 
 def _boundaries(text: str, starts: list[int], every: int) -> list[int] | None:
-    """First lines (1-based) of parts of at least ``every`` lines, each starting a top-level
+    """First lines (1-based) of chunks of at least ``every`` lines, each starting a top-level
     statement: a line that begins outside any bracket, string or continuation, at column 0, is
     no clause of the statement before (``else:``) and does not follow a decorator. None if the
     scan finds the text malformed (an unclosed string)."""
