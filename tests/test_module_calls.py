@@ -84,6 +84,14 @@ def test_bad_modules_fields_are_refused_when_the_table_loads(modules, message):
         build_table(raw)
 
 
+def test_only_an_entry_left_as_torch_may_name_modules_without_apis():
+    raw = _raw_table()
+    assert not raw["sequential"]["apis"] and build_table(raw).by_module["torch.nn.Sequential"].op == "sequential"
+    raw["relu"]["apis"] = []
+    with pytest.raises(TableError, match="an entry has apis"):
+        build_table(raw)
+
+
 def test_a_module_class_belongs_to_one_entry():
     raw = _raw_table()
     raw["exp"]["modules"] = {"torch.nn.ReLU": {}}
@@ -151,10 +159,27 @@ def test_a_module_built_with_arguments_reads_a_rejected_attribute_and_stays_torc
     assert record.status == "unsupported" and reason in record.reason
 
 
+LEFT = [  # held modules the table leaves as torch, the arguments of their call, and their reason
+    ("nn.Sequential(nn.ReLU())", "x", "a container"), ("nn.MultiheadAttention(4, 2)", "x, x, x", "multi_head_attention_forward"),
+    ("nn.CrossEntropyLoss()", "x, x", "a loss over all rows"), ("nn.AdaptiveAvgPool2d(1)", "x", "adaptive average pooling"),
+    ("nn.ConvTranspose2d(4, 4, 2)", "x", "a transposed convolution"), ("nn.Conv3d(4, 4, 1)", "x", "a 3-D convolution"),
+]
+
+
+@pytest.mark.parametrize("construction, args, reason", LEFT)
+def test_a_held_module_the_table_leaves_as_torch_says_why(construction, args, reason):
+    source = HELD_SOURCE.format(construction).replace("self.layer(x)", f"self.layer({args})")
+    translation = translate(source)
+    (record,) = translation.records
+    assert record.status == "unsupported" and reason in record.reason, record
+    assert translation.code == source
+
+
 def test_every_module_class_of_the_table_is_tried():
     # test_indexing.py: its input is indices; test_activation.py: a module chosen by its class at run time
     tried_elsewhere = {"torch.nn.Embedding", "transformers.activations.ACT2FN"}
-    assert {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, _ in HELD} | tried_elsewhere == set(load_table().by_module)
+    tried = {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, *_ in [*HELD, *LEFT]}
+    assert tried | tried_elsewhere == set(load_table().by_module)
 
 
 @pytest.mark.interpreter
