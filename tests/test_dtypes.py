@@ -54,6 +54,9 @@ def launches(call: str, a, b=None, m=MASK) -> bool:
     ("torch.where(m, a, b)", F16, F16.float(), False),
     ("torch.logical_not(m)", MASK, None, True),
     ("torch.logical_not(a)", I32, None, False),      # logical_not declares bool only
+    ("a.bool()", F16, None, True),                   # a != 0 in a kernel
+    ("a.bool()", I32.long(), None, False),           # ids and masks run torch: PyPTO compares no ints with a number
+    ("a.bool()", MASK, None, False),                 # torch returns the bool tensor itself
 ])
 def test_kernel_only_for_declared_dtypes_and_operand_mixes(call, a, b, kernel):
     assert launches(call, a, b) == kernel

@@ -61,6 +61,10 @@ def add_(x: torch.Tensor, y: torch.Tensor):
 
 def halves(x: torch.Tensor):
     return torch.cat((x[..., 16:], x[..., :16]), dim=-1)
+
+
+def embed(ids: torch.Tensor, weight: torch.Tensor):
+    return F.embedding(ids, weight)
 """
 
 
@@ -201,6 +205,14 @@ def test_a_broadcast_batch_of_stacked_matrices_is_the_one_copy_of_a_matmul(modul
 
 def test_a_cat_reads_column_slices_in_place(modules):
     assert host(modules, "halves", sample(2, 5, 32)) == {}
+
+
+def test_an_embedding_checks_its_indices_with_one_reduction_and_one_sync(modules):
+    # before: min, max, two .item() (two host syncs) and the int32 cast; now aminmax, a stack of
+    # its two results and one .tolist() (no aten op, the one sync), and the cast int64 ids need
+    ids, weight = torch.tensor([[0, 3, 10, 3], [7, 0, 1, 2]]), sample(11, 37, seed=1)
+    assert host(modules, "embed", ids, weight) == {"aminmax": 1, "stack": 1, "_to_copy": 1}
+    assert host(modules, "embed", ids.to(torch.int32), weight) == {"aminmax": 1, "stack": 1}
 
 
 def test_host_ops_leave_out_the_kernels_own_work(modules):

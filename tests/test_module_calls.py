@@ -63,8 +63,8 @@ def test_attributes_not_always_one_mapped_module_stay_unresolved(code):
 
 
 def test_a_held_module_not_in_the_table_is_a_site_left_as_torch():
-    code = "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        self.norm = nn.Conv3d(4, 4, 1)\n    def forward(self, x):\n        return self.norm(x)\n"
-    assert [(r.api, r.status, r.reason) for r in translate(code).records] == [("torch.nn.Conv3d", "unsupported", "not in the mapping table")]
+    code = "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        self.norm = nn.LSTM(4, 4)\n    def forward(self, x):\n        return self.norm(x)\n"
+    assert [(r.api, r.status, r.reason) for r in translate(code).records] == [("torch.nn.LSTM", "unsupported", "not in the mapping table")]
     assert translate(code).code == code
 
 
@@ -81,6 +81,14 @@ def test_bad_modules_fields_are_refused_when_the_table_loads(modules, message):
     raw = _raw_table()
     raw["relu"]["modules"] = modules
     with pytest.raises(TableError, match=message):
+        build_table(raw)
+
+
+def test_only_an_entry_left_as_torch_may_name_modules_without_apis():
+    raw = _raw_table()
+    assert not raw["sequential"]["apis"] and build_table(raw).by_module["torch.nn.Sequential"].op == "sequential"
+    raw["relu"]["apis"] = []
+    with pytest.raises(TableError, match="an entry has apis"):
         build_table(raw)
 
 
@@ -153,11 +161,28 @@ def test_a_module_built_with_arguments_reads_a_rejected_attribute_and_stays_torc
     assert record.status == "unsupported" and reason in record.reason
 
 
+LEFT = [  # held modules the table leaves as torch, the arguments of their call, and their reason
+    ("nn.Sequential(nn.ReLU())", "x", "a container"), ("nn.MultiheadAttention(4, 2)", "x, x, x", "multi_head_attention_forward"),
+    ("nn.CrossEntropyLoss()", "x, x", "a loss over all rows"), ("nn.AdaptiveAvgPool2d(1)", "x", "adaptive average pooling"),
+    ("nn.ConvTranspose2d(4, 4, 2)", "x", "a transposed convolution"), ("nn.Conv3d(4, 4, 1)", "x", "a 3-D convolution"),
+]
+
+
+@pytest.mark.parametrize("construction, args, reason", LEFT)
+def test_a_held_module_the_table_leaves_as_torch_says_why(construction, args, reason):
+    source = HELD_SOURCE.format(construction).replace("self.layer(x)", f"self.layer({args})")
+    translation = translate(source)
+    (record,) = translation.records
+    assert record.status == "unsupported" and reason in record.reason, record
+    assert translation.code == source
+
+
 def test_every_module_class_of_the_table_is_tried():
     # test_indexing.py: its input is indices; test_activation.py: a module chosen by its class at run time
     tried_elsewhere = {"torch.nn.Embedding", "transformers.activations.ACT2FN"}
     tried_elsewhere |= {"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d", "torch.nn.GroupNorm"}  # test_norms.py
-    assert {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, _ in HELD} | tried_elsewhere == set(load_table().by_module)
+    tried = {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, *_ in [*HELD, *LEFT]}
+    assert tried | tried_elsewhere == set(load_table().by_module)
 
 
 @pytest.mark.interpreter

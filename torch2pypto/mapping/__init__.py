@@ -153,9 +153,10 @@ def _check(entry: Entry) -> None:
     if entry.category != HOST_SIDE and (not inputs or inputs[0].kinds not in (("Tensor",), ("Tensors",))):
         raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them), "
                          "after the str spelling the op (einsum's equation) if any")
-    if (bool(entry.torch) == bool(entry.apis) and not registry) or entry.torch and not entry.torch.startswith("torch."):
+    held_only = not kernel and bool(entry.modules) and not entry.torch  # a torch.nn class left as torch with its reason
+    if (bool(entry.torch) == bool(entry.apis) and not registry and not held_only) or entry.torch and not entry.torch.startswith("torch."):
         raise TableError(f"{op}: an entry has apis, or is a tensor form naming the torch function it falls back to (torch),"
-                         " or the modules of an activation registry only")
+                         " or the modules of an activation registry, or of a torch.nn class it leaves as torch, only")
     for api in entry.apis:
         if not api.startswith("torch."):
             raise TableError(f"{op}: API {api!r} is not a torch name")

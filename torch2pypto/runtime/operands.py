@@ -88,7 +88,8 @@ def _kernel_indices(index, count, rank=None):
     if rank is not None and index.dim() != rank or count > 2**31 - 1:
         return None
     flat = index.reshape(-1)
-    if not (0 <= int(flat.min()) and int(flat.max()) < count):
+    low, high = torch.stack(torch.aminmax(flat)).tolist()  # one reduction, one host sync
+    if not (0 <= low and high < count):
         return None
     return flat.to(torch.int32).contiguous()
 
