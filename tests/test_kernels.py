@@ -8,6 +8,9 @@ entry's first example on non-finite samples. Results compare within the entry's 
 (torch2pypto/mapping/tolerance.py), NaN equal to NaN on non-finite samples.
 """
 
+import pathlib
+import tomllib
+
 import pytest
 import torch
 
@@ -19,6 +22,7 @@ from torch2pypto.mapping.tolerance import equal_nan, tolerance
 from torch2pypto.translator.verification import interpreter
 
 pytestmark = pytest.mark.interpreter
+FIXTURES = pathlib.Path(__file__).with_name("families")
 
 
 def ids(cases):
@@ -103,41 +107,13 @@ def test_kernel_matches_torch_on_nonfinite_samples(modules, entry, call, dtype, 
     run_case(modules, entry, call, dtype, shapes)
 
 
-# Each family on an op outside today's table, as a contributor would add it: one entry each.
-F32 = ["float32", "float16", "bfloat16"]
-FAMILY_TABLE = build_table({
-    "expm1": {"category": "same-name", "family": "elementwise", "apis": ["torch.expm1"], "pypto": "expm1",
-              "signature": "(input: Tensor)", "dtypes": F32, "examples": {"convert": ["torch.expm1(x)"]}},
-    "clamp": {"category": "pure-rename", "family": "elementwise", "apis": ["torch.clamp"], "pypto": "clip",
-              "signature": "(input: Tensor, min: Number = None, max: Number = None)", "args": {"min": "min", "max": "max"},
-              "dtypes": F32, "examples": {"convert": ["torch.clamp(x, -0.5, 0.5)"]}},
-    "eq": {"category": "same-name", "family": "elementwise", "apis": ["torch.eq"], "pypto": "eq", "output": "bool",
-           "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32,
-           "examples": {"convert": ["torch.eq(x, torch.clamp(x, -0.5, 0.5))", "torch.eq(x, 0.0)"]}},
-    "mul_": {"category": "same-name", "family": "elementwise", "apis": ["torch.Tensor.mul_"], "pypto": "mul",
-             "inplace": True, "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32,
-             "examples": {"convert": ["x.mul_(w)"]}},
-    "mul": {"category": "same-name", "family": "elementwise", "apis": ["torch.mul"], "pypto": "mul",
-            "signature": "(input: Tensor, other: Tensor | Number)", "dtypes": F32, "examples": {"convert": ["torch.mul(x, y)"]}},
-    "sigmoid": {"category": "same-name", "family": "elementwise", "apis": ["torch.sigmoid"], "pypto": "sigmoid",
-                "compute": "float32", "signature": "(input: Tensor)", "dtypes": F32,
-                "examples": {"convert": ["torch.sigmoid(x)"]}},
-    "silu": {"category": "composite", "family": "composite", "apis": ["torch.nn.functional.silu"], "pypto": "sigmoid+mul",
-             "recipe": "mul(input, sigmoid(input))", "signature": "(input: Tensor)", "dtypes": F32,
-             "examples": {"convert": ["torch.nn.functional.silu(x)"]}},
-    "square": {"category": "composite", "family": "composite", "apis": ["torch.square"], "pypto": "mul",
-               "recipe": "mul(input, input)", "signature": "(input: Tensor)", "dtypes": F32,
-               "examples": {"convert": ["torch.square(x)"]}},
-    "amax": {"category": "same-name-different-params", "family": "reduction", "apis": ["torch.amax"], "pypto": "amax",
-             "signature": "(input: Tensor, dim: Dims = (), keepdim: bool = False)", "dtypes": F32,
-             "examples": {"convert": ["torch.amax(x, -1)", "torch.amax(x, (0, -1), True)"]}},
-    "cumsum": {"category": "same-name", "family": "scan", "apis": ["torch.cumsum"], "pypto": "cumsum", "compute": "float32",
-               "signature": "(input: Tensor, dim: int, *, dtype: DType = None)", "dtypes": F32,
-               "examples": {"convert": ["torch.cumsum(x, -1)", "torch.cumsum(x, 0)"]}},
-})  # fmt: skip
-FAMILY_CASES = kernel_cases(FAMILY_TABLE)
+# Each family's valid fixtures (tests/families/<family>.toml: entries as a contributor adds an op
+# of a known family, one entry each) make kernels that match torch, as the table's entries do.
+FIXTURE_TABLES = {p.stem: build_table(tomllib.loads(p.read_text())["valid"]) for p in sorted(FIXTURES.glob("*.toml"))}
+FAMILY_CASES = [(name, *case) for name, table in FIXTURE_TABLES.items() for case in kernel_cases(table)]
 
 
-@pytest.mark.parametrize("entry, call, dtype, shapes", FAMILY_CASES, ids=ids(FAMILY_CASES))
-def test_every_family_makes_kernels_that_match_torch(modules, entry, call, dtype, shapes):
-    run_case(modules, entry, call, dtype, shapes, FAMILY_TABLE)
+@pytest.mark.parametrize("family, entry, call, dtype, shapes", FAMILY_CASES,
+                         ids=[f"{family}: {i}" for family, i in zip([c[0] for c in FAMILY_CASES], ids([c[1:] for c in FAMILY_CASES]))])
+def test_every_familys_valid_fixtures_make_kernels_that_match_torch(modules, family, entry, call, dtype, shapes):
+    run_case(modules, entry, call, dtype, shapes, FIXTURE_TABLES[family])

@@ -148,7 +148,7 @@ def _wrapper(entry: Entry, kernels: list[str]) -> Definition:
         launch = f"kernel = {kernel}{factory}\n_launch(kernel, a, b, out)\n"
         if first:  # addmm's bias: one value per column
             launch = launch.replace("a, b, out", f"a, b, _kept_contiguous({bias[0]}).reshape(1, n), out")
-        result = f"out.reshape(*batch, *{a}.shape[-2:-1], *{b}.shape[1:][-1:])"
+        result = f"out.reshape([*batch, *{a}.shape[-2:-1], *{b}.shape[1:][-1:]])"  # [] for a dot of 1-D operands
         how = "pypto.matmul of row tiles, accumulated in FP32"
     m = "a.shape[0] // math.prod(batch) if stacked else a.shape[0]" if not transposed else "a.shape[0]"
     body += (f"rows = _cube_rows({m})\n"
