@@ -53,6 +53,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
 _INLINE_DEPTH = 4
 _OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare)
+_NO_LITERAL = frozenset({ast.Name, ast.Attribute, ast.Subscript, ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr, ast.Starred})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +223,8 @@ class _Finder:
         self.loop_node = None  # the loop around the current block
         self.near: list = []  # the pending spans on the lines of the statement searched for expressions
         self._loops: dict[int, set[int]] = {}
+        self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
+        self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
@@ -303,7 +306,7 @@ class _Finder:
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
         call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``."""
-        if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
+        if isinstance(node, (*_OPERATORS, ast.Call)) and self._ops_at_most(node) >= 2 and not self._enclosed(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
             try:
@@ -320,6 +323,37 @@ class _Finder:
             for inner in [child] if isinstance(child, ast.expr) else ast.iter_child_nodes(child):
                 if isinstance(inner, ast.expr):
                     self.expression(inner, found)
+
+    def nodes(self, node: ast.AST) -> list[ast.AST]:
+        """``walk(node)``, once per node (the builds of a statement and of its expressions read the same ones)."""
+        known = self._walks.get(id(node))
+        if known is None or known[0] is not node:
+            known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
+        return known[1]
+
+    def _ops_at_most(self, node: ast.AST) -> float:
+        """At least the ops a build of the expression ``node`` alone makes (counted up to two), found
+        without building: one per operator and subscript (a last-dim slice), one per pending call
+        site (its family's step), none for another call (an operand computed on the host, or no
+        region); a call of a helper, which may inline many, counts as many."""
+        known = self._bounds.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        kind = type(node)
+        if kind is ast.Call:
+            func = node.func
+            if type(func) is ast.Name and func.id in self.helpers or self.sites.inference.self_method(func) is not None:
+                count = float("inf")
+            else:
+                count = 1 if self.lines.span(node) in self.pending else 0
+        else:
+            count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
+        for child in ast.iter_child_nodes(node):
+            if count >= 2:
+                break
+            count += self._ops_at_most(child)
+        self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
+        return count
 
     def _text(self, node: ast.AST) -> str:
         span = self.lines.span(node)
@@ -474,15 +508,12 @@ class _Built:
 
     def _number(self, node: ast.expr, env) -> Operand | None:
         """A Python number: a literal, or an expression of no tensor (checked at run time)."""
-        try:
-            value = ast.literal_eval(node)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            value = None
+        value = _literal(node, failed=None)
         if type(value) in (int, float):
             return Program.literal(value)
         if value is not None or self.depth and not _self_rooted(node):
             return None
-        nodes = walk(node)
+        nodes = self.finder.nodes(node)
         if any(type(n) is ast.Name and n.id in env for n in nodes):
             return None  # reads the region
         if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in nodes):
@@ -534,7 +565,7 @@ class _Built:
         each one its own operand."""
         if self.depth or not self.first:
             return None
-        nodes = walk(node)
+        nodes = self.finder.nodes(node)
         if any(type(n) is ast.Name and n.id in env for n in nodes):
             return None  # reads the region
         if type(node) is ast.Call and self.inference.self_method(node.func) is not None:
@@ -921,13 +952,21 @@ def _group(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f"({expression})"
 
 
-def _literal(node: ast.expr | None):
+def _literal(node: ast.expr | None, failed=Ellipsis):
+    """``ast.literal_eval``'s value of ``node``; ``failed`` where it raises (at once for the nodes it
+    surely rejects: names, attributes, subscripts, comparisons, calls other than ``set()``, a
+    ``+``/``-`` of no number on the right)."""
     if node is None:
         return None
+    kind = type(node)
+    if kind in _NO_LITERAL or kind is ast.BinOp and type(node.right) is not ast.Constant or kind is ast.Call and not (
+        type(node.func) is ast.Name and node.func.id == "set" and not node.args and not node.keywords
+    ):
+        return failed
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return Ellipsis
+        return failed
 
 
 def _dotted(node: ast.expr) -> bool:
