@@ -43,7 +43,7 @@ from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import walk
+from torch2pypto.translator.engine.scopes import children, walk
 
 _INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 _COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
@@ -119,7 +119,7 @@ def _functions(tree: ast.Module):
         node = queue.popleft()
         if isinstance(node, _FUNCTIONS):
             yield node
-        queue.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _STATEMENTS))
+        queue.extend(c for c in children(node) if isinstance(c, _STATEMENTS))
 
 
 def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: _Built) -> bool:
@@ -317,10 +317,10 @@ class _Finder:
                     return
             except Unfusible:
                 pass
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                 continue  # its names are its own
-            for inner in [child] if isinstance(child, ast.expr) else ast.iter_child_nodes(child):
+            for inner in [child] if isinstance(child, ast.expr) else children(child):
                 if isinstance(inner, ast.expr):
                     self.expression(inner, found)
 
@@ -348,7 +348,7 @@ class _Finder:
                 count = 1 if self.lines.span(node) in self.pending else 0
         else:
             count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if count >= 2:
                 break
             count += self._ops_at_most(child)
@@ -919,7 +919,7 @@ def _expressions(statement: ast.stmt):
     """The expressions a statement evaluates itself (not those of its nested blocks or definitions)."""
     if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
         return
-    for child in ast.iter_child_nodes(statement):
+    for child in children(statement):
         if isinstance(child, ast.expr) and type(getattr(child, "ctx", None)) is not ast.Store:
             yield child
         elif isinstance(child, ast.withitem):
@@ -933,7 +933,7 @@ def _own_nodes(function):
         node = stack.pop()
         yield node
         if not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(children(node))
 
 
 _QUERIES = frozenset({"size", "dim", "numel", "stride"})  # tensor methods that read shapes only
