@@ -305,8 +305,11 @@ class _Finder:
 
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
-        call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``."""
-        if isinstance(node, (*_OPERATORS, ast.Call)) and self._ops_at_most(node) >= 2 and not self._enclosed(node):
+        call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``.
+        An expression of fewer than two ops holds none of two."""
+        if self._ops_at_most(node) < 2:
+            return
+        if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
             try:
@@ -332,8 +335,8 @@ class _Finder:
         return known[1]
 
     def _ops_at_most(self, node: ast.AST) -> float:
-        """At least the ops a build of the expression ``node`` alone makes (counted up to two), found
-        without building: one per operator and subscript (a last-dim slice), one per pending call
+        """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
+        two), found without building: one per operator and subscript (a last-dim slice), one per pending call
         site (its family's step), none for another call (an operand computed on the host, or no
         region); a call of a helper, which may inline many, counts as many."""
         known = self._bounds.get(id(node))
