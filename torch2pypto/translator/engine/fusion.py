@@ -224,6 +224,7 @@ class _Finder:
         self.near: list = []  # the pending spans on the lines of the statement searched for expressions
         self._loops: dict[int, set[int]] = {}
         self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
+        self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
         self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
@@ -309,7 +310,8 @@ class _Finder:
         An expression of fewer than two ops holds none of two."""
         if self._ops_at_most(node) < 2:
             return
-        if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
+        alone = self._alone.get(id(node))
+        if isinstance(node, (*_OPERATORS, ast.Call)) and not (alone and alone[0] is node and alone[1] < 2) and not self._enclosed(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
             try:
@@ -378,7 +380,14 @@ class _Finder:
         built.statements = statements
         for index, statement in enumerate(statements[start:], start):
             built.first = index == 0
-            value = built.value(statement.value, built.env)
+            try:
+                value = built.value(statement.value, built.env)
+            except Unfusible:
+                if index == 0:
+                    self._alone[id(statement.value)] = (statement.value, 0)
+                raise
+            if index == 0:  # built alone: as an expression, it makes as many ops
+                self._alone[id(statement.value)] = (statement.value, len(built.program.ops))
             if not value.is_tile:
                 raise Unfusible("a statement of no tensor")
             if any(value.text == f"{p.name}_tile" for p in built.program.params):
