@@ -26,6 +26,7 @@ class Classes:
         self._hierarchy = hierarchy
         self._stores: dict[ast.ClassDef, SelfStores] = {}
         self._modules: dict[ast.ClassDef, bool] = {}
+        self._held: dict[tuple[ast.ClassDef | None, str], HeldModule | None] = {}
 
     def stores(self, cls: ast.ClassDef) -> SelfStores:
         """What a class does with ``self``, with what its bases of this module store there (their
@@ -157,8 +158,17 @@ class Classes:
         return None if type(key) is ast.Constant else key
 
     def held_module(self, func: ast.Attribute) -> HeldModule | None:
-        """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
-        values = self.constructions(func) if is_self(func.value) else None
+        """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's
+        instance; worked out once per class and name."""
+        if not is_self(func.value):
+            return None
+        key = (self.enclosing(func.value), func.attr)
+        if key not in self._held:
+            self._held[key] = self._held_module(func)
+        return self._held[key]
+
+    def _held_module(self, func: ast.Attribute) -> HeldModule | None:
+        values = self.constructions(func)
         if values is None:
             return None
         names = set()

@@ -44,7 +44,7 @@ from torch2pypto.translator.engine import epilogues
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import walk
+from torch2pypto.translator.engine.scopes import children, walk
 
 _INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 _COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
@@ -54,6 +54,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
 _INLINE_DEPTH = 4
 _OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare)
+_NO_LITERAL = frozenset({ast.Name, ast.Attribute, ast.Subscript, ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr, ast.Starred})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +121,7 @@ def _functions(tree: ast.Module):
         node = queue.popleft()
         if isinstance(node, _FUNCTIONS):
             yield node
-        queue.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _STATEMENTS))
+        queue.extend(c for c in children(node) if isinstance(c, _STATEMENTS))
 
 
 def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: _Built) -> bool:
@@ -224,6 +225,9 @@ class _Finder:
         self.loop_node = None  # the loop around the current block
         self.near: list = []  # the pending spans on the lines of the statement searched for expressions
         self._loops: dict[int, set[int]] = {}
+        self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
+        self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
+        self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
@@ -307,10 +311,14 @@ class _Finder:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
         call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``;
         a gated pair or a linear and its epilogue (:mod:`epilogues`), also inside a converted call:
-        ``self.down(act(gate(x)) * up(x))``, ``self.q_proj(h) * self.scaling``."""
+        ``self.down(act(gate(x)) * up(x))``, ``self.q_proj(h) * self.scaling``. An expression of
+        fewer than two ops holds none of two."""
+        if self._ops_at_most(node) < 2:
+            return
         if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
             return
-        if isinstance(node, (*_OPERATORS, ast.Call)) and not self._enclosed(node):
+        alone = self._alone.get(id(node))
+        if isinstance(node, (*_OPERATORS, ast.Call)) and not (alone and alone[0] is node and alone[1] < 2) and not self._enclosed(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
             try:
@@ -321,12 +329,43 @@ class _Finder:
                     return
             except Unfusible:
                 pass
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                 continue  # its names are its own
-            for inner in [child] if isinstance(child, ast.expr) else ast.iter_child_nodes(child):
+            for inner in [child] if isinstance(child, ast.expr) else children(child):
                 if isinstance(inner, ast.expr):
                     self.expression(inner, found)
+
+    def nodes(self, node: ast.AST) -> list[ast.AST]:
+        """``walk(node)``, once per node (the builds of a statement and of its expressions read the same ones)."""
+        known = self._walks.get(id(node))
+        if known is None or known[0] is not node:
+            known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
+        return known[1]
+
+    def _ops_at_most(self, node: ast.AST) -> float:
+        """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
+        two), found without building: one per operator and subscript (a last-dim slice), one per pending call
+        site (its family's step), none for another call (an operand computed on the host, or no
+        region); a call of a helper, which may inline many, counts as many."""
+        known = self._bounds.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        kind = type(node)
+        if kind is ast.Call:
+            func = node.func
+            if type(func) is ast.Name and func.id in self.helpers or self.sites.inference.self_method(func) is not None:
+                count = float("inf")
+            else:
+                count = 1 if self.lines.span(node) in self.pending else 0
+        else:
+            count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
+        for child in children(node):
+            if count >= 2:
+                break
+            count += self._ops_at_most(child)
+        self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
+        return count
 
     def _text(self, node: ast.AST) -> str:
         span = self.lines.span(node)
@@ -348,7 +387,14 @@ class _Finder:
         built.statements = statements
         for index, statement in enumerate(statements[start:], start):
             built.first = index == 0
-            value = built.value(statement.value, built.env)
+            try:
+                value = built.value(statement.value, built.env)
+            except Unfusible:
+                if index == 0:
+                    self._alone[id(statement.value)] = (statement.value, 0)
+                raise
+            if index == 0:  # built alone: as an expression, it makes as many ops
+                self._alone[id(statement.value)] = (statement.value, len(built.program.ops))
             if not value.is_tile:
                 raise Unfusible("a statement of no tensor")
             if any(value.text == f"{p.name}_tile" for p in built.program.params):
@@ -481,15 +527,12 @@ class _Built:
 
     def _number(self, node: ast.expr, env) -> Operand | None:
         """A Python number: a literal, or an expression of no tensor (checked at run time)."""
-        try:
-            value = ast.literal_eval(node)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            value = None
+        value = _literal(node, failed=None)
         if type(value) in (int, float):
             return Program.literal(value)
         if value is not None or self.depth and not _self_rooted(node):
             return None
-        nodes = walk(node)
+        nodes = self.finder.nodes(node)
         if any(type(n) is ast.Name and n.id in env for n in nodes):
             return None  # reads the region
         if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in nodes):
@@ -541,7 +584,7 @@ class _Built:
         each one its own operand."""
         if self.depth or not self.first:
             return None
-        nodes = walk(node)
+        nodes = self.finder.nodes(node)
         if any(type(n) is ast.Name and n.id in env for n in nodes):
             return None  # reads the region
         if type(node) is ast.Call and self.inference.self_method(node.func) is not None:
@@ -895,7 +938,7 @@ def _expressions(statement: ast.stmt):
     """The expressions a statement evaluates itself (not those of its nested blocks or definitions)."""
     if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
         return
-    for child in ast.iter_child_nodes(statement):
+    for child in children(statement):
         if isinstance(child, ast.expr) and type(getattr(child, "ctx", None)) is not ast.Store:
             yield child
         elif isinstance(child, ast.withitem):
@@ -909,7 +952,7 @@ def _own_nodes(function):
         node = stack.pop()
         yield node
         if not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(children(node))
 
 
 _QUERIES = frozenset({"size", "dim", "numel", "stride"})  # tensor methods that read shapes only
@@ -928,13 +971,21 @@ def _group(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f"({expression})"
 
 
-def _literal(node: ast.expr | None):
+def _literal(node: ast.expr | None, failed=Ellipsis):
+    """``ast.literal_eval``'s value of ``node``; ``failed`` where it raises (at once for the nodes it
+    surely rejects: names, attributes, subscripts, comparisons, calls other than ``set()``, a
+    ``+``/``-`` of no number on the right)."""
     if node is None:
         return None
+    kind = type(node)
+    if kind in _NO_LITERAL or kind is ast.BinOp and type(node.right) is not ast.Constant or kind is ast.Call and not (
+        type(node.func) is ast.Name and node.func.id == "set" and not node.args and not node.keywords
+    ):
+        return failed
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return Ellipsis
+        return failed
 
 
 def _dotted(node: ast.expr) -> bool:

@@ -177,7 +177,7 @@ class ModuleIndex:
                 if handler is not None:
                     handler(node, scope, push)
                     continue
-            for child in ast.iter_child_nodes(node):
+            for child in children(node):
                 push((child, scope))
 
     def _handlers(self):
@@ -354,14 +354,14 @@ class ModuleIndex:
     def _except(self, node: ast.ExceptHandler, scope: Scope, push) -> None:
         if node.name:
             self._bind(scope, node.name, Binding(OTHER, node))
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             push((child, scope))
 
     def _capture(self, node, scope: Scope, push) -> None:
         name = getattr(node, "name", None) or getattr(node, "rest", None)
         if name:
             self._bind(scope, name, Binding(OTHER, node))
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             push((child, scope))
 
 
@@ -369,6 +369,18 @@ class ModuleIndex:
         if scope is self.module and not self._bind_module:
             return  # bound by the shallow walk of this part
         _bind(scope, name, binding)
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` as a list, about twice as fast."""
+    found = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            found.append(value)
+        elif type(value) is list:
+            found.extend(v for v in value if isinstance(v, ast.AST))
+    return found
 
 
 def walk(node: ast.AST) -> list[ast.AST]:

@@ -273,11 +273,14 @@ class CallRewriter:
 
     A rule is a function of the call site: its entry, its arguments and the static facts it asks
     for. A later call spelt the same way, for the same entry, whose facts answer as they did,
-    gets the same outcome without being parsed or generated again.
+    gets the same outcome without being parsed or generated again; so does one in another module
+    the process translates (modules copy code from each other), spelt and read the same way.
     """
 
     def __init__(self) -> None:
         self._outcomes: dict[tuple, tuple[list, object]] = {}
+        if len(_OUTCOMES) > _REMEMBERED:
+            _OUTCOMES.clear()
 
     def rewrite(self, text: str, attempt: Attempt) -> tuple[str, Converted] | None:
         """The new text of a pending call (``text``: its source, calls inside it already
@@ -290,14 +293,24 @@ class CallRewriter:
         if known is not None and all(_ask(attempt, question) == answer for question, answer in known[0]):
             outcome = known[1]
         else:
-            asked: list = []
-            outcome = _outcome(text, attempt, asked)
+            shared = (*key, found.operator, found.reflected, id(found.entry))  # all _outcome reads but the facts
+            known = _OUTCOMES.get(shared)
+            if known is not None and known[0] is found.entry and all(_ask(attempt, question) == answer for question, answer in known[1]):
+                asked, outcome = known[1:]
+            else:
+                asked = []
+                outcome = _outcome(text, attempt, asked)
+                _OUTCOMES[shared] = (found.entry, asked, outcome)  # the entry kept, so that its id is not reused
             self._outcomes[key] = (asked, outcome)
         if isinstance(outcome, Unsupported):
             attempt.status, attempt.reason = UNSUPPORTED, outcome.reason
             return None
         attempt.status, attempt.pypto_api = CONVERTED, outcome[1].pypto_api
         return outcome
+
+
+_OUTCOMES: dict[tuple, tuple[Entry, list, object]] = {}  # the outcomes of the modules translated before, by all they depend on
+_REMEMBERED = 50_000
 
 
 def _ask(attempt: Attempt, question: tuple[str, str | None]):

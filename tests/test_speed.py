@@ -1,0 +1,50 @@
+"""Shortcuts of the translator's speed work give what the long way gives."""
+
+import ast
+
+import pytest
+
+from torch2pypto.translator.engine import fusion, transform
+from torch2pypto.translator.engine.transform import Options
+from torch2pypto.translator.engine.translate import translate_source
+
+_OPTIONS = [Options(), Options(fuse=False)]
+
+
+@pytest.mark.parametrize("text", [
+    "x", "self.w", "x[0]", "x < 2", "a and b", "f(x)", "set()", "set(x)", "2", "-2.5", "+3", "(1, 2.0)", "[1]",
+    "{1: 2}", "{1}", "1 + 2j", "1 + 2", "x + 1j", "1 - x", "not 1", "~1", "...", "None", "'s'", "b'b'", "x if y else z",
+    "lambda: 1", "(x := 1)", "f'{x}'", "1 * 2", "[*x]",
+])
+def test_literal_agrees_with_literal_eval(text):
+    node = ast.parse(text, mode="eval").body
+    try:
+        expected = ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        expected = "failed"
+    assert fusion._literal(node, failed="failed") == expected
+
+
+_MODULES = [
+    "import torch\n\ndef f(x):\n    dt = torch.float32\n    return torch.softmax(x, dim=-1, dtype=dt) * 2\n",
+    "import torch\n\ndef f(x, dt):\n    return torch.softmax(x, dim=-1, dtype=dt) * 2\n",
+    "import torch\n\ndef f(x, a: float):\n    return torch.sigmoid(x), a * 2, 2 * x\n",
+    "import torch\n\ndef f(x, y):\n    return torch.sigmoid(x), y * 2, 2 * y\n",
+    "import torch\n\ndef f(x):\n    y = x.float()\n    return y * 2, 2 * x\n",
+    "import torch\n\ndef f(a, b: float):\n    a = torch.relu(a)\n    return a * b\n",
+    "import torch\n\ndef f(a: float, b):\n    b = torch.relu(b)\n    return a * b\n",
+]
+
+
+@pytest.mark.parametrize("options", _OPTIONS)
+def test_outcomes_shared_across_modules_change_nothing(options):
+    """A module translated after others that spell the same calls (their facts, their operands'
+    sides differing) is translated as it is alone."""
+    alone = []
+    for source in _MODULES:
+        transform._OUTCOMES.clear()
+        alone.append(translate_source(source, options=options).code)
+    transform._OUTCOMES.clear()
+    for _ in range(2):
+        assert [translate_source(source, options=options).code for source in _MODULES] == alone
+        assert [translate_source(source, options=options).code for source in reversed(_MODULES)] == alone[::-1]
