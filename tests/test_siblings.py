@@ -122,6 +122,9 @@ def test_projections_keep_torch_gradients():
 def test_functional_pair_is_one_launch(dtype):
     translation = translated(FUNCTIONAL)
     assert [r.kernel for r in translation.regions] == ["linears_2_kernel"]
+    wrapper = translation.regions[0].wrapper
+    assert f"    a, b = {wrapper}(x, wa, ba, wb)\n    return a, b\n" in translation.code  # the bare statements go
+    assert translated(translation.code).code == translation.code
     mod, want_f = module(translation.code), original(FUNCTIONAL)["f"]
     torch.manual_seed(1)
     x, wa, ba, wb = (torch.randn(*s).to(dtype) for s in ((3, 5, 33), (19, 33), (19,), (50, 33)))
@@ -132,3 +135,14 @@ def test_functional_pair_is_one_launch(dtype):
     tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
     for g, w in zip(got, want_f(x, wa, ba, wb), strict=True):
         torch.testing.assert_close(g, w, atol=tol[0], rtol=tol[1])
+
+
+def test_a_projection_inside_a_call_of_an_attribute_is_a_sibling():
+    """qwen3's self.q_norm(self.q_proj(h).view(s)): the linear is the first thing the statement evaluates."""
+    code = ATTENTION.replace("self.head_dim = head_dim\n", "self.head_dim = head_dim\n        self.q_norm = nn.LayerNorm(head_dim)\n")
+    code = code.replace("query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
+                        "query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)")
+    translation = translated(code)
+    assert [r.kernel for r in translation.regions] == ["linears_3_kernel"]
+    assert "query_states = pypto_layer_norm(q_proj.view(hidden_shape), " in translation.code
+    assert translated(translation.code).code == translation.code

@@ -7,11 +7,13 @@ llama's attention::
     value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
 
 Each statement is an assignment whose value is its linear (a pending site of ``self.q_proj``, an
-nn.Linear, or ``F.linear(x, w, b)``, of names and attributes) with host methods, attributes and
-subscripts after it; the linears read one input (the same text), which no statement of the group
+nn.Linear, or ``F.linear(x, w, b)``, of names and attributes) with methods, attributes and
+subscripts after it, or as the first argument of a call of a name or an attribute (qwen3's
+``self.q_norm(self.q_proj(h).view(s))``); the linears read one input (the same text), which no statement of the group
 assigns before it reads it, nor any weight or bias. One statement before the group calls a
 wrapper of :mod:`torch2pypto.rules.siblings`, one launch for all projections; each linear's call
-becomes the name of its result, the host views after it as written. The linears run first in
+becomes the name of its result, the host views after it as written (a statement that is only
+``name = linear(...)`` goes: the group's call assigns its name). The linears run first in
 their statements, as they did: nothing is evaluated before them there.
 """
 
@@ -21,7 +23,7 @@ import ast
 
 from torch2pypto.rules import siblings
 from torch2pypto.rules.fusion import ROWS, Param, name_of
-from torch2pypto.translator.engine.epilogues import BIAS, WEIGHT, _linear, _param, _text, _unique
+from torch2pypto.translator.engine.epilogues import BIAS, WEIGHT, _dotted, _linear, _param, _text, _unique
 from torch2pypto.translator.engine.report import CONVERTED
 
 
@@ -40,7 +42,7 @@ def sibling_linears(finder, statements: list[ast.stmt], i: int, found) -> int:
         if not all(type(n) in (ast.Name, ast.Tuple, ast.List, ast.Store) for n in targets):
             break  # assigns an attribute or an item: the last of the group
         assigned |= {n.id for n in targets if type(n) is ast.Name}
-    return _emit(finder, statements[i], group, found) if len(group) > 1 else 0
+    return _emit(finder, statements[i : i + len(group)], group, found) if len(group) > 1 else 0
 
 
 def _leading_linear(finder, statement: ast.stmt):
@@ -53,8 +55,10 @@ def _leading_linear(finder, statement: ast.stmt):
         linear = _linear(finder, node)
         if linear is not None:
             return (*linear, node)
-        if type(node) is ast.Call and type(node.func) is ast.Attribute:
-            node = node.func.value
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and not _dotted(node.func):
+            node = node.func.value  # a method of what the linear gave
+        elif type(node) is ast.Call and _dotted(node.func) and node.args and type(node.args[0]) is not ast.Starred:
+            node = node.args[0]  # a call of a name or an attribute (qwen3's self.q_norm(...)): its first argument first
         elif type(node) in (ast.Attribute, ast.Subscript):
             node = node.value
         else:
@@ -67,22 +71,45 @@ def _root(node: ast.expr) -> str | None:
     return node.id if type(node) is ast.Name else None
 
 
-def _emit(finder, first: ast.stmt, group: list, found) -> int:
+def _bare(finder, statement: ast.stmt, node: ast.expr, before: list[ast.stmt]) -> str | None:
+    """The name ``statement`` assigns if it is ``name = linear(...)`` alone on its lines and no
+    statement ``before`` it in the group reads that name: the group's call assigns it instead."""
+    target = statement.targets[0] if len(statement.targets) == 1 else None
+    if statement.value is not node or type(target) is not ast.Name:
+        return None
+    if any(type(n) is ast.Name and n.id == target.id for b in before for n in ast.walk(b)):
+        return None
+    end = finder.lines.offset(*finder.lines.span(statement)[2:])
+    return target.id if finder.text[end : finder.text.find("\n", end) % (len(finder.text) + 1)].strip() == "" else None
+
+
+def _emit(finder, statements: list[ast.stmt], group: list, found) -> int:
     from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
 
-    first_span = finder.lines.span(first)
+    first_span = finder.lines.span(statements[0])
     start = finder.lines.offset(*first_span[:2])
-    indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
+    line = finder.text.rfind("\n", 0, start) + 1
+    indent = finder.text[line:start]
     if indent.strip():
         return 0  # not the line's first statement
     params: dict[str, Param] = {}
     x = _param(finder, params, group[0][1]["input"], ROWS)
     projections = [(_param(finder, params, b["weight"], WEIGHT), _param(finder, params, b.get("bias"), BIAS)) for _, b, _ in group]
     taken = {n.id for n in ast.walk(finder.function) if type(n) is ast.Name} | {a.arg for a in ast.walk(finder.function) if type(a) is ast.arg}
-    results = []
-    for weight, _ in projections:
+    results, edits = [], []
+    for j, ((_, _, node), statement, (weight, _)) in enumerate(zip(group, statements, projections)):
+        bare = _bare(finder, statement, node, statements[:j])
+        if bare is not None:  # its line goes: the group's call assigns its name
+            s = finder.lines.span(statement)
+            own = finder.lines.offset(*s[:2])
+            end = finder.text.find("\n", finder.lines.offset(*s[2:]))
+            edits.append((finder.text.rfind("\n", 0, own) + 1, len(finder.text) if end < 0 else end + 1, ""))
+            results.append(bare)
+            continue
         results.append(_unique(weight.removesuffix("_weight"), taken))
         taken.add(results[-1])
+        s = finder.lines.span(node)
+        edits.append((finder.lines.offset(*s[:2]), finder.lines.offset(*s[2:]), results[-1]))
     linears = ", ".join(f"torch.nn.functional.linear({x}, {w}, {b or 'None'})" for w, b in projections)
     torch_source = f"return {linears}\n"
     attempts = [a for a, _, _ in group]
@@ -98,9 +125,7 @@ def _emit(finder, first: ast.stmt, group: list, found) -> int:
     found.regions.append(Region(finder.path, span, finder.function.name, ("linear",) * len(group), wrapper, kernel,
                                 tuple(params.values()), ("linear",)))
     call = f"{wrapper}({', '.join(p.source for p in params.values())})"
-    found.edits.append((start, start, f"{', '.join(results)} = {call}\n{indent}"))
-    for (_, _, node), result in zip(group, results):
-        s = finder.lines.span(node)
-        found.edits.append((finder.lines.offset(*s[:2]), finder.lines.offset(*s[2:]), result))
+    found.edits.append((line, line, f"{indent}{', '.join(results)} = {call}\n"))
+    found.edits.extend(edits)
     found.definitions.extend((start, d) for d in definitions)
     return len(group)
