@@ -146,3 +146,10 @@ def test_a_projection_inside_a_call_of_an_attribute_is_a_sibling():
     assert [r.kernel for r in translation.regions] == ["linears_3_kernel"]
     assert "query_states = pypto_layer_norm(q_proj.view(hidden_shape), " in translation.code
     assert translated(translation.code).code == translation.code
+
+
+def test_an_activation_of_a_projection_keeps_its_epilogue():
+    """bart's self.activation_fn(self.fc1(h)) is a linear with its activation in the epilogue, not a sibling."""
+    code = ("import torch\nimport torch.nn.functional as F\n\n\n"
+            "def f(x: torch.Tensor, wa: torch.Tensor, wb: torch.Tensor):\n    a = F.silu(F.linear(x, wa))\n    b = F.linear(x, wb)\n    return a, b\n")
+    assert [r.kernel for r in translated(code).regions] == ["linear_silu_kernel"]

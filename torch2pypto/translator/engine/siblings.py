@@ -23,7 +23,7 @@ import ast
 
 from torch2pypto.rules import siblings
 from torch2pypto.rules.fusion import ROWS, Param, name_of
-from torch2pypto.translator.engine.epilogues import BIAS, WEIGHT, _dotted, _linear, _param, _text, _unique
+from torch2pypto.translator.engine.epilogues import BIAS, WEIGHT, _activation, _dotted, _linear, _param, _text, _unique
 from torch2pypto.translator.engine.report import CONVERTED
 
 
@@ -57,8 +57,8 @@ def _leading_linear(finder, statement: ast.stmt):
             return (*linear, node)
         if type(node) is ast.Call and type(node.func) is ast.Attribute and not _dotted(node.func):
             node = node.func.value  # a method of what the linear gave
-        elif type(node) is ast.Call and _dotted(node.func) and node.args and type(node.args[0]) is not ast.Starred:
-            node = node.args[0]  # a call of a name or an attribute (qwen3's self.q_norm(...)): its first argument first
+        elif type(node) is ast.Call and _dotted(node.func) and node.args and type(node.args[0]) is not ast.Starred and _activation(finder, node) is None:
+            node = node.args[0]  # a call of a name or an attribute (qwen3's self.q_norm(...)), no activation epilogue's: its first argument first
         elif type(node) in (ast.Attribute, ast.Subscript):
             node = node.value
         else:
