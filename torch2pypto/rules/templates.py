@@ -343,6 +343,54 @@ def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definit
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
+def linears_kernel(name: str, count: int, *, bias: bool) -> Definition:
+    """A kernel factory ``name(dtype, k, n0, .., rows)`` computing ``count`` projections of row tiles
+    of ``a`` ([m, k], m dynamic, in tiles of ``rows`` rows: :data:`CUBE_TILES`): ``a @ wj.T (+ bj)``
+    into ``outj``, each weight [nj, k] (read transposed) its own N.
+
+    Each row tile is read once and multiplied by every weight on the cube, in FP32; the vector
+    epilogue adds each bias (given ``bias``: ``bj`` [1, nj]) and rounds to ``dtype`` once, as torch's
+    linear rounds. K and each N are static and of any size, as in :func:`cube_kernel`.
+    """
+    ids = range(count)
+    params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n"
+    params += "".join(f"        w{j}: pypto.Tensor([n{j}, k], dtype),\n" for j in ids)
+    params += "".join(f"        b{j}: pypto.Tensor([1, n{j}], dtype),\n" for j in ids) if bias else ""
+    params += "".join(f"        out{j}: pypto.Tensor([pypto.DYNAMIC, n{j}], dtype),\n" for j in ids)
+    matmul = Step("matmul", (("b_trans", "True"),))
+    setup, store = cast("result", FP32, "dtype")
+    body = "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - r).min(rows), k])\n"
+    for j in ids:
+        body += (f"pypto.set_cube_tile_shapes([rows, rows], k_tiles{j}, n_tiles{j})\n"
+                 f"w{j}_tile = pypto.view(w{j}, [n{j}_16, k16], [0, 0], valid_shape=[n{j}, k])\n"
+                 + matmul.render("result", ("a_tile", f"w{j}_tile", FP32))
+                 + f"pypto.set_vec_tile_shapes(vec_rows{j}, vec_cols{j})\n")
+        if bias:
+            body += (f"b{j}_tile = pypto.view(b{j}, [1, n{j}_16], [0, 0], valid_shape=[1, n{j}])\n"
+                     f"if dtype != {FP32}:\n    b{j}_tile = pypto.cast(b{j}_tile, {FP32})\n"
+                     f"result = pypto.add(result, b{j}_tile)\n")
+        body += store + f"pypto.assemble(result, [r, 0], out{j})\n"
+    loops = (
+        "        m = a.shape[0]\n"
+        "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
+        "            r = i * rows\n"
+    )
+    prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
+    for j in ids:
+        prelude += (f"n{j}_16 = -(-n{j} // 16) * 16\n"
+                    f"k_tiles{j}, n_tiles{j} = _cube_tiles(k16, n{j}_16, dtype, rows)\n"
+                    f"vec_rows{j}, vec_cols{j} = _tile_shape(n{j}_16, rows, 3, (pypto.DT_FP32,))\n")
+    prelude += setup
+    factory = ", ".join(["dtype", "k", *(f"n{j}" for j in ids), "rows"])
+    source = kernel_factory(name, factory, _linears_doc(count, bias), prelude, params, loops + textwrap.indent(body, " " * 12), CUBE_JIT)
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+def _linears_doc(count: int, bias: bool) -> str:
+    terms = ", ".join(f"a @ w{j}.T{f' + b{j}' if bias else ''}" for j in range(count))
+    return f"{terms}: {count} projections of one read of a's row tiles."
+
+
 CUBE_TILES = copied("tiles", "_cube_tiles", "_L0A_BYTES")
 
 

@@ -40,7 +40,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, definitions, name_of, static_dtype
 from torch2pypto.rules.steps import Apply
 from torch2pypto.schema.family import family
-from torch2pypto.translator.engine import epilogues
+from torch2pypto.translator.engine import epilogues, siblings
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
@@ -269,14 +269,15 @@ class _Finder:
         self.loop_node = loop
         i = 0
         while i < len(statements):
-            best = self.run(statements, i)
+            grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
+            best = None if grouped else self.run(statements, i)
             if best is None or len(best[1].program.ops) < 2:
-                statement = statements[i]
-                spans = self.starts
-                self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
-                for root in _expressions(statement):
-                    self.expression(root, found)
-                i += 1
+                for statement in statements[i : i + max(grouped, 1)]:
+                    spans = self.starts
+                    self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
+                    for root in _expressions(statement):
+                        self.expression(root, found)
+                i += max(grouped, 1)
                 continue
             self.emit(statements[i : best[0]], best[1], found)
             i = best[0]
