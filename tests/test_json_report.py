@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from torch2pypto.mapping import CATEGORIES
-from torch2pypto.translator.engine.fusion import Region
+from torch2pypto.translator.engine.regions import Region
 from torch2pypto.translator.engine.transform import FUSED
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, HOST_SIDE, UNSUPPORTED, Record
 from torch2pypto.translator.run.json_report import SCHEMA_VERSION, report_data, schema, write_report

@@ -1,6 +1,6 @@
 """Fused kernels: a region of tensor statements as one row kernel, built from the ops' own steps.
 
-The engine (:mod:`torch2pypto.translator.engine.fusion`) walks a region's statements and calls
+The engine (:mod:`torch2pypto.translator.engine.regions`, :mod:`~torch2pypto.translator.engine.lowering`) walks a region's statements and calls
 a :class:`Program` once per torch op, passing that op's steps (those of its family: elementwise
 entries' :func:`elementwise.step`, reductions' :func:`reduction.program`, composites'
 :func:`composite.program`). The program keeps torch's semantics on tiles: every value has its

@@ -74,7 +74,7 @@ class Family:
     (checked when the table loads). ``wrapper_names``: the generated wrappers whose calls are
     converted sites of an entry. ``parts``: the op names of the entries an entry calls (a recipe's
     steps, the swapped form of a number-first call); the loader attaches them. ``fuse``: the entry's tile steps in a fused
-    region (engine/fusion.py's builder, the entry, its bound ast arguments, the region's values),
+    region (engine/lowering.py's Built, the entry, its bound ast arguments, the region's values),
     or None if it does not fuse. ``operand_sample``: the dtype a sampled tensor operand (after the
     input, at ``position``) gets in the tests and --verify: the case's (same), another float
     dtype (other: a cast's dtype carrier) or bool. ``accumulates``: what one result element

@@ -76,7 +76,7 @@ def linear_epilogue(finder, node: ast.expr, found) -> bool:
 
 
 def _emit_epilogue(finder, node, op, linear_first, linear, other, site, found) -> None:
-    from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
     attempt, bound = linear
     params: dict[str, Param] = {}
@@ -150,7 +150,7 @@ def linear_activation(finder, node: ast.expr, found) -> bool:
     linear = _linear(finder, node.args[0]) if act is not None else None
     if linear is None:
         return False
-    from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
     (attempt, kind), (site, bound) = act, linear
     params: dict[str, Param] = {}
@@ -208,7 +208,7 @@ def _linear(finder, node: ast.expr):
 
 
 def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gate, up, found) -> None:
-    from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
     params: dict[str, Param] = {}  # source -> parameter
     act_param = _param(finder, params, activated_node.func, MODULE) if kind is None else None

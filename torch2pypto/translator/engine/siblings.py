@@ -84,7 +84,7 @@ def _bare(finder, statement: ast.stmt, node: ast.expr, before: list[ast.stmt]) -
 
 
 def _emit(finder, statements: list[ast.stmt], group: list, found) -> int:
-    from torch2pypto.translator.engine.fusion import Region  # fusion calls this module
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
     first_span = finder.lines.span(statements[0])
     start = finder.lines.offset(*first_span[:2])

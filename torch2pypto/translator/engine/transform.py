@@ -53,7 +53,7 @@ class Options:
     select: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()
     module_bases: frozenset[str] = frozenset()
-    fuse: bool = True  # runs of tensor statements become one kernel (engine.fusion); False: a kernel per call
+    fuse: bool = True  # runs of tensor statements become one kernel (engine.regions); False: a kernel per call
 
     def validate(self, table: Table) -> None:
         """Raise ValueError naming the first term that is no op, torch API or category."""

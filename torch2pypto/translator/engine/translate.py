@@ -15,11 +15,11 @@ import libcst as cst
 from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import fused_sites
-from torch2pypto.translator.engine import emit
-from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.schema import operators
-from torch2pypto.translator.engine import chunks, fusion
+from torch2pypto.translator.engine import chunks, emit
 from torch2pypto.translator.engine.hierarchy import Hierarchy
+from torch2pypto.translator.engine.regions import Context, Fused, Region, fuse, module_functions
+from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
 from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
 
@@ -41,7 +41,7 @@ class Translation:
     records: tuple[Record, ...]
     conversions: tuple[Conversion, ...] = ()
     definitions: tuple[Definition, ...] = ()
-    regions: tuple[fusion.Region, ...] = ()
+    regions: tuple[Region, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -90,7 +90,7 @@ def translate_source(
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
         attempts = _decide(sites, lines)
         elsewhere = _elsewhere(module, text, path, section, lines, (table, options, generated, hierarchy)) if module.functions else None
-        fused = fusion.fuse(sites, attempts, lines, text, index.tree, path, elsewhere) if options.fuse else fusion.Fused([], [], [])
+        fused = fuse(sites, attempts, lines, text, index.tree, path, elsewhere) if options.fuse else Fused([], [], [])
         chunk_edits, chunk_conversions, chunk_definitions, nested = _rewrite(text, lines, attempts, progress, fused.edits)
         chunk_edits += [e for e in fused.edits if e not in nested]
         chunk_definitions = [d for _, d in sorted([*fused.definitions, *chunk_definitions], key=lambda p: p[0])]  # source order
@@ -139,7 +139,7 @@ class _Parted:
                 tree = chunks.tree(text, chunk, path)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return None  # parsed whole, it raises what Python says
-            counts, functions = fusion.module_functions(tree.body)
+            counts, functions = module_functions(tree.body)
             bound += counts
             where.update(dict.fromkeys(functions, chunk))
             ModuleIndex(tree, module=scope, scope_of=scope_of, shallow=True)
@@ -190,7 +190,7 @@ def _elsewhere(module: _Parted, text: str, path: str, section: range, lines: _Li
             index = module.index(text, chunk, path, section)
             sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
             pending = {a.span: a for a in _decide(sites, lines) if not a.status}
-            decided[chunk] = (index.tree, fusion.Context(pending, sites.inference))
+            decided[chunk] = (index.tree, Context(pending, sites.inference))
         tree, context = decided[chunk]
         function = next((n for n in tree.body if type(n) is ast.FunctionDef and n.name == name), None)
         return None if function is None else (function, context)

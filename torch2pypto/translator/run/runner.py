@@ -140,7 +140,7 @@ class Result:
     staged: str = ""
     records: tuple[Record, ...] = ()
     definitions: tuple[Definition, ...] = ()
-    regions: tuple = ()  # engine.fusion.Region of each fused region
+    regions: tuple = ()  # engine.regions.Region of each fused region
     error: str = ""
     location: str = ""
 

@@ -25,7 +25,7 @@ class FileOutcome:
     status: str
     reason: str = ""
     records: tuple[Record, ...] = ()
-    regions: tuple = ()  # engine.fusion.Region of each fused region
+    regions: tuple = ()  # engine.regions.Region of each fused region
 
 
 @dataclasses.dataclass(frozen=True)

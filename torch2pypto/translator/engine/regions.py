@@ -1,0 +1,463 @@
+"""Regions: runs of straight-line tensor statements become one call of one fused kernel.
+
+Within each function body (and each block in it), consecutive statements ``name = <expr>`` (and
+a final ``return <expr>``) whose expressions are made of ops one row kernel can carry form a
+region: table entries of the elementwise, cast, composite (row recipes along the last dim) and
+reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers,
+last-dim slices ``x[..., a:b]`` (bounds of ints and the values' last dim) and ``torch.cat(...,
+dim=-1)``, and helpers called with tensors, inlined: of the same class (``self._norm(x.float())``)
+or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it). Leaves are
+names and ``self`` attributes the inference knows to be tensors (the kernel's operands; ``self``
+attributes are taken as weights of the row's width), Python numbers and dtypes. A region of at
+least two ops becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
+are read anywhere else in the function are its outputs. Its kernel, torch fallback (the
+statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
+call sites are converted sites, fused.
+
+A statement of two ops or more that reads none of the region's values and brings rows of its own
+starts another region (q's and k's RoPE: their heads differ under GQA, a kernel takes rows of one
+shape).
+A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
+(a call's argument, a list item) become calls standing where they were written. In a region's
+first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
+(``x.view(s)``, ``self.proj_helper(q)``) runs on the host as written and is an operand of the kernel.
+
+This module finds the regions (:class:`Finder`); :mod:`lowering` turns a region's expressions into
+its tile program.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import collections
+import dataclasses
+import functools
+import io
+import tokenize
+
+from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
+from torch2pypto.translator.engine import epilogues, siblings
+from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, candidate, own_nodes
+from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
+from torch2pypto.translator.engine.scopes import children, walk
+
+_BLOCKS = ("body", "orelse", "finalbody")
+_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A fused region: its statements' span (1-based lines, 0-based columns), the ops fused, the
+    wrapper its statements call and the kernel it launches; for ``--verify``, the wrapper's
+    parameters, the table entries fused (their sample hints) and the class whose ``self`` the
+    fallback reads (a qualified name in the module; None: none, or a class not at module level)."""
+
+    path: str
+    span: tuple[int, int, int, int]
+    function: str
+    ops: tuple[str, ...]
+    wrapper: str
+    kernel: str
+    params: tuple[Param, ...] = ()
+    entries: tuple[str, ...] = ()
+    owner: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """The pending call sites (by span) and the inference of a chunk of a module read in chunks."""
+
+    pending: dict
+    inference: object
+
+
+@dataclasses.dataclass
+class Fused:
+    regions: list[Region]
+    edits: list[tuple[int, int, str]]
+    definitions: list[tuple[int, Definition]]  # (offset of the region, definition)
+
+
+def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
+    """Find the regions of ``tree``'s functions; mark their call sites converted; the edits that
+    replace their statements and the definitions their calls need. ``elsewhere`` (a module read
+    in chunks): the module's functions of the other chunks, by name, each a callable giving
+    ``(function, Context)`` or None."""
+    pending = {a.span: a for a in attempts if not a.status}
+    at = {a.span: a for a in attempts}
+    host = {a.span for a in attempts if a.status == HOST_SIDE}
+    found = Fused([], [], [])
+    owners = dict(_methods(tree.body, ""))
+    helpers: dict = _module_functions(tree) if elsewhere is None else {}
+    contexts: dict[int, Context] = {}
+    for name, load in (elsewhere or {}).items():
+        helpers[name] = functools.partial(_loaded, load, contexts)
+    for function in _functions(tree):
+        finder = Finder(sites, pending, lines, text, function)
+        finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
+        finder.contexts, finder.at = contexts, at
+        for block, loop in _blocks(function):
+            finder.block(block, loop, found)
+    return found
+
+
+def _functions(tree: ast.Module):
+    """The functions of a module, nested ones too, in ``ast.walk``'s order; only statements (and
+    their handlers and cases) can hold one, so expressions are not walked."""
+    queue = collections.deque([tree])
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, FUNCTIONS):
+            yield node
+        queue.extend(c for c in children(node) if isinstance(c, _STATEMENTS))
+
+
+def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: Built) -> bool:
+    """Whether ``statement`` reads none of the values of the statements ``before`` it (which made
+    ``ops`` ops of the rows operands ``rows``), brings rows operands of its own and is a region by
+    itself (two ops at least): apart, as q's and k's RoPE (their rows differ under GQA, and a
+    kernel takes rows of one shape). Single ops stay together (``a = a + t`` and ``b = b + t``:
+    one kernel where the shapes agree, torch where not)."""
+    if len(extended.program.ops) - ops < 2:
+        return False
+    assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
+    if any(type(n) is ast.Name and n.id in assigned for n in walk(statement.value)):
+        return False
+    return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
+
+
+def _rows(built: Built) -> set[str]:
+    return {p.source for p in built.program.params if p.kind == ROWS}
+
+
+def _loaded(load, contexts: dict):
+    """A function of another chunk, its context recorded by id (None: it is no module function)."""
+    found = load()
+    if found is None:
+        return None
+    function, context = found
+    contexts[id(function)] = context
+    return function
+
+
+def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """The module's functions by name, those it binds nowhere else at module level."""
+    bound, functions = module_functions(tree.body)
+    return {name: n for name, n in functions.items() if bound[name] == 1}
+
+
+def module_functions(body: list[ast.stmt]) -> tuple[collections.Counter, dict[str, ast.FunctionDef]]:
+    """How often top-level statements ``body`` bind each name at module level, and their
+    functions by name (a module read in chunks adds up its chunks')."""
+    bound = collections.Counter()
+    for node in body:
+        for n in ast.walk(node) if not isinstance(node, (*FUNCTIONS, ast.ClassDef)) else [node]:
+            if isinstance(n, (*FUNCTIONS, ast.ClassDef)):
+                bound[n.name] += 1
+            elif type(n) is ast.Name and type(n.ctx) is not ast.Load:
+                bound[n.id] += 1
+            elif isinstance(n, ast.alias):
+                bound[(n.asname or n.name).split(".")[0]] += 1
+    return bound, {n.name: n for n in body if type(n) is ast.FunctionDef}
+
+
+def _methods(body: list[ast.stmt], prefix: str):
+    """(id of a method, qualified name of its class) of the classes at module level, nested ones too."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            name = prefix + node.name
+            yield from ((id(n), name) for n in node.body if isinstance(n, FUNCTIONS))
+            yield from _methods(node.body, name + ".")
+
+
+def _blocks(function: ast.AST):
+    """The statement lists of a function body, nested blocks included, not nested functions';
+    each with the outermost loop of the function around it (None: no loop)."""
+    stack = [(function.body, None)]
+    while stack:
+        block, loop = stack.pop()
+        yield block, loop
+        for statement in block:
+            if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+                continue
+            inner_loop = loop or (statement if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) else None)
+            for field in _BLOCKS:
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    stack.append((inner, inner_loop))
+            for handler in getattr(statement, "handlers", ()):
+                stack.append((handler.body, inner_loop))
+            for case in getattr(statement, "cases", ()):
+                stack.append((case.body, inner_loop))
+
+
+class Finder:
+    """The regions of one function."""
+
+    def __init__(self, sites, pending, lines, text: str, function) -> None:
+        self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
+        self.loop_node = None  # the loop around the current block
+        self.near: list = []  # the pending spans on the lines of the statement searched for expressions
+        self._loops: dict[int, set[int]] = {}
+        self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
+        self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
+        self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
+        self.path, self.owner = "", None
+        self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
+        self.host: set = set()  # the spans of host-side torch calls (views, shapes)
+        self.contexts: dict[int, Context] = {}  # id of a helper of another chunk -> that chunk's
+        self.at: dict = {}  # every call site's attempt by span, decided or pending
+
+    # what the function reads and declares: walked only for a function with a region to try
+
+    @functools.cached_property
+    def declared(self) -> set[str]:
+        return {name for n in own_nodes(self.function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+
+    @functools.cached_property
+    def loads(self) -> list[ast.Name]:
+        return [n for n in walk(self.function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
+
+    @functools.cached_property
+    def deferred(self) -> set[int]:
+        """Names read by a nested function, whenever it runs."""
+        own = {id(n) for n in own_nodes(self.function)}
+        return {id(n) for n in self.loads if id(n) not in own}
+
+    @functools.cached_property
+    def starts(self) -> list:
+        """The pending spans in source order (a call site holding an expression is in its statement)."""
+        return sorted(self.pending)
+
+    @property
+    def loop(self) -> set[int]:
+        """The nodes of the loop around the current block."""
+        loop = self.loop_node
+        if loop is None:
+            return set()
+        if id(loop) not in self._loops:
+            self._loops[id(loop)] = {id(n) for n in walk(loop)}
+        return self._loops[id(loop)]
+
+    def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
+        self.loop_node = loop
+        i = 0
+        while i < len(statements):
+            grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
+            best = None if grouped else self.run(statements, i)
+            if best is None or len(best[1].program.ops) < 2:
+                for statement in statements[i : i + max(grouped, 1)]:
+                    spans = self.starts
+                    self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
+                    for root in _expressions(statement):
+                        self.expression(root, found)
+                i += max(grouped, 1)
+                continue
+            self.emit(statements[i : best[0]], best[1], found)
+            i = best[0]
+
+    def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
+        """The longest region of the statements from ``i``: where it ends, and its build. Each
+        statement extends the build of the ones before it; where one does not fit, the longest
+        region found so far is built again from its statements."""
+        best, built, j = None, None, i
+        while j < len(statements) and candidate(statements[j]):
+            before = None if built is None else (len(built.program.ops), _rows(built))
+            try:
+                built = self.build(statements[i : j + 1], built)
+            except Unfusible:
+                break
+            if before is not None and _apart(statements[i:j], statements[j], *before, built):
+                break
+            j += 1
+            try:
+                built.outputs = self.outputs(statements[i:j], built)
+            except Unfusible:
+                continue  # a later statement may read what this prefix cannot return
+            best = j
+        if best is None:
+            return None
+        if len(built.statements) != best - i:  # extended past it, or left half-extended by a failure
+            built = self.build(statements[i:best])
+            built.outputs = self.outputs(statements[i:best], built)
+        return best, built
+
+    def expression(self, node: ast.expr, found: Fused) -> None:
+        """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
+        call stands where it was written: ``self.o_proj(a * b + c)``, ``x = foo(q * cos + r * sin)``;
+        a gated pair or a linear and its epilogue (:mod:`epilogues`), also inside a converted call:
+        ``self.down(act(gate(x)) * up(x))``, ``self.q_proj(h) * self.scaling``. An expression of
+        fewer than two ops holds none of two."""
+        if self._ops_at_most(node) < 2:
+            return
+        if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
+            return
+        alone = self._alone.get(id(node))
+        if isinstance(node, (*OPERATORS, ast.Call)) and not (alone and alone[0] is node and alone[1] < 2) and not self._enclosed(node):
+            returned = ast.Return(value=node)
+            ast.copy_location(returned, node)
+            try:
+                built = self.build([returned])
+                if len(built.program.ops) >= 2 and not _comments(self._text(node)):
+                    built.outputs = self.outputs([returned], built)
+                    self.emit([returned], built, found, inline=True)
+                    return
+            except Unfusible:
+                pass
+        for child in children(node):
+            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                continue  # its names are its own
+            for inner in [child] if isinstance(child, ast.expr) else children(child):
+                if isinstance(inner, ast.expr):
+                    self.expression(inner, found)
+
+    def nodes(self, node: ast.AST) -> list[ast.AST]:
+        """``walk(node)``, once per node (the builds of a statement and of its expressions read the same ones)."""
+        known = self._walks.get(id(node))
+        if known is None or known[0] is not node:
+            known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
+        return known[1]
+
+    def _ops_at_most(self, node: ast.AST) -> float:
+        """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
+        two), found without building: one per operator and subscript (a last-dim slice), one per pending call
+        site (its family's step), none for another call (an operand computed on the host, or no
+        region); a call of a helper, which may inline many, counts as many."""
+        known = self._bounds.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        kind = type(node)
+        if kind is ast.Call:
+            func = node.func
+            if type(func) is ast.Name and func.id in self.helpers or self.sites.inference.self_method(func) is not None:
+                count = float("inf")
+            else:
+                count = 1 if self.lines.span(node) in self.pending else 0
+        else:
+            count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
+        for child in children(node):
+            if count >= 2:
+                break
+            count += self._ops_at_most(child)
+        self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
+        return count
+
+    def _text(self, node: ast.AST) -> str:
+        span = self.lines.span(node)
+        return self.text[self.lines.offset(*span[:2]) : self.lines.offset(*span[2:])]
+
+    def _enclosed(self, node: ast.expr) -> bool:
+        """Whether a pending call site holds ``node`` (its rewrite would overlap the region's)."""
+        line, column, end_line, end_column = self.lines.span(node)
+        return any(
+            (s[0], s[1]) <= (line, column) and (end_line, end_column) <= (s[2], s[3]) and s != (line, column, end_line, end_column)
+            for s in self.near
+        )
+
+    def build(self, statements: list[ast.stmt], built: Built | None = None) -> Built:
+        """The region of ``statements``; ``built``: the build of all but the last, extended."""
+        start = 0 if built is None else len(built.statements)
+        if built is None:
+            built = Built(self, statements)
+        built.statements = statements
+        for index, statement in enumerate(statements[start:], start):
+            built.first = index == 0
+            try:
+                value = built.value(statement.value, built.env)
+            except Unfusible:
+                if index == 0:
+                    self._alone[id(statement.value)] = (statement.value, 0)
+                raise
+            if index == 0:  # built alone: as an expression, it makes as many ops
+                self._alone[id(statement.value)] = (statement.value, len(built.program.ops))
+            if not value.is_tile:
+                raise Unfusible("a statement of no tensor")
+            if any(value.text == f"{p.name}_tile" for p in built.program.params):
+                raise Unfusible("a statement of no op")
+            if type(statement) is ast.Return:
+                built.returned = value
+            else:
+                name = statement.targets[0].id
+                if name in self.declared:
+                    raise Unfusible(f"{name} is global or nonlocal")
+                built.env[name] = value
+                built.assigned[name] = value
+        return built
+
+    def outputs(self, statements, built: Built) -> list[Output]:
+        inside = {id(n) for s in statements for n in walk(s)}
+        end = (statements[-1].end_lineno, statements[-1].end_col_offset)
+        read = {
+            n.id for n in self.loads
+            if id(n) not in inside and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
+        }
+        live = [Output(name, value) for name, value in built.assigned.items() if name in read]
+        if built.returned is not None:
+            if live:
+                raise Unfusible("a return after values read elsewhere")
+            live = [Output("result", built.returned)]
+        if not live:
+            raise Unfusible("no value of the region is read")
+        for o in live:
+            if o.value.width != "cols":
+                raise Unfusible(f"{o.name} is a last-dim slice: a row kernel stores whole rows")
+            if o.value.role == VECTOR:
+                raise Unfusible(f"{o.name} is a vector: a row kernel stores rows and columns")
+        # torch returns a cast to its own dtype as its operand: where that is an input or another
+        # output, the caller holds one tensor twice (a write into one shows in the other), not a copy
+        inputs = {f"{p.name}_tile" for p in built.program.params if p.kind in (ROWS, VECTOR)}
+        origins = [built.program.origin(o.value) for o in live]
+        for o, origin in zip(live, origins):
+            if origin in inputs or origins.count(origin) > 1:
+                raise Unfusible(f"{o.name} may be an input or another output itself (a cast to its own dtype)")
+        return live
+
+    def emit(self, statements: list[ast.stmt], built: Built, found: Fused, inline: bool = False) -> None:
+        """Replace the statements by the region's call (``inline``: the one expression returned)."""
+        first, last = statements[0], statements[-1]
+        span = self.lines.span(first)[:2] + self.lines.span(last)[2:]
+        start, end = self.lines.offset(*span[:2]), self.lines.offset(*span[2:])
+        torch_source = built.expression_source(start, end) if inline else built.fallback_source(start, end, first.col_offset)
+        kinds = "".join(f"{p.name}:{p.kind}," for p in built.program.params)
+        wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
+        outputs = built.outputs
+        where = f"{self.function.name}'s region"
+        defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
+        call = f"{wrapper}({', '.join(p.source for p in built.program.params)})"
+        statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
+        indent = self.text[self.lines.offset(span[0], 0) : start]
+        comments = _comments(self.text[start:end])
+        newline = "\r\n" if "\r\n" in self.text[start:end] else "\r" if "\r" in self.text[start:end] else "\n"
+        new = "".join(f"{c}{newline}{indent}" for c in comments) + statement
+        for attempt in built.attempts:
+            attempt.status, attempt.pypto_api = CONVERTED, f"{wrapper} (fused)"
+        kernel = f"{wrapper.removeprefix('pypto_').rpartition('_')[0]}_kernel"
+        params = tuple(built.program.params)
+        owner = self.owner if any(p.kind == "self" for p in params) else None
+        found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, kernel,
+                                    params, tuple(dict.fromkeys(built.entries)), owner))
+        found.edits.append((start, end, new))
+        found.definitions.extend((start, d) for d in defined)
+
+
+def _comments(segment: str) -> list[str]:
+    """The comments inside a region's text, which stay above its call."""
+    try:
+        return [t.string for t in tokenize.generate_tokens(io.StringIO(segment).readline) if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [line.strip() for line in segment.splitlines() if line.strip().startswith("#")]
+
+
+def _expressions(statement: ast.stmt):
+    """The expressions a statement evaluates itself (not those of its nested blocks or definitions)."""
+    if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+        return
+    for child in children(statement):
+        if isinstance(child, ast.expr) and type(getattr(child, "ctx", None)) is not ast.Store:
+            yield child
+        elif isinstance(child, ast.withitem):
+            yield child.context_expr
+
+
