@@ -127,7 +127,8 @@ def translated(folder: Path, fuse: bool) -> tuple:
     modules = []
     for original, package in ((llama, "transformers.models.llama"), (sdpa, "transformers.integrations")):
         source = Path(original.__file__).read_text(encoding="utf-8")
-        code = translate_source(source, Path(original.__file__).name, Options(fuse=fuse)).code
+        # its own path: the translation reads what the files it imports declare (ACT2FN's classes)
+        code = translate_source(source, original.__file__, Options(fuse=fuse)).code
         stem = original.__name__.rsplit(".", 1)[1]
         # transformers' docstring decorators read the model's name from the file's path
         modules.append(_load(f"{package}._pypto_{tag}_{stem}", code, folder / tag / "models" / "llama" / f"{stem}.py"))
@@ -142,7 +143,7 @@ class Recorder:
     wrapper call's FLOPs on meta tensors and what torch runs outside the launches."""
 
     def __init__(self, modules, layer, peak_source_files) -> None:
-        self.modules, self.launches, self.stack, self.flops = modules, [], [], None
+        self.modules, self.launches, self.flops = modules, [], None
         self.fallbacks = {}  # wrapper -> calls that launched nothing: their torch path ran
         self.files = peak_source_files  # translated files: their frames name the stage
         self.helpers = set()
@@ -151,20 +152,22 @@ class Recorder:
             self.helpers |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in STAGES}
         # a launch that reads a submodule's parameter (a projection's weight) is that submodule's
         self.owners = {p.data_ptr(): name.rpartition(".")[0] for name, p in layer.named_parameters()}
-        for path, sub in layer.named_modules():
-            sub.register_forward_pre_hook(lambda m, a, path=path: self.stack.append(path))
-            sub.register_forward_hook(lambda m, a, o: self.stack.pop() and None)  # None: the output stays
+        # the submodule running: the innermost frame whose ``self`` is one (no hooks: a module with
+        # hooks is one whose call a fused kernel may not skip, so hooks would change what launches)
+        self.paths = {id(sub): path for path, sub in layer.named_modules()}
 
     def stage(self, tensors) -> tuple[str, str]:
         """The submodule whose parameters the launch reads (else the innermost one running) and the
         model's helper function it runs in, if one names a stage."""
-        frame, helper = sys._getframe(), None
+        frame, helper, running = sys._getframe(), None, None
         while frame is not None:
             if frame.f_code.co_filename in self.files and frame.f_code.co_name in self.helpers:
                 helper = STAGES[frame.f_code.co_name]  # the outermost wins
+            if running is None and id(frame.f_locals.get("self")) in self.paths:
+                running = self.paths[id(frame.f_locals["self"])]
             frame = frame.f_back
         owners = dict.fromkeys(self.owners[t.data_ptr()] for t in tensors if t.data_ptr() in self.owners)
-        path = "+".join(owners) or (self.stack[-1] if self.stack else "") or "layer"
+        path = "+".join(owners) or running or "layer"
         return ".".join(p for p in (path, helper) if p), ".".join(p for p in (path.split(".")[0], helper) if p)
 
     def launch(self, kernel, *tensors) -> None:
