@@ -211,6 +211,19 @@ def test_view_ops_of_an_unknown_receiver_are_host_side_and_state_queries_no_site
     assert "is_autocast_enabled" not in err
 
 
+@pytest.mark.interpreter
+def test_verify_leaves_nothing_in_the_home_dir_but_its_cache(tmp_path):
+    """`import pypto` alone writes run data to ~/.pypto: --verify sets PyPTO's dirs up first."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("TILE_FWK_OUTPUT_DIR", "PYPTO_HOME", "ASCEND_PROCESS_LOG_PATH")}
+    env.update(HOME=str(home))  # the calculator cache stays where conftest puts it
+    result = subprocess.run([sys.executable, "-m", "torch2pypto.translator.run.cli", str(SAMPLE), "--verify", "-o", str(tmp_path / "out.py")],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [p for p in home.rglob("*") if p.is_file()] == []
+
+
 def test_verify_writes_nothing_but_code_to_stdout(tmp_path, capsysbinary):
     """Issue 20 item 8: `translate m.py --verify > out.py` gives out.py the code alone; the
     verification goes to stderr with the summary."""

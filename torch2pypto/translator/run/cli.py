@@ -145,7 +145,10 @@ def _interrupted(args: argparse.Namespace, err: Console) -> int:
 def _verify(translation: Translation, err: Console) -> int:
     """``--verify``: the table on stderr with the summary (stdout carries only code); the exit code."""
     try:
-        from torch2pypto.translator.verification.verify import verify_translation  # imports torch
+        from torch2pypto.translator.verification import interpreter  # imports torch
+
+        interpreter.setup()  # before pypto is imported: its run data and logs go to a temp dir, not ~/.pypto
+        from torch2pypto.translator.verification.verify import verify_translation
     except ImportError as exc:
         err.print(f"translate: error: --verify needs torch and pypto: pip install 'torch2pypto[verify]' ({exc})", markup=False, soft_wrap=True)
         return 2
