@@ -12,8 +12,6 @@ the next ops carry that: :func:`region_tolerance`.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from torch2pypto.schema.family import family

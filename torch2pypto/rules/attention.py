@@ -76,7 +76,7 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
     params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, {t}_cols], dtype),\n" for t in ("q", "k", "v"))
     params += "        bias: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32),\n"
     params += "        out: pypto.Tensor([pypto.DYNAMIC, q_cols], dtype),\n"
-    body = f'''\
+    body = '''\
         sq = q.shape[0] // (batch if q_columns else bh)
         skv = k.shape[0] // (batch if k_columns else bh // group)
         for h in pypto.loop(bh, name="heads"):

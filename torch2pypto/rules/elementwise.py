@@ -211,7 +211,6 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         keyword = "if" if i == 0 else "elif" if i < len(variants) - 1 else "else"
         line = f"{keyword} {test}:" if keyword != "else" else "else:"
         launch.append(f"{line}\n    kernel = {kernel}({factory})\n" if len(variants) > 1 else f"kernel = {kernel}({factory})\n")
-    result = "out"
     body = (
         "heads, n, cols, operands, shape, order = _broadcast_blocks(" + ", ".join(names) + ")\n"
         + "(x, _), maps = operands[0], [m for _, m in operands]\n"
