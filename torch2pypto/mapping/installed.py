@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+import types
 from typing import Any, Callable, Iterable
 
 from torch2pypto.mapping import Entry, Table, load_table, samples
@@ -38,8 +39,16 @@ def problems(table: Table, ops: Iterable[str] | None = None) -> list[str]:
 
 
 def _pypto_ops(entry: Entry, torch, pypto) -> list[str]:
-    """The ops ``pypto`` names (``amax+sub+exp``: each step's) exist in pypto."""
-    return [f"pypto.{name} does not exist in pypto" for name in entry.pypto.split("+") if entry.pypto and not hasattr(pypto, name)]
+    """The ops ``pypto`` names (``amax+sub+exp``: each step's) and a recipe calls (``pypto.log1p``) exist in pypto."""
+    named = [*(entry.pypto.split("+") if entry.pypto else ()), *_raw_ops(entry)]
+    return [f"pypto.{name} does not exist in pypto" for name in dict.fromkeys(named) if not hasattr(pypto, name)]
+
+
+def _raw_ops(entry: Entry) -> list[str]:
+    """The PyPTO ops a composite's recipe calls itself (``pypto.log1p(x)``)."""
+    recipe = getattr(entry.fields, "recipe", None)
+    return [n.func.attr for n in ast.walk(ast.parse(recipe)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and ast.unparse(n.func.value) == "pypto"] if recipe else []
 
 
 def resolve(torch, api: str) -> Any:
@@ -159,7 +168,8 @@ def _run(entry: Entry, arguments: dict[str, Any], torch) -> Any:
     names = {op: step(resolve(torch, part.torch_function)) for op, part in entry.parts.items()}
     names |= {name: step(lambda t, r=reducer: getattr(t, r)(-1, keepdim=True)) for name, reducer in REDUCERS.items()}
     tree = ast.parse(entry.fields.recipe)
-    scope = {**arguments, **names, "cols": first.shape[-1], "math": math}
+    raw = types.SimpleNamespace(**{op: step(getattr(torch, op)) for op in _raw_ops(entry)})  # pypto.log1p: torch.log1p
+    scope = {**arguments, **names, "cols": first.shape[-1], "math": math, "pypto": raw}
     exec(compile(ast.Module(tree.body[:-1], []), entry.op, "exec"), scope)  # noqa: S102 (the table's own recipe)
     return eval(compile(ast.Expression(tree.body[-1].value), entry.op, "eval"), scope)  # noqa: S307
 

@@ -2,8 +2,9 @@
 
 ``recipe`` is Python over the entry's parameters: assignments, then the result expression
 (``"e = exp(sub(input, amax(input))); div(e, sum(e))"``). A call applies an elementwise entry's
-step, or reduces along the row (:data:`REDUCERS`: a [rows, 1] tile in FP32 that broadcasts over
-the row); names are the tensor parameters, the entry's other parameters (kernel constants) and
+step, a composite entry's steps (one kernel's: tensors only, no constants; atanh's ``log1p``), a
+PyPTO op itself (``pypto.log1p``: the op whose departure the log1p entry fixes up) or reduces along
+the row (:data:`REDUCERS`: a [rows, 1] tile in FP32 that broadcasts over the row); names are the tensor parameters, the entry's other parameters (kernel constants) and
 ``cols``, the row's width. A ``Tensor | Number`` operand after the first may be a Python number: a
 kernel constant then (one kernel each way), which no step may take first (PyPTO's ops take a
 tensor first). ``a if approximate == 'tanh' else b`` picks a recipe by a str
@@ -50,7 +51,7 @@ from torch2pypto.schema.family import Family, length_over, register
 class CompositeFields(Fields):
     """The table fields the composite family reads."""
 
-    recipe: str | None = field("other entries' steps, as Python: assignments, then the result (\"mul(input, sigmoid(input))\")")
+    recipe: str | None = field("other entries' steps (a composite's inlined) or PyPTO ops (pypto.log1p), as Python: assignments, then the result (\"mul(input, sigmoid(input))\")")
     along: str | None = field("the parameter naming the row a row recipe reduces: a dim (int: moved last) or a normalized shape (Dims: trailing dims folded into the row)")
     halves: str | None = field("a dim whose two halves of the input are the operands a and b (glu)")
     channels: tuple[str, ...] = field("operands of one value per channel (dim 1), read as [channels, 1] columns broadcast along the rows of each channel (prelu's weight, batch_norm's statistics)", ())
@@ -234,20 +235,40 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
         if isinstance(node, ast.IfExp):
             name, value = _condition(entry, node.test)
             return walk(node.body if chosen.get(name) == value else node.orelse)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) or _pypto(node)) and not node.keywords:
             args = [walk(a) for a in node.args]
             if None in args:  # an absent optional tensor: the step is the identity on its other operand
                 given = [a for a in args if a is not None]
                 if len(given) != 1:
                     raise RecipeError(f"{ast.unparse(node)} drops an absent tensor but has not one other operand")
                 return given[0]
+            if _pypto(node):
+                return apply(Step(node.func.attr), args)
+            part = entries.get(node.func.id)
+            if part is not None and part.family == "composite":
+                return inline(part, args)
             step, arity = _step(node.func.id, entries)
             if len(args) != arity:
                 raise RecipeError(f"{ast.unparse(node)}: {node.func.id} takes {arity} operand(s)")
-            target = f"t{len(applied)}"
-            applied.append(Apply(target, step, tuple(args)))
-            return target
-        raise RecipeError(f"{ast.unparse(node)} is no operand, constant, number or call of an elementwise entry or reducer")
+            return apply(step, args)
+        raise RecipeError(f"{ast.unparse(node)} is no operand, constant, number or call of an elementwise entry, composite or reducer")
+
+    def apply(step: Step, args) -> str:
+        target = f"t{len(applied)}"
+        applied.append(Apply(target, step, tuple(args)))
+        return target
+
+    def inline(part: Entry, args) -> str:
+        """A composite part's steps on these operands (one kernel's: tensors only, no constants)."""
+        if _choices(part) or constants(part) or _optional(part) or part.fields.along or part.fields.halves or part.fields.channels:
+            raise RecipeError(f"{part.op} is a composite of more than one kernel, or of constants: call its steps")
+        if len(args) != len(_tiles(part)):
+            raise RecipeError(f"{part.op} takes {len(_tiles(part))} operand(s)")
+        renames = dict(zip(_tiles(part), args))
+        for a in program(part, part.parts):
+            fp32 = a.step.fp32 or part.fields.compute == "float32"
+            renames[a.target] = apply(dataclasses.replace(a.step, fp32=fp32), [renames.get(o, o) for o in a.operands])
+        return renames["result"]
 
     bound = dict(assigned)  # walked where first used, so a branch not taken adds no steps
 
@@ -261,6 +282,11 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
         raise RecipeError("the result is no step's")
     *rest, final = applied
     return (*rest, Apply("result", final.step, final.operands))
+
+
+def _pypto(node: ast.Call) -> bool:
+    """Whether the call names a PyPTO op itself (``pypto.log1p(x)``), not a table entry's step."""
+    return isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "pypto"
 
 
 def _math(node: ast.expr) -> bool:
