@@ -12,9 +12,7 @@ the expression as written.
 
 from __future__ import annotations
 
-import textwrap
-
-from torch2pypto.rules import cube, gated, templates
+from torch2pypto.rules import gated, templates, wrappers
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.cube import MAX_DIM
 from torch2pypto.schema.entry import Entry
@@ -75,12 +73,7 @@ def definitions(wrapper: str, where: str, op: str, kinds: tuple[str, ...], param
                 roles: tuple[str, str, str | None, str]) -> tuple[Definition, ...]:
     """The kernels, the torch fallback and the wrapper of one linear epilogue; ``roles``: the
     parameters holding x, the weight, the bias (None: the linear has none) and the other operand."""
-    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
-    fallback = f"_torch_{base}"
-    signature = ", ".join(params)
-    fallback_def = Definition(
-        fallback, f'def {fallback}({signature}):\n    """{where}: the original torch expression."""\n' + textwrap.indent(torch_source, "    ")
-    )
+    fallback = wrappers.region_fallback(wrapper, where, params, torch_source)
     x, w, b, other = roles
     factory = f"_PYPTO_DTYPES[{x}.dtype], _PYPTO_DTYPES[{x}.dtype], k, n, _cube_rows(a.shape[0]), True"
     operands = f"a, _kept_contiguous({w}), " + (f"*([] if {b} is None else [{b}.reshape(1, n)]), " if b else "")
@@ -97,28 +90,16 @@ def definitions(wrapper: str, where: str, op: str, kinds: tuple[str, ...], param
         launched = f"if isinstance({other}, torch.Tensor):\n    {launch(TENSOR)}else:\n    {launch(NUMBER)}"
     else:
         launched = launch(kinds[0])
-    body = (
-        f"n, k = {w}.shape\n"
-        f"a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
-        f"out = torch.empty(a.shape[0], n, dtype={x}.dtype, device={x}.device)\n"
-        + launched + f"return out.reshape(*{x}.shape[:-1], n)\n"
-    )
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: linear, then pypto.{op} in its epilogue.", 92, subsequent_indent="    ")
-    more = textwrap.fill(
-        "The product on the cube (FP32 accumulation) plus the bias, rounded where torch's linear rounds it, "
-        f"then the op in the vector epilogue. Operands the kernel does not take (a tensor other than one of "
-        f"the result's shape and dtype, off the NPU) run {fallback}.",
-        92, initial_indent="    ", subsequent_indent="    ",
-    )
-    source = (
-        f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-        f"    if not _epilogue_takes({x}, {w}, {b or 'None'}, {other}):\n        return {fallback}({signature})\n"
-        f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
-        + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n"
-    )
     built = kernels(op, kinds)
-    requires = ("_epilogue_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(d.name for d in built))
-    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, EPILOGUE_TAKES, fallback_def, Definition(wrapper, source, requires))
+    source = wrappers.region_wrapper(
+        wrapper, params, f"{where} as one PyPTO kernel: linear, then pypto.{op} in its epilogue.",
+        "The product on the cube (FP32 accumulation) plus the bias, rounded where torch's linear rounds it, "
+        "then the op in the vector epilogue.",
+        f"_epilogue_takes({x}, {w}, {b or 'None'}, {other})", fallback, wrappers.region_rows(x, w, launched),
+        ("_epilogue_takes", "_cube_tiles", "_cube_operands", *(d.name for d in built)),
+        refused="a tensor other than one of the result's shape and dtype, off the NPU",
+    )
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, EPILOGUE_TAKES, fallback, source)
 
 
 def activation_kernels(names) -> tuple[Definition, ...]:
@@ -145,49 +126,22 @@ def activation_definitions(wrapper: str, where: str, kind: str | None, act: str 
     """The kernels, the torch fallback and the wrapper of ``act(linear(x, w, b))``: ``kind`` the
     activation if known statically, else the parameter ``act`` holds the module, whose kind the
     wrapper reads at run time (an activation of no kernel: the linear's own kernel, then ``act``)."""
-    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
-    fallback = f"_torch_{base}"
-    signature = ", ".join(params)
-    fallback_def = Definition(
-        fallback, f'def {fallback}({signature}):\n    """{where}: the original torch expression."""\n' + textwrap.indent(torch_source, "    ")
-    )
+    fallback = wrappers.region_fallback(wrapper, where, params, torch_source)
     x, w, b = roles
-    names = (kind,) if kind else tuple(gated.ACTIVATIONS)
-    if kind:
-        prologue, pick = "", f"kernel, biased = {activation_kernel(kind, False)}, {activation_kernel(kind, True)}\n"
-    else:
-        prologue = (f"activation = _activation_kind({act})\n"
-                    f"if activation is None:  # no kernel computes it in its epilogue: the linear's own kernel, then it\n"
-                    f"    return {act}(pypto_{linear.op}({x}, {w}, bias={b or 'None'}))\n")
-        pairs = ", ".join(f'"{n}": ({activation_kernel(n, False)}, {activation_kernel(n, True)})' for n in names)
-        pick = f"kernel, biased = {{{pairs}}}[activation]\n"
+    prologue, pick, run_time, needs = gated.chosen(
+        kind, act, activation_kernel, "no kernel computes it in its epilogue: the linear's own kernel, then it",
+        f"{act}(pypto_{linear.op}({x}, {w}, bias={b or 'None'}))", linear,
+    )
     factory = f"(_PYPTO_DTYPES[{x}.dtype], _PYPTO_DTYPES[{x}.dtype], k, n, _cube_rows(a.shape[0]), True)"
     launch = f"_launch(kernel{factory}, a, _kept_contiguous({w}), out)\n"
     if b:
         launch = f"if {b} is None:\n    {launch}else:\n    _launch(biased{factory}, a, _kept_contiguous({w}), {b}.reshape(1, n), out)\n"
-    body = (
-        f"n, k = {w}.shape\n"
-        f"a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
-        + pick + f"out = torch.empty(a.shape[0], n, dtype={x}.dtype, device={x}.device)\n"
-        + launch + f"return out.reshape(*{x}.shape[:-1], n)\n"
-    )
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: linear, then {kind or act} in its epilogue.", 92, subsequent_indent="    ")
-    more = textwrap.fill(
+    built = activation_kernels((kind,) if kind else tuple(gated.ACTIVATIONS))
+    source = wrappers.region_wrapper(
+        wrapper, params, f"{where} as one PyPTO kernel: linear, then {kind or act} in its epilogue.",
         "The product on the cube (FP32 accumulation) plus the bias, rounded where torch's linear rounds it, "
-        f"then the activation in the vector epilogue. Operands the kernel does not take (other shapes or dtypes, "
-        f"off the NPU) run {fallback}.",
-        92, initial_indent="    ", subsequent_indent="    ",
+        "then the activation in the vector epilogue.",
+        f"_epilogue_takes({x}, {w}, {b or 'None'})", fallback, wrappers.region_rows(x, w, launch, pick),
+        ("_epilogue_takes", "_cube_tiles", "_cube_operands", *(d.name for d in built), *needs), after=prologue,
     )
-    source = (
-        f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-        f"    if not _epilogue_takes({x}, {w}, {b or 'None'}):\n        return {fallback}({signature})\n"
-        + textwrap.indent(prologue, "    ")
-        + f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
-        + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n"
-    )
-    built = activation_kernels(names)
-    run_time = () if kind else (gated.ACTIVATION_KIND, *cube.definitions(linear))
-    requires = ("_epilogue_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(d.name for d in built),
-                *(() if kind else ("_activation_kind", f"pypto_{linear.op}")))
-    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, EPILOGUE_TAKES, *run_time, fallback_def,
-            Definition(wrapper, source, requires))
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, EPILOGUE_TAKES, *run_time, fallback, source)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import textwrap
+from typing import Callable
 
-from torch2pypto.rules import cube, templates
+from torch2pypto.rules import cube, templates, wrappers
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.cube import MAX_DIM
 from torch2pypto.schema.entry import Entry
@@ -59,11 +59,15 @@ FUNCTIONS = {"silu": "silu"}
 MODULE_OPS = frozenset({"silu", "gelu"})
 
 
+def kernel_name(name: str, bias: bool) -> str:
+    return f"gated_{name}{'_bias' if bias else ''}_kernel"
+
+
 def kernels(names=tuple(ACTIVATIONS)) -> tuple[Definition, ...]:
     """Per activation of ``names``, the kernel factory without biases and with them."""
     return tuple(
         templates.gated_kernel(
-            f"gated_{name}{'_bias' if bias else ''}_kernel",
+            kernel_name(name, bias),
             f"{name}(a @ wg.T{' + bg' if bias else ''}) * (a @ wu.T{' + bu' if bias else ''}): both projections of one read of a's row tiles.",
             statements, bias=bias,
         )
@@ -98,6 +102,21 @@ def _activation_kind(act):
     return None
 ''',
 )
+
+def chosen(kind: str | None, act: str | None, kernel: Callable[[str, bool], str], why: str, otherwise: str,
+           linear: Entry) -> tuple[str, str, tuple[Definition, ...], tuple[str, ...]]:
+    """How a wrapper picks its kernels (``kernel, biased``, named by ``kernel(activation, bias)``):
+    for the activation ``kind`` known statically, or for the kind of the module in parameter ``act``
+    at run time, returning ``otherwise`` (``why``) for a module of no kernel. Returns the statements
+    after the guard, the pick, and the definitions and names this needs (``linear``'s wrapper
+    among them: ``otherwise`` projects with it)."""
+    if kind is not None:
+        return "", f"kernel, biased = {kernel(kind, False)}, {kernel(kind, True)}\n", (), ()
+    pairs = ", ".join(f'"{name}": ({kernel(name, False)}, {kernel(name, True)})' for name in ACTIVATIONS)
+    prologue = f"activation = _activation_kind({act})\nif activation is None:  # {why}\n    return {otherwise}\n"
+    return (prologue, f"kernel, biased = {{{pairs}}}[activation]\n", (ACTIVATION_KIND, *cube.definitions(linear)),
+            ("_activation_kind", f"pypto_{linear.op}"))
+
 
 GATED_TAKES = Definition(
     "_gated_takes",
@@ -135,56 +154,27 @@ def definitions(wrapper: str, where: str, gated: Gated, params: list[str], torch
     """The kernels, the torch fallback (``torch_source``: the expression's statements over
     ``params``) and the wrapper of one gated pair; given an activation known at run time only, also
     ``linear``'s wrapper, which projects on the cube for an activation of no gated kernel."""
-    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
-    fallback = f"_torch_{base}"
-    signature = ", ".join(params)
-    fallback_def = Definition(
-        fallback, f'def {fallback}({signature}):\n    """{where}: the original torch expression."""\n' + textwrap.indent(torch_source, "    ")
-    )
+    fallback = wrappers.region_fallback(wrapper, where, params, torch_source)
     (wg, wu), (bg, bu) = gated.weights, gated.biases
     x = gated.x
     bias_args = [bg or "None", bu or "None"]
-    takes = f"_gated_takes({x}, {wg}, {bias_args[0]}, {wu}, {bias_args[1]})"
-    guard = f"not {takes}"
-    if gated.activation is not None:  # known statically
-        prologue = ""
-        pick = f"kernel, biased = gated_{gated.activation}_kernel, gated_{gated.activation}_bias_kernel\n"
-    else:
-        first, second = (f"pypto_{linear.op}({x}, {w}, bias={b or 'None'})" for w, b in zip(gated.weights, gated.biases))
-        prologue = (f"activation = _activation_kind({gated.act})\n"
-                    f"if activation is None:  # no gated kernel computes it: each projection one cube kernel\n"
-                    f"    return {gated.act}({first}) * {second}\n")
-        names = ", ".join(f'"{name}": (gated_{name}_kernel, gated_{name}_bias_kernel)' for name in ACTIVATIONS)
-        pick = f"kernel, biased = {{{names}}}[activation]\n"
+    first, second = (f"pypto_{linear.op}({x}, {w}, bias={b or 'None'})" for w, b in zip(gated.weights, gated.biases))
+    prologue, pick, run_time, needs = chosen(
+        gated.activation, gated.act, kernel_name, "no gated kernel computes it: each projection one cube kernel",
+        f"{gated.act}({first}) * {second}", linear,
+    )
     factory = f"(_PYPTO_DTYPES[{x}.dtype], k, n, _cube_rows(a.shape[0]))"
     weights = f"_kept_contiguous({wg}), _kept_contiguous({wu})"
     launch = f"_launch(kernel{factory}, a, {weights}, out)\n"
     if bg or bu:
         launch = (f"if {bias_args[0]} is None:\n    {launch}else:\n"
                   f"    _launch(biased{factory}, a, {weights}, {bias_args[0]}.reshape(1, n), {bias_args[1]}.reshape(1, n), out)\n")
-    body = (
-        f"n, k = {wg}.shape\n"
-        f"a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
-        + pick + f"out = torch.empty(a.shape[0], n, dtype={x}.dtype, device={x}.device)\n"
-        + launch + f"return out.reshape(*{x}.shape[:-1], n)\n"
-    )
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: linear, {gated.activation or gated.act}, linear, x * y.", 92, subsequent_indent="    ")
-    more = textwrap.fill(
-        "Both projections of one read of each row tile of x on the cube (pypto.matmul, FP32 accumulation); "
-        "the activation and the product in the vector epilogue, rounded where torch rounds. Operands the "
-        f"kernel does not take (other shapes or dtypes, off the NPU) run {fallback}.",
-        92, initial_indent="    ", subsequent_indent="    ",
-    )
-    source = (
-        f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-        + f"    if {guard}:\n        return {fallback}({signature})\n"
-        + textwrap.indent(prologue, "    ")
-        + f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
-        + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n"
-    )
     built = kernels((gated.activation,) if gated.activation else tuple(ACTIVATIONS))
-    requires = ["_gated_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(k.name for k in built)]
-    run_time = () if gated.activation is not None else (ACTIVATION_KIND, *cube.definitions(linear))
-    requires += [] if gated.activation is not None else ["_activation_kind", f"pypto_{linear.op}"]
-    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, GATED_TAKES, *run_time, fallback_def,
-            Definition(wrapper, source, tuple(requires)))
+    source = wrappers.region_wrapper(
+        wrapper, params, f"{where} as one PyPTO kernel: linear, {gated.activation or gated.act}, linear, x * y.",
+        "Both projections of one read of each row tile of x on the cube (pypto.matmul, FP32 accumulation); "
+        "the activation and the product in the vector epilogue, rounded where torch rounds.",
+        f"_gated_takes({x}, {wg}, {bias_args[0]}, {wu}, {bias_args[1]})", fallback, wrappers.region_rows(x, wg, launch, pick),
+        ("_gated_takes", "_cube_tiles", "_cube_operands", *(k.name for k in built), *needs), after=prologue,
+    )
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, GATED_TAKES, *run_time, fallback, source)

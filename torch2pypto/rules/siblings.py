@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import textwrap
 
-from torch2pypto.rules import epilogue, templates
+from torch2pypto.rules import epilogue, templates, wrappers
 from torch2pypto.rules.codegen import Definition
 
 
@@ -26,12 +26,7 @@ def definitions(wrapper: str, where: str, x: str, projections: list[tuple[str, s
                 torch_source: str) -> tuple[Definition, ...]:
     """The kernels, the torch fallback and the wrapper of the projections ``(weight, bias)`` of
     ``x`` (parameter names; a bias None: that linear has none)."""
-    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
-    fallback = f"_torch_{base}"
-    signature = ", ".join(params)
-    fallback_def = Definition(
-        fallback, f'def {fallback}({signature}):\n    """{where}: the original torch projections."""\n' + textwrap.indent(torch_source, "    ")
-    )
+    fallback = wrappers.region_fallback(wrapper, where, params, torch_source, "projections")
     count = len(projections)
     pairs = ", ".join(f"({w}, {b or 'None'})" for w, b in projections)
     biased = any(b for _, b in projections)
@@ -42,32 +37,27 @@ def definitions(wrapper: str, where: str, x: str, projections: list[tuple[str, s
                   f"for w, b in projections]\n"
                   f"    _launch({kernel_name(count, True)}(*factory), a, *weights, *biases, *out)\n")
     body = (
-        f"k = {x}.shape[-1]\n"
-        f"a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
-        f"weights = [_kept_contiguous(w) for w, _ in projections]\n"
+        f"k = {x}.shape[-1]\n" + wrappers.ROWS.format(x=x)
+        + "weights = [_kept_contiguous(w) for w, _ in projections]\n"
         f"factory = (_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), _cube_rows(a.shape[0]))\n"
         f"out = [torch.empty(a.shape[0], w.shape[0], dtype={x}.dtype, device={x}.device) for w in weights]\n"
         + launch
     )
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: {count} linears of one read of {x}.", 92, subsequent_indent="    ")
-    more = textwrap.fill(
-        f"Every projection of one read of each row tile of {x} on the cube (FP32 accumulation), each its own N, "
-        "plus its bias, rounded once as torch's linear rounds; each result carries torch's gradient of its "
-        f"linear. Operands the kernel does not take (other shapes or dtypes, off the NPU) run {fallback}.",
-        92, initial_indent="    ", subsequent_indent="    ",
-    )
-    source = (
-        f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-        f"    projections = [{pairs}]\n"
-        f"    if not all(_epilogue_takes({x}, w, b) for w, b in projections):\n        return {fallback}({signature})\n"
-        f"    with torch.no_grad():\n" + textwrap.indent(body, " " * 8)
-        + f"    shape = {x}.shape[:-1]\n"
-        f"    return tuple(\n"
-        f"        _with_torch_grad(lambda *_, o=o: o.reshape(*shape, -1), torch.nn.functional.linear, {x}, w, b)\n"
-        f"        for o, (w, b) in zip(out, projections)\n"
-        f"    )\n"
+    returns = (  # each result with torch's gradient of its own linear
+        "with torch.no_grad():\n" + textwrap.indent(body, "    ")
+        + f"shape = {x}.shape[:-1]\n"
+        "return tuple(\n"
+        f"    _with_torch_grad(lambda *_, o=o: o.reshape(*shape, -1), torch.nn.functional.linear, {x}, w, b)\n"
+        "    for o, (w, b) in zip(out, projections)\n"
+        ")\n"
     )
     built = tuple(templates.linears_kernel(kernel_name(count, bias), count, bias=bias) for bias in ((False, True) if biased else (False,)))
-    requires = ("_epilogue_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grad", fallback, *(d.name for d in built))
-    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, fallback_def,
-            Definition(wrapper, source, requires))
+    source = wrappers.region_wrapper(
+        wrapper, params, f"{where} as one PyPTO kernel: {count} linears of one read of {x}.",
+        f"Every projection of one read of each row tile of {x} on the cube (FP32 accumulation), each its own N, "
+        "plus its bias, rounded once as torch's linear rounds; each result carries torch's gradient of its linear.",
+        f"all(_epilogue_takes({x}, w, b) for w, b in projections)", fallback, "",
+        ("_epilogue_takes", "_cube_tiles", "_cube_operands", *(d.name for d in built)),
+        before=f"projections = [{pairs}]\n", returns=returns,
+    )
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, fallback, source)

@@ -102,3 +102,63 @@ def call_args(params: tuple[Param, ...], unless_none: tuple[str, ...] = ()) -> s
     given = [p.name if p.required else f"{p.name}={p.name}" for p in params if p.name not in unless_none]
     given += [f"**({{}} if {n} is None else {{{n!r}: {n}}})" for n in unless_none if n in {p.name for p in params}]
     return ", ".join(given)
+
+
+def region_fallback(wrapper: str, where: str, params: list[str], torch_source: str, what: str = "expression") -> Definition:
+    """``_torch_<region>``: a fused region's original torch statements (``torch_source``) over
+    its wrapper's parameters, which the wrapper runs where its kernel does not."""
+    name = f"_torch_{wrapper.removeprefix('pypto_').rpartition('_')[0]}"
+    source = f'def {name}({", ".join(params)}):\n    """{where}: the original torch {what}."""\n' + textwrap.indent(torch_source, "    ")
+    return Definition(name, source)
+
+
+ROWS = "a = {x}.reshape(-1, k).contiguous()  # leading dims fold into rows: a view of a contiguous x\n"
+
+
+def region_rows(x: str, weight: str, launch: str, pick: str = "") -> str:
+    """The kernel path of a cube region of one result: ``x``'s rows [rows, k] against ``weight``
+    [n, k] into ``out`` [rows, n] (``launch``, after ``pick``), returned in x's leading dims."""
+    return (
+        f"n, k = {weight}.shape\n" + ROWS.format(x=x)
+        + pick + f"out = torch.empty(a.shape[0], n, dtype={x}.dtype, device={x}.device)\n"
+        + launch + f"return out.reshape(*{x}.shape[:-1], n)\n"
+    )
+
+
+def region_wrapper(
+    name: str,
+    params: list[str],
+    summary: str,
+    detail: str,
+    takes: str,
+    fallback: Definition,
+    kernel_path: str,
+    requires: tuple[str, ...],
+    refused: str = "other shapes or dtypes, off the NPU",
+    before: str = "",
+    after: str = "",
+    returns: str | None = None,
+) -> Definition:
+    """``def name(params)``, the wrapper of a fused region: ``fallback`` (:func:`region_fallback`)
+    unless ``takes``, else ``kernel_path`` with ``fallback``'s gradient; ``requires``: the
+    definitions it needs besides those.
+
+    The docstring says ``summary`` ("<where> as one PyPTO kernel: ..."), then ``detail`` and which
+    operands (``refused``) run the fallback. ``before`` and ``after``: statements before and after
+    the guard; ``returns``: the statements ending the wrapper instead of the kernel path (several
+    results, each with a gradient of its own).
+    """
+    signature = ", ".join(params)
+    doc = textwrap.fill(summary, 92, subsequent_indent="    ")
+    more = textwrap.fill(f"{detail} Operands the kernel does not take ({refused}) run {fallback.name}.",
+                         92, initial_indent="    ", subsequent_indent="    ")
+    ending = returns if returns is not None else (
+        f"\ndef kernel_path({signature}):\n" + textwrap.indent(kernel_path, "    ")
+        + f"\nreturn _with_torch_grad(kernel_path, {fallback.name}, {signature})\n"
+    )
+    source = (
+        f'def {name}({signature}):\n    """{doc}\n\n{more}\n    """\n' + textwrap.indent(before, "    ")
+        + f"    if not {takes}:\n        return {fallback.name}({signature})\n"
+        + textwrap.indent(after + ending, "    ")
+    )
+    return Definition(name, source, (*PRELUDE_NEEDS, fallback.name, *requires))
