@@ -23,7 +23,7 @@ import ast
 
 from torch2pypto.rules import siblings
 from torch2pypto.rules.fusion import ROWS, Param, name_of
-from torch2pypto.translator.engine.epilogues import BIAS, WEIGHT, _activation, _dotted, _linear, _param, _text, _unique
+from torch2pypto.translator.engine.linears import BIAS, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
 
 
@@ -33,7 +33,7 @@ def sibling_linears(finder, statements: list[ast.stmt], i: int, found) -> int:
     group, assigned = [], set()
     for statement in statements[i:]:
         linear = _leading_linear(finder, statement)
-        if linear is None or group and _text(finder, linear[1]["input"]) != _text(finder, group[0][1]["input"]):
+        if linear is None or group and source_text(finder, linear[1]["input"]) != source_text(finder, group[0][1]["input"]):
             break
         if any(_root(v) in assigned for v in linear[1].values() if v is not None):
             break  # reads what the group assigned before it
@@ -52,12 +52,12 @@ def _leading_linear(finder, statement: ast.stmt):
         return None
     node = statement.value
     while True:
-        linear = _linear(finder, node)
+        linear = find_linear(finder, node)
         if linear is not None:
             return (*linear, node)
-        if type(node) is ast.Call and type(node.func) is ast.Attribute and not _dotted(node.func):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and not dotted(node.func):
             node = node.func.value  # a method of what the linear gave
-        elif type(node) is ast.Call and _dotted(node.func) and node.args and type(node.args[0]) is not ast.Starred and _activation(finder, node) is None:
+        elif type(node) is ast.Call and dotted(node.func) and node.args and type(node.args[0]) is not ast.Starred and find_activation(finder, node) is None:
             node = node.args[0]  # a call of a name or an attribute (qwen3's self.q_norm(...)), no activation epilogue's: its first argument first
         elif type(node) in (ast.Attribute, ast.Subscript):
             node = node.value
@@ -93,8 +93,8 @@ def _emit(finder, statements: list[ast.stmt], group: list, found) -> int:
     if indent.strip():
         return 0  # not the line's first statement
     params: dict[str, Param] = {}
-    x = _param(finder, params, group[0][1]["input"], ROWS)
-    projections = [(_param(finder, params, b["weight"], WEIGHT), _param(finder, params, b.get("bias"), BIAS)) for _, b, _ in group]
+    x = wrapper_param(finder, params, group[0][1]["input"], ROWS)
+    projections = [(wrapper_param(finder, params, b["weight"], WEIGHT), wrapper_param(finder, params, b.get("bias"), BIAS)) for _, b, _ in group]
     taken = {n.id for n in ast.walk(finder.function) if type(n) is ast.Name} | {a.arg for a in ast.walk(finder.function) if type(a) is ast.arg}
     results, edits = [], []
     for j, ((_, _, node), statement, (weight, _)) in enumerate(zip(group, statements, projections)):
@@ -106,7 +106,7 @@ def _emit(finder, statements: list[ast.stmt], group: list, found) -> int:
             edits.append((finder.text.rfind("\n", 0, own) + 1, len(finder.text) if end < 0 else end + 1, ""))
             results.append(bare)
             continue
-        results.append(_unique(weight.removesuffix("_weight"), taken))
+        results.append(unique_name(weight.removesuffix("_weight"), taken))
         taken.add(results[-1])
         s = finder.lines.span(node)
         edits.append((finder.lines.offset(*s[:2]), finder.lines.offset(*s[2:]), results[-1]))

@@ -25,7 +25,7 @@ from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
-from torch2pypto.translator.engine.epilogues import BIAS, MODULE, OTHER, WEIGHT
+from torch2pypto.translator.engine.linears import BIAS, MODULE, OTHER, WEIGHT
 from torch2pypto.translator.engine.regions import Region
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
 from torch2pypto.translator.engine.transform import Conversion
