@@ -57,7 +57,6 @@ import ast
 import configparser
 import contextlib
 import dataclasses
-import importlib.util
 import os
 import sys
 import tempfile
@@ -107,20 +106,11 @@ class Launch:
 # ---------------------------------------------------------------------------- translation
 
 
-def _load(name: str, code: str, path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(code, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def translated(folder: Path, fuse: bool) -> tuple:
     """modeling_llama and sdpa_attention, translated (fused or per op) and imported beside the originals."""
     import transformers.integrations.sdpa_attention as sdpa
     import transformers.models.llama.modeling_llama as llama
+    from models import import_written
     from torch2pypto import Options, translate_source
 
     tag = "fused" if fuse else "per_op"
@@ -131,7 +121,7 @@ def translated(folder: Path, fuse: bool) -> tuple:
         code = translate_source(source, original.__file__, Options(fuse=fuse)).code
         stem = original.__name__.rsplit(".", 1)[1]
         # transformers' docstring decorators read the model's name from the file's path
-        modules.append(_load(f"{package}._pypto_{tag}_{stem}", code, folder / tag / "models" / "llama" / f"{stem}.py"))
+        modules.append(import_written(f"{package}._pypto_{tag}_{stem}", code, folder / tag / "models" / "llama" / f"{stem}.py"))
     return tuple(modules)
 
 
@@ -323,6 +313,8 @@ class SwiGLU(nn.Module):
 
 def expert_kernel(root: Path, name: str):
     """hicann/pypto's kernel ``name`` from the checkout ``root``, edited for pypto 0.2.0."""
+    from models import import_written
+
     path, kernel, edits = EXPERT_KERNELS[name]
     text = (root / EXPERTS / path).read_text(encoding="utf-8")
     for old, new in edits:
@@ -330,7 +322,7 @@ def expert_kernel(root: Path, name: str):
             raise ValueError(f"{path}: {old.strip()!r} not found: another revision of hicann/pypto")
         text = text.replace(old, new)
     folder = Path(os.environ["TILE_FWK_OUTPUT_DIR"]).parent
-    return getattr(_load(f"expert_{name}", text, folder / "experts" / Path(path).name), kernel)
+    return getattr(import_written(f"expert_{name}", text, folder / "experts" / Path(path).name), kernel)
 
 
 def expert_job(root: Path, job: str, shape: tuple) -> list[tuple[str, list[Launch], dict]]:

@@ -227,7 +227,7 @@ def translate(model: str, folder: Path) -> tuple[Translation, types.ModuleType]:
 def translate_layers(name: str, folder: Path) -> types.ModuleType:
     """transformers' module `name` translated, imported as ``transformers._pypto_<name>``."""
     source = Path(importlib.import_module(f"transformers.{name}").__file__)
-    return _import(f"transformers._pypto_{name}", translate_source(source.read_bytes(), str(source)).code, folder / f"{name}.py")
+    return import_written(f"transformers._pypto_{name}", translate_source(source.read_bytes(), str(source)).code, folder / f"{name}.py")
 
 
 def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType] | None = None) -> types.ModuleType:
@@ -243,7 +243,7 @@ def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType
     saved = {name: sys.modules[name] for name in replaced}
     try:
         sys.modules.update(replaced)
-        module = _import(f"transformers.models.{model}._pypto_modeling_{model}", code, path)
+        module = import_written(f"transformers.models.{model}._pypto_modeling_{model}", code, path)
     finally:
         sys.modules.update(saved)
     # a modeling file overrides an attention function locally in an instance of its own
@@ -264,10 +264,12 @@ def sdpa_attention() -> tuple[Translation, types.ModuleType]:
     translation = translate_source(source.read_bytes(), str(source))
     folder = Path(tempfile.mkdtemp(prefix="torch2pypto-sdpa-"))
     atexit.register(shutil.rmtree, folder, True)
-    return translation, _import("transformers.integrations._pypto_sdpa_attention", translation.code, folder / source.name)
+    return translation, import_written("transformers.integrations._pypto_sdpa_attention", translation.code, folder / source.name)
 
 
-def _import(name: str, code: str, path: Path) -> types.ModuleType:
+def import_written(name: str, code: str, path: Path) -> types.ModuleType:
+    """``code`` written to ``path`` and imported as module ``name`` (PyPTO reads a kernel's source
+    from its file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(code, encoding="utf-8")
     spec = importlib.util.spec_from_file_location(name, path)

@@ -4,6 +4,7 @@ FLOPs it gives each launch of a translated module, its layer floor and its repor
 import torch
 
 import layer
+import models
 from torch2pypto import translate_source
 
 BLOCK = """\
@@ -34,7 +35,7 @@ def test_cube_peak_is_the_a2a3_cube_at_the_cost_models_clock():
 
 
 def test_launches_are_labelled_with_their_submodule_and_helper_and_counted(tmp_path, monkeypatch):
-    module = layer._load("layer_bench_block", translate_source(BLOCK, "block.py").code, tmp_path / "block.py")
+    module = models.import_written("layer_bench_block", translate_source(BLOCK, "block.py").code, tmp_path / "block.py")
     monkeypatch.setattr(layer, "sim_time", lambda kernel, *tensors: (1.5, 3))  # no cost-model run
     block = module.Block().to(torch.bfloat16)
     x = torch.randn(5, 64, dtype=torch.bfloat16)
