@@ -16,7 +16,8 @@ import textwrap
 from typing import Sequence
 
 from torch2pypto.rules.codegen import Definition, copied
-from torch2pypto.rules.steps import Apply, Step, render
+from torch2pypto.rules.kernel_ir import Assign, Do, Expr, Factory, For, If, Param, Raw, Stmt, call, expression, items, loop, pypto, source, when
+from torch2pypto.rules.steps import Apply, Step, render, statements
 
 FP32 = "pypto.DT_FP32"
 BOOL = "pypto.DT_BOOL"
@@ -43,28 +44,46 @@ def reduces(program: Sequence[Apply]) -> bool:
     return any(a.step.reduces for a in program)
 
 
-VECTOR_JIT = "@pypto.frontend.jit(pass_options=_VECTOR_PASSES)"
+# the kernels' jit decorators: (call, comment)
+VECTOR = (pypto("frontend.jit", pass_options="_VECTOR_PASSES"), "")
+CUBE = (pypto("frontend.jit", pass_options='{"pg_skip_partition": False}'), "set either way: PyPTO keeps pass options")
+
+
+def factory(
+    name: str, params: Sequence[str], doc: str, prelude: Sequence[Stmt], kernel_params: Sequence[Param | Raw], body: Sequence[Stmt],
+    jit: tuple[Expr, str] = VECTOR,
+) -> str:
+    """The source of ``name(params)``, a ``functools.cache``'d factory of one jit ``kernel``."""
+    return source(Factory(name, tuple(params), doc, tuple(prelude), jit[0], tuple(kernel_params), tuple(body), jit[1]))
+
+
+VECTOR_JIT = "@" + expression(VECTOR[0])
+CUBE_JIT = f"@{expression(CUBE[0])}  # {CUBE[1]}"
 
 
 def kernel_factory(name: str, factory_params: str, doc: str, prelude: str, kernel_params: str, kernel_body: str, jit: str = VECTOR_JIT) -> str:
-    """The source of ``name(factory_params)``, a ``functools.cache``'d factory of one jit ``kernel``.
+    """:func:`factory` of kernels still written as text (fusion, attention, conv).
 
-    ``prelude``: the factory's statements before the kernel (unindented); ``kernel_params`` and
-    ``kernel_body``: the kernel's parameter and statement lines, indented into it (8 spaces);
-    ``jit``: its decorator line.
+    ``prelude``: the factory's statements (unindented); ``kernel_params`` and ``kernel_body``: the
+    kernel's parameter and statement lines, indented into it (8 spaces); ``jit``: its decorator line.
     """
-    return f'''\
-@functools.cache
-def {name}({factory_params}):
-    """{doc}"""
-{textwrap.indent(prelude, " " * 4)}
-    {jit}
-    @_annotated(locals())
-    def kernel(
-{kernel_params}    ):
-{kernel_body}
-    return kernel
-'''
+    return source(Factory(name, (factory_params,), doc, (Raw(prelude),), jit.removeprefix("@"),
+                          (Raw(textwrap.dedent(kernel_params)),), (Raw(textwrap.dedent(kernel_body)),)))
+
+
+def tensor(name: str, shape: Expr, dtype: str) -> Param:
+    """The kernel parameter ``name: pypto.Tensor(shape, dtype)``."""
+    return Param(name, pypto("Tensor", shape, dtype))
+
+
+def to_fp32(tiles: Sequence[str], dtype: str = "dtype", comment: str = "") -> If:
+    """Tiles of ``dtype`` cast to FP32 where ``dtype`` is not (a cast PyPTO's parser drops otherwise)."""
+    return when(f"{dtype} != {FP32}", *(Assign(t, pypto("cast", t, FP32)) for t in tiles), comment=comment)
+
+
+def row_tiles(count: str, *body: Stmt, target: str = "i") -> For:
+    """The ``pypto.loop`` over the row tiles of ``count`` rows, ``rows`` at a time."""
+    return loop(target, pypto("loop", f"({count} + rows - 1) // rows", name='"row_tiles"', unroll_list=items("1")), *body)
 
 
 def row_kernel(
@@ -205,25 +224,28 @@ def _dtypes(*dtypes: str) -> str:
     return f"({', '.join(unique)}{',' if len(unique) == 1 else ''})"
 
 
-def cast(var: str, src: str, dst: str) -> tuple[str, str]:
+def casting(var: str, src: str, dst: str) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
     """Factory setup and kernel statements casting tile ``var`` from dtype ``src`` to ``dst``.
 
     BF16 and FP16 have no direct cast in PyPTO and go through FP32; a cast to the same dtype is
     skipped when the kernel is parsed.
     """
     if src == dst:
-        return "", ""
-    cast = f"if {src} != {dst}:\n    {var} = pypto.cast({var}, {dst})\n"
+        return (), ()
+    cast = when(f"{src} != {dst}", Assign(var, pypto("cast", var, dst)))
     if FP32 in (src, dst):
-        return "", cast
-    setup = f"{var}_via_fp32 = {{{src}, {dst}}} == {{pypto.DT_BF16, pypto.DT_FP16}}\n"
-    return setup, f"if {var}_via_fp32:\n    {var} = pypto.cast({var}, {FP32})\n" + cast
+        return (), (cast,)
+    setup = Assign(f"{var}_via_fp32", f"{{{src}, {dst}}} == {{pypto.DT_BF16, pypto.DT_FP16}}")
+    return (setup,), (when(f"{var}_via_fp32", Assign(var, pypto("cast", var, FP32))), cast)
+
+
+def cast(var: str, src: str, dst: str) -> tuple[str, str]:
+    """:func:`casting` as text, for kernels still written as text."""
+    setup, store = casting(var, src, dst)
+    return source(setup), source(store)
 
 
 REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
-
-
-CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
 
 
 def cube_kernel(
@@ -247,54 +269,56 @@ def cube_kernel(
     (16 elements), so the operands are read in place in tiles of k and n rounded up to 16, whose
     valid shape is the real k and n.
     """
-    params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        b: pypto.Tensor(b_shape, dtype),\n"
+    params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), tensor("b", "b_shape", "dtype")]
+    params += [tensor("bias", items("1", "n"), "dtype")] if bias else []
+    params += [tensor(o, items("pypto.DYNAMIC", "n"), "dtype") for o in others]
+    params.append(tensor("out", items("pypto.DYNAMIC", "n"), "out_dtype"))
+    setup, store = casting("result", FP32, "out_dtype")
+    body: list[Stmt] = [
+        Do(pypto("set_cube_tile_shapes", items("rows", "rows"), "k_tiles", "n_tiles")),
+        Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("(m - i * rows).min(rows)", "k"))),
+        Assign("b_tile", pypto("view", "b", "b_tile_shape", items("j * b_rows" if batched else "0", "0"), valid_shape="b_valid")),
+        *statements([product]),
+        Do(pypto("set_vec_tile_shapes", "vec_rows", "vec_cols")),
+    ]
     if bias:
-        params += "        bias: pypto.Tensor([1, n], dtype),\n"
-    params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n" for o in others)
-    setup, store = cast("result", FP32, "out_dtype")
-    offset = "[j * b_rows, 0]" if batched else "[0, 0]"
-    body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
-    body += "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - i * rows).min(rows), k])\n"
-    body += f"b_tile = pypto.view(b, b_tile_shape, {offset}, valid_shape=b_valid)\n"
-    body += render([product]) + "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
-    if bias:
-        body += (f"bias_tile = pypto.view(bias, [1, n16], [0, 0], valid_shape=[1, n])\n"
-                 f"if dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n")
+        body += [_row_vector("bias", "n", "n16"), to_fp32(["bias_tile"])]
     if rounded:
-        body += render(epilogue[:1]) if bias else ""
+        body += statements(epilogue[:1]) if bias else ()
         epilogue = epilogue[1:] if bias else epilogue
-        body += f"if dtype != {FP32}:  # torch's linear rounds its result to its dtype\n    result = pypto.cast(pypto.cast(result, dtype), {FP32})\n"
+        body.append(_rounded(["result"], "torch's linear rounds its result to its dtype"))
     for o in others:
-        body += (f"{o}_tile = pypto.view({o}, [rows, n16], [r, 0], valid_shape=[(m - i * rows).min(rows), n])\n"
-                 f"if dtype != {FP32}:\n    {o}_tile = pypto.cast({o}_tile, {FP32})\n")
-    body += render(epilogue) + tail + store + "pypto.assemble(result, [r, 0], out)\n"
+        body += [Assign(f"{o}_tile", pypto("view", o, items("rows", "n16"), items("r", "0"), valid_shape=items("(m - i * rows).min(rows)", "n"))),
+                 to_fp32([f"{o}_tile"])]
+    body += [*statements(epilogue), Raw(tail), *store, Do(pypto("assemble", "result", items("r", "0"), "out"))]
     if batched:
-        loops = (
-            "        m = a.shape[0] // (b.shape[0] // b_rows)  # rows per right matrix\n"
-            "        for j in pypto.loop(b.shape[0] // b_rows, name=\"matrices\"):\n"
-            "            for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-            "                r = j * m + i * rows\n"
-        )
-        indent = 16
+        loops = [
+            Assign("m", "a.shape[0] // (b.shape[0] // b_rows)", "rows per right matrix"),
+            loop("j", pypto("loop", "b.shape[0] // b_rows", name='"matrices"'), row_tiles("m", Assign("r", "j * m + i * rows"), *body)),
+        ]
     else:
-        loops = (
-            "        m = a.shape[0]\n"
-            "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-            "            r = i * rows\n"
-        )
-        indent = 12
-    prelude = (
-        "k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
-        "b_rows, b_valid = (n, [n, k]) if transposed else (k, [k, n])\n"
-        "b_tile_shape = [n16, k16] if transposed else [k16, n16]\n"
-        + ("b_shape = [pypto.DYNAMIC, b_valid[1]]  # the matrices stacked\n" if batched else "b_shape = b_valid\n")
-    )
-    prelude += f"k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n16, rows, {3 + len(others)}, (pypto.DT_FP32,))\n" + setup
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
-    kernel_body = loops + textwrap.indent(body, " " * indent)
-    factory = ", ".join(["dtype, out_dtype, k, n, rows, transposed", *constants])
-    source = kernel_factory(name, factory, doc, prelude, params, kernel_body, CUBE_JIT)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+        loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
+    prelude = [
+        Assign("k16, n16", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
+        Assign("b_rows, b_valid", "(n, [n, k]) if transposed else (k, [k, n])"),
+        Assign("b_tile_shape", "[n16, k16] if transposed else [k16, n16]"),
+        Assign("b_shape", "[pypto.DYNAMIC, b_valid[1]]", "the matrices stacked") if batched else Assign("b_shape", "b_valid"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "rows")),
+        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "rows", str(3 + len(others)), "(pypto.DT_FP32,)")),
+        *setup,
+    ]
+    text = factory(name, ["dtype, out_dtype, k, n, rows, transposed", *constants], doc, prelude, params, loops, CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+def _row_vector(name: str, cols: str, width: str) -> Assign:
+    """The tile of a bias ``name`` ([1, cols]) in a [1, width] tile (cols rounded up to 16)."""
+    return Assign(f"{name}_tile", pypto("view", name, items("1", width), items("0", "0"), valid_shape=items("1", cols)))
+
+
+def _rounded(tiles: Sequence[str], comment: str) -> If:
+    """FP32 tiles rounded to ``dtype`` where torch rounds (a linear's or an activation's result)."""
+    return when(f"dtype != {FP32}", *(Assign(t, pypto("cast", pypto("cast", t, "dtype"), FP32)) for t in tiles), comment=comment)
 
 
 def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definition:
@@ -307,40 +331,39 @@ def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definit
     on the tile ``gate``, rounded after as torch's activation rounds) and multiplies. K and N are
     static and of any size, as in :func:`cube_kernel`.
     """
-    params = ("        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        wg: pypto.Tensor([n, k], dtype),\n"
-              "        wu: pypto.Tensor([n, k], dtype),\n")
-    if bias:
-        params += "        bg: pypto.Tensor([1, n], dtype),\n        bu: pypto.Tensor([1, n], dtype),\n"
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n"
+    params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), tensor("wg", items("n", "k"), "dtype"), tensor("wu", items("n", "k"), "dtype")]
+    params += [tensor(b, items("1", "n"), "dtype") for b in ("bg", "bu")] if bias else []
+    params.append(tensor("out", items("pypto.DYNAMIC", "n"), "dtype"))
     matmul = Step("matmul", (("b_trans", "True"),))
-    body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
-    body += "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - r).min(rows), k])\n"
-    body += "".join(f"{w}_tile = pypto.view({w}, [n16, k16], [0, 0], valid_shape=[n, k])\n" for w in ("wg", "wu"))
-    body += matmul.render("gate", ("a_tile", "wg_tile", FP32)) + matmul.render("up", ("a_tile", "wu_tile", FP32))
-    body += "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
+    body: list[Stmt] = [
+        Do(pypto("set_cube_tile_shapes", items("rows", "rows"), "k_tiles", "n_tiles")),
+        Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("(m - r).min(rows)", "k"))),
+        *(Assign(f"{w}_tile", pypto("view", w, items("n16", "k16"), items("0", "0"), valid_shape=items("n", "k"))) for w in ("wg", "wu")),
+        matmul.statement("gate", ("a_tile", "wg_tile", FP32)),
+        matmul.statement("up", ("a_tile", "wu_tile", FP32)),
+        Do(pypto("set_vec_tile_shapes", "vec_rows", "vec_cols")),
+    ]
     if bias:
         for b, tile in (("bg", "gate"), ("bu", "up")):
-            body += (f"{b}_tile = pypto.view({b}, [1, n16], [0, 0], valid_shape=[1, n])\n"
-                     f"if dtype != {FP32}:\n    {b}_tile = pypto.cast({b}_tile, {FP32})\n"
-                     f"{tile} = pypto.add({tile}, {b}_tile)\n")
-    rounded = "".join(f"    {t} = pypto.cast(pypto.cast({t}, dtype), {FP32})\n" for t in ("gate", "up"))
-    body += f"if dtype != {FP32}:  # torch's linear rounds each projection to its dtype\n{rounded}"
-    body += activation
-    body += f"if dtype != {FP32}:  # and its activation its result\n    gate = pypto.cast(pypto.cast(gate, dtype), {FP32})\n"
-    setup, store = cast("result", FP32, "dtype")
-    body += "result = pypto.mul(gate, up)\n" + store + "pypto.assemble(result, [r, 0], out)\n"
-    loops = (
-        "        m = a.shape[0]\n"
-        "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-        "            r = i * rows\n"
-    )
-    prelude = (
-        "k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
-        "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\n"
-        "vec_rows, vec_cols = _tile_shape(n16, rows, 4, (pypto.DT_FP32,))  # gate, up and two temporaries\n" + setup
-    )
-    source = kernel_factory(name, "dtype, k, n, rows", doc, prelude, params, loops + textwrap.indent(body, " " * 12), CUBE_JIT)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+            body += [_row_vector(b, "n", "n16"), to_fp32([f"{b}_tile"]), Assign(tile, pypto("add", tile, f"{b}_tile"))]
+    setup, store = casting("result", FP32, "dtype")
+    body += [
+        _rounded(["gate", "up"], "torch's linear rounds each projection to its dtype"),
+        Raw(activation),
+        _rounded(["gate"], "and its activation its result"),
+        Assign("result", pypto("mul", "gate", "up")),
+        *store,
+        Do(pypto("assemble", "result", items("r", "0"), "out")),
+    ]
+    prelude = [
+        Assign("k16, n16", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "rows")),
+        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "rows", "4", "(pypto.DT_FP32,)"), "gate, up and two temporaries"),
+        *setup,
+    ]
+    loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
+    text = factory(name, ["dtype, k, n, rows"], doc, prelude, params, loops, CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
 def linears_kernel(name: str, count: int, *, bias: bool) -> Definition:
@@ -353,37 +376,32 @@ def linears_kernel(name: str, count: int, *, bias: bool) -> Definition:
     linear rounds. K and each N are static and of any size, as in :func:`cube_kernel`.
     """
     ids = range(count)
-    params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n"
-    params += "".join(f"        w{j}: pypto.Tensor([n{j}, k], dtype),\n" for j in ids)
-    params += "".join(f"        b{j}: pypto.Tensor([1, n{j}], dtype),\n" for j in ids) if bias else ""
-    params += "".join(f"        out{j}: pypto.Tensor([pypto.DYNAMIC, n{j}], dtype),\n" for j in ids)
+    params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), *(tensor(f"w{j}", items(f"n{j}", "k"), "dtype") for j in ids)]
+    params += [tensor(f"b{j}", items("1", f"n{j}"), "dtype") for j in ids] if bias else []
+    params += [tensor(f"out{j}", items("pypto.DYNAMIC", f"n{j}"), "dtype") for j in ids]
     matmul = Step("matmul", (("b_trans", "True"),))
-    setup, store = cast("result", FP32, "dtype")
-    body = "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - r).min(rows), k])\n"
+    setup, store = casting("result", FP32, "dtype")
+    body: list[Stmt] = [Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("(m - r).min(rows)", "k")))]
     for j in ids:
-        body += (f"pypto.set_cube_tile_shapes([rows, rows], k_tiles{j}, n_tiles{j})\n"
-                 f"w{j}_tile = pypto.view(w{j}, [n{j}_16, k16], [0, 0], valid_shape=[n{j}, k])\n"
-                 + matmul.render("result", ("a_tile", f"w{j}_tile", FP32))
-                 + f"pypto.set_vec_tile_shapes(vec_rows{j}, vec_cols{j})\n")
+        body += [
+            Do(pypto("set_cube_tile_shapes", items("rows", "rows"), f"k_tiles{j}", f"n_tiles{j}")),
+            Assign(f"w{j}_tile", pypto("view", f"w{j}", items(f"n{j}_16", "k16"), items("0", "0"), valid_shape=items(f"n{j}", "k"))),
+            matmul.statement("result", ("a_tile", f"w{j}_tile", FP32)),
+            Do(pypto("set_vec_tile_shapes", f"vec_rows{j}", f"vec_cols{j}")),
+        ]
         if bias:
-            body += (f"b{j}_tile = pypto.view(b{j}, [1, n{j}_16], [0, 0], valid_shape=[1, n{j}])\n"
-                     f"if dtype != {FP32}:\n    b{j}_tile = pypto.cast(b{j}_tile, {FP32})\n"
-                     f"result = pypto.add(result, b{j}_tile)\n")
-        body += store + f"pypto.assemble(result, [r, 0], out{j})\n"
-    loops = (
-        "        m = a.shape[0]\n"
-        "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-        "            r = i * rows\n"
-    )
-    prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
+            body += [_row_vector(f"b{j}", f"n{j}", f"n{j}_16"), to_fp32([f"b{j}_tile"]), Assign("result", pypto("add", "result", f"b{j}_tile"))]
+        body += [*store, Do(pypto("assemble", "result", items("r", "0"), f"out{j}"))]
+    prelude: list[Stmt] = [Assign("k16", "-(-k // 16) * 16", "the cube's 32-byte aligned tiles over the real k and each n")]
     for j in ids:
-        prelude += (f"n{j}_16 = -(-n{j} // 16) * 16\n"
-                    f"k_tiles{j}, n_tiles{j} = _cube_tiles(k16, n{j}_16, dtype, rows)\n"
-                    f"vec_rows{j}, vec_cols{j} = _tile_shape(n{j}_16, rows, 3, (pypto.DT_FP32,))\n")
-    prelude += setup
-    factory = ", ".join(["dtype", "k", *(f"n{j}" for j in ids), "rows"])
-    source = kernel_factory(name, factory, _linears_doc(count, bias), prelude, params, loops + textwrap.indent(body, " " * 12), CUBE_JIT)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+        prelude += [
+            Assign(f"n{j}_16", f"-(-n{j} // 16) * 16"),
+            Assign(f"k_tiles{j}, n_tiles{j}", call("_cube_tiles", "k16", f"n{j}_16", "dtype", "rows")),
+            Assign(f"vec_rows{j}, vec_cols{j}", call("_tile_shape", f"n{j}_16", "rows", "3", "(pypto.DT_FP32,)")),
+        ]
+    loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
+    text = factory(name, ["dtype", "k", *(f"n{j}" for j in ids), "rows"], _linears_doc(count, bias), [*prelude, *setup], params, loops, CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
 def _linears_doc(count: int, bias: bool) -> str:
