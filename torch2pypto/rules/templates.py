@@ -16,7 +16,7 @@ import textwrap
 from typing import Sequence
 
 from torch2pypto.rules.codegen import Definition, copied
-from torch2pypto.rules.kernel_ir import Assign, Do, Expr, Factory, For, If, Param, Raw, Stmt, call, expression, items, loop, pypto, source, when
+from torch2pypto.rules.kernel_ir import Assign, Comment, Do, Expr, Factory, For, If, Param, Raw, Stmt, call, expression, items, loop, pypto, source, when
 from torch2pypto.rules.steps import Apply, Step, render, statements
 
 FP32 = "pypto.DT_FP32"
@@ -161,7 +161,7 @@ def row_kernel(
             start += " " * 12 + "valid = [rows, cols]\n"
     else:
         start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
-    dtypes = _dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
+    dtypes = tile_dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
     # a row splits into column tiles only where no step works along it
     mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
     prelude = f'rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})\n' + setup
@@ -192,33 +192,35 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
     """
     fp32 = any(a.step.fp32 for a in program)
     result = program[-1].target
-    load = "x_tile = pypto.view(x, [rows, block], [r, b * block], valid_shape=[(n - r).min(rows), min(block, cols - b * block)])\n"
-    if fp32:
-        load += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n    x_tile = pypto.cast(x_tile, {FP32})\n"
-    setup, store = cast(result, FP32 if fp32 else "dtype", "out_dtype")
-    body = (load + render(program)
-            + f"if b > 0:\n    {result} = pypto.add({result}, carry)\n"
-            + f"carry = pypto.view({result}, [rows, 1], [0, block - 1])  # the running total\n"
-            + store + f"pypto.assemble({result}, [r, b * block], out)\n")
-    prelude = f'''\
-block = min(cols, {SCAN_BLOCK})  # pypto.cumsum transposes its tile: wider blocks overflow the UB
-# pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)
-rows, _ = _tile_shape(block, max_rows, 16 if dtype == {FP32} else 4, {_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))}, whole_rows=True)
-blocks = (cols + block - 1) // block
-{setup}'''
-    params = "        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n        out: pypto.Tensor([pypto.DYNAMIC, cols], out_dtype),\n"
-    kernel_body = f'''\
-        n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            pypto.set_vec_tile_shapes(rows, block)
-            for b in range(blocks):  # unrolled
-{textwrap.indent(body, " " * 16)}'''
-    source = kernel_factory(name, "dtype, out_dtype, cols, max_rows", doc, prelude, params, kernel_body)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
+    setup, store = casting(result, FP32 if fp32 else "dtype", "out_dtype")
+    block = [
+        Assign("x_tile", pypto("view", "x", items("rows", "block"), items("r", "b * block"),
+                               valid_shape=items("(n - r).min(rows)", "min(block, cols - b * block)"))),
+        *([to_fp32(["x_tile"], comment="FP32-only ops: compute in FP32")] if fp32 else []),
+        *statements(program),
+        when("b > 0", Assign(result, pypto("add", result, "carry"))),
+        Assign("carry", pypto("view", result, items("rows", "1"), items("0", "block - 1")), "the running total"),
+        *store,
+        Do(pypto("assemble", result, items("r", "b * block"), "out")),
+    ]
+    body = [
+        Assign("n", "x.shape[0]"),
+        row_tiles("n", Assign("r", "i * rows"), Do(pypto("set_vec_tile_shapes", "rows", "block")),
+                  loop("b", "range(blocks)", *block, comment="unrolled")),
+    ]
+    dtypes = tile_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))
+    prelude = [
+        Assign("block", f"min(cols, {SCAN_BLOCK})", "pypto.cumsum transposes its tile: wider blocks overflow the UB"),
+        Comment("pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)"),
+        Assign("rows, _", call("_tile_shape", "block", "max_rows", f"16 if dtype == {FP32} else 4", dtypes, whole_rows="True")),
+        Assign("blocks", "(cols + block - 1) // block"),
+        *setup,
+    ]
+    params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), tensor("out", items("pypto.DYNAMIC", "cols"), "out_dtype")]
+    return Definition(name, factory(name, ["dtype, out_dtype, cols, max_rows"], doc, prelude, params, body), ("_tile_shape", "_annotated"))
 
 
-def _dtypes(*dtypes: str) -> str:
+def tile_dtypes(*dtypes: str) -> str:
     """A kernel's tile dtypes as the tuple _tile_shape takes."""
     unique = list(dict.fromkeys(dtypes))
     return f"({', '.join(unique)}{',' if len(unique) == 1 else ''})"
@@ -477,201 +479,3 @@ def blocks_loop(out: str, body: str, whole: bool) -> str:
 
 ROW_BLOCKS = copied("layout", "_row_blocks", last="_block_window")
 BROADCAST_BLOCKS = copied("layout", "_broadcast_blocks", last="_result_blocks")
-
-
-def assemble_kernel(name: str, inputs: int) -> Definition:
-    """A kernel factory ``name(dtype, cols, width, places, fills=(), value=0.0)`` copying column
-    runs of ``inputs`` [rows, cols[i]] matrices into a [rows, width] output, row tile by row tile.
-
-    ``places[i]`` lists input i's runs as (source col, size, output col); ``fills`` lists the
-    output's other runs as (output col, size), set to ``value``. Runs may start at any column and
-    be any width: view and assemble copy them as they are, only the tile's width is 32-byte
-    aligned (PyPTO refuses other vector tiles). pypto.full
-    makes FP32 tiles only: a fill of another dtype is cast.
-    """
-    params = "".join(f"        x{i}: pypto.Tensor([pypto.DYNAMIC, cols[{i}]], dtype),\n" for i in range(inputs))
-    copies = [
-        f"            for p in range(len(places[{i}])):  # unrolled\n"
-        f"                src, size, dst = places[{i}][p]\n"
-        f"                piece = pypto.view(x{i}, [rows, size], [r, src], valid_shape=[valid, size])\n"
-        f"                pypto.assemble(piece, [r, dst], out)\n"
-        for i in range(inputs)
-    ]
-    if inputs == 1:  # a pad may crop its one input away: the parser refuses a loop over nothing
-        copies = [f"            if len(places[0]) > 0:\n{textwrap.indent(copies[0], '    ')}"]
-    _, store = cast("piece", FP32, "dtype")
-    fill = (
-        "            for p in range(len(fills)):  # unrolled\n"
-        "                dst, size = fills[p]\n"
-        f"                piece = pypto.full([rows, size], value, {FP32}, valid_shape=[valid, size])\n"
-        f"{textwrap.indent(store, ' ' * 16)}"
-        "                pypto.assemble(piece, [r, dst], out)\n"
-    )
-    copies = "".join(copies)
-    setup, _ = cast("piece", FP32, "dtype")
-    doc = f"Column runs of {inputs} [rows, cols[i]] input{'s' if inputs > 1 else ''} (places) and fills assembled into [rows, width]."
-    prelude = f'''\
-widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
-rows, tile_cols = _tile_shape(-(-widest // 16) * 16, 64, 2, (dtype, pypto.DT_FP32))  # tiles 32-byte aligned: runs need not be
-{setup}'''
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),\n"
-    kernel_body = f'''\
-        n = x0.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = (n - r).min(rows)
-            pypto.set_vec_tile_shapes(rows, tile_cols)
-{copies}            if len(fills) > 0:  # the parser refuses a loop over nothing
-{textwrap.indent(fill, "    ")}'''
-    source = kernel_factory(name, "dtype, cols, width, places, fills=(), value=0.0", doc, prelude, params, kernel_body)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
-
-
-def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
-    """A kernel factory ``name(dtype, h, w, diagonal)`` keeping one triangle of each [h, w] matrix.
-
-    pypto.tril/triu fail to compile in 0.2.0 (``F7A001 idx < size_``), so the triangle is a
-    mask: ``offsets`` ([h, w], FP32, from the host) holds each entry's col - row, ``keep``
-    compares it with ``diagonal`` and pypto.where zeroes the rest. The matrices are stacked
-    rows of ``x`` ([matrices * h, w]); each is walked in row tiles.
-    """
-    body = (
-        "x_tile = pypto.view(x, [rows, w], [m * h + r, 0], valid_shape=valid)\n"
-        "offsets_tile = pypto.view(offsets, [rows, w], [r, 0], valid_shape=valid)\n"
-        + keep.render("kept", ("offsets_tile", "diagonal"))
-        + "result = pypto.where(kept, x_tile, 0.0)\n"
-        "pypto.assemble(result, [m * h + r, 0], out)\n"
-    )
-    prelude = "rows, tile_cols = _tile_shape(-(-w // 16) * 16, 64, 4, (dtype,))  # 32-byte aligned tiles\n"
-    params = f'''\
-        x: pypto.Tensor([pypto.DYNAMIC, w], dtype),
-        offsets: pypto.Tensor([h, w], {FP32}),
-        out: pypto.Tensor([pypto.DYNAMIC, w], dtype),
-'''
-    kernel_body = f'''\
-        for m in pypto.loop(x.shape[0] // h, name="matrices"):
-            for i in pypto.loop((h + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-                r = i * rows
-                valid = [(r * -1 + h).min(rows), w]
-                pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 16)}'''
-    source = kernel_factory(name, "dtype, h, w, diagonal", doc, prelude, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated"))
-
-
-def one_hot_kernel(name: str, doc: str) -> Definition:
-    """A kernel factory ``name(dtype, classes)``: pypto.one_hot of row tiles of the indices ``x``
-    ([n], INT64) into ``out`` ([n, classes], INT64). pypto.one_hot's tile spans the classes
-    (TiledOneHot: "The numClasses and last axis of tileshape should be equal")."""
-    prelude = "rows = max(1, min(64, _UB_BYTES // (8 * 3 * classes)))\n"
-    params = "        x: pypto.Tensor([pypto.DYNAMIC], dtype),\n        out: pypto.Tensor([pypto.DYNAMIC, classes], dtype),\n"
-    kernel_body = '''\
-        n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = (n - r).min(rows)
-            pypto.set_vec_tile_shapes(rows)
-            x_tile = pypto.view(x, [rows], [r], valid_shape=[valid])
-            pypto.set_vec_tile_shapes(rows, classes)  # one_hot's tile spans the classes
-            result = pypto.one_hot(x_tile, classes)
-            pypto.assemble(result, [r, 0], out)
-'''
-    source = kernel_factory(name, "dtype, classes", doc, prelude, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated", "PYPTO_LAUNCHER"))
-
-
-INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
-
-
-def indexed_kernel(
-    name: str,
-    doc: str,
-    factory_params: str,
-    tiles: str,
-    inputs: Sequence[tuple[str, str]],
-    program: Sequence[Apply],
-    outputs: Sequence[tuple[str, str, str, str]],
-) -> Definition:
-    """A kernel factory walking row tiles of its tensors, for indexing and sorting ops.
-
-    ``inputs`` are ``(name, layout)``: ``"rows"`` a [rows, <name>_cols] matrix of ``dtype``
-    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of int32 indices,
-    ``"index"`` a 1-D int32 index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
-    taken whole (the rows an index picks), ``"indices"`` a whole 1-D int32 index. ``tiles`` is the factory's expression for the vector
-    tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
-    ``(name, tile, dtype, cols)``: each assembles its program tile at the row tile's offset. A
-    program step computing in FP32 (``fp32``: topk) gets FP32 copies of the ``dtype`` tiles and
-    its results are cast back.
-    """
-    fp32 = any(a.step.fp32 for a in program)
-    walked = [n for n, layout in inputs if layout in ("rows", "index_rows", "index")]
-    params, body = "", ""
-    for n, layout in inputs:
-        shape = {"rows": f"[pypto.DYNAMIC, {n}_cols]", "index_rows": f"[pypto.DYNAMIC, {n}_cols]", "index": "[pypto.DYNAMIC]",
-                 "table": "[pypto.DYNAMIC, cols]", "indices": f"[{n}_count]"}[layout]
-        params += f"        {n}: pypto.Tensor({shape}, {'dtype' if layout in ('rows', 'table') else INDEX}),\n"
-        if layout == "index":
-            body += (f"pypto.set_vec_tile_shapes(rows)\n"
-                     f"{n}_tile = pypto.view({n}, [rows], [r], valid_shape=[valid])\n")
-    body += "pypto.set_vec_tile_shapes(rows, tile_cols)\n"
-    for n, layout in inputs:
-        if layout in ("rows", "index_rows"):
-            body += f"{n}_tile = pypto.view({n}, [rows, {n}_cols], [r, 0], valid_shape=[valid, {n}_cols])\n"
-            if fp32 and layout == "rows":
-                body += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n    {n}_tile = pypto.cast({n}_tile, {FP32})\n"
-    body += render(program)
-    setup = ""
-    for out, tile, dtype, _ in outputs:
-        if fp32 and dtype == "dtype":
-            more, store = cast(tile, FP32, dtype)
-            setup, body = setup + more, body + store
-        body += f"pypto.assemble({tile}, [r, 0], {out})\n"
-    params += "".join(f"        {out}: pypto.Tensor([pypto.DYNAMIC, {cols}], {dtype}),\n" for out, _, dtype, cols in outputs)
-    kernel_body = f'''\
-        n = {walked[0]}.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = (n - r).min(rows)
-{textwrap.indent(body, " " * 12)}'''
-    source = kernel_factory(name, factory_params, doc, f"rows, tile_cols = {tiles}\n" + setup, params, kernel_body)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
-
-
-INDICES = copied("operands", "_kernel_indices", "_indexed_dim")
-
-
-def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int) -> Definition:
-    """A kernel factory over ``x``, an [n * count, cols] matrix (the input's batch and channel
-    dims folded into rows, the rest into cols), and ``channels``: [count, 1] columns of one value
-    per channel (a norm's statistics, prelu's weight), read in place.
-
-    The kernel walks each batch's channels in tiles of ``rows`` channels: the columns' tiles are
-    the same rows of every batch, and broadcast along the row. The last target of ``program`` is
-    the result, stored as the input's dtype.
-    """
-    fp32 = any(a.step.fp32 for a in program)
-    valid = "valid_shape=[valid[0], 1]"
-    body = "x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)\n"
-    body += "".join(f"{c}_tile = pypto.view({c}, [rows, 1], [c, 0], {valid})\n" for c in channels)
-    if fp32:
-        body += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {t}_tile = pypto.cast({t}_tile, {FP32})\n" for t in ("x", *channels))
-    body += render(program)
-    setup, store = cast(program[-1].target, FP32 if fp32 else "dtype", "dtype")
-    body += store
-    params = "        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n"
-    params += "".join(f"        {c}: pypto.Tensor([count, 1], dtype),\n" for c in channels)
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n"
-    tiles = f"_tile_shape(cols, max_rows, {buffers}, {_dtypes('dtype', *([FP32] if fp32 else []))}, split_cols=True)"
-    kernel_body = f'''\
-        n = x.shape[0] // count
-        for b in pypto.loop(n, name="batch", unroll_list=[1]):
-            for j in pypto.loop((count + rows - 1) // rows, name="channel_tiles", unroll_list=[1]):
-                c = j * rows
-                r = b * count + c
-                valid = [(count - c).min(rows), cols]
-                pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 16)}                pypto.assemble({program[-1].target}, [r, 0], out)
-'''
-    source = kernel_factory(name, f"{factory_params}, max_rows", doc, f"rows, tile_cols = {tiles}\n" + setup, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated"))
