@@ -73,3 +73,30 @@ def test_steps_print_through_the_ir():
     program = [Apply("m", Step("amax", (("dim", "-1"), ("keepdim", "True"))), ("x_tile",)), Apply("y", Step("sub"), ("x_tile", "m"))]
     assert render(program) == "m = pypto.amax(x_tile, dim=-1, keepdim=True)\ny = pypto.sub(x_tile, m)\n"
     assert ir.source(statements(program)) == render(program)
+
+
+def test_casts_go_through_fp32_between_bf16_and_fp16_only():
+    from torch2pypto.rules.templates import FP32, casting
+
+    assert casting("t", "dtype", "dtype") == ((), ())
+    setup, store = casting("t", FP32, "out_dtype")
+    assert setup == () and ir.source(store) == "if pypto.DT_FP32 != out_dtype:\n    t = pypto.cast(t, out_dtype)\n"
+    setup, store = casting("t", "dtype", "out_dtype")
+    assert ir.source(setup) == "t_via_fp32 = {dtype, out_dtype} == {pypto.DT_BF16, pypto.DT_FP16}\n"
+    assert ir.source(store) == (
+        "if t_via_fp32:\n    t = pypto.cast(t, pypto.DT_FP32)\n"
+        "if dtype != out_dtype:\n    t = pypto.cast(t, out_dtype)\n"
+    )
+
+
+def test_text_kernels_print_as_before_through_the_ir():
+    """kernel_factory's text form (fusion, attention) keeps its blank lines: none after a prelude
+    without a final newline, one before ``return kernel``."""
+    from torch2pypto.rules.templates import CUBE_JIT, kernel_factory
+
+    text = kernel_factory("k", "dtype", "Doc.", "a = 1", "        x: X,\n", "        for i in r:\n            y = i\n", CUBE_JIT)
+    assert text == (
+        '@functools.cache\ndef k(dtype):\n    """Doc."""\n    a = 1\n'
+        '    @pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options\n'
+        "    @_annotated(locals())\n    def kernel(\n        x: X,\n    ):\n        for i in r:\n            y = i\n\n    return kernel\n"
+    )

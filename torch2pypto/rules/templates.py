@@ -3,7 +3,11 @@
 Every kernel sees its tensors as ``[rows, cols]`` matrices (the host folds leading dims), with a
 dynamic row axis walked by ``pypto.loop`` in tiles of ``rows`` rows: ``pypto.view(...,
 valid_shape=...)`` cuts the tail tile, ``pypto.assemble`` writes it back. Kernels are built by
-``functools.cache``'d factories, one compiled kernel per dtype, width and constant.
+``functools.cache``'d factories, one compiled kernel per dtype, width and constant; a template
+builds its factory in the kernel IR (:mod:`kernel_ir`), printed once. Templates of other walks
+(column runs, stacked matrices, indices, channels) are in :mod:`walks`. Still text: the blocked
+templates (``block_*``, ``blocks_loop``) and :func:`kernel_factory`'s callers (fusion, attention,
+conv).
 
 PyPTO's quirks are handled here, once: FP32-only ops compute in FP32 between a cast in and a
 cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned rows (host side,
@@ -17,7 +21,7 @@ from typing import Sequence
 
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.kernel_ir import Assign, Comment, Do, Expr, Factory, For, If, Param, Raw, Stmt, call, expression, items, loop, pypto, source, when
-from torch2pypto.rules.steps import Apply, Step, render, statements
+from torch2pypto.rules.steps import Apply, Step, statements
 
 FP32 = "pypto.DT_FP32"
 BOOL = "pypto.DT_BOOL"
@@ -130,58 +134,50 @@ def row_kernel(
     masked = reduces(program)
     width = "width" if masked else "cols"
     whole_rows = whole_rows or masked
-    valid = "" if whole and not masked else ", valid_shape=valid"
     blocked = blocked and not masked
-    if blocked:
-        body = block_tiles(inputs, whole)
-    else:
-        body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
-    body += "".join(f"{i}_tile = pypto.view({i}, [1, cols], [0, 0], valid_shape=[1, {valid_cols}])\n" for i in row_inputs)
-    body += "".join(f"{v}_tile = pypto.view({v}, [1, width], [0, 0], valid_shape=[1, cols])\n" for v in vectors)
-    setup = ""
+    valid = {} if whole and not masked else {"valid_shape": "valid"}
+    body: list[Stmt] = [Raw(block_tiles(inputs, whole))] if blocked else [
+        Assign(f"{i}_tile", pypto("view", i, items("rows", width), items("r", "0"), **valid)) for i in inputs
+    ]
+    body += [Assign(f"{i}_tile", pypto("view", i, items("1", "cols"), items("0", "0"), valid_shape=items("1", valid_cols))) for i in row_inputs]
+    body += [Assign(f"{v}_tile", pypto("view", v, items("1", "width"), items("0", "0"), valid_shape=items("1", "cols"))) for v in vectors]
     if fp32:
-        body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in (*inputs, *vectors) if i not in masks
-        )
-    body += render(program)
+        body.append(to_fp32([f"{i}_tile" for i in (*inputs, *vectors) if i not in masks], in_dtype, "FP32-only ops: compute in FP32"))
+    body += statements(program)
+    setup: list[Stmt] = []
     if fixed is None:
-        setup, store = cast(result, FP32 if fp32 else in_dtype, out_dtype)
+        setup, store = map(list, casting(result, FP32 if fp32 else in_dtype, out_dtype))
         body += store
     for output, tile in also:
-        more, store = cast(tile, FP32 if fp32 else in_dtype, in_dtype)
+        more, store = casting(tile, FP32 if fp32 else in_dtype, in_dtype)
         setup += more
-        body += store + f"pypto.assemble({tile}, [r, 0], {output})\n"
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
-    params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
-    params += "".join(f"        {v}: pypto.Tensor([1, cols], {in_dtype}),\n" for v in vectors)
-    params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)
+        body += [*store, Do(pypto("assemble", tile, items("r", "0"), output))]
+    params = [tensor(i, items("pypto.DYNAMIC", "cols"), BOOL if i in masks else in_dtype) for i in inputs]
+    params += [tensor(i, items("1", "cols"), FP32) for i in row_inputs]
+    params += [tensor(v, items("1", "cols"), in_dtype) for v in vectors]
+    params += [tensor(o, items("pypto.DYNAMIC", out_cols), in_dtype) for o, _ in also]
     if whole:  # tiles of at most n rows (WHOLE_SPREAD_ROWS); the last tile ends at the last row
-        start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
-        if masked:
-            start += " " * 12 + "valid = [rows, cols]\n"
+        start = [Assign("r", "(n - rows).min(i * rows)", "a whole tile: the last one overlaps its predecessor")]
+        start += [Assign("valid", "[rows, cols]")] if masked else []
     else:
-        start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
-    dtypes = tile_dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
+        start = [Assign("r", "i * rows"), Assign("valid", f"[(n - r).min(rows), {valid_cols}]")]
     # a row splits into column tiles only where no step works along it
-    mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
-    prelude = f'rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})\n' + setup
+    mode = {"whole_rows": "True"} if whole_rows else {} if any(dict(a.step.keywords).get("dim") for a in program) else {"split_cols": "True"}
+    dtypes = tile_dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
+    prelude = [Assign("rows, tile_cols", call("_tile_shape", width if whole_rows else "cols", "max_rows", str(buffers), dtypes, **mode)), *setup]
     if blocked:
-        params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {i}_width], {BOOL if i in masks else in_dtype}),\n"
-                         for i in inputs)
-        params += f"        out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {out_dtype}),\n"
-        kernel_body = blocks_loop("out", body + block_stores([(result, "out")], whole), whole)
-        source = kernel_factory(name, ", ".join([factory_params, "heads", *(f"{i}_map" for i in inputs), "max_rows"]), doc,
-                                prelude + block_setup(inputs), params, kernel_body)
-        return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
-    params += f"        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),\n"
-    kernel_body = f'''\
-        n = {inputs[0]}.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-{start}            pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 12)}            pypto.assemble({result}, [r, 0], out)
-'''
-    source = kernel_factory(name, f"{factory_params}, max_rows", doc, prelude, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated"))
+        params = [tensor(i, items("pypto.DYNAMIC", "pypto.DYNAMIC", f"{i}_width"), BOOL if i in masks else in_dtype) for i in inputs]
+        params.append(tensor("out", items("pypto.DYNAMIC", "pypto.DYNAMIC", "cols"), out_dtype))
+        loops = blocks_loop("out", source(body) + block_stores([(result, "out")], whole), whole)
+        text = factory(name, [factory_params, "heads", *(f"{i}_map" for i in inputs), "max_rows"], doc,
+                       [*prelude, Raw(block_setup(inputs))], params, [Raw(textwrap.dedent(loops))])
+        return Definition(name, text, ("_tile_shape", "_annotated"))
+    params.append(tensor("out", items("pypto.DYNAMIC", out_cols), out_dtype))
+    loops = [
+        Assign("n", f"{inputs[0]}.shape[0]"),
+        row_tiles("n", *start, Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")), *body, Do(pypto("assemble", result, items("r", "0"), "out"))),
+    ]
+    return Definition(name, factory(name, [factory_params, "max_rows"], doc, prelude, params, loops), ("_tile_shape", "_annotated"))
 
 
 def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
