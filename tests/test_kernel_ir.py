@@ -92,11 +92,11 @@ def test_casts_go_through_fp32_between_bf16_and_fp16_only():
 def test_text_kernels_print_as_before_through_the_ir():
     """kernel_factory's text form (fusion, attention) keeps its blank lines: none after a prelude
     without a final newline, one before ``return kernel``."""
-    from torch2pypto.rules.templates import CUBE_JIT, kernel_factory
+    from torch2pypto.rules.templates import kernel_factory
 
-    text = kernel_factory("k", "dtype", "Doc.", "a = 1", "        x: X,\n", "        for i in r:\n            y = i\n", CUBE_JIT)
+    text = kernel_factory("k", "dtype", "Doc.", "a = 1", "        x: X,\n", "        for i in r:\n            y = i\n", "@jit(o=1)  # why")
     assert text == (
         '@functools.cache\ndef k(dtype):\n    """Doc."""\n    a = 1\n'
-        '    @pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options\n'
+        "    @jit(o=1)  # why\n"
         "    @_annotated(locals())\n    def kernel(\n        x: X,\n    ):\n        for i in r:\n            y = i\n\n    return kernel\n"
     )

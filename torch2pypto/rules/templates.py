@@ -6,8 +6,7 @@ valid_shape=...)`` cuts the tail tile, ``pypto.assemble`` writes it back. Kernel
 ``functools.cache``'d factories, one compiled kernel per dtype, width and constant; a template
 builds its factory in the kernel IR (:mod:`kernel_ir`), printed once. Templates of other walks
 (column runs, stacked matrices, indices, channels) are in :mod:`walks`. Still text: the blocked
-templates (``block_*``, ``blocks_loop``) and :func:`kernel_factory`'s callers (fusion, attention,
-conv).
+templates (``block_*``, ``blocks_loop``) and :func:`kernel_factory`'s callers (fusion, attention).
 
 PyPTO's quirks are handled here, once: FP32-only ops compute in FP32 between a cast in and a
 cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned rows (host side,
@@ -62,11 +61,10 @@ def factory(
 
 
 VECTOR_JIT = "@" + expression(VECTOR[0])
-CUBE_JIT = f"@{expression(CUBE[0])}  # {CUBE[1]}"
 
 
 def kernel_factory(name: str, factory_params: str, doc: str, prelude: str, kernel_params: str, kernel_body: str, jit: str = VECTOR_JIT) -> str:
-    """:func:`factory` of kernels still written as text (fusion, attention, conv).
+    """:func:`factory` of kernels still written as text (fusion, attention).
 
     ``prelude``: the factory's statements (unindented); ``kernel_params`` and ``kernel_body``: the
     kernel's parameter and statement lines, indented into it (8 spaces); ``jit``: its decorator line.
