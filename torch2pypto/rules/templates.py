@@ -79,7 +79,7 @@ def tensor(name: str, shape: Expr, dtype: str) -> Param:
 
 
 def to_fp32(tiles: Sequence[str], dtype: str = "dtype", comment: str = "") -> If:
-    """Tiles of ``dtype`` cast to FP32 where ``dtype`` is not (a cast PyPTO's parser drops otherwise)."""
+    """Tiles of ``dtype`` cast to FP32 unless ``dtype`` is FP32 (decided when the kernel is parsed)."""
     return when(f"{dtype} != {FP32}", *(Assign(t, pypto("cast", t, FP32)) for t in tiles), comment=comment)
 
 
@@ -144,7 +144,8 @@ def row_kernel(
     body += statements(program)
     setup: list[Stmt] = []
     if fixed is None:
-        setup, store = map(list, casting(result, FP32 if fp32 else in_dtype, out_dtype))
+        more, store = casting(result, FP32 if fp32 else in_dtype, out_dtype)
+        setup += more
         body += store
     for output, tile in also:
         more, store = casting(tile, FP32 if fp32 else in_dtype, in_dtype)
