@@ -23,7 +23,7 @@ Host layouts for elementwise recipes: ``halves = "dim"`` makes the input's two h
 dim the recipe's operands ``a`` and ``b`` (glu; an odd size runs torch, which raises);
 ``channels = ["weight"]`` names operands holding one value per channel, dim 1 of the input: the
 input is read in place as [batch * channels, rest] rows and each such operand as a [channels, 1]
-column broadcast along them (:func:`templates.channel_kernel`; prelu, eval-mode batch_norm). One
+column broadcast along them (:func:`walks.channel_kernel`; prelu, eval-mode batch_norm). One
 of ``shared`` may also hold one value for all channels (prelu's single weight); a channel operand
 that may be None (batch_norm's weight) drops its step, as a row recipe's does.
 """
@@ -36,7 +36,7 @@ import itertools
 import textwrap
 from typing import Literal, Mapping
 
-from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import fallback, fallback_checks, number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.fusion import Operand
@@ -475,7 +475,7 @@ def _layout(entry: Entry) -> tuple[str, list[str]]:
 
 def _channel_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     """Channel composites: the input read in place as [batch * channels, rest] rows, each channel
-    operand as a [channels, 1] column (:func:`templates.channel_kernel`), one kernel per set of
+    operand as a [channels, 1] column (:func:`walks.channel_kernel`), one kernel per set of
     optional operands given."""
     params = wrapper_params(entry)
     channels = list(entry.fields.channels)
@@ -486,7 +486,7 @@ def _channel_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         steps = _on_tiles(entry, steps)
         doc = (f"{entry.op} on the rows of each channel{' (' + ', '.join(told) + ')' if told else ''}"
                + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.")
-        defined.append(templates.channel_kernel(name, doc, ", ".join(["dtype", "cols", "count", *constants(entry)]), present, steps,
+        defined.append(walks.channel_kernel(name, doc, ", ".join(["dtype", "cols", "count", *constants(entry)]), present, steps,
                                                 buffers=2 + len(present) + len(steps)))
     optional = {p.name for p in _optional(entry)}
     factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "count", *_factory_constants(entry)])

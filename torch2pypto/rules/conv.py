@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import fallback, source_of, static_value, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pypto
 from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
 from torch2pypto.schema.family import Family, register
@@ -95,34 +95,41 @@ def kernel(entry: Entry, bias: bool) -> Definition:
     (row tiles of a dynamic o) times the image's columns [k, n] (``transposed``: stored as
     [n, k]), plus one bias value per row."""
     name = f"{entry.op}{'_bias' if bias else ''}_kernel"
-    setup, store = templates.cast("result", FP32, "out_dtype")
-    params = ("        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n"
-              "        b: pypto.Tensor([pypto.DYNAMIC, b_valid[1]], dtype),\n")
-    body = ("pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
-            "a_tile = pypto.view(a, [rows, k16], [i * rows, 0], valid_shape=[(m - i * rows).min(rows), k])\n"
-            "b_tile = pypto.view(b, b_tile_shape, [j * b_valid[0], 0], valid_shape=b_valid)\n"
-            f"result = pypto.matmul(a_tile, b_tile, {FP32}, b_trans=transposed)\n"
-            "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n")
+    setup, store = templates.casting("result", FP32, "out_dtype")
+    params = [templates.tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), templates.tensor("b", items("pypto.DYNAMIC", "b_valid[1]"), "dtype")]
+    valid_rows = "(m - i * rows).min(rows)"
+    body: list[Stmt] = [
+        Do(pypto("set_cube_tile_shapes", items("rows", "rows"), "k_tiles", "n_tiles")),
+        Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("i * rows", "0"), valid_shape=items(valid_rows, "k"))),
+        Assign("b_tile", pypto("view", "b", "b_tile_shape", items("j * b_valid[0]", "0"), valid_shape="b_valid")),
+        Assign("result", pypto("matmul", "a_tile", "b_tile", FP32, b_trans="transposed")),
+        Do(pypto("set_vec_tile_shapes", "vec_rows", "vec_cols")),
+    ]
     if bias:
-        params += "        bias: pypto.Tensor([pypto.DYNAMIC, 1], dtype),\n"
-        body += ("bias_tile = pypto.view(bias, [rows, 1], [i * rows, 0], valid_shape=[(m - i * rows).min(rows), 1])\n"
-                 f"if dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n"
-                 "result = pypto.add(result, bias_tile)  # one value per output channel, along the row\n")
-    body += store + "pypto.assemble(result, [j * m + i * rows, 0], out)\n"
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
-    loops = ("        m = a.shape[0]  # output channels\n"
-             "        for j in pypto.loop(b.shape[0] // b_valid[0], name=\"images\"):\n"
-             "            for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n")
-    prelude = ("k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
-               "b_valid = [n, k] if transposed else [k, n]  # one image's columns\n"
-               "b_tile_shape = [n16, k16] if transposed else [k16, n16]\n"
-               "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\n"
-               "vec_rows, vec_cols = _tile_shape(n16, rows, 3, (pypto.DT_FP32,))\n" + setup)
+        params.append(templates.tensor("bias", items("pypto.DYNAMIC", "1"), "dtype"))
+        body += [
+            Assign("bias_tile", pypto("view", "bias", items("rows", "1"), items("i * rows", "0"), valid_shape=items(valid_rows, "1"))),
+            templates.to_fp32(["bias_tile"]),
+            Assign("result", pypto("add", "result", "bias_tile"), "one value per output channel, along the row"),
+        ]
+    body += [*store, Do(pypto("assemble", "result", items("j * m + i * rows", "0"), "out"))]
+    params.append(templates.tensor("out", items("pypto.DYNAMIC", "n"), "out_dtype"))
+    loops = [
+        Assign("m", "a.shape[0]", "output channels"),
+        loop("j", pypto("loop", "b.shape[0] // b_valid[0]", name='"images"'), templates.row_tiles("m", *body)),
+    ]
+    prelude = [
+        Assign("k16, n16", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
+        Assign("b_valid", "[n, k] if transposed else [k, n]", "one image's columns"),
+        Assign("b_tile_shape", "[n16, k16] if transposed else [k16, n16]"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "rows")),
+        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "rows", "3", "(pypto.DT_FP32,)")),
+        *setup,
+    ]
     doc = (f"Per image, pypto.matmul of the weight's [rows, k] row tiles by the image's columns [k, n], accumulated "
            f"in FP32{', plus the bias of each output channel' if bias else ''}.")
-    source = templates.kernel_factory(name, "dtype, out_dtype, k, n, rows, transposed", doc, prelude, params,
-                                      loops + textwrap.indent(body, " " * 16), templates.CUBE_JIT)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+    text = templates.factory(name, ["dtype, out_dtype, k, n, rows, transposed"], doc, prelude, params, loops, templates.CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
 CONV_TORCH = Definition(

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.scan import SCAN_ROWS
@@ -107,7 +107,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         body += (f"out = torch.empty(indices.shape[0], rows.shape[1], dtype={table}.dtype, device={table}.device)\n"
                  f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
                  f"return {result}\n")
-        kernel = templates.indexed_kernel(
+        kernel = walks.indexed_kernel(
             f"{entry.op}_kernel", "The rows of a [n, cols] table a 1-D index picks, in row tiles of the index.",
             "dtype, cols", "_tile_shape(cols, 64, 8, (dtype, pypto.DT_FP32))", [("table", "table"), ("index", "index")],
             [Apply("result", Step("index_select"), ("table", "0", "index_tile"))], [("out", "result", "dtype", "cols")])
@@ -142,7 +142,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         f"({' and '.join(guard)})", body, tuple(requires), prologue=prologue,
     )
     extra = (templates.WHOLE_ROWS, SCAN_ROWS, SHAPES) if op != "index_select" else ()
-    return kernel, templates.INDICES, *extra, wrapper
+    return kernel, walks.INDICES, *extra, wrapper
 
 
 def _along_rows(entry: Entry, x: str, index: str, source: str | None):
@@ -161,7 +161,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
     what = {"gather": "Gather along the rows of [rows, cols] tiles by an index of the same rows",
             "scatter": "Scatter source rows into [rows, cols] tiles along the row at an index's columns",
             "index_add": "Add the columns of source rows into [rows, cols] tiles at the columns a 1-D index names, in FP32 as torch"}
-    kernel = templates.indexed_kernel(
+    kernel = walks.indexed_kernel(
         f"{entry.op}_kernel", f"{what[op]} (whole rows: PyPTO cannot tile the indexed dim).",
         ", ".join(factory), f"_tile_shape(max({', '.join(f for f in factory if f.endswith('_cols'))}), 64, 8, (dtype, pypto.DT_FP32), whole_rows=True)",
         inputs, [Apply("result", Step(op, keywords, fp32=op == "index_add"), tuple(operands))], [("out", "result", "dtype", widths[op])])

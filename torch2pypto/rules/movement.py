@@ -4,7 +4,7 @@ repeat_interleave, F.pad's constant mode).
 ``args.layout`` names the layout. The host folds each input into [rows, cols] at the dim the op
 moves (the dims before it become rows) and says which column runs of the input land where in
 the [rows, width] output and which output runs are filled with a constant;
-:func:`templates.assemble_kernel` copies them with ``pypto.view`` and ``pypto.assemble``. cat
+:func:`walks.assemble_kernel` copies them with ``pypto.view`` and ``pypto.assemble``. cat
 and stack on a list or tuple literal of up to :data:`MAX_INPUTS` tensors join them in one launch
 (a kernel with one parameter per tensor, ``pypto_cat3``); on any other sequence (a name, a
 comprehension, a starred literal: its length is known at run time only) ``pypto_cat`` launches
@@ -23,7 +23,7 @@ from typing import Mapping
 
 import libcst as cst
 
-from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules import walks, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -155,7 +155,7 @@ def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
         entry, name, wrappers.signature(params), how, "*tensors", wrappers.torch_call(entry, params),
         "joined", body, ("_joined", *kernels), prologue=prologue, fallback=fallback,
     )
-    return *(templates.assemble_kernel(k, n) for k, n in zip(kernels, arities)), JOINED, wrapper
+    return *(walks.assemble_kernel(k, n) for k, n in zip(kernels, arities)), JOINED, wrapper
 
 
 HOSTS = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs
@@ -184,7 +184,7 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
         entry, name, wrappers.signature(params), how, "input", wrappers.torch_call(entry, params), "moved", body,
         (host.name, "_moved_along"), prologue=prologue,
     )
-    return templates.assemble_kernel("assemble1_kernel", 1), ALONG, host, wrapper
+    return walks.assemble_kernel("assemble1_kernel", 1), ALONG, host, wrapper
 
 
 def fuse(builder, entry: Entry, bound, env):

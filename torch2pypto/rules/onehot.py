@@ -1,6 +1,6 @@
 """The one_hot family: F.one_hot of int64 class indices, pypto.one_hot in row tiles.
 
-The host flattens the indices; the kernel (:func:`templates.one_hot_kernel`) writes [n,
+The host flattens the indices; the kernel (:func:`walks.one_hot_kernel`) writes [n,
 classes] int64 rows, as torch does. Indices outside [0, num_classes) make torch raise, so the
 wrapper checks their range first (torch reads it too) and leaves such calls to torch;
 ``num_classes=-1`` is the largest index + 1, as in torch. Classes too many for one tile row in
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules import walks, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -58,7 +58,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         prologue="classes = _one_hot_classes(input, num_classes)\n",
     )
     doc = "pypto.one_hot of [rows] index tiles into [rows, classes] int64 rows."
-    return templates.one_hot_kernel(kernel, doc), CLASSES, wrapper
+    return walks.one_hot_kernel(kernel, doc), CLASSES, wrapper
 
 
 register(Family("one_hot", OneHotFields, rewrite, problem))

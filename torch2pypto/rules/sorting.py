@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal, Mapping
 
-from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.scan import SCAN_ROWS
@@ -75,13 +75,13 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
             "out = torch.empty(x.shape[0], count, dtype=torch.int32, device=x.device)\n")
     indices = "out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()"
     if indices_only:
-        outputs = [("out", "indices", templates.INDEX, "k")]
+        outputs = [("out", "indices", walks.INDEX, "k")]
         doc = "The indices ordering each whole row of [rows, cols] tiles (the k largest or smallest), in FP32."
         body += launch.format("") + "shape = (*moved[:-1], count)\n" + f"return {indices}\n"
         how = "the indices of pypto.topk of the whole row along dim moved last, in FP32"
     else:
         guard.append(f"not (torch.is_grad_enabled() and {x}.requires_grad)")  # two results: autograd runs torch
-        outputs = [("values", "result", "dtype", "k"), ("out", "indices", templates.INDEX, "k")]
+        outputs = [("values", "result", "dtype", "k"), ("out", "indices", walks.INDEX, "k")]
         doc = "The k largest (or smallest) of each whole row of [rows, cols] tiles and their indices, in FP32."
         body += (f"values = torch.empty(x.shape[0], count, dtype={x}.dtype, device=x.device)\n"
                  + launch.format("values, ") + "shape = (*moved[:-1], count)\n"
@@ -89,7 +89,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
                  f"    {indices}))\n")
         how = "pypto.topk along dim moved last, in FP32: values and indices"
     factory = "dtype, x_cols, k, largest"
-    kernel = templates.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_tile_shape(x_cols, 64, 8, (dtype, pypto.DT_FP32), whole_rows=True)",
+    kernel = walks.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_tile_shape(x_cols, 64, 8, (dtype, pypto.DT_FP32), whole_rows=True)",
                                       [("x", "rows")], program, outputs)
     params = wrapper_params(entry)
     wrapper = wrappers.wrapper(
@@ -97,7 +97,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         f"({' and '.join(guard)})", body, ("_kernel_indices", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
         prologue=f"d = _indexed_dim({x}, dim)\n",
     )
-    return kernel, templates.INDICES, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
+    return kernel, walks.INDICES, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
 
 
 register(Family("sorting", SortingFields, rewrite, problem))

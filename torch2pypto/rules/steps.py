@@ -1,7 +1,7 @@
 """Tile steps: each op's tile computation, written once.
 
-A step is one PyPTO tile op. It renders the kernel statement that computes a named tile from
-other named tiles and factory constants; kernel templates (:mod:`templates`) compose steps
+A step is one PyPTO tile op. It gives the kernel statement (:mod:`kernel_ir`) that computes a
+named tile from other named tiles and factory constants; kernel templates (:mod:`templates`) compose steps
 between loading the input tiles and storing the result. Composite recipes reuse the steps of
 their parts, and fused kernels are meant to be built from the same steps.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Sequence
+
+from torch2pypto.rules.kernel_ir import Assign, Call, source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,10 +31,17 @@ class Step:
     result: str | None = None
     reduces: bool = False
 
-    def render(self, target: str, operands: Sequence[str]) -> str:
+    def call(self, operands: Sequence[str]) -> Call:
+        """This step's ``pypto.<op>`` call on ``operands``."""
+        return Call(f"pypto.{self.op}", tuple(operands), self.keywords)
+
+    def statement(self, target: str, operands: Sequence[str]) -> Assign:
         """The statement assigning this step's tile to ``target``."""
-        args = [*operands, *(f"{keyword}={value}" for keyword, value in self.keywords)]
-        return f"{target} = pypto.{self.op}({', '.join(args)})\n"
+        return Assign(target, self.call(operands))
+
+    def render(self, target: str, operands: Sequence[str]) -> str:
+        """:meth:`statement` as text."""
+        return source(self.statement(target, operands))
 
 
 def row_reduction(op: str) -> Step:
@@ -49,6 +58,11 @@ class Apply:
     operands: tuple[str, ...]
 
 
-def render(program: Sequence[Apply]) -> str:
+def statements(program: Sequence[Apply]) -> tuple[Assign, ...]:
     """The statements of a sequence of applied steps."""
-    return "".join(a.step.render(a.target, a.operands) for a in program)
+    return tuple(a.step.statement(a.target, a.operands) for a in program)
+
+
+def render(program: Sequence[Apply]) -> str:
+    """:func:`statements` as text."""
+    return source(statements(program))

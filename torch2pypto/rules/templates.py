@@ -3,7 +3,10 @@
 Every kernel sees its tensors as ``[rows, cols]`` matrices (the host folds leading dims), with a
 dynamic row axis walked by ``pypto.loop`` in tiles of ``rows`` rows: ``pypto.view(...,
 valid_shape=...)`` cuts the tail tile, ``pypto.assemble`` writes it back. Kernels are built by
-``functools.cache``'d factories, one compiled kernel per dtype, width and constant.
+``functools.cache``'d factories, one compiled kernel per dtype, width and constant; a template
+builds its factory in the kernel IR (:mod:`kernel_ir`), printed once. Templates of other walks
+(column runs, stacked matrices, indices, channels) are in :mod:`walks`. Still text: the blocked
+templates (``block_*``, ``blocks_loop``) and :func:`kernel_factory`'s callers (fusion, attention).
 
 PyPTO's quirks are handled here, once: FP32-only ops compute in FP32 between a cast in and a
 cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned rows (host side,
@@ -16,7 +19,8 @@ import textwrap
 from typing import Sequence
 
 from torch2pypto.rules.codegen import Definition, copied
-from torch2pypto.rules.steps import Apply, Step, render
+from torch2pypto.rules.kernel_ir import Assign, Comment, Do, Expr, Factory, For, If, Param, Raw, Stmt, call, expression, items, loop, pypto, source, when
+from torch2pypto.rules.steps import Apply, Step, statements
 
 FP32 = "pypto.DT_FP32"
 BOOL = "pypto.DT_BOOL"
@@ -43,28 +47,45 @@ def reduces(program: Sequence[Apply]) -> bool:
     return any(a.step.reduces for a in program)
 
 
-VECTOR_JIT = "@pypto.frontend.jit(pass_options=_VECTOR_PASSES)"
+# the kernels' jit decorators: (call, comment)
+VECTOR = (pypto("frontend.jit", pass_options="_VECTOR_PASSES"), "")
+CUBE = (pypto("frontend.jit", pass_options='{"pg_skip_partition": False}'), "set either way: PyPTO keeps pass options")
+
+
+def factory(
+    name: str, params: Sequence[str], doc: str, prelude: Sequence[Stmt], kernel_params: Sequence[Param | Raw], body: Sequence[Stmt],
+    jit: tuple[Expr, str] = VECTOR,
+) -> str:
+    """The source of ``name(params)``, a ``functools.cache``'d factory of one jit ``kernel``."""
+    return source(Factory(name, tuple(params), doc, tuple(prelude), jit[0], tuple(kernel_params), tuple(body), jit[1]))
+
+
+VECTOR_JIT = "@" + expression(VECTOR[0])
 
 
 def kernel_factory(name: str, factory_params: str, doc: str, prelude: str, kernel_params: str, kernel_body: str, jit: str = VECTOR_JIT) -> str:
-    """The source of ``name(factory_params)``, a ``functools.cache``'d factory of one jit ``kernel``.
+    """:func:`factory` of kernels still written as text (fusion, attention).
 
-    ``prelude``: the factory's statements before the kernel (unindented); ``kernel_params`` and
-    ``kernel_body``: the kernel's parameter and statement lines, indented into it (8 spaces);
-    ``jit``: its decorator line.
+    ``prelude``: the factory's statements (unindented); ``kernel_params`` and ``kernel_body``: the
+    kernel's parameter and statement lines, indented into it (8 spaces); ``jit``: its decorator line.
     """
-    return f'''\
-@functools.cache
-def {name}({factory_params}):
-    """{doc}"""
-{textwrap.indent(prelude, " " * 4)}
-    {jit}
-    @_annotated(locals())
-    def kernel(
-{kernel_params}    ):
-{kernel_body}
-    return kernel
-'''
+    return source(Factory(name, (factory_params,), doc, (Raw(prelude),), jit.removeprefix("@"),
+                          (Raw(textwrap.dedent(kernel_params)),), (Raw(textwrap.dedent(kernel_body)),)))
+
+
+def tensor(name: str, shape: Expr, dtype: str) -> Param:
+    """The kernel parameter ``name: pypto.Tensor(shape, dtype)``."""
+    return Param(name, pypto("Tensor", shape, dtype))
+
+
+def to_fp32(tiles: Sequence[str], dtype: str = "dtype", comment: str = "") -> If:
+    """Tiles of ``dtype`` cast to FP32 unless ``dtype`` is FP32 (decided when the kernel is parsed)."""
+    return when(f"{dtype} != {FP32}", *(Assign(t, pypto("cast", t, FP32)) for t in tiles), comment=comment)
+
+
+def row_tiles(count: str, *body: Stmt, target: str = "i") -> For:
+    """The ``pypto.loop`` over the row tiles of ``count`` rows, ``rows`` at a time."""
+    return loop(target, pypto("loop", f"({count} + rows - 1) // rows", name='"row_tiles"', unroll_list=items("1")), *body)
 
 
 def row_kernel(
@@ -111,58 +132,51 @@ def row_kernel(
     masked = reduces(program)
     width = "width" if masked else "cols"
     whole_rows = whole_rows or masked
-    valid = "" if whole and not masked else ", valid_shape=valid"
     blocked = blocked and not masked
-    if blocked:
-        body = block_tiles(inputs, whole)
-    else:
-        body = "".join(f"{i}_tile = pypto.view({i}, [rows, {width}], [r, 0]{valid})\n" for i in inputs)
-    body += "".join(f"{i}_tile = pypto.view({i}, [1, cols], [0, 0], valid_shape=[1, {valid_cols}])\n" for i in row_inputs)
-    body += "".join(f"{v}_tile = pypto.view({v}, [1, width], [0, 0], valid_shape=[1, cols])\n" for v in vectors)
-    setup = ""
+    valid = {} if whole and not masked else {"valid_shape": "valid"}
+    body: list[Stmt] = [Raw(block_tiles(inputs, whole))] if blocked else [
+        Assign(f"{i}_tile", pypto("view", i, items("rows", width), items("r", "0"), **valid)) for i in inputs
+    ]
+    body += [Assign(f"{i}_tile", pypto("view", i, items("1", "cols"), items("0", "0"), valid_shape=items("1", valid_cols))) for i in row_inputs]
+    body += [Assign(f"{v}_tile", pypto("view", v, items("1", "width"), items("0", "0"), valid_shape=items("1", "cols"))) for v in vectors]
     if fp32:
-        body += f"if {in_dtype} != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {i}_tile = pypto.cast({i}_tile, {FP32})\n" for i in (*inputs, *vectors) if i not in masks
-        )
-    body += render(program)
+        body.append(to_fp32([f"{i}_tile" for i in (*inputs, *vectors) if i not in masks], in_dtype, "FP32-only ops: compute in FP32"))
+    body += statements(program)
+    setup: list[Stmt] = []
     if fixed is None:
-        setup, store = cast(result, FP32 if fp32 else in_dtype, out_dtype)
+        more, store = casting(result, FP32 if fp32 else in_dtype, out_dtype)
+        setup += more
         body += store
     for output, tile in also:
-        more, store = cast(tile, FP32 if fp32 else in_dtype, in_dtype)
+        more, store = casting(tile, FP32 if fp32 else in_dtype, in_dtype)
         setup += more
-        body += store + f"pypto.assemble({tile}, [r, 0], {output})\n"
-    params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, cols], {BOOL if i in masks else in_dtype}),\n" for i in inputs)
-    params += "".join(f"        {i}: pypto.Tensor([1, cols], {FP32}),\n" for i in row_inputs)
-    params += "".join(f"        {v}: pypto.Tensor([1, cols], {in_dtype}),\n" for v in vectors)
-    params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {in_dtype}),\n" for o, _ in also)
+        body += [*store, Do(pypto("assemble", tile, items("r", "0"), output))]
+    params = [tensor(i, items("pypto.DYNAMIC", "cols"), BOOL if i in masks else in_dtype) for i in inputs]
+    params += [tensor(i, items("1", "cols"), FP32) for i in row_inputs]
+    params += [tensor(v, items("1", "cols"), in_dtype) for v in vectors]
+    params += [tensor(o, items("pypto.DYNAMIC", out_cols), in_dtype) for o, _ in also]
     if whole:  # tiles of at most n rows (WHOLE_SPREAD_ROWS); the last tile ends at the last row
-        start = " " * 12 + "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
-        if masked:
-            start += " " * 12 + "valid = [rows, cols]\n"
+        start = [Assign("r", "(n - rows).min(i * rows)", "a whole tile: the last one overlaps its predecessor")]
+        start += [Assign("valid", "[rows, cols]")] if masked else []
     else:
-        start = " " * 12 + "r = i * rows\n" + " " * 12 + f"valid = [(n - r).min(rows), {valid_cols}]\n"
-    dtypes = _dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
+        start = [Assign("r", "i * rows"), Assign("valid", f"[(n - r).min(rows), {valid_cols}]")]
     # a row splits into column tiles only where no step works along it
-    mode = ", whole_rows=True" if whole_rows else "" if any(dict(a.step.keywords).get("dim") for a in program) else ", split_cols=True"
-    prelude = f'rows, tile_cols = _tile_shape({width if whole_rows else "cols"}, max_rows, {buffers}, {dtypes}{mode})\n' + setup
+    mode = {"whole_rows": "True"} if whole_rows else {} if any(dict(a.step.keywords).get("dim") for a in program) else {"split_cols": "True"}
+    dtypes = tile_dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
+    prelude = [Assign("rows, tile_cols", call("_tile_shape", width if whole_rows else "cols", "max_rows", str(buffers), dtypes, **mode)), *setup]
     if blocked:
-        params = "".join(f"        {i}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {i}_width], {BOOL if i in masks else in_dtype}),\n"
-                         for i in inputs)
-        params += f"        out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {out_dtype}),\n"
-        kernel_body = blocks_loop("out", body + block_stores([(result, "out")], whole), whole)
-        source = kernel_factory(name, ", ".join([factory_params, "heads", *(f"{i}_map" for i in inputs), "max_rows"]), doc,
-                                prelude + block_setup(inputs), params, kernel_body)
-        return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
-    params += f"        out: pypto.Tensor([pypto.DYNAMIC, {out_cols}], {out_dtype}),\n"
-    kernel_body = f'''\
-        n = {inputs[0]}.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-{start}            pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 12)}            pypto.assemble({result}, [r, 0], out)
-'''
-    source = kernel_factory(name, f"{factory_params}, max_rows", doc, prelude, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated"))
+        params = [tensor(i, items("pypto.DYNAMIC", "pypto.DYNAMIC", f"{i}_width"), BOOL if i in masks else in_dtype) for i in inputs]
+        params.append(tensor("out", items("pypto.DYNAMIC", "pypto.DYNAMIC", "cols"), out_dtype))
+        loops = blocks_loop("out", source(body) + block_stores([(result, "out")], whole), whole)
+        text = factory(name, [factory_params, "heads", *(f"{i}_map" for i in inputs), "max_rows"], doc,
+                       [*prelude, Raw(block_setup(inputs))], params, [Raw(textwrap.dedent(loops))])
+        return Definition(name, text, ("_tile_shape", "_annotated"))
+    params.append(tensor("out", items("pypto.DYNAMIC", out_cols), out_dtype))
+    loops = [
+        Assign("n", f"{inputs[0]}.shape[0]"),
+        row_tiles("n", *start, Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")), *body, Do(pypto("assemble", result, items("r", "0"), "out"))),
+    ]
+    return Definition(name, factory(name, [factory_params, "max_rows"], doc, prelude, params, loops), ("_tile_shape", "_annotated"))
 
 
 def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
@@ -173,57 +187,62 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
     """
     fp32 = any(a.step.fp32 for a in program)
     result = program[-1].target
-    load = "x_tile = pypto.view(x, [rows, block], [r, b * block], valid_shape=[(n - r).min(rows), min(block, cols - b * block)])\n"
-    if fp32:
-        load += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n    x_tile = pypto.cast(x_tile, {FP32})\n"
-    setup, store = cast(result, FP32 if fp32 else "dtype", "out_dtype")
-    body = (load + render(program)
-            + f"if b > 0:\n    {result} = pypto.add({result}, carry)\n"
-            + f"carry = pypto.view({result}, [rows, 1], [0, block - 1])  # the running total\n"
-            + store + f"pypto.assemble({result}, [r, b * block], out)\n")
-    prelude = f'''\
-block = min(cols, {SCAN_BLOCK})  # pypto.cumsum transposes its tile: wider blocks overflow the UB
-# pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)
-rows, _ = _tile_shape(block, max_rows, 16 if dtype == {FP32} else 4, {_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))}, whole_rows=True)
-blocks = (cols + block - 1) // block
-{setup}'''
-    params = "        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n        out: pypto.Tensor([pypto.DYNAMIC, cols], out_dtype),\n"
-    kernel_body = f'''\
-        n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            pypto.set_vec_tile_shapes(rows, block)
-            for b in range(blocks):  # unrolled
-{textwrap.indent(body, " " * 16)}'''
-    source = kernel_factory(name, "dtype, out_dtype, cols, max_rows", doc, prelude, params, kernel_body)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
+    setup, store = casting(result, FP32 if fp32 else "dtype", "out_dtype")
+    block = [
+        Assign("x_tile", pypto("view", "x", items("rows", "block"), items("r", "b * block"),
+                               valid_shape=items("(n - r).min(rows)", "min(block, cols - b * block)"))),
+        *([to_fp32(["x_tile"], comment="FP32-only ops: compute in FP32")] if fp32 else []),
+        *statements(program),
+        when("b > 0", Assign(result, pypto("add", result, "carry"))),
+        Assign("carry", pypto("view", result, items("rows", "1"), items("0", "block - 1")), "the running total"),
+        *store,
+        Do(pypto("assemble", result, items("r", "b * block"), "out")),
+    ]
+    body = [
+        Assign("n", "x.shape[0]"),
+        row_tiles("n", Assign("r", "i * rows"), Do(pypto("set_vec_tile_shapes", "rows", "block")),
+                  loop("b", "range(blocks)", *block, comment="unrolled")),
+    ]
+    dtypes = tile_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))
+    prelude = [
+        Assign("block", f"min(cols, {SCAN_BLOCK})", "pypto.cumsum transposes its tile: wider blocks overflow the UB"),
+        Comment("pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)"),
+        Assign("rows, _", call("_tile_shape", "block", "max_rows", f"16 if dtype == {FP32} else 4", dtypes, whole_rows="True")),
+        Assign("blocks", "(cols + block - 1) // block"),
+        *setup,
+    ]
+    params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), tensor("out", items("pypto.DYNAMIC", "cols"), "out_dtype")]
+    return Definition(name, factory(name, ["dtype, out_dtype, cols, max_rows"], doc, prelude, params, body), ("_tile_shape", "_annotated"))
 
 
-def _dtypes(*dtypes: str) -> str:
+def tile_dtypes(*dtypes: str) -> str:
     """A kernel's tile dtypes as the tuple _tile_shape takes."""
     unique = list(dict.fromkeys(dtypes))
     return f"({', '.join(unique)}{',' if len(unique) == 1 else ''})"
 
 
-def cast(var: str, src: str, dst: str) -> tuple[str, str]:
+def casting(var: str, src: str, dst: str) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
     """Factory setup and kernel statements casting tile ``var`` from dtype ``src`` to ``dst``.
 
     BF16 and FP16 have no direct cast in PyPTO and go through FP32; a cast to the same dtype is
     skipped when the kernel is parsed.
     """
     if src == dst:
-        return "", ""
-    cast = f"if {src} != {dst}:\n    {var} = pypto.cast({var}, {dst})\n"
+        return (), ()
+    cast = when(f"{src} != {dst}", Assign(var, pypto("cast", var, dst)))
     if FP32 in (src, dst):
-        return "", cast
-    setup = f"{var}_via_fp32 = {{{src}, {dst}}} == {{pypto.DT_BF16, pypto.DT_FP16}}\n"
-    return setup, f"if {var}_via_fp32:\n    {var} = pypto.cast({var}, {FP32})\n" + cast
+        return (), (cast,)
+    setup = Assign(f"{var}_via_fp32", f"{{{src}, {dst}}} == {{pypto.DT_BF16, pypto.DT_FP16}}")
+    return (setup,), (when(f"{var}_via_fp32", Assign(var, pypto("cast", var, FP32))), cast)
+
+
+def cast(var: str, src: str, dst: str) -> tuple[str, str]:
+    """:func:`casting` as text, for kernels still written as text."""
+    setup, store = casting(var, src, dst)
+    return source(setup), source(store)
 
 
 REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
-
-
-CUBE_JIT = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False})  # set either way: PyPTO keeps pass options'
 
 
 def cube_kernel(
@@ -247,54 +266,56 @@ def cube_kernel(
     (16 elements), so the operands are read in place in tiles of k and n rounded up to 16, whose
     valid shape is the real k and n.
     """
-    params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        b: pypto.Tensor(b_shape, dtype),\n"
+    params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), tensor("b", "b_shape", "dtype")]
+    params += [tensor("bias", items("1", "n"), "dtype")] if bias else []
+    params += [tensor(o, items("pypto.DYNAMIC", "n"), "dtype") for o in others]
+    params.append(tensor("out", items("pypto.DYNAMIC", "n"), "out_dtype"))
+    setup, store = casting("result", FP32, "out_dtype")
+    body: list[Stmt] = [
+        Do(pypto("set_cube_tile_shapes", items("rows", "rows"), "k_tiles", "n_tiles")),
+        Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("(m - i * rows).min(rows)", "k"))),
+        Assign("b_tile", pypto("view", "b", "b_tile_shape", items("j * b_rows" if batched else "0", "0"), valid_shape="b_valid")),
+        *statements([product]),
+        Do(pypto("set_vec_tile_shapes", "vec_rows", "vec_cols")),
+    ]
     if bias:
-        params += "        bias: pypto.Tensor([1, n], dtype),\n"
-    params += "".join(f"        {o}: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n" for o in others)
-    setup, store = cast("result", FP32, "out_dtype")
-    offset = "[j * b_rows, 0]" if batched else "[0, 0]"
-    body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
-    body += "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - i * rows).min(rows), k])\n"
-    body += f"b_tile = pypto.view(b, b_tile_shape, {offset}, valid_shape=b_valid)\n"
-    body += render([product]) + "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
-    if bias:
-        body += (f"bias_tile = pypto.view(bias, [1, n16], [0, 0], valid_shape=[1, n])\n"
-                 f"if dtype != {FP32}:\n    bias_tile = pypto.cast(bias_tile, {FP32})\n")
+        body += [_row_vector("bias", "n", "n16"), to_fp32(["bias_tile"])]
     if rounded:
-        body += render(epilogue[:1]) if bias else ""
+        body += statements(epilogue[:1]) if bias else ()
         epilogue = epilogue[1:] if bias else epilogue
-        body += f"if dtype != {FP32}:  # torch's linear rounds its result to its dtype\n    result = pypto.cast(pypto.cast(result, dtype), {FP32})\n"
+        body.append(_rounded(["result"], "torch's linear rounds its result to its dtype"))
     for o in others:
-        body += (f"{o}_tile = pypto.view({o}, [rows, n16], [r, 0], valid_shape=[(m - i * rows).min(rows), n])\n"
-                 f"if dtype != {FP32}:\n    {o}_tile = pypto.cast({o}_tile, {FP32})\n")
-    body += render(epilogue) + tail + store + "pypto.assemble(result, [r, 0], out)\n"
+        body += [Assign(f"{o}_tile", pypto("view", o, items("rows", "n16"), items("r", "0"), valid_shape=items("(m - i * rows).min(rows)", "n"))),
+                 to_fp32([f"{o}_tile"])]
+    body += [*statements(epilogue), Raw(tail), *store, Do(pypto("assemble", "result", items("r", "0"), "out"))]
     if batched:
-        loops = (
-            "        m = a.shape[0] // (b.shape[0] // b_rows)  # rows per right matrix\n"
-            "        for j in pypto.loop(b.shape[0] // b_rows, name=\"matrices\"):\n"
-            "            for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-            "                r = j * m + i * rows\n"
-        )
-        indent = 16
+        loops = [
+            Assign("m", "a.shape[0] // (b.shape[0] // b_rows)", "rows per right matrix"),
+            loop("j", pypto("loop", "b.shape[0] // b_rows", name='"matrices"'), row_tiles("m", Assign("r", "j * m + i * rows"), *body)),
+        ]
     else:
-        loops = (
-            "        m = a.shape[0]\n"
-            "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-            "            r = i * rows\n"
-        )
-        indent = 12
-    prelude = (
-        "k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
-        "b_rows, b_valid = (n, [n, k]) if transposed else (k, [k, n])\n"
-        "b_tile_shape = [n16, k16] if transposed else [k16, n16]\n"
-        + ("b_shape = [pypto.DYNAMIC, b_valid[1]]  # the matrices stacked\n" if batched else "b_shape = b_valid\n")
-    )
-    prelude += f"k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\nvec_rows, vec_cols = _tile_shape(n16, rows, {3 + len(others)}, (pypto.DT_FP32,))\n" + setup
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], out_dtype),\n"
-    kernel_body = loops + textwrap.indent(body, " " * indent)
-    factory = ", ".join(["dtype, out_dtype, k, n, rows, transposed", *constants])
-    source = kernel_factory(name, factory, doc, prelude, params, kernel_body, CUBE_JIT)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+        loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
+    prelude = [
+        Assign("k16, n16", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
+        Assign("b_rows, b_valid", "(n, [n, k]) if transposed else (k, [k, n])"),
+        Assign("b_tile_shape", "[n16, k16] if transposed else [k16, n16]"),
+        Assign("b_shape", "[pypto.DYNAMIC, b_valid[1]]", "the matrices stacked") if batched else Assign("b_shape", "b_valid"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "rows")),
+        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "rows", str(3 + len(others)), "(pypto.DT_FP32,)")),
+        *setup,
+    ]
+    text = factory(name, ["dtype, out_dtype, k, n, rows, transposed", *constants], doc, prelude, params, loops, CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+def _row_vector(name: str, cols: str, width: str) -> Assign:
+    """The tile of a bias ``name`` ([1, cols]) in a [1, width] tile (cols rounded up to 16)."""
+    return Assign(f"{name}_tile", pypto("view", name, items("1", width), items("0", "0"), valid_shape=items("1", cols)))
+
+
+def _rounded(tiles: Sequence[str], comment: str) -> If:
+    """FP32 tiles rounded to ``dtype`` where torch rounds (a linear's or an activation's result)."""
+    return when(f"dtype != {FP32}", *(Assign(t, pypto("cast", pypto("cast", t, "dtype"), FP32)) for t in tiles), comment=comment)
 
 
 def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definition:
@@ -307,40 +328,39 @@ def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definit
     on the tile ``gate``, rounded after as torch's activation rounds) and multiplies. K and N are
     static and of any size, as in :func:`cube_kernel`.
     """
-    params = ("        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        wg: pypto.Tensor([n, k], dtype),\n"
-              "        wu: pypto.Tensor([n, k], dtype),\n")
-    if bias:
-        params += "        bg: pypto.Tensor([1, n], dtype),\n        bu: pypto.Tensor([1, n], dtype),\n"
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n"
+    params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), tensor("wg", items("n", "k"), "dtype"), tensor("wu", items("n", "k"), "dtype")]
+    params += [tensor(b, items("1", "n"), "dtype") for b in ("bg", "bu")] if bias else []
+    params.append(tensor("out", items("pypto.DYNAMIC", "n"), "dtype"))
     matmul = Step("matmul", (("b_trans", "True"),))
-    body = "pypto.set_cube_tile_shapes([rows, rows], k_tiles, n_tiles)\n"
-    body += "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - r).min(rows), k])\n"
-    body += "".join(f"{w}_tile = pypto.view({w}, [n16, k16], [0, 0], valid_shape=[n, k])\n" for w in ("wg", "wu"))
-    body += matmul.render("gate", ("a_tile", "wg_tile", FP32)) + matmul.render("up", ("a_tile", "wu_tile", FP32))
-    body += "pypto.set_vec_tile_shapes(vec_rows, vec_cols)\n"
+    body: list[Stmt] = [
+        Do(pypto("set_cube_tile_shapes", items("rows", "rows"), "k_tiles", "n_tiles")),
+        Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("(m - r).min(rows)", "k"))),
+        *(Assign(f"{w}_tile", pypto("view", w, items("n16", "k16"), items("0", "0"), valid_shape=items("n", "k"))) for w in ("wg", "wu")),
+        matmul.statement("gate", ("a_tile", "wg_tile", FP32)),
+        matmul.statement("up", ("a_tile", "wu_tile", FP32)),
+        Do(pypto("set_vec_tile_shapes", "vec_rows", "vec_cols")),
+    ]
     if bias:
         for b, tile in (("bg", "gate"), ("bu", "up")):
-            body += (f"{b}_tile = pypto.view({b}, [1, n16], [0, 0], valid_shape=[1, n])\n"
-                     f"if dtype != {FP32}:\n    {b}_tile = pypto.cast({b}_tile, {FP32})\n"
-                     f"{tile} = pypto.add({tile}, {b}_tile)\n")
-    rounded = "".join(f"    {t} = pypto.cast(pypto.cast({t}, dtype), {FP32})\n" for t in ("gate", "up"))
-    body += f"if dtype != {FP32}:  # torch's linear rounds each projection to its dtype\n{rounded}"
-    body += activation
-    body += f"if dtype != {FP32}:  # and its activation its result\n    gate = pypto.cast(pypto.cast(gate, dtype), {FP32})\n"
-    setup, store = cast("result", FP32, "dtype")
-    body += "result = pypto.mul(gate, up)\n" + store + "pypto.assemble(result, [r, 0], out)\n"
-    loops = (
-        "        m = a.shape[0]\n"
-        "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-        "            r = i * rows\n"
-    )
-    prelude = (
-        "k16, n16 = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
-        "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, rows)\n"
-        "vec_rows, vec_cols = _tile_shape(n16, rows, 4, (pypto.DT_FP32,))  # gate, up and two temporaries\n" + setup
-    )
-    source = kernel_factory(name, "dtype, k, n, rows", doc, prelude, params, loops + textwrap.indent(body, " " * 12), CUBE_JIT)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+            body += [_row_vector(b, "n", "n16"), to_fp32([f"{b}_tile"]), Assign(tile, pypto("add", tile, f"{b}_tile"))]
+    setup, store = casting("result", FP32, "dtype")
+    body += [
+        _rounded(["gate", "up"], "torch's linear rounds each projection to its dtype"),
+        Raw(activation),
+        _rounded(["gate"], "and its activation its result"),
+        Assign("result", pypto("mul", "gate", "up")),
+        *store,
+        Do(pypto("assemble", "result", items("r", "0"), "out")),
+    ]
+    prelude = [
+        Assign("k16, n16", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "rows")),
+        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "rows", "4", "(pypto.DT_FP32,)"), "gate, up and two temporaries"),
+        *setup,
+    ]
+    loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
+    text = factory(name, ["dtype, k, n, rows"], doc, prelude, params, loops, CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
 def linears_kernel(name: str, count: int, *, bias: bool) -> Definition:
@@ -353,37 +373,32 @@ def linears_kernel(name: str, count: int, *, bias: bool) -> Definition:
     linear rounds. K and each N are static and of any size, as in :func:`cube_kernel`.
     """
     ids = range(count)
-    params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n"
-    params += "".join(f"        w{j}: pypto.Tensor([n{j}, k], dtype),\n" for j in ids)
-    params += "".join(f"        b{j}: pypto.Tensor([1, n{j}], dtype),\n" for j in ids) if bias else ""
-    params += "".join(f"        out{j}: pypto.Tensor([pypto.DYNAMIC, n{j}], dtype),\n" for j in ids)
+    params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), *(tensor(f"w{j}", items(f"n{j}", "k"), "dtype") for j in ids)]
+    params += [tensor(f"b{j}", items("1", f"n{j}"), "dtype") for j in ids] if bias else []
+    params += [tensor(f"out{j}", items("pypto.DYNAMIC", f"n{j}"), "dtype") for j in ids]
     matmul = Step("matmul", (("b_trans", "True"),))
-    setup, store = cast("result", FP32, "dtype")
-    body = "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[(m - r).min(rows), k])\n"
+    setup, store = casting("result", FP32, "dtype")
+    body: list[Stmt] = [Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("(m - r).min(rows)", "k")))]
     for j in ids:
-        body += (f"pypto.set_cube_tile_shapes([rows, rows], k_tiles{j}, n_tiles{j})\n"
-                 f"w{j}_tile = pypto.view(w{j}, [n{j}_16, k16], [0, 0], valid_shape=[n{j}, k])\n"
-                 + matmul.render("result", ("a_tile", f"w{j}_tile", FP32))
-                 + f"pypto.set_vec_tile_shapes(vec_rows{j}, vec_cols{j})\n")
+        body += [
+            Do(pypto("set_cube_tile_shapes", items("rows", "rows"), f"k_tiles{j}", f"n_tiles{j}")),
+            Assign(f"w{j}_tile", pypto("view", f"w{j}", items(f"n{j}_16", "k16"), items("0", "0"), valid_shape=items(f"n{j}", "k"))),
+            matmul.statement("result", ("a_tile", f"w{j}_tile", FP32)),
+            Do(pypto("set_vec_tile_shapes", f"vec_rows{j}", f"vec_cols{j}")),
+        ]
         if bias:
-            body += (f"b{j}_tile = pypto.view(b{j}, [1, n{j}_16], [0, 0], valid_shape=[1, n{j}])\n"
-                     f"if dtype != {FP32}:\n    b{j}_tile = pypto.cast(b{j}_tile, {FP32})\n"
-                     f"result = pypto.add(result, b{j}_tile)\n")
-        body += store + f"pypto.assemble(result, [r, 0], out{j})\n"
-    loops = (
-        "        m = a.shape[0]\n"
-        "        for i in pypto.loop((m + rows - 1) // rows, name=\"row_tiles\", unroll_list=[1]):\n"
-        "            r = i * rows\n"
-    )
-    prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
+            body += [_row_vector(f"b{j}", f"n{j}", f"n{j}_16"), to_fp32([f"b{j}_tile"]), Assign("result", pypto("add", "result", f"b{j}_tile"))]
+        body += [*store, Do(pypto("assemble", "result", items("r", "0"), f"out{j}"))]
+    prelude: list[Stmt] = [Assign("k16", "-(-k // 16) * 16", "the cube's 32-byte aligned tiles over the real k and each n")]
     for j in ids:
-        prelude += (f"n{j}_16 = -(-n{j} // 16) * 16\n"
-                    f"k_tiles{j}, n_tiles{j} = _cube_tiles(k16, n{j}_16, dtype, rows)\n"
-                    f"vec_rows{j}, vec_cols{j} = _tile_shape(n{j}_16, rows, 3, (pypto.DT_FP32,))\n")
-    prelude += setup
-    factory = ", ".join(["dtype", "k", *(f"n{j}" for j in ids), "rows"])
-    source = kernel_factory(name, factory, _linears_doc(count, bias), prelude, params, loops + textwrap.indent(body, " " * 12), CUBE_JIT)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+        prelude += [
+            Assign(f"n{j}_16", f"-(-n{j} // 16) * 16"),
+            Assign(f"k_tiles{j}, n_tiles{j}", call("_cube_tiles", "k16", f"n{j}_16", "dtype", "rows")),
+            Assign(f"vec_rows{j}, vec_cols{j}", call("_tile_shape", f"n{j}_16", "rows", "3", "(pypto.DT_FP32,)")),
+        ]
+    loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
+    text = factory(name, ["dtype", "k", *(f"n{j}" for j in ids), "rows"], _linears_doc(count, bias), [*prelude, *setup], params, loops, CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
 def _linears_doc(count: int, bias: bool) -> str:
@@ -459,201 +474,3 @@ def blocks_loop(out: str, body: str, whole: bool) -> str:
 
 ROW_BLOCKS = copied("layout", "_row_blocks", last="_block_window")
 BROADCAST_BLOCKS = copied("layout", "_broadcast_blocks", last="_result_blocks")
-
-
-def assemble_kernel(name: str, inputs: int) -> Definition:
-    """A kernel factory ``name(dtype, cols, width, places, fills=(), value=0.0)`` copying column
-    runs of ``inputs`` [rows, cols[i]] matrices into a [rows, width] output, row tile by row tile.
-
-    ``places[i]`` lists input i's runs as (source col, size, output col); ``fills`` lists the
-    output's other runs as (output col, size), set to ``value``. Runs may start at any column and
-    be any width: view and assemble copy them as they are, only the tile's width is 32-byte
-    aligned (PyPTO refuses other vector tiles). pypto.full
-    makes FP32 tiles only: a fill of another dtype is cast.
-    """
-    params = "".join(f"        x{i}: pypto.Tensor([pypto.DYNAMIC, cols[{i}]], dtype),\n" for i in range(inputs))
-    copies = [
-        f"            for p in range(len(places[{i}])):  # unrolled\n"
-        f"                src, size, dst = places[{i}][p]\n"
-        f"                piece = pypto.view(x{i}, [rows, size], [r, src], valid_shape=[valid, size])\n"
-        f"                pypto.assemble(piece, [r, dst], out)\n"
-        for i in range(inputs)
-    ]
-    if inputs == 1:  # a pad may crop its one input away: the parser refuses a loop over nothing
-        copies = [f"            if len(places[0]) > 0:\n{textwrap.indent(copies[0], '    ')}"]
-    _, store = cast("piece", FP32, "dtype")
-    fill = (
-        "            for p in range(len(fills)):  # unrolled\n"
-        "                dst, size = fills[p]\n"
-        f"                piece = pypto.full([rows, size], value, {FP32}, valid_shape=[valid, size])\n"
-        f"{textwrap.indent(store, ' ' * 16)}"
-        "                pypto.assemble(piece, [r, dst], out)\n"
-    )
-    copies = "".join(copies)
-    setup, _ = cast("piece", FP32, "dtype")
-    doc = f"Column runs of {inputs} [rows, cols[i]] input{'s' if inputs > 1 else ''} (places) and fills assembled into [rows, width]."
-    prelude = f'''\
-widest = max(run[1] for runs in (*places, fills) for run in runs)  # (src, size, dst), (dst, size)
-rows, tile_cols = _tile_shape(-(-widest // 16) * 16, 64, 2, (dtype, pypto.DT_FP32))  # tiles 32-byte aligned: runs need not be
-{setup}'''
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, width], dtype),\n"
-    kernel_body = f'''\
-        n = x0.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = (n - r).min(rows)
-            pypto.set_vec_tile_shapes(rows, tile_cols)
-{copies}            if len(fills) > 0:  # the parser refuses a loop over nothing
-{textwrap.indent(fill, "    ")}'''
-    source = kernel_factory(name, "dtype, cols, width, places, fills=(), value=0.0", doc, prelude, params, kernel_body)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
-
-
-def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
-    """A kernel factory ``name(dtype, h, w, diagonal)`` keeping one triangle of each [h, w] matrix.
-
-    pypto.tril/triu fail to compile in 0.2.0 (``F7A001 idx < size_``), so the triangle is a
-    mask: ``offsets`` ([h, w], FP32, from the host) holds each entry's col - row, ``keep``
-    compares it with ``diagonal`` and pypto.where zeroes the rest. The matrices are stacked
-    rows of ``x`` ([matrices * h, w]); each is walked in row tiles.
-    """
-    body = (
-        "x_tile = pypto.view(x, [rows, w], [m * h + r, 0], valid_shape=valid)\n"
-        "offsets_tile = pypto.view(offsets, [rows, w], [r, 0], valid_shape=valid)\n"
-        + keep.render("kept", ("offsets_tile", "diagonal"))
-        + "result = pypto.where(kept, x_tile, 0.0)\n"
-        "pypto.assemble(result, [m * h + r, 0], out)\n"
-    )
-    prelude = "rows, tile_cols = _tile_shape(-(-w // 16) * 16, 64, 4, (dtype,))  # 32-byte aligned tiles\n"
-    params = f'''\
-        x: pypto.Tensor([pypto.DYNAMIC, w], dtype),
-        offsets: pypto.Tensor([h, w], {FP32}),
-        out: pypto.Tensor([pypto.DYNAMIC, w], dtype),
-'''
-    kernel_body = f'''\
-        for m in pypto.loop(x.shape[0] // h, name="matrices"):
-            for i in pypto.loop((h + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-                r = i * rows
-                valid = [(r * -1 + h).min(rows), w]
-                pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 16)}'''
-    source = kernel_factory(name, "dtype, h, w, diagonal", doc, prelude, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated"))
-
-
-def one_hot_kernel(name: str, doc: str) -> Definition:
-    """A kernel factory ``name(dtype, classes)``: pypto.one_hot of row tiles of the indices ``x``
-    ([n], INT64) into ``out`` ([n, classes], INT64). pypto.one_hot's tile spans the classes
-    (TiledOneHot: "The numClasses and last axis of tileshape should be equal")."""
-    prelude = "rows = max(1, min(64, _UB_BYTES // (8 * 3 * classes)))\n"
-    params = "        x: pypto.Tensor([pypto.DYNAMIC], dtype),\n        out: pypto.Tensor([pypto.DYNAMIC, classes], dtype),\n"
-    kernel_body = '''\
-        n = x.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = (n - r).min(rows)
-            pypto.set_vec_tile_shapes(rows)
-            x_tile = pypto.view(x, [rows], [r], valid_shape=[valid])
-            pypto.set_vec_tile_shapes(rows, classes)  # one_hot's tile spans the classes
-            result = pypto.one_hot(x_tile, classes)
-            pypto.assemble(result, [r, 0], out)
-'''
-    source = kernel_factory(name, "dtype, classes", doc, prelude, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated", "PYPTO_LAUNCHER"))
-
-
-INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
-
-
-def indexed_kernel(
-    name: str,
-    doc: str,
-    factory_params: str,
-    tiles: str,
-    inputs: Sequence[tuple[str, str]],
-    program: Sequence[Apply],
-    outputs: Sequence[tuple[str, str, str, str]],
-) -> Definition:
-    """A kernel factory walking row tiles of its tensors, for indexing and sorting ops.
-
-    ``inputs`` are ``(name, layout)``: ``"rows"`` a [rows, <name>_cols] matrix of ``dtype``
-    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of int32 indices,
-    ``"index"`` a 1-D int32 index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
-    taken whole (the rows an index picks), ``"indices"`` a whole 1-D int32 index. ``tiles`` is the factory's expression for the vector
-    tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
-    ``(name, tile, dtype, cols)``: each assembles its program tile at the row tile's offset. A
-    program step computing in FP32 (``fp32``: topk) gets FP32 copies of the ``dtype`` tiles and
-    its results are cast back.
-    """
-    fp32 = any(a.step.fp32 for a in program)
-    walked = [n for n, layout in inputs if layout in ("rows", "index_rows", "index")]
-    params, body = "", ""
-    for n, layout in inputs:
-        shape = {"rows": f"[pypto.DYNAMIC, {n}_cols]", "index_rows": f"[pypto.DYNAMIC, {n}_cols]", "index": "[pypto.DYNAMIC]",
-                 "table": "[pypto.DYNAMIC, cols]", "indices": f"[{n}_count]"}[layout]
-        params += f"        {n}: pypto.Tensor({shape}, {'dtype' if layout in ('rows', 'table') else INDEX}),\n"
-        if layout == "index":
-            body += (f"pypto.set_vec_tile_shapes(rows)\n"
-                     f"{n}_tile = pypto.view({n}, [rows], [r], valid_shape=[valid])\n")
-    body += "pypto.set_vec_tile_shapes(rows, tile_cols)\n"
-    for n, layout in inputs:
-        if layout in ("rows", "index_rows"):
-            body += f"{n}_tile = pypto.view({n}, [rows, {n}_cols], [r, 0], valid_shape=[valid, {n}_cols])\n"
-            if fp32 and layout == "rows":
-                body += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n    {n}_tile = pypto.cast({n}_tile, {FP32})\n"
-    body += render(program)
-    setup = ""
-    for out, tile, dtype, _ in outputs:
-        if fp32 and dtype == "dtype":
-            more, store = cast(tile, FP32, dtype)
-            setup, body = setup + more, body + store
-        body += f"pypto.assemble({tile}, [r, 0], {out})\n"
-    params += "".join(f"        {out}: pypto.Tensor([pypto.DYNAMIC, {cols}], {dtype}),\n" for out, _, dtype, cols in outputs)
-    kernel_body = f'''\
-        n = {walked[0]}.shape[0]
-        for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-            r = i * rows
-            valid = (n - r).min(rows)
-{textwrap.indent(body, " " * 12)}'''
-    source = kernel_factory(name, factory_params, doc, f"rows, tile_cols = {tiles}\n" + setup, params, kernel_body)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
-
-
-INDICES = copied("operands", "_kernel_indices", "_indexed_dim")
-
-
-def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int) -> Definition:
-    """A kernel factory over ``x``, an [n * count, cols] matrix (the input's batch and channel
-    dims folded into rows, the rest into cols), and ``channels``: [count, 1] columns of one value
-    per channel (a norm's statistics, prelu's weight), read in place.
-
-    The kernel walks each batch's channels in tiles of ``rows`` channels: the columns' tiles are
-    the same rows of every batch, and broadcast along the row. The last target of ``program`` is
-    the result, stored as the input's dtype.
-    """
-    fp32 = any(a.step.fp32 for a in program)
-    valid = "valid_shape=[valid[0], 1]"
-    body = "x_tile = pypto.view(x, [rows, cols], [r, 0], valid_shape=valid)\n"
-    body += "".join(f"{c}_tile = pypto.view({c}, [rows, 1], [c, 0], {valid})\n" for c in channels)
-    if fp32:
-        body += f"if dtype != {FP32}:  # FP32-only ops: compute in FP32\n" + "".join(
-            f"    {t}_tile = pypto.cast({t}_tile, {FP32})\n" for t in ("x", *channels))
-    body += render(program)
-    setup, store = cast(program[-1].target, FP32 if fp32 else "dtype", "dtype")
-    body += store
-    params = "        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n"
-    params += "".join(f"        {c}: pypto.Tensor([count, 1], dtype),\n" for c in channels)
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n"
-    tiles = f"_tile_shape(cols, max_rows, {buffers}, {_dtypes('dtype', *([FP32] if fp32 else []))}, split_cols=True)"
-    kernel_body = f'''\
-        n = x.shape[0] // count
-        for b in pypto.loop(n, name="batch", unroll_list=[1]):
-            for j in pypto.loop((count + rows - 1) // rows, name="channel_tiles", unroll_list=[1]):
-                c = j * rows
-                r = b * count + c
-                valid = [(count - c).min(rows), cols]
-                pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 16)}                pypto.assemble({program[-1].target}, [r, 0], out)
-'''
-    source = kernel_factory(name, f"{factory_params}, max_rows", doc, f"rows, tile_cols = {tiles}\n" + setup, params, kernel_body)
-    return Definition(name, source, ("_tile_shape", "_annotated"))

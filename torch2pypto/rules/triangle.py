@@ -1,7 +1,7 @@
 """The triangle family: torch.tril / torch.triu as a mask, one kernel per matrix width.
 
 pypto.tril and pypto.triu fail to compile in pypto 0.2.0 (``F7A001 idx < size_``), so the kernel
-(:func:`templates.triangle_kernel`) compares each entry's col - row, an FP32 [h, w] grid the
+(:func:`walks.triangle_kernel`) compares each entry's col - row, an FP32 [h, w] grid the
 host makes, with ``diagonal`` (``args.keep``: pypto.le keeps the lower triangle, pypto.ge the
 upper) and zeroes the rest with pypto.where. Leading dims fold into a stack of matrices.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from torch2pypto.rules import templates, wrappers
+from torch2pypto.rules import walks, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -68,7 +68,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, "input", wrappers.torch_call(entry, params),
         guard, body, (kernel, "_col_minus_row"),
     )
-    return templates.triangle_kernel(kernel, doc, Step(keep)), OFFSETS, wrapper
+    return walks.triangle_kernel(kernel, doc, Step(keep)), OFFSETS, wrapper
 
 
 register(Family("triangle", TriangleFields, rewrite, problem))

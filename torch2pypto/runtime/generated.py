@@ -13,5 +13,5 @@ def cast_kernel(dtype, out_dtype, cols, max_rows):
 
 
 def assemble1_kernel(dtype, cols, width, places, fills=(), value=0.0):
-    """The factory of an assemble kernel of one input (templates.assemble_kernel)."""
+    """The factory of an assemble kernel of one input (walks.assemble_kernel)."""
     raise NotImplementedError("generated per translation")

@@ -1,0 +1,102 @@
+"""The kernel IR's printer: each node's spelling, nesting, and a factory's frame."""
+
+import ast
+
+import pytest
+
+from torch2pypto.rules import kernel_ir as ir
+from torch2pypto.rules.steps import Apply, Step, render, statements
+
+
+def test_expressions_spell_calls_lists_and_keywords_in_order():
+    view = ir.pypto("view", "x", ir.items("rows", "cols"), ir.items("r", "0"), valid_shape="valid", name='"v"')
+    assert ir.expression(view) == 'pypto.view(x, [rows, cols], [r, 0], valid_shape=valid, name="v")'
+    assert ir.expression(ir.call("f")) == "f()"
+    assert ir.expression(ir.items()) == "[]"
+    assert ir.expression(ir.pypto("cast", ir.pypto("cast", "t", "dtype"), "pypto.DT_FP32")) == "pypto.cast(pypto.cast(t, dtype), pypto.DT_FP32)"
+
+
+def test_statements_nest_by_four_spaces_with_comments():
+    tree = ir.loop(
+        "i", ir.pypto("loop", "n", name='"row_tiles"'),
+        ir.Assign("r", "i * rows", "a comment"),
+        ir.If("r > 0", (ir.Do(ir.pypto("assemble", "t", ir.items("r", "0"), "out")),), (ir.Comment("nothing"),), "tail"),
+        comment="loop",
+    )
+    assert ir.source(tree, 1) == (
+        '    for i in pypto.loop(n, name="row_tiles"):  # loop\n'
+        "        r = i * rows  # a comment\n"
+        "        if r > 0:  # tail\n"
+        "            pypto.assemble(t, [r, 0], out)\n"
+        "        else:\n"
+        "            # nothing\n"
+    )
+
+
+def test_raw_text_is_indented_but_its_blank_lines_are_not():
+    assert ir.source([ir.Raw("a = 1\n\nif a:\n    b = 2\n")], 2) == "        a = 1\n\n        if a:\n            b = 2\n"
+    assert ir.source(ir.Raw(""), 3) == ""
+
+
+def test_a_factory_prints_its_frame_and_parses():
+    factory = ir.Factory(
+        "f_kernel", ("dtype", "cols"), "The doc.", (ir.Assign("rows", "8"),), ir.pypto("frontend.jit"),
+        (ir.Param("x", ir.pypto("Tensor", ir.items("pypto.DYNAMIC", "cols"), "dtype")), ir.Raw("out: T,\n")),
+        (ir.Assign("n", "x.shape[0]"),), "why",
+    )
+    text = ir.source(factory)
+    assert text == (
+        "@functools.cache\n"
+        "def f_kernel(dtype, cols):\n"
+        '    """The doc."""\n'
+        "    rows = 8\n"
+        "\n"
+        "    @pypto.frontend.jit()  # why\n"
+        "    @_annotated(locals())\n"
+        "    def kernel(\n"
+        "        x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),\n"
+        "        out: T,\n"
+        "    ):\n"
+        "        n = x.shape[0]\n"
+        "\n"
+        "    return kernel\n"
+    )
+    ast.parse(text)
+
+
+def test_other_objects_are_refused():
+    with pytest.raises(TypeError, match="not a kernel IR node"):
+        ir.source(["x = 1\n"])
+
+
+def test_steps_print_through_the_ir():
+    program = [Apply("m", Step("amax", (("dim", "-1"), ("keepdim", "True"))), ("x_tile",)), Apply("y", Step("sub"), ("x_tile", "m"))]
+    assert render(program) == "m = pypto.amax(x_tile, dim=-1, keepdim=True)\ny = pypto.sub(x_tile, m)\n"
+    assert ir.source(statements(program)) == render(program)
+
+
+def test_casts_go_through_fp32_between_bf16_and_fp16_only():
+    from torch2pypto.rules.templates import FP32, casting
+
+    assert casting("t", "dtype", "dtype") == ((), ())
+    setup, store = casting("t", FP32, "out_dtype")
+    assert setup == () and ir.source(store) == "if pypto.DT_FP32 != out_dtype:\n    t = pypto.cast(t, out_dtype)\n"
+    setup, store = casting("t", "dtype", "out_dtype")
+    assert ir.source(setup) == "t_via_fp32 = {dtype, out_dtype} == {pypto.DT_BF16, pypto.DT_FP16}\n"
+    assert ir.source(store) == (
+        "if t_via_fp32:\n    t = pypto.cast(t, pypto.DT_FP32)\n"
+        "if dtype != out_dtype:\n    t = pypto.cast(t, out_dtype)\n"
+    )
+
+
+def test_text_kernels_print_as_before_through_the_ir():
+    """kernel_factory's text form (fusion, attention) keeps its blank lines: none after a prelude
+    without a final newline, one before ``return kernel``."""
+    from torch2pypto.rules.templates import kernel_factory
+
+    text = kernel_factory("k", "dtype", "Doc.", "a = 1", "        x: X,\n", "        for i in r:\n            y = i\n", "@jit(o=1)  # why")
+    assert text == (
+        '@functools.cache\ndef k(dtype):\n    """Doc."""\n    a = 1\n'
+        "    @jit(o=1)  # why\n"
+        "    @_annotated(locals())\n    def kernel(\n        x: X,\n    ):\n        for i in r:\n            y = i\n\n    return kernel\n"
+    )

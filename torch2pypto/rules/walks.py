@@ -1,0 +1,197 @@
+"""Kernel templates that walk other layouts than one [rows, cols] matrix's row tiles.
+
+Column runs copied between matrices (:func:`assemble_kernel`), stacked matrices
+(:func:`triangle_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`) and a
+batch's channels (:func:`channel_kernel`). They are built on the kernel IR with the frame, casts
+and row loop of :mod:`templates`, where PyPTO's quirks live.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pypto, when
+from torch2pypto.rules.steps import Apply, Step, statements
+from torch2pypto.rules.templates import FP32, casting, factory, row_tiles, tensor, tile_dtypes, to_fp32
+
+INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
+INDICES = copied("operands", "_kernel_indices", "_indexed_dim")
+TILE_SHAPE = ("_tile_shape", "_annotated")  # the definitions every kernel here uses
+
+
+def _row_start(valid: str) -> list[Stmt]:
+    """A row tile's first row ``r`` and its ``valid`` rows of ``n``, spelled ``valid``."""
+    return [Assign("r", "i * rows"), Assign("valid", valid)]
+
+
+def assemble_kernel(name: str, inputs: int) -> Definition:
+    """A kernel factory ``name(dtype, cols, width, places, fills=(), value=0.0)`` copying column
+    runs of ``inputs`` [rows, cols[i]] matrices into a [rows, width] output, row tile by row tile.
+
+    ``places[i]`` lists input i's runs as (source col, size, output col); ``fills`` lists the
+    output's other runs as (output col, size), set to ``value``. Runs may start at any column and
+    be any width: view and assemble copy them as they are, only the tile's width is 32-byte
+    aligned (PyPTO refuses other vector tiles). pypto.full
+    makes FP32 tiles only: a fill of another dtype is cast.
+    """
+    params = [*(tensor(f"x{i}", items("pypto.DYNAMIC", f"cols[{i}]"), "dtype") for i in range(inputs)),
+              tensor("out", items("pypto.DYNAMIC", "width"), "dtype")]
+    copies: list[Stmt] = [
+        loop("p", f"range(len(places[{i}]))",
+             Assign("src, size, dst", f"places[{i}][p]"),
+             Assign("piece", pypto("view", f"x{i}", items("rows", "size"), items("r", "src"), valid_shape=items("valid", "size"))),
+             Do(pypto("assemble", "piece", items("r", "dst"), "out")),
+             comment="unrolled")
+        for i in range(inputs)
+    ]
+    if inputs == 1:  # a pad may crop its one input away: the parser refuses a loop over nothing
+        copies = [when("len(places[0]) > 0", *copies)]
+    setup, store = casting("piece", FP32, "dtype")
+    fill = loop("p", "range(len(fills))",
+                Assign("dst, size", "fills[p]"),
+                Assign("piece", pypto("full", items("rows", "size"), "value", FP32, valid_shape=items("valid", "size"))),
+                *store,
+                Do(pypto("assemble", "piece", items("r", "dst"), "out")),
+                comment="unrolled")
+    body = [
+        Assign("n", "x0.shape[0]"),
+        row_tiles("n", *_row_start("(n - r).min(rows)"), Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+                  *copies, when("len(fills) > 0", fill, comment="the parser refuses a loop over nothing")),
+    ]
+    doc = f"Column runs of {inputs} [rows, cols[i]] input{'s' if inputs > 1 else ''} (places) and fills assembled into [rows, width]."
+    prelude = [
+        Assign("widest", "max(run[1] for runs in (*places, fills) for run in runs)", "(src, size, dst), (dst, size)"),
+        Assign("rows, tile_cols", call("_tile_shape", "-(-widest // 16) * 16", "64", "2", "(dtype, pypto.DT_FP32)"),
+               "tiles 32-byte aligned: runs need not be"),
+        *setup,
+    ]
+    return Definition(name, factory(name, ["dtype, cols, width, places, fills=(), value=0.0"], doc, prelude, params, body), TILE_SHAPE)
+
+
+def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
+    """A kernel factory ``name(dtype, h, w, diagonal)`` keeping one triangle of each [h, w] matrix.
+
+    pypto.tril/triu fail to compile in 0.2.0 (``F7A001 idx < size_``), so the triangle is a
+    mask: ``offsets`` ([h, w], FP32, from the host) holds each entry's col - row, ``keep``
+    compares it with ``diagonal`` and pypto.where zeroes the rest. The matrices are stacked
+    rows of ``x`` ([matrices * h, w]); each is walked in row tiles.
+    """
+    tile = row_tiles(
+        "h",
+        *_row_start("[(r * -1 + h).min(rows), w]"),
+        Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+        Assign("x_tile", pypto("view", "x", items("rows", "w"), items("m * h + r", "0"), valid_shape="valid")),
+        Assign("offsets_tile", pypto("view", "offsets", items("rows", "w"), items("r", "0"), valid_shape="valid")),
+        keep.statement("kept", ("offsets_tile", "diagonal")),
+        Assign("result", pypto("where", "kept", "x_tile", "0.0")),
+        Do(pypto("assemble", "result", items("m * h + r", "0"), "out")),
+    )
+    body = [loop("m", pypto("loop", "x.shape[0] // h", name='"matrices"'), tile)]
+    prelude = [Assign("rows, tile_cols", call("_tile_shape", "-(-w // 16) * 16", "64", "4", "(dtype,)"), "32-byte aligned tiles")]
+    params = [tensor("x", items("pypto.DYNAMIC", "w"), "dtype"), tensor("offsets", items("h", "w"), FP32),
+              tensor("out", items("pypto.DYNAMIC", "w"), "dtype")]
+    return Definition(name, factory(name, ["dtype, h, w, diagonal"], doc, prelude, params, body), TILE_SHAPE)
+
+
+def one_hot_kernel(name: str, doc: str) -> Definition:
+    """A kernel factory ``name(dtype, classes)``: pypto.one_hot of row tiles of the indices ``x``
+    ([n], INT64) into ``out`` ([n, classes], INT64). pypto.one_hot's tile spans the classes
+    (TiledOneHot: "The numClasses and last axis of tileshape should be equal")."""
+    body = [
+        Assign("n", "x.shape[0]"),
+        row_tiles(
+            "n",
+            *_row_start("(n - r).min(rows)"),
+            Do(pypto("set_vec_tile_shapes", "rows")),
+            Assign("x_tile", pypto("view", "x", items("rows"), items("r"), valid_shape=items("valid"))),
+            Do(pypto("set_vec_tile_shapes", "rows", "classes"), "one_hot's tile spans the classes"),
+            Assign("result", pypto("one_hot", "x_tile", "classes")),
+            Do(pypto("assemble", "result", items("r", "0"), "out")),
+        ),
+    ]
+    prelude = [Assign("rows", "max(1, min(64, _UB_BYTES // (8 * 3 * classes)))")]
+    params = [tensor("x", items("pypto.DYNAMIC"), "dtype"), tensor("out", items("pypto.DYNAMIC", "classes"), "dtype")]
+    return Definition(name, factory(name, ["dtype, classes"], doc, prelude, params, body), (*TILE_SHAPE, "PYPTO_LAUNCHER"))
+
+
+def indexed_kernel(
+    name: str,
+    doc: str,
+    factory_params: str,
+    tiles: str,
+    inputs: Sequence[tuple[str, str]],
+    program: Sequence[Apply],
+    outputs: Sequence[tuple[str, str, str, str]],
+) -> Definition:
+    """A kernel factory walking row tiles of its tensors, for indexing and sorting ops.
+
+    ``inputs`` are ``(name, layout)``: ``"rows"`` a [rows, <name>_cols] matrix of ``dtype``
+    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of int32 indices,
+    ``"index"`` a 1-D int32 index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
+    taken whole (the rows an index picks), ``"indices"`` a whole 1-D int32 index. ``tiles`` is the factory's expression for the vector
+    tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
+    ``(name, tile, dtype, cols)``: each assembles its program tile at the row tile's offset. A
+    program step computing in FP32 (``fp32``: topk) gets FP32 copies of the ``dtype`` tiles and
+    its results are cast back.
+    """
+    fp32 = any(a.step.fp32 for a in program)
+    walked = [n for n, layout in inputs if layout in ("rows", "index_rows", "index")]
+    shapes = {"rows": "[pypto.DYNAMIC, {}_cols]", "index_rows": "[pypto.DYNAMIC, {}_cols]", "index": "[pypto.DYNAMIC]",
+              "table": "[pypto.DYNAMIC, cols]", "indices": "[{}_count]"}
+    params = [tensor(n, shapes[layout].format(n), "dtype" if layout in ("rows", "table") else INDEX) for n, layout in inputs]
+    body: list[Stmt] = []
+    for n in (n for n, layout in inputs if layout == "index"):
+        body += [Do(pypto("set_vec_tile_shapes", "rows")), Assign(f"{n}_tile", pypto("view", n, items("rows"), items("r"), valid_shape=items("valid")))]
+    body.append(Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")))
+    for n, layout in inputs:
+        if layout in ("rows", "index_rows"):
+            body.append(Assign(f"{n}_tile", pypto("view", n, items("rows", f"{n}_cols"), items("r", "0"), valid_shape=items("valid", f"{n}_cols"))))
+            if fp32 and layout == "rows":
+                body.append(to_fp32([f"{n}_tile"], comment="FP32-only ops: compute in FP32"))
+    body += statements(program)
+    setup: list[Stmt] = []
+    for out, tile, dtype, _ in outputs:
+        if fp32 and dtype == "dtype":
+            more, store = casting(tile, FP32, dtype)
+            setup += more
+            body += store
+        body.append(Do(pypto("assemble", tile, items("r", "0"), out)))
+    params += [tensor(out, items("pypto.DYNAMIC", cols), dtype) for out, _, dtype, cols in outputs]
+    loops = [Assign("n", f"{walked[0]}.shape[0]"), row_tiles("n", *_row_start("(n - r).min(rows)"), *body)]
+    return Definition(name, factory(name, [factory_params], doc, [Assign("rows, tile_cols", tiles), *setup], params, loops), TILE_SHAPE)
+
+
+def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int) -> Definition:
+    """A kernel factory over ``x``, an [n * count, cols] matrix (the input's batch and channel
+    dims folded into rows, the rest into cols), and ``channels``: [count, 1] columns of one value
+    per channel (a norm's statistics, prelu's weight), read in place.
+
+    The kernel walks each batch's channels in tiles of ``rows`` channels: the columns' tiles are
+    the same rows of every batch, and broadcast along the row. The last target of ``program`` is
+    the result, stored as the input's dtype.
+    """
+    fp32 = any(a.step.fp32 for a in program)
+    result = program[-1].target
+    body: list[Stmt] = [
+        Assign("c", "j * rows"),
+        Assign("r", "b * count + c"),
+        Assign("valid", "[(count - c).min(rows), cols]"),
+        Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+        Assign("x_tile", pypto("view", "x", items("rows", "cols"), items("r", "0"), valid_shape="valid")),
+        *(Assign(f"{c}_tile", pypto("view", c, items("rows", "1"), items("c", "0"), valid_shape=items("valid[0]", "1"))) for c in channels),
+    ]
+    if fp32:
+        body.append(to_fp32([f"{t}_tile" for t in ("x", *channels)], comment="FP32-only ops: compute in FP32"))
+    setup, store = casting(result, FP32 if fp32 else "dtype", "dtype")
+    body += [*statements(program), *store, Do(pypto("assemble", result, items("r", "0"), "out"))]
+    loops = [
+        Assign("n", "x.shape[0] // count"),
+        loop("b", pypto("loop", "n", name='"batch"', unroll_list=items("1")),
+             loop("j", pypto("loop", "(count + rows - 1) // rows", name='"channel_tiles"', unroll_list=items("1")), *body)),
+    ]
+    params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), *(tensor(c, items("count", "1"), "dtype") for c in channels),
+              tensor("out", items("pypto.DYNAMIC", "cols"), "dtype")]
+    tiles = call("_tile_shape", "cols", "max_rows", str(buffers), tile_dtypes("dtype", *([FP32] if fp32 else [])), split_cols="True")
+    prelude = [Assign("rows, tile_cols", tiles), *setup]
+    return Definition(name, factory(name, [factory_params, "max_rows"], doc, prelude, params, loops), TILE_SHAPE)
