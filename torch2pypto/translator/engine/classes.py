@@ -195,6 +195,16 @@ class Classes:
         literal = key.value if type(key) is ast.Constant and isinstance(key.value, str) else ""
         return FACTS.module_activations.get(literal) or min(FACTS.module_activation_registries)
 
+    def held_class(self, func: ast.expr) -> ast.ClassDef | None:
+        """The nn.Module class of this module that ``self.<name>`` always holds (every value stored
+        there a call of that class's name: ``self.norm = LlamaRMSNorm(...)``), if any."""
+        if type(func) is not ast.Attribute or not is_self(func.value):
+            return None
+        values = self.constructions(func)
+        classes = {self.local(v.func) if type(v) is ast.Call else None for v in values or ()}
+        cls = classes.pop() if len(classes) == 1 else None
+        return cls if cls is not None and self.is_module(cls) else None
+
     def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
         """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""
         if type(func) is not ast.Attribute or not is_self(func.value):
