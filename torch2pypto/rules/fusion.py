@@ -16,7 +16,10 @@ that the widths agree and start and span 32-byte blocks, and runs torch where th
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
 shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path, autograd not
-recording) and otherwise runs the fallback. A region without a row reduction reads its rows
+recording) and otherwise runs the fallback; a region that inlines a submodule's forward takes
+the submodule and reads its weights itself, after checking that its call would run that forward
+alone (:data:`INLINED`), and runs torch while autograd records (its fallback reads the weights
+from the submodule). A region without a row reduction reads its rows
 operands in place, broadcast, permuted or column-sliced (templates.ROW_BLOCKS); a reduction's
 rows are padded to 32-byte aligned rows on the host.
 """

@@ -27,6 +27,7 @@ class Classes:
         self._stores: dict[ast.ClassDef, SelfStores] = {}
         self._modules: dict[ast.ClassDef, bool] = {}
         self._held: dict[tuple[ast.ClassDef | None, str], HeldModule | None] = {}
+        self._held_classes: dict[tuple[ast.ClassDef | None, str], ast.ClassDef | None] = {}
 
     def stores(self, cls: ast.ClassDef) -> SelfStores:
         """What a class does with ``self``, with what its bases of this module store there (their
@@ -200,10 +201,12 @@ class Classes:
         there a call of that class's name: ``self.norm = LlamaRMSNorm(...)``), if any."""
         if type(func) is not ast.Attribute or not is_self(func.value):
             return None
-        values = self.constructions(func)
-        classes = {self.local(v.func) if type(v) is ast.Call else None for v in values or ()}
-        cls = classes.pop() if len(classes) == 1 else None
-        return cls if cls is not None and self.is_module(cls) else None
+        key = (self.enclosing(func.value), func.attr)
+        if key not in self._held_classes:
+            classes = {self.local(v.func) if type(v) is ast.Call else None for v in self.constructions(func) or ()}
+            cls = classes.pop() if len(classes) == 1 else None
+            self._held_classes[key] = cls if cls is not None and self.is_module(cls) else None
+        return self._held_classes[key]
 
     def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
         """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""

@@ -522,7 +522,7 @@ class Built:
         forward = self.inference.method(cls, "forward")
         if forward is None or self.inference.method(cls, "__call__") is not None:
             raise Unfusible(f"{cls.name} has no forward of its own here, or a __call__")
-        if type(node.func.value) is not ast.Name or cls.name in _locals(self.inlined[-1] if self.inlined else self.finder.function):
+        if cls.name in _locals(self.inlined[-1] if self.inlined else self.finder.function):
             raise Unfusible(f"{cls.name} is a local name where it is called")
         source = self._source(node.func)
         module = self.by_source.get(source)

@@ -6,10 +6,15 @@ region: table entries of the elementwise, cast, composite (row recipes along the
 reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers,
 last-dim slices ``x[..., a:b]`` (bounds of ints and the values' last dim) and ``torch.cat(...,
 dim=-1)``, and helpers called with tensors, inlined: of the same class (``self._norm(x.float())``)
-or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it). Leaves are
-names and ``self`` attributes the inference knows to be tensors (the kernel's operands; ``self``
-attributes are taken as weights of the row's width), Python numbers and dtypes. A region of at
-least two ops becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
+or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it), and
+the forward of a submodule that ``self.<name>`` always holds an instance of a class of the module
+(``self.post_attention_layernorm(h)``: the wrapper takes the submodule and its class, reads the
+forward's ``self`` attributes from it, and runs the fallback, which calls it, unless the call would
+run exactly that forward: no subclass, no hooks). A statement ``a = b`` gives a region's value a
+second name (``residual = hidden_states``). Leaves are names and ``self`` attributes the inference
+knows to be tensors (the kernel's operands; ``self`` attributes are taken as weights of the row's
+width), Python numbers and dtypes. A region of at least two ops, not one bare submodule call
+(``h = self.norm(h)`` is the submodule's own region already), becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
 are read anywhere else in the function are its outputs. Its kernel, torch fallback (the
 statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
 call sites are converted sites, fused.
