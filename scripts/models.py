@@ -367,6 +367,27 @@ def layer_launches(model: torch.nn.Module):
             hook.remove()
 
 
+class _Untracked:
+    """A module tracker that tracks nothing: FlopCounterMode's own registers global module hooks,
+    which every submodule call would run, so that a fused region inlining a submodule's forward
+    runs its torch statements instead (_inlined) and the run measured would not be the real one."""
+
+    parents = frozenset({"Global"})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        return None
+
+
+def total_flops() -> FlopCounterMode:
+    """A FlopCounterMode counting the total only (no module hooks)."""
+    counter = FlopCounterMode(display=False)
+    counter.mod_tracker = _Untracked()
+    return counter
+
+
 def flops_counted(launch, flops: list[int]):
     """`launch`, appending each kernel's FLOPs to `flops`: the interpreter executes a kernel with
     torch's ops, which an enclosing FlopCounterMode counts too, but which are the kernel's work."""
@@ -416,13 +437,13 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
     ids = token_ids(original.config.vocab_size)
     with torch.no_grad():
         reference = copy.deepcopy(original).float()(ids).logits
-        with FlopCounterMode(display=False) as total, host_work() as whole:
+        with total_flops() as total, host_work() as whole:
             expected = original(ids).logits
         launched = counting()
         start = time.perf_counter()
         in_kernels = []
         modules = running(module)
-        with counted_calls(wrappers_of(module, translation)) as wrappers, interpreted(*modules), FlopCounterMode(display=False) as ran, \
+        with counted_calls(wrappers_of(module, translation)) as wrappers, interpreted(*modules), total_flops() as ran, \
                 layer_launches(translated) as per_layer:
             for one in modules:
                 one.PYPTO_LAUNCHER = flops_counted(one.PYPTO_LAUNCHER, in_kernels)

@@ -40,18 +40,23 @@ def test_bfloat16_forward_meets_the_low_precision_criterion(model, translated):
 
 
 DECODERS = ["llama", "qwen3", "gemma3", "mistral", "qwen3_moe", "phi3"]
+# launches per decoder layer at most: the residual add after attention and the norm after it are
+# one kernel (gemma3: norm + add + norm, and the last norm + add)
+LAUNCHES = {"llama": 10, "qwen3": 12, "gemma3": 12, "mistral": 10, "qwen3_moe": 14, "phi3": 20}
 
 
 @pytest.mark.parametrize("model", DECODERS)
 def test_attention_is_one_kernel_per_decoder_layer(model, translated):
     """transformers' default attention, sdpa, runs in the translated integrations/sdpa_attention.py:
-    one flash-attention launch in each decoder layer, no batched matmul of scores beside it."""
+    one flash-attention launch in each decoder layer, no batched matmul of scores beside it; the
+    residual add and the norm's forward after it one fused kernel."""
     translation, module = translated(model)
     low = models.low_precision(model, module, translation, LAYERS)
     assert low.ok, low
     for layer in low.per_layer:
         assert layer["scaled_dot_product_attention_kernel.kernel"] == 1, layer
         assert "matmul_stacked_kernel.kernel" not in layer, layer
+        assert sum(layer.values()) <= LAUNCHES[model], layer
 
 
 def test_eager_attention_trains_and_runs_bfloat16(translated, monkeypatch):

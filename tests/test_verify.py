@@ -126,6 +126,25 @@ def test_a_region_that_inlines_a_module_function_is_verified():
 
 
 @pytest.mark.interpreter
+def test_a_region_that_inlines_a_submodule_is_verified():
+    """A residual add and a norm module's forward: the wrapper reads the norm's weight and eps
+    from it, so the case passes an instance of its class holding sample ones."""
+    code = (
+        "import torch\nfrom torch import nn\n\n\nclass Norm(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(n))\n        self.eps = 1e-6\n\n    def forward(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight\n\n\n"
+        "class Block(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.norm = Norm(n)\n\n"
+        "    def forward(self, h: torch.Tensor, r: torch.Tensor):\n        h = r + h\n        r = h\n        h = self.norm(h)\n"
+        "        return h, r\n"
+    )
+    translation = translate_source(code, "snippet.py")
+    (region,) = [r for r in translation.regions if r.modules]
+    assert region.modules == (("norm", "Norm"),) and dict(region.derived) == {"eps": "norm.eps", "weight": "norm.weight"}
+    ok, out = verified_translation(translation)
+    assert ok and "fused region, 7 ops" in out and "not exercised" not in out, out
+
+
+@pytest.mark.interpreter
 def test_a_batch_norm_module_is_verified_on_its_kernel_path():
     """A module call binds its forward, which only the torch path runs: --verify samples it as
     None (the kernel path's), and the statistics one per channel, so every case compares."""

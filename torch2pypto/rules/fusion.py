@@ -16,7 +16,10 @@ that the widths agree and start and span 32-byte blocks, and runs torch where th
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
 shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path, autograd not
-recording) and otherwise runs the fallback. A region without a row reduction reads its rows
+recording) and otherwise runs the fallback; a region that inlines a submodule's forward takes
+the submodule and reads its weights itself, after checking that its call would run that forward
+alone (:data:`INLINED`), and runs torch while autograd records (its fallback reads the weights
+from the submodule). A region without a row reduction reads its rows
 operands in place, broadcast, permuted or column-sliced (templates.ROW_BLOCKS); a reduction's
 rows are padded to 32-byte aligned rows on the host.
 """
@@ -102,6 +105,8 @@ class Program:
         self.sliced = False
         self.checks: list[str] = []  # what the widths of slices and concatenations need, checked by the wrapper
         self.dtype_checks: list[str] = []  # the dtypes ops of the region compute in, checked by the wrapper
+        self.modules: list[tuple[str, str]] = []  # (submodule, its class) parameters of an inlined forward
+        self.derived: dict[str, str] = {}  # parameter -> what the wrapper reads it from (norm.weight), not passed
 
     # --- operands --------------------------------------------------------------------------
 
@@ -418,11 +423,13 @@ def definitions(
     kernel, fallback = f"{base}_kernel", f"_torch_{base}"
     params = program.params
     signature = ", ".join(p.name for p in params)
+    called = ", ".join(p.name for p in params if p.name not in program.derived)  # the wrapper's
+    torch_args = ", ".join(p.name for p in params if p.name not in program.derived and p.kind != "class")  # the fallback's
     returned = ", ".join(o.name for o in outputs)
     ending = "" if returns else f"return {returned}\n"
     fallback_def = Definition(
         fallback,
-        f'def {fallback}({signature}):\n    """{where}: the original torch statements."""\n'
+        f'def {fallback}({torch_args}):\n    """{where}: the original torch statements."""\n'
         + textwrap.indent(torch_source.rstrip("\n") + "\n" + ending, "    "),
     )
     rows = [p for p in params if p.kind == ROWS]
@@ -439,13 +446,19 @@ def definitions(
     factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
-    single = len(outputs) == 1  # autograd may record: torch's gradient of the fallback (_with_torch_grad)
+    # autograd may record: torch's gradient of the fallback (_with_torch_grad); not through a
+    # submodule, whose fallback reads its parameters from it
+    single = len(outputs) == 1 and not program.modules
     names = {p.name for p in rows}
     results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
     guard = (f"_fused_shape(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
              f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
     prologue = f"shape = {guard}\n"
+    if program.modules:
+        pairs = ", ".join(f"({m}, {c})" for m, c in program.modules)
+        prologue = (f"if not _inlined({pairs}):\n    return {fallback}({torch_args})\n"
+                    + "".join(f"{p} = {read}\n" for p, read in program.derived.items()) + prologue)
     guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
     first = rows[0].name
     body = "cols = shape[-1]\n"
@@ -480,14 +493,16 @@ def definitions(
     body += f"return {', '.join(results)}\n"
     requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback, "_aligned_rows"] if program.reduces else \
         ["_fused_shape", "_launch", kernel, fallback, "_row_blocks"]
+    requires += ["_inlined"] if program.modules else []
     doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
+    submodules = ", a submodule whose call runs more than its class's forward" if program.modules else ""
     more = textwrap.fill(
         f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
-        f"the kernel does not take (other shapes or dtypes, tensors that need grad, off the NPU) run {fallback}.",
+        f"the kernel does not take (other shapes or dtypes, tensors that need grad, off the NPU{submodules}) run {fallback}.",
         92, initial_indent="    ", subsequent_indent="    ",
     )
-    source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-              f"    {prologue}    if not ({guard}):\n        return {fallback}({signature})\n")
+    source = (f'def {wrapper}({called}):\n    """{doc}\n\n{more}\n    """\n'
+              f"{textwrap.indent(prologue, '    ')}    if not ({guard}):\n        return {fallback}({torch_args})\n")
     if single:
         source += (f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
                    + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n")
@@ -496,6 +511,7 @@ def definitions(
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
     extra = (templates.ALIGNED_ROWS,) if program.reduces else (templates.ROW_BLOCKS,)
+    extra += (INLINED,) if program.modules else ()
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 
@@ -575,6 +591,24 @@ def _blocks_source(name, where, program: Program, rows, vectors, outputs, factor
     source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
     return source.replace("\n\n\n", "\n\n")
 
+
+INLINED = Definition(
+    "_inlined",
+    '''\
+def _inlined(*modules):
+    """Whether calling each module of the (module, cls) pairs runs cls.forward alone, as the fused
+    kernel that inlines it computes: an instance of cls itself (no subclass), no forward of its
+    own, no hooks of its own nor global ones."""
+    hooks = torch.nn.modules.module
+    if hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks or hooks._global_backward_pre_hooks:
+        return False
+    return all(
+        type(m) is cls and cls.__call__ is torch.nn.Module.__call__ and "forward" not in vars(m)
+        and not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
+        for m, cls in modules
+    )
+''',
+)
 
 FUSED_SHAPE = Definition(
     "_fused_shape",

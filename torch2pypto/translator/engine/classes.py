@@ -27,6 +27,7 @@ class Classes:
         self._stores: dict[ast.ClassDef, SelfStores] = {}
         self._modules: dict[ast.ClassDef, bool] = {}
         self._held: dict[tuple[ast.ClassDef | None, str], HeldModule | None] = {}
+        self._held_classes: dict[tuple[ast.ClassDef | None, str], ast.ClassDef | None] = {}
 
     def stores(self, cls: ast.ClassDef) -> SelfStores:
         """What a class does with ``self``, with what its bases of this module store there (their
@@ -194,6 +195,18 @@ class Classes:
             return None
         literal = key.value if type(key) is ast.Constant and isinstance(key.value, str) else ""
         return FACTS.module_activations.get(literal) or min(FACTS.module_activation_registries)
+
+    def held_class(self, func: ast.expr) -> ast.ClassDef | None:
+        """The nn.Module class of this module that ``self.<name>`` always holds (every value stored
+        there a call of that class's name: ``self.norm = LlamaRMSNorm(...)``), if any."""
+        if type(func) is not ast.Attribute or not is_self(func.value):
+            return None
+        key = (self.enclosing(func.value), func.attr)
+        if key not in self._held_classes:
+            classes = {self.local(v.func) if type(v) is ast.Call else None for v in self.constructions(func) or ()}
+            cls = classes.pop() if len(classes) == 1 else None
+            self._held_classes[key] = cls if cls is not None and self.is_module(cls) else None
+        return self._held_classes[key]
 
     def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
         """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""

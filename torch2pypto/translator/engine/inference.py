@@ -58,7 +58,7 @@ class Inference:
 
     Its questions: :meth:`kind` (is this expression a tensor?), :meth:`receiver_kind` (of a
     method call's receiver), :meth:`static_dtype`, :meth:`static_device`, :meth:`torch_name`,
-    :meth:`held_module` and :meth:`self_method`.
+    :meth:`held_module`, :meth:`held_class`, :meth:`self_method` and :meth:`method`.
     """
 
     def __init__(
@@ -121,6 +121,14 @@ class Inference:
     def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
         """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""
         return self._classes.self_method(func)
+
+    def held_class(self, func: ast.expr) -> ast.ClassDef | None:
+        """The nn.Module class of this module that ``self.<name>`` always holds, if any."""
+        return self._classes.held_class(func)
+
+    def method(self, cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+        """The method ``name`` of a class of this module or, depth first, of its bases here."""
+        return self._classes.inherited(cls, name)
 
     # --- expressions ---------------------------------------------------------------------
 

@@ -4,8 +4,9 @@ Each value of a region's statements becomes an operand of the program of
 :mod:`torch2pypto.rules.fusion`: a leaf (a tensor name or ``self`` attribute the inference knows,
 a Python number, a host-side call in the region's first statement), or an op whose family's
 ``fuse`` hook applies its steps (elementwise, cast, composite, reduction, last-dim slices and
-cats), with helpers of the class or the module inlined. What no kernel can carry raises
-:class:`Unfusible`, and :mod:`regions` tries a shorter run.
+cats), with helpers of the class or the module and the forward of submodules of the module's
+classes inlined. What no kernel can carry raises :class:`Unfusible`, and :mod:`regions` tries a
+shorter run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import composite, elementwise, reduction
-from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Program, Unfusible, static_dtype
+from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, static_dtype
 from torch2pypto.rules.steps import Apply
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
@@ -46,9 +47,18 @@ def _locals(function: ast.FunctionDef) -> frozenset[str]:
 
 
 def candidate(statement: ast.stmt) -> bool:
+    """``name = <expr>`` (``residual = hidden_states`` too: a second name of a region's value) or ``return <expr>``."""
     if type(statement) is ast.Assign:
-        return len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name and type(statement.value) is not ast.Name
+        return len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name
     return type(statement) is ast.Return and statement.value is not None and type(statement.value) is not ast.Name
+
+
+@dataclasses.dataclass(frozen=True)
+class Dtype:
+    """A helper's local holding a tensor's dtype (``input_dtype = x.dtype``): its kernel symbol."""
+
+    symbol: str
+    is_tile = False
 
 
 class Built:
@@ -69,6 +79,7 @@ class Built:
         self.depth = 0
         self.first = True  # building the region's first statement
         self.inlined: list[ast.FunctionDef] = []  # the helpers being inlined, innermost last
+        self.module: Param | None = None  # the submodule whose forward is being inlined (its ``self``)
         self.contexts: list[Context] = []  # the pending sites and inference of each helper's chunk
 
     # --- leaves ----------------------------------------------------------------------------
@@ -79,12 +90,18 @@ class Built:
         return self.finder.text[lines.offset(*span[:2]) : lines.offset(*span[2:])]
 
     def _leaf(self, node: ast.expr, kind: str, name: str):
-        """The parameter a leaf expression is passed as (one per distinct source text)."""
+        """The parameter a leaf expression is passed as (one per distinct source text); an
+        attribute of an inlined submodule's ``self`` is read from the submodule by the wrapper."""
         source = self._source(node)
+        module = self.module if self.module is not None and _self_rooted(node) else None
+        if module is not None:
+            source = module.source + source.removeprefix("self")
         param = self.by_source.get(source)
         if param is None:
             param = self.program.param(name, kind, source)
             self.by_source[source] = param
+            if module is not None:
+                self.program.derived[param.name] = module.name + source.removeprefix(module.source)
         elif param.kind == "like" and kind in (ROWS, VECTOR):
             upgraded = dataclasses.replace(param, kind=kind)
             self.program.params[self.program.params.index(param)] = upgraded
@@ -212,7 +229,11 @@ class Built:
     def value(self, node: ast.expr, env) -> Operand:
         kind = type(node)
         if kind is ast.Name and node.id in env:
+            if type(env[node.id]) is Dtype:
+                raise Unfusible(f"{node.id} is a dtype")
             return env[node.id]
+        if kind is ast.Attribute and node.attr == "dtype" and self.depth:
+            return Dtype(self.dtype_of(node.value, env))
         for leaf in (self._tensor, self._number):
             found = leaf(node, env)
             if found is not None:
@@ -234,6 +255,15 @@ class Built:
                 if self.depth:
                     raise
                 self._restore(saved)  # it may still be an operand computed on the host
+        submodule = self.inference.held_class(node.func) if kind is ast.Call else None
+        if submodule is not None:
+            saved = self._state()
+            try:
+                return self.inline_module(node, submodule, env)
+            except Unfusible:
+                if self.depth:
+                    raise
+                self._restore(saved)
         if kind in (ast.Call, ast.Subscript):
             opaque = self._opaque(node, env)
             if opaque is not None:
@@ -376,6 +406,8 @@ class Built:
         return self.program.tensor(self._leaf(node, "like", name)).dtype
 
     def dtype_value(self, node: ast.expr, env) -> str | None:
+        if type(node) is ast.Name and type(env.get(node.id)) is Dtype:
+            return env[node.id].symbol
         static = self.inference.static_dtype(node)
         if static is None:
             raise Unfusible("no dtype")
@@ -476,9 +508,36 @@ class Built:
         if not method:  # the fallback calls it: the wrapper takes it, as a kernels module does not define it
             if helper.name not in self.by_source:
                 self.by_source[helper.name] = self.program.callee(helper.name)
-        elif "self" not in self.by_source:
+        elif self.module is None and "self" not in self.by_source:  # a submodule's: the fallback calls the submodule
             self.by_source["self"] = self.program.param("self", "self", "self")
         return value
+
+    def inline_module(self, node: ast.Call, cls: ast.ClassDef, env) -> Operand:
+        """``self.norm(x)``, ``self.norm`` always an instance of the module's class ``cls``: its
+        forward in the caller's kernel, ``self`` there the submodule. The wrapper takes the
+        submodule and its class, reads the attributes the forward reads from it, and runs the
+        fallback (which calls it) unless the call would run exactly that forward (_inlined)."""
+        if self.module is not None:
+            raise Unfusible("a submodule of an inlined submodule")
+        forward = self.inference.method(cls, "forward")
+        if forward is None or self.inference.method(cls, "__call__") is not None:
+            raise Unfusible(f"{cls.name} has no forward of its own here, or a __call__")
+        if cls.name in _locals(self.inlined[-1] if self.inlined else self.finder.function):
+            raise Unfusible(f"{cls.name} is a local name where it is called")
+        source = self._source(node.func)
+        module = self.by_source.get(source)
+        if module is None:
+            module = self.by_source[source] = self.program.param(node.func.attr, "module", source)
+            kind = self.by_source.get(f"class {cls.name}") or self.program.param(cls.name, "class", cls.name)
+            self.by_source[f"class {cls.name}"] = kind
+            self.program.modules.append((module.name, kind.name))
+        if self.depth == 0:
+            self._replace(node.func, module.name)
+        self.module = module
+        try:
+            return self.inline(node, forward, env)
+        finally:
+            self.module = None
 
     # --- the fallback ----------------------------------------------------------------------
 

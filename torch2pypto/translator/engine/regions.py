@@ -6,10 +6,15 @@ region: table entries of the elementwise, cast, composite (row recipes along the
 reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers,
 last-dim slices ``x[..., a:b]`` (bounds of ints and the values' last dim) and ``torch.cat(...,
 dim=-1)``, and helpers called with tensors, inlined: of the same class (``self._norm(x.float())``)
-or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it). Leaves are
-names and ``self`` attributes the inference knows to be tensors (the kernel's operands; ``self``
-attributes are taken as weights of the row's width), Python numbers and dtypes. A region of at
-least two ops becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
+or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it), and
+the forward of a submodule that ``self.<name>`` always holds an instance of a class of the module
+(``self.post_attention_layernorm(h)``: the wrapper takes the submodule and its class, reads the
+forward's ``self`` attributes from it, and runs the fallback, which calls it, unless the call would
+run exactly that forward: no subclass, no hooks). A statement ``a = b`` gives a region's value a
+second name (``residual = hidden_states``). Leaves are names and ``self`` attributes the inference
+knows to be tensors (the kernel's operands; ``self`` attributes are taken as weights of the row's
+width), Python numbers and dtypes. A region of at least two ops, not one bare submodule call
+(``h = self.norm(h)`` is the submodule's own region already), becomes ``a, b = pypto_fused_<function>_<digest>(...)``: the names it assigns that
 are read anywhere else in the function are its outputs. Its kernel, torch fallback (the
 statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; the region's
 call sites are converted sites, fused.
@@ -52,7 +57,8 @@ class Region:
     """A fused region: its statements' span (1-based lines, 0-based columns), the ops fused, the
     wrapper its statements call and the kernel it launches; for ``--verify``, the wrapper's
     parameters, the table entries fused (their sample hints) and the class whose ``self`` the
-    fallback reads (a qualified name in the module; None: none, or a class not at module level)."""
+    fallback reads (a qualified name in the module; None: none, or a class not at module level);
+    the submodules inlined and the parameters the wrapper reads from them, not passed."""
 
     path: str
     span: tuple[int, int, int, int]
@@ -63,6 +69,8 @@ class Region:
     params: tuple[Param, ...] = ()
     entries: tuple[str, ...] = ()
     owner: str | None = None
+    modules: tuple[tuple[str, str], ...] = ()  # (submodule, its class) parameters of an inlined forward
+    derived: tuple[tuple[str, str], ...] = ()  # parameters the wrapper reads from a submodule (weight: norm.weight)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,7 +284,8 @@ class Finder:
                 built.outputs = self.outputs(statements[i:j], built)
             except Unfusible:
                 continue  # a later statement may read what this prefix cannot return
-            best = j
+            if self._worth(statements[i:j]):
+                best = j
         if best is None:
             return None
         if len(built.statements) != best - i:  # extended past it, or left half-extended by a failure
@@ -295,7 +304,7 @@ class Finder:
         if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
             return
         alone = self._alone.get(id(node))
-        if isinstance(node, (*OPERATORS, ast.Call)) and not (alone and alone[0] is node and alone[1] < 2) and not self._enclosed(node):
+        if isinstance(node, (*OPERATORS, ast.Call)) and self._worth([node]) and not (alone and alone[0] is node and alone[1] < 2) and not self._enclosed(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
             try:
@@ -312,6 +321,19 @@ class Finder:
             for inner in [child] if isinstance(child, ast.expr) else children(child):
                 if isinstance(inner, ast.expr):
                     self.expression(inner, found)
+
+    def _worth(self, parts: list) -> bool:
+        """Whether statements or expressions ``parts`` make a region of their own: not one call of
+        a submodule (``h = self.norm(h)``, its own forward's region already) and names alone."""
+        calls = 0
+        for part in parts:
+            value = part.value if isinstance(part, ast.stmt) else part
+            if type(value) is ast.Name:
+                continue
+            if type(value) is not ast.Call or self.sites.inference.held_class(value.func) is None or any(type(a) is not ast.Name for a in value.args):
+                return True
+            calls += 1
+        return calls > 1
 
     def nodes(self, node: ast.AST) -> list[ast.AST]:
         """``walk(node)``, once per node (the builds of a statement and of its expressions read the same ones)."""
@@ -331,7 +353,8 @@ class Finder:
         kind = type(node)
         if kind is ast.Call:
             func = node.func
-            if type(func) is ast.Name and func.id in self.helpers or self.sites.inference.self_method(func) is not None:
+            inference = self.sites.inference
+            if type(func) is ast.Name and func.id in self.helpers or inference.self_method(func) is not None or inference.held_class(func) is not None:
                 count = float("inf")
             else:
                 count = 1 if self.lines.span(node) in self.pending else 0
@@ -425,7 +448,7 @@ class Finder:
         outputs = built.outputs
         where = f"{self.function.name}'s region"
         defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
-        call = f"{wrapper}({', '.join(p.source for p in built.program.params)})"
+        call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
         comments = _comments(self.text[start:end])
@@ -437,7 +460,8 @@ class Finder:
         params = tuple(built.program.params)
         owner = self.owner if any(p.kind == "self" for p in params) else None
         found.regions.append(Region(self.path, span, self.function.name, tuple(built.program.ops), wrapper, kernel,
-                                    params, tuple(dict.fromkeys(built.entries)), owner))
+                                    params, tuple(dict.fromkeys(built.entries)), owner,
+                                    tuple(built.program.modules), tuple(built.program.derived.items())))
         found.edits.append((start, end, new))
         found.definitions.extend((start, d) for d in defined)
 

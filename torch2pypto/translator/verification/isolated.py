@@ -45,10 +45,12 @@ class Case:
 class Instance:
     """An argument standing for ``self``: an instance of the translated module's class `cls` (so the
     case runs in the whole module, not its generated section), made without its ``__init__``,
-    whose attribute paths `attrs` hold the case's positional arguments of those indices."""
+    whose attribute paths `attrs` hold the case's positional arguments of those indices and
+    `values` the values given (a submodule's weight, which the wrapper reads from it)."""
 
     cls: str
     attrs: tuple[tuple[str, int], ...]
+    values: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)

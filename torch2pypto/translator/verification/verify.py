@@ -144,13 +144,29 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
                 elif param.kind in _GATED:  # a gated pair's or epilogue's linear weights [n, k], biases [n], activation, other operand
                     args.append(_GATED[param.kind](entry, shape, dtype, generator))
                 else:
-                    args.append(Function(param.source) if param.kind == "callee" else {"number": 0.5, "dtype": dtype}.get(param.kind))
+                    args.append(Function(param.source) if param.kind in ("callee", "class") else {"number": 0.5, "dtype": dtype}.get(param.kind))
+            params, args = _submodules(region, args) if region.derived else (region.params, args)
             if region.owner is not None:
-                attrs = tuple((p.source.removeprefix("self."), i) for i, p in enumerate(region.params) if p.source.startswith("self."))
-                args = [Instance(region.owner, attrs) if p.kind == "self" else a for p, a in zip(region.params, args)]
+                attrs = tuple((p.source.removeprefix("self."), i) for i, p in enumerate(params) if p.source.startswith("self."))
+                args = [Instance(region.owner, attrs) if p.kind == "self" else a for p, a in zip(params, args)]
             label = f"{key} {dtype_name(dtype)} {list(shape)}"
             result.append(Case(label, region.wrapper, tuple(args), {}, region_tolerance(dtype), equal_nan(entry)))
     return result
+
+
+def _submodules(region: Region, args: list) -> tuple[list, list]:
+    """The parameters and arguments of a region that inlines submodules: each an :class:`Instance`
+    of its class holding the values of the attributes the wrapper reads from it, which are none."""
+    value = {p.name: a for p, a in zip(region.params, args)}
+    derived = dict(region.derived)
+    sources = {p.name: p.source for p in region.params}
+    modules = {
+        module: Instance(sources[cls], (), tuple((read.partition(".")[2], value[name]) for name, read in derived.items()
+                                                if read.partition(".")[0] == module))
+        for module, cls in region.modules
+    }
+    kept = [(p, modules.get(p.name, a)) for p, a in zip(region.params, args) if p.name not in derived]
+    return [p for p, _ in kept], [a for _, a in kept]
 
 
 def _sample_names(entry) -> dict[str, str]:

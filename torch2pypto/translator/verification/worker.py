@@ -119,14 +119,14 @@ def _instance(module, spec: Instance, args: tuple):
     obj = object.__new__(cls)
     if isinstance(obj, torch.nn.Module):
         torch.nn.Module.__init__(obj)
-    for path, index in spec.attrs:
+    for path, value in (*((p, args[i]) for p, i in spec.attrs), *spec.values):
         *parents, last = path.split(".")
         target = obj
         for name in parents:  # self.norm.weight: a namespace for self.norm
             if not hasattr(target, name):
                 setattr(target, name, types.SimpleNamespace())
             target = getattr(target, name)
-        setattr(target, last, args[index])
+        setattr(target, last, value)
     return obj
 
 
