@@ -406,8 +406,9 @@ ALIGNED_ROWS = copied("layout", "_aligned_rows")
 
 
 def block_setup(names: Sequence[str]) -> str:
-    """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS)."""
-    return "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names)
+    """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS), and the
+    last dim of its tiles, which PyPTO wants spanning 32-byte blocks (a column's, bool's too)."""
+    return ("tile_cols = -(-tile_cols // 32) * 32  # tiles' last dim spans 32-byte blocks\n" + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names))
 
 
 def block_tiles(names: Sequence[str], whole: bool) -> str:
