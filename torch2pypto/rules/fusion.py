@@ -557,8 +557,8 @@ def _kernel_source(name, where, program: Program, rows, vectors, outputs, factor
 
 
 def _blocks_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
-    """The kernel of a region without a row reduction: its result, [blocks, n, cols], is walked
-    block by block (templates.blocks_loop) and each rows operand read in place where its map
+    """The kernel of a region without a row reduction: its result, [blocks * n, cols], is walked
+    in the row tiles of every block (templates.blocks_loop) and each rows operand read in place where its map
     places the block (templates.ROW_BLOCKS)."""
     params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {p.name}_width], {p.name}_dtype),\n" for p in rows)
     params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {p.name}_dtype),\n" for p in vectors)
