@@ -156,6 +156,9 @@ BROADCASTS = {  # q's shape, cos's shape: the kernel reads cos where it broadcas
     "3d": ((3, 5, 24), (3, 1, 24)),
     "column": ((5, 40), (5, 1)),  # spread along the row on chip
     "scalar": ((2, 3, 16), ()),
+    "tiles": ((2, 3, 70, 40), (2, 1, 70, 40)),  # blocks of several row tiles, the last one partial
+    "wide-column": ((70, 1000), (70, 1)),  # a column beside rows of several column tiles
+    "dense": ((70, 33), (70, 33)),  # one block: the plain row kernel's loop
 }
 
 

@@ -112,6 +112,17 @@ def test_columns_and_scalars_are_spread_on_chip(modules, dtype):
         assert host(modules, "add", sample(*x, dtype=dtype), sample(*y or (1,), dtype=dtype, seed=1).reshape(y)) == {}, (x, y)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_elementwise_kernels_walk_every_row_tile_of_every_block(modules, dtype):
+    # one loop over the row tiles of all blocks: several tiles per block (the last one partial),
+    # a dense matrix (one block), a column beside rows wider than a tile, odd sizes
+    q = sample(2, 70, 3, 40, dtype=dtype).transpose(1, 2)
+    for x, y in ((q, sample(2, 1, 70, 40, dtype=dtype, seed=1)), (q, sample(2, 3, 70, 40, dtype=dtype, seed=1)),
+                 (sample(130, 33, dtype=dtype), sample(130, 33, dtype=dtype, seed=1)),
+                 (sample(70, 1000, dtype=dtype), sample(70, 1, dtype=dtype, seed=1))):
+        assert host(modules, "add", x, y) == {}, (x.shape, y.shape)
+
+
 def same_layout(got, expected):
     assert got.stride() == expected.stride(), (got.stride(), expected.stride())
 

@@ -101,7 +101,7 @@ def test_clamp_bounds_and_amax_reducer_reach_the_kernel():
     table = build_table({"clamp": {**CLAMP, "args": {"min": "min", "max": "max"}}, "amax": AMAX})
     code = translate_source("import torch\nx = torch.ones(3)\ny = torch.clamp(x, -1, 1)\nz = torch.amax(x, -1)\n",
                             table=table).code
-    assert "pypto.clip(x_tile, min=min, max=max)" in code and "def clamp_kernel(dtype, cols, min, max, heads, x_map, max_rows):" in code
+    assert "pypto.clip(x_tile, min=min, max=max)" in code and "def clamp_kernel(dtype, cols, min, max, blocks, heads, x_map, max_rows):" in code
     assert "pypto.amax(x_tile, dim=-1, keepdim=True)" in code and "-math.inf)" in code and "pypto.sum" not in code
 
 

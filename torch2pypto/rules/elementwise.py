@@ -203,7 +203,7 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
     numbers = {p for _, chosen, _ in variants for p in chosen}
     launch = []
     for i, (kernel, chosen, _) in enumerate(variants):
-        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "cols", *(_number(p) for p in (*chosen, *constants(entry))), "heads",
+        factory = ", ".join(["_PYPTO_ALL_DTYPES[dtype]", "cols", *(_number(p) for p in (*chosen, *constants(entry))), "blocks", "heads",
                              "*maps", f"_spread_rows(n, cols{', whole=True' if whole else ''})"])
         test = " and ".join(
             f"{'not ' if p in chosen else ''}isinstance({p.name}, torch.Tensor)" for p in sorted(numbers, key=lambda p: names.index(p.name))
@@ -212,10 +212,10 @@ def _wrapper(entry: Entry, variants, how: str, whole: bool) -> Definition:
         line = f"{keyword} {test}:" if keyword != "else" else "else:"
         launch.append(f"{line}\n    kernel = {kernel}({factory})\n" if len(variants) > 1 else f"kernel = {kernel}({factory})\n")
     body = (
-        "heads, n, cols, operands, shape, order = _broadcast_blocks(" + ", ".join(names) + ")\n"
+        "blocks, heads, n, cols, operands, shape, order = _broadcast_blocks(" + ", ".join(names) + ")\n"
         + "(x, _), maps = operands[0], [m for _, m in operands]\n"
         + f"dtype = {_dtype(shared(entry))}\n"
-        f"result, out = _result_blocks(shape, order, {OUTPUTS[entry.fields.output] or 'dtype'}, x.device, n)\n"
+        f"result, out = _result_blocks(shape, order, {OUTPUTS[entry.fields.output] or 'dtype'}, x.device)\n"
         + "".join(launch)
         + "_launch(kernel, *(w for w, _ in operands), out)\n"
         + (f"return {names[0]}.copy_(result)\n" if entry.fields.inplace else "return result\n")

@@ -41,7 +41,7 @@ _TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto
 _TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
 ROWS, VECTOR, COLUMN = "rows", "vector", "column"
 _KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
-                  "functools", "o", "outer", "inner", "blocks", "heads", "operands"}
+                  "functools", "o", "outer", "inner", "blocks", "heads", "operands", "t", "tiles"}
 # the names a tensor parameter gives the kernel and its wrapper
 _SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_span", "_xo", "_xh", "_co", "_ch", "_c0", "_step")
 
@@ -442,7 +442,7 @@ def definitions(
     promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
     dtypes = [s for s in program.symbols if s != FP32 and s not in promoted]
     blocked = not program.reduces  # rows read in place as blocks (_row_blocks); a reduction's rows are padded
-    maps = ["heads", *(f"{p.name}_map" for p in rows)] if blocked else []
+    maps = ["blocks", "heads", *(f"{p.name}_map" for p in rows)] if blocked else []
     factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
@@ -475,7 +475,7 @@ def definitions(
     for o in outputs:
         if o.value.role != ROWS and blocked:
             raise Unfusible("a column result of a kernel without a row reduction")
-        size = "blocks, n, cols" if blocked else f"{first}_rows.shape[0], {width if o.value.role == ROWS else '1'}"
+        size = "blocks * n, cols" if blocked else f"{first}_rows.shape[0], {width if o.value.role == ROWS else '1'}"
         body += f"{o.name}_out = torch.empty({size}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
     args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
     spread = "n, cols" if blocked else f"*{first}_rows.shape"
@@ -573,12 +573,12 @@ def _kernel_source(name, where, program: Program, rows, vectors, outputs, factor
 
 
 def _blocks_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
-    """The kernel of a region without a row reduction: its result, [blocks, n, cols], is walked
-    block by block (templates.blocks_loop) and each rows operand read in place where its map
+    """The kernel of a region without a row reduction: its result, [blocks * n, cols], is walked
+    in the row tiles of every block (templates.blocks_loop) and each rows operand read in place where its map
     places the block (templates.ROW_BLOCKS)."""
-    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, {p.name}_width], {p.name}_dtype),\n" for p in rows)
+    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {p.name}_width], {p.name}_dtype),\n" for p in rows)
     params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {p.name}_dtype),\n" for p in vectors)
-    params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
+    params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
     body = templates.block_tiles([p.name for p in rows], program.whole)
     body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
     body += "".join(program.body)
@@ -586,7 +586,7 @@ def _blocks_source(name, where, program: Program, rows, vectors, outputs, factor
     tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
     tile = f"_tile_shape(cols, max_rows, {buffers}, ({tile_dtypes}), split_cols=True)"
     setup = "".join(s for s in dict.fromkeys(program.setup) if s) + templates.block_setup([p.name for p in rows])
-    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks, n, cols], one launch."
+    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks * n, cols], one launch."
     kernel_body = templates.blocks_loop(f"{outputs[0].name}_out", body, program.whole)
     source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
     return source.replace("\n\n\n", "\n\n")

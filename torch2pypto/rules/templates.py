@@ -122,8 +122,8 @@ def row_kernel(
     ``cols``, so rows of any width are read and written in place; ``vectors`` are inputs of one
     row ([1, cols]) that broadcast over the tile's rows (a norm's weight). ``blocked`` (no
     reduction, ``row_inputs``, ``also`` nor ``vectors``): the inputs are read in place as
-    [X, n or 1, width] windows and the result written as [blocks, n, cols] (ROW_BLOCKS); the
-    factory also takes ``heads`` and each input's map.
+    [X * (n or 1), width] windows and the result written as [blocks * n, cols] (ROW_BLOCKS);
+    the factory also takes ``blocks``, ``heads`` and each input's map.
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
@@ -165,10 +165,10 @@ def row_kernel(
     dtypes = tile_dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
     prelude = [Assign("rows, tile_cols", call("_tile_shape", width if whole_rows else "cols", "max_rows", str(buffers), dtypes, **mode)), *setup]
     if blocked:
-        params = [tensor(i, items("pypto.DYNAMIC", "pypto.DYNAMIC", f"{i}_width"), BOOL if i in masks else in_dtype) for i in inputs]
-        params.append(tensor("out", items("pypto.DYNAMIC", "pypto.DYNAMIC", "cols"), out_dtype))
+        params = [tensor(i, items("pypto.DYNAMIC", f"{i}_width"), BOOL if i in masks else in_dtype) for i in inputs]
+        params.append(tensor("out", items("pypto.DYNAMIC", "cols"), out_dtype))
         loops = blocks_loop("out", source(body) + block_stores([(result, "out")], whole), whole)
-        text = factory(name, [factory_params, "heads", *(f"{i}_map" for i in inputs), "max_rows"], doc,
+        text = factory(name, [factory_params, "blocks", "heads", *(f"{i}_map" for i in inputs), "max_rows"], doc,
                        [*prelude, Raw(block_setup(inputs))], params, [Raw(textwrap.dedent(loops))])
         return Definition(name, text, ("_tile_shape", "_annotated"))
     params.append(tensor("out", items("pypto.DYNAMIC", out_cols), out_dtype))
@@ -423,27 +423,25 @@ ALIGNED_ROWS = copied("layout", "_aligned_rows")
 
 def block_setup(names: Sequence[str]) -> str:
     """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS), and the
-    last dim of its [1, rows, cols] tiles, which PyPTO wants spanning 32-byte blocks."""
-    return ("tile_cols = -(-tile_cols // 32) * 32  # reshaped tiles' last dim spans 32-byte blocks (bool's too)\n"
-            + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names))
+    last dim of its tiles, which PyPTO wants spanning 32-byte blocks (a column's, bool's too)."""
+    return ("tile_cols = -(-tile_cols // 32) * 32  # tiles' last dim spans 32-byte blocks\n" + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names))
 
 
 def block_tiles(names: Sequence[str], whole: bool) -> str:
-    """Kernel statements giving each of ``names`` (a [X, n or 1, width] window, ROW_BLOCKS) its
+    """Kernel statements giving each of ``names`` (a [X * (n or 1), width] window, ROW_BLOCKS) its
     [rows, cols] tile of block ``o``: rows r.. of it, its one row spread over the tile's rows, a
     column (span 1) spread along them."""
     valid = "" if whole else ", valid_shape=valid"
     body = ""
     for n in names:
-        at = f"outer * {n}_xo + inner * {n}_xh, {{}}, outer * {n}_co + inner * {n}_ch + {n}_c0"
-        rows_valid = f", valid_shape=[1, valid[0], {n}_span]" if valid else ""
+        x, c = f"outer * {n}_xo + inner * {n}_xh", f"outer * {n}_co + inner * {n}_ch + {n}_c0"
         tile_valid = f", valid_shape=[valid[0], {n}_span]" if valid else ""
         body += (f"if {n}_step:\n"
-                 f"    {n}_tile = pypto.reshape(pypto.view({n}, [1, rows, {n}_span], [{at.format('r')}]{rows_valid}), [rows, {n}_span]{tile_valid})\n"
+                 f"    {n}_tile = pypto.view({n}, [rows, {n}_span], [({x}) * n + r, {c}]{tile_valid})\n"
                  f"    if {n}_span != cols:  # a column: spread along the rows on chip\n"
                  f"        {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n"
                  f"else:  # one row for the block's rows (a broadcast): read once, spread on chip\n"
-                 f"    {n}_tile = pypto.reshape(pypto.view({n}, [1, 1, {n}_span], [{at.format('0')}]), [1, {n}_span])\n"
+                 f"    {n}_tile = pypto.view({n}, [1, {n}_span], [{x}, {c}])\n"
                  f"    if {n}_span != cols:\n"
                  f"        {n}_tile = pypto.expand_clone({n}_tile, [1, cols])\n"
                  f"    {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n")
@@ -452,24 +450,24 @@ def block_tiles(names: Sequence[str], whole: bool) -> str:
 
 def block_stores(results: Sequence[tuple[str, str]], whole: bool) -> str:
     """Kernel statements writing each (tile, output) into rows r.. of the output's block ``o``."""
-    valid = "" if whole else ", valid_shape=[1, valid[0], cols]"
-    return "pypto.set_vec_tile_shapes(1, rows, tile_cols)\n" + "".join(
-        f"pypto.assemble(pypto.reshape({tile}, [1, rows, cols]{valid}), [o, r, 0], {out})\n" for tile, out in results)
+    return "".join(f"pypto.assemble({tile}, [o * n + r, 0], {out})\n" for tile, out in results)
 
 
 def blocks_loop(out: str, body: str, whole: bool) -> str:
-    """A blocked kernel's loops: the blocks of ``out`` ([blocks, n, cols]), each in row tiles."""
+    """A blocked kernel's loop over the row tiles of every block of ``out`` ([blocks * n, cols]):
+    one loop, as a row kernel's (a nested loop of blocks leaves most vector cores idle)."""
     if whole:  # tiles of at most n rows; the last tile ends at the last row
         start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
     else:
         start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
     return f'''\
-        blocks, n = {out}.shape[0], {out}.shape[1]
-        for o in pypto.loop(blocks, name="blocks"):
+        n = {out}.shape[0] // blocks  # rows per block
+        tiles = (n + rows - 1) // rows
+        for t in pypto.loop(blocks * tiles, name="row_tiles", unroll_list=[1]):
+            o, i = t // tiles, t % tiles
             outer, inner = o // heads, o % heads
-            for i in pypto.loop((n + rows - 1) // rows, name="row_tiles", unroll_list=[1]):
-{textwrap.indent(start, " " * 16)}                pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 16)}'''
+{textwrap.indent(start, " " * 12)}            pypto.set_vec_tile_shapes(rows, tile_cols)
+{textwrap.indent(body, " " * 12)}'''
 
 
 ROW_BLOCKS = copied("layout", "_row_blocks", last="_block_window")

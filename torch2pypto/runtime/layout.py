@@ -137,11 +137,11 @@ def _aligned_rows(t, cols):
 def _row_blocks(shape, *tensors):
     """The rows operands of a fused kernel over `shape`, read in place.
 
-    The kernel writes the result contiguous as [blocks, n, cols]: blocks = outer x heads, the
-    leading dims merged where every operand lays them out alike, n the innermost. It reads block
-    o (outer, inner = divmod(o, heads)) of an operand from a contiguous window [X, n or 1,
-    width] of its storage, at [outer * xo + inner * xh, its rows, outer * co + inner * ch + c0], span
-    columns wide (cols, or 1 for a column that broadcasts along the row): a transposed or
+    The kernel writes the result contiguous as [blocks * n, cols]: blocks = outer x heads, the
+    leading dims merged where every operand lays them out alike, n the innermost (a dense
+    [rows, cols] result is one block). It reads block o (outer, inner = divmod(o, heads)) of an
+    operand from a contiguous window [X * (n or 1), width] of its storage, at rows
+    (outer * xo + inner * xh) * (n or 1).., column outer * co + inner * ch + c0, span columns wide (cols, or 1 for a column that broadcasts along the row): a transposed or
     permuted view (RoPE's q) in its own memory order, a column slice within its wider rows, and
     a dim it broadcasts (stride 0: cos over the heads, a mask over the heads) not at all; one
     row broadcast over n is read once per block. An operand that no such window holds (a last
@@ -171,7 +171,7 @@ def _row_blocks(shape, *tensors):
     for k, view in enumerate(views):
         span = 1 if view.stride(-1) == 0 and cols > 1 else cols
         placed = _block_window(view, [(size, strides[k]) for size, strides in dims], span)
-        operands.append(placed or (view.contiguous().view(-1, n, cols), (cols, cols, heads, 1, 0, 0, 0, True)))
+        operands.append(placed or (view.contiguous().view(-1, cols), (cols, cols, heads, 1, 0, 0, 0, True)))
     return heads, outer * heads, n, operands
 
 
@@ -197,29 +197,29 @@ def _block_window(view, dims, span):
     c0 = max(0, start + rows * block - view.untyped_storage().nbytes() // view.element_size())
     if c0 > start or c0 + cs[0] * (outer - 1) + cs[1] * (heads - 1) + span > width:
         return None  # the window would end past the storage even started c0 columns earlier
-    window = view.as_strided((rows, n if step else 1, width), (block, width, 1), start - c0)
+    window = view.as_strided((rows * (n if step else 1), width), (width, 1), start - c0)
     return window, (width, span, xs[0], xs[1], cs[0], cs[1], c0, step)
 
 
 def _broadcast_blocks(*operands):
     """The tensor operands broadcast to one shape, laid out in the memory order of their result
     (`order`, as _broadcast_rows gives it) and read in place as _row_blocks reads them: a
-    broadcast dim, a transposed or a column-sliced operand without a copy. Returns heads, n,
-    cols, the (window, map) of each, the shape and the order (for _result_blocks)."""
+    broadcast dim, a transposed or a column-sliced operand without a copy. Returns blocks,
+    heads, n, cols, the (window, map) of each, the shape and the order (for _result_blocks)."""
     tensors = [o for o in operands if isinstance(o, torch.Tensor)]
     shape = torch.broadcast_shapes(*(t.shape for t in tensors))
     order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
     laid = [t.expand(shape).permute(order) if shape else t.reshape(1) for t in tensors]
-    heads, _, n, windows = _row_blocks(laid[0].shape, *laid)
-    return heads, n, laid[0].shape[-1], windows, shape, order
+    heads, blocks, n, windows = _row_blocks(laid[0].shape, *laid)
+    return blocks, heads, n, laid[0].shape[-1], windows, shape, order
 
 
-def _result_blocks(shape, order, dtype, device, n):
-    """A result of `shape` laid out in `order` (_broadcast_blocks), and the [blocks, n, cols] view
+def _result_blocks(shape, order, dtype, device):
+    """A result of `shape` laid out in `order` (_broadcast_blocks), and the [blocks * n, cols] view
     of it a kernel writes: the result is in torch's layout, with no copy back."""
     laid = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
     inverse = sorted(range(len(order)), key=order.__getitem__)
-    return laid.permute(inverse), laid.view(-1, n, laid.shape[-1] if shape else 1)
+    return laid.permute(inverse), laid.view(-1, laid.shape[-1] if shape else 1)
 
 
 def _scan_rows(t, dim):
