@@ -13,8 +13,8 @@ that name unless ``args`` maps it (embedding: ``{ input = "weight", index = "inp
   cannot tile the indexed dim). gather's and scatter's index has the input's rank (scatter's
   covers every other dim); index_add's is 1-D.
 
-Indices are int64 or int32 in torch and int32 in the kernel: the host converts them and runs
-torch (which raises) when one is out of range. scatter's ``reduce`` ('add', 'multiply') is a
+Indices are int64 or int32, read by the kernel as they are; the host runs torch (which
+raises) when one is out of range. scatter's ``reduce`` ('add', 'multiply') is a
 kernel constant (other values, and a reduce autograd would record, run torch, which raises); a
 Python number as its ``src`` (torch's ``value``) is filled on the host where the index writes.
 The tensors' dtypes are the entry's (ints too: gather, index_select, embedding copy values). ``inplace`` entries (``x.scatter_``) write the
@@ -105,11 +105,11 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
                     "rows = table.reshape(table.shape[0], -1).contiguous()\n")
             result = f"out.reshape(*{index}.shape, *table.shape[1:]).movedim(0, d).contiguous()"
         body += (f"out = torch.empty(indices.shape[0], rows.shape[1], dtype={table}.dtype, device={table}.device)\n"
-                 f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
+                 f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[rows.dtype], _PYPTO_ALL_DTYPES[indices.dtype], rows.shape[1]), rows, indices, out)\n"
                  f"return {result}\n")
         kernel = templates.indexed_kernel(
             f"{entry.op}_kernel", "The rows of a [n, cols] table a 1-D index picks, in row tiles of the index.",
-            "dtype, cols", "_tile_shape(cols, 64, 8, (dtype, pypto.DT_FP32))", [("table", "table"), ("index", "index")],
+            "dtype, index_dtype, cols", "_tile_shape(cols, 64, 8, (dtype, pypto.DT_FP32))", [("table", "table"), ("index", "index")],
             [Apply("result", Step("index_select"), ("table", "0", "index_tile"))], [("out", "result", "dtype", "cols")])
         how = f"pypto.index_select of the rows of {table} with dim moved first that {index} picks"
         guard = [f"_on_kernel_path({table}, {declared})"]
@@ -155,7 +155,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
         operands.append("source_tile")
     keywords = tuple((k, k) for k in KEYWORDS.get(op, ()))
     widths = {"gather": "index_cols", "scatter": "x_cols", "index_add": "x_cols"}
-    factory = ["dtype", "x_cols", "index_count" if op == "index_add" else "index_cols"]
+    factory = ["dtype", "index_dtype", "x_cols", "index_count" if op == "index_add" else "index_cols"]
     factory += ["source_cols"] if source else []
     factory += [k for k, _ in keywords]
     what = {"gather": "Gather along the rows of [rows, cols] tiles by an index of the same rows",
@@ -186,7 +186,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
         launch, args, out = f"x.shape[1], indices.shape[0], src.shape[1], _kernel_number({alpha}, {x}.dtype)", "x, indices, src", "x.shape"
         shapes = f"_adds({x}, indices, {source}, d, {alpha})"
     body += (f"out = torch.empty({out}, dtype={x}.dtype, device={x}.device)\n"
-             f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[x.dtype], {launch}), {args}, out)\n"
+             f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[indices.dtype], {launch}), {args}, out)\n"
              "return out.reshape(moved).movedim(-1, d).contiguous()\n")
     how = f"pypto.{op} along dim moved last, in row tiles of whole rows"
     return kernel, body, how, shapes

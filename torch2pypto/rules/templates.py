@@ -562,7 +562,7 @@ def one_hot_kernel(name: str, doc: str) -> Definition:
     return Definition(name, source, ("_tile_shape", "_annotated", "PYPTO_LAUNCHER"))
 
 
-INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
+INDEX = "pypto.DT_INT32"  # the index dtype pypto.topk writes
 
 
 def indexed_kernel(
@@ -577,10 +577,11 @@ def indexed_kernel(
     """A kernel factory walking row tiles of its tensors, for indexing and sorting ops.
 
     ``inputs`` are ``(name, layout)``: ``"rows"`` a [rows, <name>_cols] matrix of ``dtype``
-    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of int32 indices,
-    ``"index"`` a 1-D int32 index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
-    taken whole (the rows an index picks), ``"indices"`` a whole 1-D int32 index. ``tiles`` is the factory's expression for the vector
-    tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
+    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of indices,
+    ``"index"`` a 1-D index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
+    taken whole (the rows an index picks), ``"indices"`` a whole 1-D index; indices are of the
+    factory's ``index_dtype``, torch's int64 or int32, read as they are (PyPTO indexes by
+    either). ``tiles`` is the factory's expression for the vector tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
     ``(name, tile, dtype, cols)``: each assembles its program tile at the row tile's offset. A
     program step computing in FP32 (``fp32``: topk) gets FP32 copies of the ``dtype`` tiles and
     its results are cast back.
@@ -591,7 +592,7 @@ def indexed_kernel(
     for n, layout in inputs:
         shape = {"rows": f"[pypto.DYNAMIC, {n}_cols]", "index_rows": f"[pypto.DYNAMIC, {n}_cols]", "index": "[pypto.DYNAMIC]",
                  "table": "[pypto.DYNAMIC, cols]", "indices": f"[{n}_count]"}[layout]
-        params += f"        {n}: pypto.Tensor({shape}, {'dtype' if layout in ('rows', 'table') else INDEX}),\n"
+        params += f"        {n}: pypto.Tensor({shape}, {'dtype' if layout in ('rows', 'table') else 'index_dtype'}),\n"
         if layout == "index":
             body += (f"pypto.set_vec_tile_shapes(rows)\n"
                      f"{n}_tile = pypto.view({n}, [rows], [r], valid_shape=[valid])\n")

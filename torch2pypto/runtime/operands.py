@@ -80,18 +80,18 @@ def _indexed_dim(t, dim, rank=None):
 
 
 def _kernel_indices(index, count, rank=None):
-    """`index` flattened to the int32 indices a kernel takes, or None: not a non-empty int32 or
-    int64 tensor (of `rank`, if given), or an index outside [0, count), where torch raises and
-    PyPTO would read out of bounds."""
+    """`index` flattened to the indices a kernel takes as they are, or None: not a non-empty
+    int32 or int64 tensor (of `rank`, if given), or an index outside [0, count), where torch
+    raises and PyPTO would read out of bounds."""
     if not isinstance(index, torch.Tensor) or index.dtype not in (torch.int32, torch.int64) or not index.numel():
         return None
-    if rank is not None and index.dim() != rank or count > 2**31 - 1:
+    if rank is not None and index.dim() != rank:
         return None
     flat = index.reshape(-1)
     low, high = torch.stack(torch.aminmax(flat)).tolist()  # one reduction, one host sync
     if not (0 <= low and high < count):
         return None
-    return flat.to(torch.int32).contiguous()
+    return flat.contiguous()
 
 
 def _row_operands(input, shape, *rows):
