@@ -56,7 +56,8 @@ INDEXED = "import torch\n\n\ndef f(x: torch.Tensor, i: torch.Tensor, y: torch.Te
 ])  # fmt: skip
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_int64_and_int32_indices_are_read_as_they_are(tmp_path, call, source, dtype):
-    """One kernel per index dtype; no cast of the index to int32 on the host."""
+    """One kernel per index dtype, after the kernel that bounds the index; no cast of the index
+    to int32 nor its bounds check left to torch."""
     module = load(tmp_path / "indexed.py", translate(INDEXED.format(call)).code)
     x = sample(7, 37, dtype=dtype)  # odd widths
     y = sample(*source, dtype=dtype, seed=1) if source else None
@@ -65,11 +66,51 @@ def test_int64_and_int32_indices_are_read_as_they_are(tmp_path, call, source, dt
         ran = counting()
         with torch2pypto.interpreted(module), host_ops(module) as left:
             got = module.f(x, index, y)
-        assert sum(ran().values()) == 1, (index.dtype, ran())
-        assert "_to_copy" not in left, left
+        launched = ran()
+        assert launched.pop("index_bounds_kernel.kernel") == 1 and sum(launched.values()) == 1, (index.dtype, launched)
+        assert not {"_to_copy", "aminmax", "stack"} & set(left), left
         expected = eval(call, {"torch": torch, "x": x, "i": index, "y": y})
         assert got.dtype == expected.dtype
         if "index_add" in call:  # adds in FP32 as torch, in another order
             torch.testing.assert_close(got, expected)
         else:
             assert torch.equal(got, expected)
+
+
+BOUNDS = "index_bounds_kernel.kernel"
+
+
+@pytest.fixture(scope="module")
+def embedding(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("bounds") / "bounds.py", translate(INDEXED.format("torch.nn.functional.embedding(i, x)")).code)
+
+
+@pytest.mark.parametrize("n", [1, 13, 1024, 2500])  # one tile of 8 rows, a tail, whole tiles, a tail of 1024s
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_the_bounds_kernel_finds_an_index_out_of_range_in_any_tile(embedding, n, dtype):
+    """The indices are bounded on a kernel, tile by tile (in FP32: exact for tables of up to 2**24
+    rows), and torch runs, raising its error, where one lies outside the table."""
+    x = sample(97, 8)
+    ids = torch.randint(0, 97, (n,), generator=torch.Generator().manual_seed(n)).to(dtype)
+    for bad in (None, -1, 97, 2**31 - 1):
+        index = ids.clone()
+        if bad is not None:
+            index[-1] = bad  # in the last (tail) tile
+        ran = counting()
+        with torch2pypto.interpreted(embedding), host_ops(embedding) as left:
+            if bad is None:
+                assert torch.equal(embedding.f(x, index, None), x[index])
+            else:
+                with pytest.raises(IndexError, match="index out of range"):
+                    embedding.f(x, index, None)
+        assert ran() == ({BOUNDS: 1, "embedding_kernel.kernel": 1} if bad is None else {BOUNDS: 1}), ran()
+        assert "aminmax" not in left, left
+
+
+def test_tables_beyond_fp32_integers_are_bounded_by_torch(embedding):
+    index = torch.tensor([0, 2**24 + 1, 5])
+    ran = counting()
+    with torch2pypto.interpreted(embedding), host_ops(embedding) as left:
+        assert embedding._index_bounds(index, 2**24 + 2) == [0, 2**24 + 1]
+        assert embedding._index_bounds(index, 2**24) == (0.0, 2**24)  # on the kernel: rounded, still >= the count
+    assert ran() == {BOUNDS: 1} and left["aminmax"] == 1, (ran(), left)

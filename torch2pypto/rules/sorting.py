@@ -94,10 +94,10 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, x, wrappers.torch_call(entry, params),
-        f"({' and '.join(guard)})", body, ("_kernel_indices", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
+        f"({' and '.join(guard)})", body, ("_indexed_dim", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
         prologue=f"d = _indexed_dim({x}, dim)\n",
     )
-    return kernel, templates.INDICES, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
+    return kernel, templates.INDEXED_DIM, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
 
 
 register(Family("sorting", SortingFields, rewrite, problem))

@@ -620,7 +620,33 @@ def indexed_kernel(
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_tile_shape", "_annotated"))
 
 
-INDICES = copied("operands", "_kernel_indices", "_indexed_dim")
+INDEXED_DIM = copied("operands", "_indexed_dim")
+
+
+def index_bounds_kernel() -> Definition:
+    """The factory ``index_bounds_kernel(index_dtype, rows)`` of a kernel bounding a 1-D index
+    (int64 or int32) in tiles of ``rows`` indices: each tile's least and largest, in FP32, at
+    ``2 * i`` and ``2 * i + 1`` of ``bounds``, which the host reduces (the indexing wrappers' check
+    that every index lies in the table, before a kernel reads by them)."""
+    params = ("        index: pypto.Tensor([pypto.DYNAMIC], index_dtype),\n"
+              f"        bounds: pypto.Tensor([pypto.DYNAMIC], {FP32}),\n")
+    kernel_body = f'''\
+        n = index.shape[0]
+        for i in pypto.loop((n + rows - 1) // rows, name="index_tiles", unroll_list=[1]):
+            r = i * rows
+            pypto.set_vec_tile_shapes(rows)
+            index_tile = pypto.view(index, [rows], [r], valid_shape=[(n - r).min(rows)])
+            values = pypto.cast(index_tile, {FP32})
+            pypto.assemble(pypto.amin(values, 0, keepdim=True), [2 * i], bounds)
+            pypto.assemble(pypto.amax(values, 0, keepdim=True), [2 * i + 1], bounds)
+'''
+    doc = "The least and largest of each tile of rows indices, in FP32."
+    source = kernel_factory("index_bounds_kernel", "index_dtype, rows", doc, "", params, kernel_body)
+    return Definition("index_bounds_kernel", source.replace("\n\n\n", "\n\n"), ("_annotated",))
+
+
+INDEX_BOUNDS = index_bounds_kernel()
+INDICES = copied("operands", "_kernel_indices", last="_index_bounds")
 
 
 def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int) -> Definition:
