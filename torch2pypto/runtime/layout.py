@@ -233,25 +233,28 @@ def _joined(tensors, dim, stacked):
     `dim`: tensors of one float dtype on the kernel path, shapes torch accepts; and if so their
     [rows, cols] matrices, places, the output's width and shape.
 
-    torch.cat skips empty 1-D tensors (a DynamicCache starts from one). The kernel reads nothing
+    An empty tensor joins nothing: torch.cat skips empty 1-D ones whatever their shape (a
+    DynamicCache starts from one), and an empty one of the others' shape but along `dim` adds no
+    columns (phi3's pass-through of a rotary dim that is the whole head). The kernel reads nothing
     of them: in each one's place it reads one column of the first tensor joined, whose run starts
     after those columns (a kernel's every input has a run: the parser refuses a loop over nothing).
     """
     if not isinstance(dim, int) or not all(isinstance(t, torch.Tensor) for t in tensors):
         return None
-    kept = [stacked or t.shape != (0,) for t in tensors]
+    kept = [stacked or t.numel() > 0 for t in tensors]
     joined = [t for t, k in zip(tensors, kept) if k]
     if not joined or any(t.dtype != joined[0].dtype for t in tensors):
         return None
     first = joined[0]
     rank = first.dim() + stacked
-    if not -rank <= dim < rank or any(t.dim() != first.dim() for t in joined):
+    shaped = [t for t in tensors if stacked or t.shape != (0,)]  # torch checks the shapes of these
+    if not -rank <= dim < rank or any(t.dim() != first.dim() for t in shaped):
         return None
     dim %= rank
     if first.dim() == 0 or not _on_kernel_path(*joined):
         return None
     same = [d for d in range(first.dim()) if stacked or d != dim]
-    if any(t.shape[d] != first.shape[d] for t in joined for d in same):
+    if any(t.shape[d] != first.shape[d] for t in shaped for d in same):
         return None
     rows = math.prod(first.shape[:dim])
     skipped = len(tensors) - len(joined)
