@@ -114,3 +114,18 @@ def test_tables_beyond_fp32_integers_are_bounded_by_torch(embedding):
         assert embedding._index_bounds(index, 2**24 + 2) == [0, 2**24 + 1]
         assert embedding._index_bounds(index, 2**24) == (0.0, 2**24)  # on the kernel: rounded, still >= the count
     assert ran() == {BOUNDS: 1} and left["aminmax"] == 1, (ran(), left)
+
+
+@pytest.mark.parametrize("call", ["torch.topk(x, 3)", "torch.topk(x, 5, largest=False).indices", "torch.argsort(x, dim=-1)"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sorting_writes_int64_indices_on_the_kernel(tmp_path, call, dtype):
+    """pypto.topk's INT32 indices are cast to torch's int64 in the kernel: no cast left to torch."""
+    module = load(tmp_path / "sorted.py", translate(INDEXED.format(call)).code)
+    x = torch.randperm(7 * 31, generator=torch.Generator().manual_seed(2)).reshape(7, 31).to(dtype)  # distinct in bfloat16 too
+    ran = counting()
+    with torch2pypto.interpreted(module), host_ops(module) as left:
+        got = module.f(x, None, None)
+    assert sum(ran().values()) == 1 and "_to_copy" not in left, (ran(), left)
+    expected = eval(call, {"torch": torch, "x": x})
+    for g, e in zip(*((t,) if isinstance(t, torch.Tensor) else tuple(t) for t in (got, expected))):
+        assert g.dtype == e.dtype and torch.equal(g, e)

@@ -72,8 +72,8 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     launch = f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], count, bool({largest})), x, {{}}out)\n"
     body = (f"x, moved = _scan_rows({x}, d)\n"
             f"count = {k}\n"
-            "out = torch.empty(x.shape[0], count, dtype=torch.int32, device=x.device)\n")
-    indices = "out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()"
+            "out = torch.empty(x.shape[0], count, dtype=torch.int64, device=x.device)\n")
+    indices = "out.reshape(shape).movedim(-1, d).contiguous()"
     if indices_only:
         outputs = [("out", "indices", templates.INDEX, "k")]
         doc = "The indices ordering each whole row of [rows, cols] tiles (the k largest or smallest), in FP32."

@@ -562,7 +562,7 @@ def one_hot_kernel(name: str, doc: str) -> Definition:
     return Definition(name, source, ("_tile_shape", "_annotated", "PYPTO_LAUNCHER"))
 
 
-INDEX = "pypto.DT_INT32"  # the index dtype pypto.topk writes
+INDEX = "pypto.DT_INT64"  # torch's index dtype: pypto.topk's INT32 indices are cast to it on the kernel
 
 
 def indexed_kernel(
@@ -581,10 +581,11 @@ def indexed_kernel(
     ``"index"`` a 1-D index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
     taken whole (the rows an index picks), ``"indices"`` a whole 1-D index; indices are of the
     factory's ``index_dtype``, torch's int64 or int32, read as they are (PyPTO indexes by
-    either). ``tiles`` is the factory's expression for the vector tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
-    ``(name, tile, dtype, cols)``: each assembles its program tile at the row tile's offset. A
-    program step computing in FP32 (``fp32``: topk) gets FP32 copies of the ``dtype`` tiles and
-    its results are cast back.
+    either). ``tiles`` is the factory's expression for the vector tile ``(rows, tile_cols)``;
+    the row count comes from the first walked input. ``outputs`` are ``(name, tile, dtype,
+    cols)``: each assembles its program tile at the row tile's offset, indices (:data:`INDEX`)
+    cast to torch's int64. A program step computing in FP32 (``fp32``: topk) gets FP32 copies
+    of the ``dtype`` tiles and its results are cast back.
     """
     fp32 = any(a.step.fp32 for a in program)
     walked = [n for n, layout in inputs if layout in ("rows", "index_rows", "index")]
@@ -608,6 +609,8 @@ def indexed_kernel(
         if fp32 and dtype == "dtype":
             more, store = cast(tile, FP32, dtype)
             setup, body = setup + more, body + store
+        if dtype == INDEX:  # PyPTO's indices are INT32 (A2/A3 cast INT32 to INT64)
+            body += f"{tile} = pypto.cast({tile}, {INDEX})\n"
         body += f"pypto.assemble({tile}, [r, 0], {out})\n"
     params += "".join(f"        {out}: pypto.Tensor([pypto.DYNAMIC, {cols}], {dtype}),\n" for out, _, dtype, cols in outputs)
     kernel_body = f'''\
