@@ -1,11 +1,11 @@
 """Real-code check: tiny transformers models trained one step and run in bfloat16, original vs translated.
 
-    .venv/bin/python scripts/models.py [MODEL ...] [--layers N] [--attention sdpa|eager]
+    .venv/bin/python scripts/models.py [MODEL ...] [--layers N] [--attention sdpa|eager] [--ops N]
 
 For each model, translates the installed transformers' ``models/<m>/modeling_<m>.py`` with
 ``translate_source`` (kernels inline), loads the translation as
 ``transformers.models.<m>._pypto_modeling_<m>`` (so its relative imports resolve; the transformers
-modules of layers it imports, LAYER_MODULES such as GPT-2's Conv1D, translated too), builds a tiny
+modules of layers it imports, LAYER_MODULES such as GPT-2's Conv1D and DynamicCache, translated too), builds a tiny
 random config in code (no hub access) and gives the original and the translated model identical
 weights. The attention runs as transformers runs it by default, ``sdpa``: a modeling file calls
 ``integrations/sdpa_attention.py`` through its attention interface, so that file is translated
@@ -200,9 +200,11 @@ def modeling_path(model: str) -> Path:
 
 
 # transformers modules outside models/ whose layers a modeling file builds (GPT-2's Conv1D, whose
-# forward is torch.addmm): translated too where the modeling file imports them, and its translation
-# imports the translated one in their place
-LAYER_MODULES = ("pytorch_utils",)
+# forward is torch.addmm; the DynamicCache a decoder's forward creates, whose update concatenates
+# the keys and values): translated too where the modeling file imports them, and its translation
+# imports the translated one in their place. masking_utils is not: its ops are index arithmetic
+# on ints and bools (arange, comparisons, bitwise_and, any/all), which no kernel takes.
+LAYER_MODULES = ("pytorch_utils", "cache_utils")
 KERNEL_MODULES: dict[str, list[types.ModuleType]] = {}  # translated modeling module name -> its layer modules
 
 
@@ -463,7 +465,7 @@ def compare(model: str, folder: Path, layers: int = 2) -> Result:
                   low_precision(model, module, translation, layers))
 
 
-def print_result(result: Result) -> None:
+def print_result(result: Result, top: int = 6) -> None:
     sites, training, low = result.sites, result.training, result.low_precision
     converted = sites[STATUS_NAMES[CONVERTED]]
     others = ", ".join(f"{status} {n}" for status, n in sorted(sites.items()) if status != STATUS_NAMES[CONVERTED])
@@ -482,7 +484,7 @@ def print_result(result: Result) -> None:
               + ", ".join(f"{name.removesuffix('.kernel')} x{n}" for name, n in sorted(low.per_layer[0].items())))
     for dtype, torch_ops in ((torch.float32, training.torch_ops), (low.dtype, low.torch_ops)):
         if torch_ops:
-            print(f"    {str(dtype).removeprefix('torch.')} forward: {_left_to_torch(*torch_ops)}")
+            print(f"    {str(dtype).removeprefix('torch.')} forward: {_left_to_torch(*torch_ops, top)}")
 
 
 def _left_to_torch(original: TorchOps, translated: TorchOps, top: int = 6) -> str:
@@ -515,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
     parser.add_argument("--layers", type=int, default=2, help="hidden layers of each tiny model (default: 2)")
+    parser.add_argument("--ops", type=int, default=6, metavar="N",
+                        help="how many of the ops left to torch to name, most run first (default: 6)")
     parser.add_argument("--attention", choices=ATTENTION, default=ATTENTION[0],
                         help="the attention implementation (default: transformers' own default, sdpa)")
     args = parser.parse_args(argv)
@@ -528,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="torch2pypto-models-") as folder:
         for model in args.models or MODELS:
             results.append(compare(model, Path(folder), args.layers))
-            print_result(results[-1])
+            print_result(results[-1], args.ops)
     print(f"total {time.perf_counter() - start:.1f} s")
     return 0 if all(r.ok for r in results) else 1
 

@@ -28,6 +28,9 @@ class Embed(nn.Module):
 """
 
 
+BOUNDS = "index_bounds_kernel.kernel"  # bounds the indices before the op's kernel reads by them
+
+
 def _load(tmp_path, code, name):
     (tmp_path / f"{name}.py").write_text(code)
     return load(tmp_path / f"{name}.py")
@@ -53,7 +56,7 @@ def test_held_embedding_matches_the_module_and_max_norm_runs_torch(tmp_path, opt
     ran = counting()
     with torch2pypto.interpreted(translated), torch.no_grad():
         got = model(ids)
-    assert ran() == ({"embedding_kernel.kernel": 1} if kernels else {})
+    assert ran() == ({BOUNDS: 1, "embedding_kernel.kernel": 1} if kernels else {})
     with torch.no_grad():
         torch.testing.assert_close(got, reference(ids))
     torch.testing.assert_close(model.embed_tokens.weight, reference.embed_tokens.weight)  # max_norm renormalised both
@@ -76,7 +79,7 @@ def test_indices_out_of_range_run_torch_and_raise_its_error(tmp_path, call, inde
         module.f(x, i, y)
     with pytest.raises((RuntimeError, IndexError)) as expected:
         eval(call, {"torch": torch, "x": x, "i": i, "y": y})
-    assert type(got.value) is type(expected.value) and ran() == {}
+    assert type(got.value) is type(expected.value) and ran() == {BOUNDS: 1}  # the bounds kernel finds it
 
 
 @pytest.mark.interpreter
@@ -104,7 +107,7 @@ def test_in_place_scatter_writes_through_a_view_of_its_receiver(tmp_path):
     ran = counting()
     with torch2pypto.interpreted(module):
         got = module.f(x, i, y)
-    assert ran() == {"scatter__kernel.kernel": 1}
+    assert ran() == {BOUNDS: 1, "scatter__kernel.kernel": 1}
     assert got.data_ptr() == x.data_ptr() and torch.equal(x, expected)
 
 
@@ -154,7 +157,7 @@ def test_scatter_reduces_repeated_indices_and_takes_a_number_as_torch(reduced, d
     ran = counting()
     with torch2pypto.interpreted(reduced):
         got = reduced.f(x, dim, i, src, reduce)
-    assert ran() == {"scatter_kernel.kernel": 1, "scatter__kernel.kernel": 1}
+    assert ran() == {BOUNDS: 2, "scatter_kernel.kernel": 1, "scatter__kernel.kernel": 1}
     expected = torch.scatter(x, dim, i, src, **({"reduce": reduce} if reduce else {}))
     torch.testing.assert_close(got, (expected, expected))
 
@@ -187,7 +190,7 @@ def test_a_scatter_reduce_under_autograd_runs_torch_which_has_no_gradient(reduce
     with torch2pypto.interpreted(reduced):
         got = reduced.f(x, 1, i, 2.0, "add")[0]  # torch: no kernel
         number = reduced.f(x, 1, i, 2.0, None)[0]  # no reduce: the kernel, torch's gradient
-    assert ran() == {"scatter_kernel.kernel": 1}
+    assert ran() == {BOUNDS: 1, "scatter_kernel.kernel": 1}
     with pytest.raises(RuntimeError, match="derivative for aten::scatter is not implemented"):
         got.sum().backward()
     (number * torch.arange(24.0).reshape(3, 8)).sum().backward()
@@ -206,6 +209,6 @@ def test_integer_data_is_indexed_by_a_kernel_but_gather_of_int64_runs_torch(tmp_
         with torch2pypto.interpreted(module):
             got = module.f(x, i, None)
         gathered_int64 = call.startswith("torch.gather") and dtype == torch.int64  # pypto 0.2.0: FC0001, dtype not supported
-        assert sum(ran().values()) == (0 if gathered_int64 else 1), (dtype, ran())
+        assert sum(ran().values()) == (0 if gathered_int64 else 2), (dtype, ran())  # the bounds kernel and the op's
         expected = eval(call, {"torch": torch, "x": x, "i": i})
         assert got.dtype == dtype and torch.equal(got, expected)

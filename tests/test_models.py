@@ -59,6 +59,20 @@ def test_attention_is_one_kernel_per_decoder_layer(model, translated):
         assert sum(layer.values()) <= LAUNCHES[model], layer
 
 
+@pytest.mark.parametrize("model", ["llama", "phi3"])
+def test_the_cache_and_the_ids_leave_no_cat_or_cast_to_torch(model, translated):
+    """A decoder's DynamicCache (transformers' cache_utils, translated as a layer module) joins its
+    keys and values on kernels, its first update onto an empty 1-D tensor too; the int64 positions
+    cast to float and the embedding reads the int64 ids on kernels."""
+    assert "cache_utils" in models.layer_modules(model)
+    translation, module = translated(model)
+    low = models.low_precision(model, module, translation, LAYERS)
+    assert low.ok, low
+    original, left = low.torch_ops
+    assert original.ops["cat"] >= 2 and original.ops["_to_copy"] >= 1, original.ops
+    assert not {"_to_copy"} & set(left.ops) and left.ops["cat"] <= original.ops["cat"] - 2, left.ops
+
+
 def test_eager_attention_trains_and_runs_bfloat16(translated, monkeypatch):
     """The modeling file's own eager attention: scores and weights on the kernels, softmax(FP32)
     and its cast to the query's dtype one fused kernel."""

@@ -162,6 +162,43 @@ def test_gradients_flow_through_every_tensor_of_a_list(joins):
     assert got.requires_grad and all(torch.equal(g, x.grad) for g, x in zip(grads, xs))
 
 
+CACHE = "import torch\n\n\ndef update(keys, states):\n    return torch.cat([keys, states], dim=-2)\n"
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cat_skips_an_empty_1d_tensor_as_torch_on_the_kernel(tmp_path, joins, dtype):
+    """torch.cat skips empty 1-D tensors whatever their dim (a DynamicCache's keys start as
+    torch.tensor([])), and an empty tensor of the others' shape adds nothing: the kernel reads
+    nothing of them, one column of the first tensor joined standing in, in the literal and the
+    run-time count forms; where too few columns are left to stand in (or none is joined, or
+    torch refuses the sizes) torch runs."""
+    g = torch.Generator().manual_seed(0)
+    empty = torch.tensor([], dtype=dtype)
+    keys, values = (torch.randn(2, 3, n, 5, generator=g).to(dtype) for n in (7, 1))  # odd, unaligned
+    cache = _load(tmp_path, translate_source(CACHE).code)
+    ran = interpreter.counting()
+    with torch2pypto.interpreted(cache):
+        got = cache.update(empty, keys), cache.update(keys, empty)
+    assert ran() == {"assemble2_kernel.kernel": 2}, ran()
+    assert all(torch.equal(t, keys) and t.data_ptr() != keys.data_ptr() for t in got)
+    for tensors, launches in [([keys, empty, values], {2: 1, 1: 1}), ([empty, empty, values], {2: 1, 1: 1}),
+                              ([keys] * 4 + [empty] * 2, {4: 1, 2: 1}), ([empty, empty, keys[:, :, :1, :1]], {}),
+                              ([empty, empty], {}), ([keys, keys[:, :, :0], values], {2: 1, 1: 1}),  # phi3's empty pass
+                              ([keys, keys[:, :1, :0]], {})]:  # sizes torch refuses
+        ran = interpreter.counting()
+        try:
+            expected = torch.cat(tensors, -2)
+        except RuntimeError as exc:
+            with torch2pypto.interpreted(joins), pytest.raises(RuntimeError, match=re.escape(str(exc))):
+                joins.cat(tensors, -2)
+        else:
+            with torch2pypto.interpreted(joins):
+                got = joins.cat(tensors, -2)
+            assert got.dtype == expected.dtype and torch.equal(got, expected)
+        assert ran() == {f"assemble{n}_kernel.kernel": k for n, k in launches.items()}, (len(tensors), ran())
+
+
 def test_verify_samples_a_list_of_a_run_time_length():
     translation = translate_source("import torch\n\n\ndef f(xs, a):\n    return torch.cat(xs, -1), torch.stack([a, a])\n")
     listed, literal = (verify.cases(c, str(k)) for k, c in enumerate(translation.conversions))

@@ -310,10 +310,11 @@ def test_a_weights_contiguous_copy_is_kept_until_it_changes():
     assert operands._kept_contiguous(contiguous) is contiguous
 
 
-def test_kernel_indices_are_int32_within_the_count():
+def test_kernel_indices_are_the_index_flattened_within_the_count():
     index = torch.tensor([[0, 2], [1, 3]])
-    flat = operands._kernel_indices(index, 4)
-    assert flat.dtype == torch.int32 and flat.tolist() == [0, 2, 1, 3]
+    flat = operands._kernel_indices(index, 4)  # off the kernel path: bounded by torch
+    assert flat.dtype == torch.int64 and flat.tolist() == [0, 2, 1, 3]
+    assert operands._kernel_indices(index.int(), 4).dtype == torch.int32
     assert operands._kernel_indices(index, 3) is None  # 3 is out of range: torch raises
     assert operands._kernel_indices(-index, 4) is None
     assert operands._kernel_indices(index.float(), 4) is None

@@ -36,7 +36,7 @@ CAST_KERNEL = templates.row_kernel(
     "cast_kernel", "pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`.",
     "dtype, out_dtype, cols", ["x"], (), out_dtype="out_dtype",
 )
-CAST = copied("casting", "pypto_cast")
+CAST = copied("casting", "pypto_cast", first="_INTEGER_CASTS")
 LIKE = copied("casting", "pypto_cast_like")
 TYPE_AS = copied("casting", "pypto_type_as")
 TO = copied("casting", "pypto_to")

@@ -13,8 +13,9 @@ that name unless ``args`` maps it (embedding: ``{ input = "weight", index = "inp
   cannot tile the indexed dim). gather's and scatter's index has the input's rank (scatter's
   covers every other dim); index_add's is 1-D.
 
-Indices are int64 or int32 in torch and int32 in the kernel: the host converts them and runs
-torch (which raises) when one is out of range. scatter's ``reduce`` ('add', 'multiply') is a
+Indices are int64 or int32, read by the kernel as they are. A kernel bounds them first, the
+wrapper's last check (index_bounds_kernel, only where the op's kernel would run); torch runs
+(and raises) when one is out of range. scatter's ``reduce`` ('add', 'multiply') is a
 kernel constant (other values, and a reduce autograd would record, run torch, which raises); a
 Python number as its ``src`` (torch's ``value``) is filled on the host where the index writes.
 The tensors' dtypes are the entry's (ints too: gather, index_select, embedding copy values). ``inplace`` entries (``x.scatter_``) write the
@@ -95,8 +96,8 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     declared = f"dtypes=({', '.join(f'torch.{d}' for d in entry.dtypes)}{',' if len(entry.dtypes) == 1 else ''})"  # others run torch
     if op == "index_select":
         fixed = dim not in {p.name for p in entry.params}
-        prologue = (f"d = _indexed_dim({table}, {dim}{f', rank={entry.fields.rank}' if entry.fields.rank else ''})\n"
-                    f"indices = None if d is None else _kernel_indices({index}, {table}.shape[d]{'' if fixed else ', rank=1'})\n")
+        prologue = f"d = _indexed_dim({table}, {dim}{f', rank={entry.fields.rank}' if entry.fields.rank else ''})\n"
+        indexed = f"_kernel_indices({index}, {table}.shape[d]{'' if fixed else ', rank=1'})"
         if fixed:  # dim 0: the index's shape takes its place
             body = f"rows = {table}.reshape({table}.shape[0], -1).contiguous()\n"
             result = f"out.reshape(*{index}.shape, *{table}.shape[1:])"
@@ -105,33 +106,37 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
                     "rows = table.reshape(table.shape[0], -1).contiguous()\n")
             result = f"out.reshape(*{index}.shape, *table.shape[1:]).movedim(0, d).contiguous()"
         body += (f"out = torch.empty(indices.shape[0], rows.shape[1], dtype={table}.dtype, device={table}.device)\n"
-                 f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[rows.dtype], rows.shape[1]), rows, indices, out)\n"
+                 f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[rows.dtype], _PYPTO_ALL_DTYPES[indices.dtype], rows.shape[1]), rows, indices, out)\n"
                  f"return {result}\n")
         kernel = walks.indexed_kernel(
             f"{entry.op}_kernel", "The rows of a [n, cols] table a 1-D index picks, in row tiles of the index.",
-            "dtype, cols", "_tile_shape(cols, 64, 8, (dtype, pypto.DT_FP32))", [("table", "table"), ("index", "index")],
+            "dtype, index_dtype, cols", "_tile_shape(cols, 64, 8, (dtype, pypto.DT_FP32))", [("table", "table"), ("index", "index")],
             [Apply("result", Step("index_select"), ("table", "0", "index_tile"))], [("out", "result", "dtype", "cols")])
         how = f"pypto.index_select of the rows of {table} with dim moved first that {index} picks"
         guard = [f"_on_kernel_path({table}, {declared})"]
         grads = [f"{table}.requires_grad"]
     else:
         source = b.get("src") or b.get("source")
-        prologue = (f"d = _indexed_dim({table}, {dim})\n"
-                    f"indices = None if d is None else _kernel_indices({index}, {table}.shape[d]{', rank=1' if op == 'index_add' else ''})\n")
+        prologue = f"d = _indexed_dim({table}, {dim})\n"
+        indexed = f"_kernel_indices({index}, {table}.shape[d]{', rank=1' if op == 'index_add' else ''})"
         kernel, body, how, shapes = _along_rows(entry, table, index, source)
         number = op == "scatter"  # scatter's src may be a Python number (_scatters checks it)
-        guard = [shapes, f"_on_kernel_path({', '.join(filter(None, (table, None if number else source)))}, {declared})",
+        guard = [*([] if op == "index_add" else [shapes]), f"_on_kernel_path({', '.join(filter(None, (table, None if number else source)))}, {declared})",
                  f"_fits_whole_rows({table}, d, buffers=4)"]
         grads = [f"{table}.requires_grad", *([f"isinstance({source}, torch.Tensor) and {source}.requires_grad"] if number
                  else [f"{source}.requires_grad"] if source else [])]
-    guard = ["indices is not None", *guard, *checks]
+    guard = ["d is not None", *guard, *checks]
     recording = f"torch.is_grad_enabled() and ({' or '.join(grads)})"
     if entry.fields.inplace:  # autograd's in-place checks stay torch's
         body = body.replace("return ", f"return {table}.copy_(", 1).rstrip("\n") + ")\n"
         guard.append(f"not ({recording})")
     elif op == "scatter":  # torch has no gradient of a reduce, and raises when asked for one
         guard.append(f"not ({b['reduce']} is not None and {recording})")
-    requires = ["_kernel_indices", f"{entry.op}_kernel"]
+    # the indices last: the kernel bounding them runs only where the op's kernel would
+    guard.append(f"(indices := {indexed}) is not None")
+    if op == "index_add":  # its shapes are the indices'
+        guard.append(shapes)
+    requires = ["_indexed_dim", "_kernel_indices", f"{entry.op}_kernel"]
     if op != "index_select":
         requires += ["_scan_rows", "_gathers", "_fits_whole_rows", *(["_kernel_number"] if op == "index_add" else [])]
     params = wrapper_params(entry)
@@ -142,7 +147,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         f"({' and '.join(guard)})", body, tuple(requires), prologue=prologue,
     )
     extra = (templates.WHOLE_ROWS, SCAN_ROWS, SHAPES) if op != "index_select" else ()
-    return kernel, walks.INDICES, *extra, wrapper
+    return kernel, walks.INDEXED_DIM, walks.INDEX_BOUNDS, walks.INDICES, *extra, wrapper
 
 
 def _along_rows(entry: Entry, x: str, index: str, source: str | None):
@@ -155,7 +160,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
         operands.append("source_tile")
     keywords = tuple((k, k) for k in KEYWORDS.get(op, ()))
     widths = {"gather": "index_cols", "scatter": "x_cols", "index_add": "x_cols"}
-    factory = ["dtype", "x_cols", "index_count" if op == "index_add" else "index_cols"]
+    factory = ["dtype", "index_dtype", "x_cols", "index_count" if op == "index_add" else "index_cols"]
     factory += ["source_cols"] if source else []
     factory += [k for k, _ in keywords]
     what = {"gather": "Gather along the rows of [rows, cols] tiles by an index of the same rows",
@@ -186,7 +191,7 @@ def _along_rows(entry: Entry, x: str, index: str, source: str | None):
         launch, args, out = f"x.shape[1], indices.shape[0], src.shape[1], _kernel_number({alpha}, {x}.dtype)", "x, indices, src", "x.shape"
         shapes = f"_adds({x}, indices, {source}, d, {alpha})"
     body += (f"out = torch.empty({out}, dtype={x}.dtype, device={x}.device)\n"
-             f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[x.dtype], {launch}), {args}, out)\n"
+             f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[indices.dtype], {launch}), {args}, out)\n"
              "return out.reshape(moved).movedim(-1, d).contiguous()\n")
     how = f"pypto.{op} along dim moved last, in row tiles of whole rows"
     return kernel, body, how, shapes

@@ -72,8 +72,8 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     launch = f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], x.shape[1], count, bool({largest})), x, {{}}out)\n"
     body = (f"x, moved = _scan_rows({x}, d)\n"
             f"count = {k}\n"
-            "out = torch.empty(x.shape[0], count, dtype=torch.int32, device=x.device)\n")
-    indices = "out.reshape(shape).movedim(-1, d).to(torch.int64).contiguous()"
+            "out = torch.empty(x.shape[0], count, dtype=torch.int64, device=x.device)\n")
+    indices = "out.reshape(shape).movedim(-1, d).contiguous()"
     if indices_only:
         outputs = [("out", "indices", walks.INDEX, "k")]
         doc = "The indices ordering each whole row of [rows, cols] tiles (the k largest or smallest), in FP32."
@@ -94,10 +94,10 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, x, wrappers.torch_call(entry, params),
-        f"({' and '.join(guard)})", body, ("_kernel_indices", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
+        f"({' and '.join(guard)})", body, ("_indexed_dim", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
         prologue=f"d = _indexed_dim({x}, dim)\n",
     )
-    return kernel, walks.INDICES, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
+    return kernel, walks.INDEXED_DIM, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
 
 
 register(Family("sorting", SortingFields, rewrite, problem))

@@ -15,8 +15,9 @@ from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pyp
 from torch2pypto.rules.steps import Apply, Step, statements
 from torch2pypto.rules.templates import FP32, casting, factory, row_tiles, tensor, tile_dtypes, to_fp32
 
-INDEX = "pypto.DT_INT32"  # the index dtype kernels take: the host converts torch's int64 indices
-INDICES = copied("operands", "_kernel_indices", "_indexed_dim")
+INDEX = "pypto.DT_INT64"  # torch's index dtype: pypto.topk's INT32 indices are cast to it on the kernel
+INDEXED_DIM = copied("operands", "_indexed_dim")
+INDICES = copied("operands", "_kernel_indices", last="_index_bounds")
 TILE_SHAPE = ("_tile_shape", "_annotated")  # the definitions every kernel here uses
 
 
@@ -127,19 +128,21 @@ def indexed_kernel(
     """A kernel factory walking row tiles of its tensors, for indexing and sorting ops.
 
     ``inputs`` are ``(name, layout)``: ``"rows"`` a [rows, <name>_cols] matrix of ``dtype``
-    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of int32 indices,
-    ``"index"`` a 1-D int32 index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
-    taken whole (the rows an index picks), ``"indices"`` a whole 1-D int32 index. ``tiles`` is the factory's expression for the vector
-    tile ``(rows, tile_cols)``; the row count comes from the first walked input. ``outputs`` are
-    ``(name, tile, dtype, cols)``: each assembles its program tile at the row tile's offset. A
-    program step computing in FP32 (``fp32``: topk) gets FP32 copies of the ``dtype`` tiles and
-    its results are cast back.
+    viewed one row tile at a time (``<name>_tile``), ``"index_rows"`` one of indices,
+    ``"index"`` a 1-D index walked alongside, ``"table"`` a [n, cols] matrix of ``dtype``
+    taken whole (the rows an index picks), ``"indices"`` a whole 1-D index; indices are of the
+    factory's ``index_dtype``, torch's int64 or int32, read as they are (PyPTO indexes by
+    either). ``tiles`` is the factory's expression for the vector tile ``(rows, tile_cols)``;
+    the row count comes from the first walked input. ``outputs`` are ``(name, tile, dtype,
+    cols)``: each assembles its program tile at the row tile's offset, indices (:data:`INDEX`)
+    cast to torch's int64. A program step computing in FP32 (``fp32``: topk) gets FP32 copies
+    of the ``dtype`` tiles and its results are cast back.
     """
     fp32 = any(a.step.fp32 for a in program)
     walked = [n for n, layout in inputs if layout in ("rows", "index_rows", "index")]
     shapes = {"rows": "[pypto.DYNAMIC, {}_cols]", "index_rows": "[pypto.DYNAMIC, {}_cols]", "index": "[pypto.DYNAMIC]",
               "table": "[pypto.DYNAMIC, cols]", "indices": "[{}_count]"}
-    params = [tensor(n, shapes[layout].format(n), "dtype" if layout in ("rows", "table") else INDEX) for n, layout in inputs]
+    params = [tensor(n, shapes[layout].format(n), "dtype" if layout in ("rows", "table") else "index_dtype") for n, layout in inputs]
     body: list[Stmt] = []
     for n in (n for n, layout in inputs if layout == "index"):
         body += [Do(pypto("set_vec_tile_shapes", "rows")), Assign(f"{n}_tile", pypto("view", n, items("rows"), items("r"), valid_shape=items("valid")))]
@@ -156,10 +159,35 @@ def indexed_kernel(
             more, store = casting(tile, FP32, dtype)
             setup += more
             body += store
+        if dtype == INDEX:  # PyPTO's indices are INT32 (A2/A3 cast INT32 to INT64)
+            body.append(Assign(tile, pypto("cast", tile, INDEX)))
         body.append(Do(pypto("assemble", tile, items("r", "0"), out)))
     params += [tensor(out, items("pypto.DYNAMIC", cols), dtype) for out, _, dtype, cols in outputs]
     loops = [Assign("n", f"{walked[0]}.shape[0]"), row_tiles("n", *_row_start("(n - r).min(rows)"), *body)]
     return Definition(name, factory(name, [factory_params], doc, [Assign("rows, tile_cols", tiles), *setup], params, loops), TILE_SHAPE)
+
+
+def index_bounds_kernel() -> Definition:
+    """The factory ``index_bounds_kernel(index_dtype, rows)`` of a kernel bounding a 1-D index
+    (int64 or int32) in tiles of ``rows`` indices: each tile's least and largest, in FP32, at
+    ``2 * i`` and ``2 * i + 1`` of ``bounds``, which the host reduces (the indexing wrappers' check
+    that every index lies in the table, before a kernel reads by them)."""
+    body = [
+        Assign("n", "index.shape[0]"),
+        loop("i", pypto("loop", "(n + rows - 1) // rows", name='"index_tiles"', unroll_list=items("1")),
+             Assign("r", "i * rows"),
+             Do(pypto("set_vec_tile_shapes", "rows")),
+             Assign("index_tile", pypto("view", "index", items("rows"), items("r"), valid_shape=items("(n - r).min(rows)"))),
+             Assign("values", pypto("cast", "index_tile", FP32)),
+             Do(pypto("assemble", pypto("amin", "values", "0", keepdim="True"), items("2 * i"), "bounds")),
+             Do(pypto("assemble", pypto("amax", "values", "0", keepdim="True"), items("2 * i + 1"), "bounds"))),
+    ]
+    params = [tensor("index", items("pypto.DYNAMIC"), "index_dtype"), tensor("bounds", items("pypto.DYNAMIC"), FP32)]
+    doc = "The least and largest of each tile of rows indices, in FP32."
+    return Definition("index_bounds_kernel", factory("index_bounds_kernel", ["index_dtype, rows"], doc, [], params, body), ("_annotated",))
+
+
+INDEX_BOUNDS = index_bounds_kernel()
 
 
 def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int) -> Definition:

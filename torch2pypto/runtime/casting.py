@@ -4,15 +4,21 @@ import torch
 
 from torch2pypto.runtime.generated import cast_kernel
 from torch2pypto.runtime.grad import _with_torch_grad
-from torch2pypto.runtime.launch import _PYPTO_DTYPES, _launch, _on_kernel_path
+from torch2pypto.runtime.launch import _PYPTO_ALL_DTYPES, _PYPTO_DTYPES, _launch, _on_kernel_path
 from torch2pypto.runtime.layout import _broadcast_rows, _result_rows
 from torch2pypto.runtime.tiles import _spread_rows
+
+
+# the integer inputs a cast kernel takes, and the float dtypes PyPTO casts each to directly (A2/A3:
+# int64 ids and positions to float32; an integer to bfloat16 would go through FP32)
+_INTEGER_CASTS = {torch.int64: (torch.float32,), torch.int32: (torch.float32, torch.float16)}
 
 
 def pypto_cast(input, dtype, device=None, non_blocking=False):
     """input.to(device, dtype) with the cast on a PyPTO kernel (pypto.cast; a move stays torch).
 
-    As in torch, a cast to the input's own dtype returns the input itself.
+    As in torch, a cast to the input's own dtype returns the input itself. The input is of a
+    float dtype, or an integer one PyPTO casts to `dtype` directly (_INTEGER_CASTS).
     """
     if device is not None:
         input = input.to(device, non_blocking=non_blocking)
@@ -22,13 +28,14 @@ def pypto_cast(input, dtype, device=None, non_blocking=False):
     def torch_path(input):
         return input.to(dtype)
 
-    if dtype not in _PYPTO_DTYPES or not _on_kernel_path(input):
+    casts = _PYPTO_DTYPES if input.dtype in _PYPTO_DTYPES else _INTEGER_CASTS.get(input.dtype, ())
+    if dtype not in casts or not _on_kernel_path(input, dtypes=_PYPTO_ALL_DTYPES):
         return torch_path(input)
 
     def kernel_path(input):
         (x,), shape, order = _broadcast_rows(input)  # read and written in the input's layout
         result, out = _result_rows(shape, order, dtype, x.device)
-        _launch(cast_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape)), x, out)
+        _launch(cast_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_DTYPES[dtype], x.shape[1], _spread_rows(*x.shape)), x, out)
         return result
 
     return _with_torch_grad(kernel_path, torch_path, input)

@@ -15,3 +15,8 @@ def cast_kernel(dtype, out_dtype, cols, max_rows):
 def assemble1_kernel(dtype, cols, width, places, fills=(), value=0.0):
     """The factory of an assemble kernel of one input (walks.assemble_kernel)."""
     raise NotImplementedError("generated per translation")
+
+
+def index_bounds_kernel(index_dtype, rows):
+    """The factory of the kernel bounding an index, tile by tile (walks.INDEX_BOUNDS)."""
+    raise NotImplementedError("generated per translation")

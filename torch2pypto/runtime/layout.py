@@ -231,31 +231,51 @@ def _scan_rows(t, dim):
 def _joined(tensors, dim, stacked):
     """Whether an assemble kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along
     `dim`: tensors of one float dtype on the kernel path, shapes torch accepts; and if so their
-    [rows, cols] matrices, places, the output's width and shape."""
+    [rows, cols] matrices, places, the output's width and shape.
+
+    An empty tensor joins nothing: torch.cat skips empty 1-D ones whatever their shape (a
+    DynamicCache starts from one), and an empty one of the others' shape but along `dim` adds no
+    columns (phi3's pass-through of a rotary dim that is the whole head). The kernel reads nothing
+    of them: in each one's place it reads one column of the first tensor joined, whose run starts
+    after those columns (a kernel's every input has a run: the parser refuses a loop over nothing).
+    """
     if not isinstance(dim, int) or not all(isinstance(t, torch.Tensor) for t in tensors):
         return None
-    first = tensors[0]
+    kept = [stacked or t.numel() > 0 for t in tensors]
+    joined = [t for t, k in zip(tensors, kept) if k]
+    if not joined or any(t.dtype != joined[0].dtype for t in tensors):
+        return None
+    first = joined[0]
     rank = first.dim() + stacked
-    if not -rank <= dim < rank or any(t.dtype != first.dtype or t.dim() != first.dim() for t in tensors):
+    shaped = [t for t in tensors if stacked or t.shape != (0,)]  # torch checks the shapes of these
+    if not -rank <= dim < rank or any(t.dim() != first.dim() for t in shaped):
         return None
     dim %= rank
-    if first.dim() == 0 or not _on_kernel_path(*tensors):
+    if first.dim() == 0 or not _on_kernel_path(*joined):
         return None
     same = [d for d in range(first.dim()) if stacked or d != dim]
-    if any(t.shape[d] != first.shape[d] for t in tensors for d in same):
+    if any(t.shape[d] != first.shape[d] for t in shaped for d in same):
         return None
     rows = math.prod(first.shape[:dim])
-    windows = [_row_window(t, rows) for t in tensors]  # read in place, column slices too
-    matrices = [m for m, _ in windows]
-    places, at = [], 0
-    for t, (_, start) in zip(tensors, windows):
-        places.append(((start, t.numel() // rows, at),))
+    skipped = len(tensors) - len(joined)
+    if skipped and first.numel() // rows <= skipped:
+        return None
+    runs, at = [], 0  # (matrix, source col, size, output col) of each joined tensor
+    for t in joined:
+        matrix, start = _row_window(t, rows)  # read in place, column slices too
+        runs.append((matrix, start, t.numel() // rows, at))
         at += t.numel() // rows
+    matrix, start, size, to = runs[0]
+    spare = iter([(matrix, start + j, 1, to + j) for j in range(skipped)])
+    runs[0] = (matrix, start + skipped, size - skipped, to + skipped)
+    runs = iter(runs)
+    slots = [next(runs) if k else next(spare) for k in kept]
+    matrices, places = [m for m, *_ in slots], tuple(((start, size, to),) for _, start, size, to in slots)
     if stacked:
         shape = [*first.shape[:dim], len(tensors), *first.shape[dim:]]
     else:
-        shape = [*first.shape[:dim], sum(t.shape[dim] for t in tensors), *first.shape[dim + 1:]]
-    return matrices, tuple(places), at, shape
+        shape = [*first.shape[:dim], sum(t.shape[dim] for t in joined), *first.shape[dim + 1:]]
+    return matrices, places, at, shape
 
 
 def _rolled(input, shifts, dims):

@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from torch2pypto.runtime.launch import _on_kernel_path
+from torch2pypto.runtime.generated import index_bounds_kernel
+from torch2pypto.runtime.launch import _PYPTO_ALL_DTYPES, _launch, _on_kernel_path
 
 
 def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
@@ -80,18 +81,36 @@ def _indexed_dim(t, dim, rank=None):
 
 
 def _kernel_indices(index, count, rank=None):
-    """`index` flattened to the int32 indices a kernel takes, or None: not a non-empty int32 or
-    int64 tensor (of `rank`, if given), or an index outside [0, count), where torch raises and
-    PyPTO would read out of bounds."""
+    """`index` flattened to the indices a kernel takes as they are, or None: not a non-empty
+    int32 or int64 tensor (of `rank`, if given), or an index outside [0, count), where torch
+    raises and PyPTO would read out of bounds."""
     if not isinstance(index, torch.Tensor) or index.dtype not in (torch.int32, torch.int64) or not index.numel():
         return None
-    if rank is not None and index.dim() != rank or count > 2**31 - 1:
+    if rank is not None and index.dim() != rank:
         return None
-    flat = index.reshape(-1)
-    low, high = torch.stack(torch.aminmax(flat)).tolist()  # one reduction, one host sync
+    flat = index.reshape(-1).contiguous()
+    low, high = _index_bounds(flat, count)
     if not (0 <= low and high < count):
         return None
-    return flat.to(torch.int32).contiguous()
+    return flat
+
+
+# the most indices a tile of the bounds kernel holds; its FP32 bounds decide [0, count) exactly
+# while count is an FP32 integer (rounding keeps the order and 0 and count)
+_BOUNDS_TILE, _BOUNDS_EXACT = 1024, 2**24
+
+
+def _index_bounds(flat, count):
+    """The least and the largest of 1-D indices `flat` (or bounds that decide [0, count) as
+    they do): each tile's on the bounds kernel, in one host sync; torch's aminmax off the
+    kernel path."""
+    if count > _BOUNDS_EXACT or not _on_kernel_path(flat, dtypes=(torch.int32, torch.int64)):
+        return torch.stack(torch.aminmax(flat)).tolist()  # one reduction, one host sync
+    rows = min(_BOUNDS_TILE, 1 << max(3, (flat.numel() - 1).bit_length()))
+    bounds = torch.empty(2 * -(-flat.numel() // rows), device=flat.device)  # least, largest of each tile
+    _launch(index_bounds_kernel(_PYPTO_ALL_DTYPES[flat.dtype], rows), flat, bounds)
+    values = bounds.tolist()
+    return min(values[0::2]), max(values[1::2])
 
 
 def _row_operands(input, shape, *rows):

@@ -1,0 +1,131 @@
+"""Integer tensors the kernels read as they are (PyPTO 0.2.0 casts INT64 and INT32 and indexes by
+either): a model's int64 positions cast to float (rotary embeddings' ``position_ids.float()``)
+and its int64 or int32 ids indexing a table, with no conversion left to torch around the launch."""
+
+import pytest
+import torch
+
+import torch2pypto
+from helpers import load, sample, translate
+from torch2pypto.translator.verification.hostops import host_ops
+from torch2pypto.translator.verification.interpreter import counting
+
+pytestmark = pytest.mark.interpreter
+
+CAST = "import torch\n\n\ndef f(x: torch.Tensor, dtype: torch.dtype):\n    return x.to(dtype), x[:, None, :].float()\n"
+
+
+@pytest.fixture(scope="module")
+def cast(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("cast") / "cast.py", translate(CAST).code)
+
+
+@pytest.mark.parametrize("source, target", [
+    (torch.int64, torch.float32), (torch.int32, torch.float32), (torch.int32, torch.float16),
+])  # fmt: skip
+@pytest.mark.parametrize("shape", [(1, 7), (3, 130), (2, 1)])  # odd sizes, a tail row tile
+def test_integers_cast_to_float_on_the_kernel(cast, source, target, shape):
+    x = torch.randint(-2**20, 2**20, shape, generator=torch.Generator().manual_seed(1)).to(source)
+    x[0, 0] = 2**24 + 1  # rounds as torch rounds it
+    ran = counting()
+    with torch2pypto.interpreted(cast), host_ops(cast) as left:
+        got, positions = cast.f(x, target)
+    assert ran() == {"cast_kernel.kernel": 2}, ran()
+    assert not left, left
+    assert got.dtype == target and torch.equal(got, x.to(target))
+    assert positions.dtype == torch.float32 and torch.equal(positions, x[:, None, :].float())
+
+
+@pytest.mark.parametrize("source, target", [(torch.int64, torch.bfloat16), (torch.int64, torch.float16), (torch.int32, torch.bfloat16)])
+def test_integer_casts_pypto_makes_through_fp32_only_run_torch(cast, source, target):
+    """A2/A3 cast INT64 to FP32 and INT32 only, INT32 to FP32 and FP16: the cast kernel makes no
+    two-step integer cast; the float() beside it still launches."""
+    x = torch.randint(0, 97, (2, 7)).to(source)
+    ran = counting()
+    with torch2pypto.interpreted(cast):
+        got, _ = cast.f(x, target)
+    assert ran() == {"cast_kernel.kernel": 1} and torch.equal(got, x.to(target))
+
+
+INDEXED = "import torch\n\n\ndef f(x: torch.Tensor, i: torch.Tensor, y: torch.Tensor):\n    return {}\n"
+
+
+@pytest.mark.parametrize("call, source", [
+    ("torch.nn.functional.embedding(i, x)", None), ("torch.index_select(x, 0, i[0])", None),
+    ("torch.gather(x, 1, i)", None), ("torch.scatter(x, 1, i, y)", (7, 37)), ("x.index_add(0, i[0], y)", (5, 37)),
+])  # fmt: skip
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_int64_and_int32_indices_are_read_as_they_are(tmp_path, call, source, dtype):
+    """One kernel per index dtype, after the kernel that bounds the index; no cast of the index
+    to int32 nor its bounds check left to torch."""
+    module = load(tmp_path / "indexed.py", translate(INDEXED.format(call)).code)
+    x = sample(7, 37, dtype=dtype)  # odd widths
+    y = sample(*source, dtype=dtype, seed=1) if source else None
+    i = torch.randint(0, 7, (7, 5), generator=torch.Generator().manual_seed(3))
+    for index in (i, i.int()):
+        ran = counting()
+        with torch2pypto.interpreted(module), host_ops(module) as left:
+            got = module.f(x, index, y)
+        launched = ran()
+        assert launched.pop("index_bounds_kernel.kernel") == 1 and sum(launched.values()) == 1, (index.dtype, launched)
+        assert not {"_to_copy", "aminmax", "stack"} & set(left), left
+        expected = eval(call, {"torch": torch, "x": x, "i": index, "y": y})
+        assert got.dtype == expected.dtype
+        if "index_add" in call:  # adds in FP32 as torch, in another order
+            torch.testing.assert_close(got, expected)
+        else:
+            assert torch.equal(got, expected)
+
+
+BOUNDS = "index_bounds_kernel.kernel"
+
+
+@pytest.fixture(scope="module")
+def embedding(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("bounds") / "bounds.py", translate(INDEXED.format("torch.nn.functional.embedding(i, x)")).code)
+
+
+@pytest.mark.parametrize("n", [1, 13, 1024, 2500])  # one tile of 8 rows, a tail, whole tiles, a tail of 1024s
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_the_bounds_kernel_finds_an_index_out_of_range_in_any_tile(embedding, n, dtype):
+    """The indices are bounded on a kernel, tile by tile (in FP32: exact for tables of up to 2**24
+    rows), and torch runs, raising its error, where one lies outside the table."""
+    x = sample(97, 8)
+    ids = torch.randint(0, 97, (n,), generator=torch.Generator().manual_seed(n)).to(dtype)
+    for bad in (None, -1, 97, 2**31 - 1):
+        index = ids.clone()
+        if bad is not None:
+            index[-1] = bad  # in the last (tail) tile
+        ran = counting()
+        with torch2pypto.interpreted(embedding), host_ops(embedding) as left:
+            if bad is None:
+                assert torch.equal(embedding.f(x, index, None), x[index])
+            else:
+                with pytest.raises(IndexError, match="index out of range"):
+                    embedding.f(x, index, None)
+        assert ran() == ({BOUNDS: 1, "embedding_kernel.kernel": 1} if bad is None else {BOUNDS: 1}), ran()
+        assert "aminmax" not in left, left
+
+
+def test_tables_beyond_fp32_integers_are_bounded_by_torch(embedding):
+    index = torch.tensor([0, 2**24 + 1, 5])
+    ran = counting()
+    with torch2pypto.interpreted(embedding), host_ops(embedding) as left:
+        assert embedding._index_bounds(index, 2**24 + 2) == [0, 2**24 + 1]
+        assert embedding._index_bounds(index, 2**24) == (0.0, 2**24)  # on the kernel: rounded, still >= the count
+    assert ran() == {BOUNDS: 1} and left["aminmax"] == 1, (ran(), left)
+
+
+@pytest.mark.parametrize("call", ["torch.topk(x, 3)", "torch.topk(x, 5, largest=False).indices", "torch.argsort(x, dim=-1)"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sorting_writes_int64_indices_on_the_kernel(tmp_path, call, dtype):
+    """pypto.topk's INT32 indices are cast to torch's int64 in the kernel: no cast left to torch."""
+    module = load(tmp_path / "sorted.py", translate(INDEXED.format(call)).code)
+    x = torch.randperm(7 * 31, generator=torch.Generator().manual_seed(2)).reshape(7, 31).to(dtype)  # distinct in bfloat16 too
+    ran = counting()
+    with torch2pypto.interpreted(module), host_ops(module) as left:
+        got = module.f(x, None, None)
+    assert sum(ran().values()) == 1 and "_to_copy" not in left, (ran(), left)
+    expected = eval(call, {"torch": torch, "x": x})
+    for g, e in zip(*((t,) if isinstance(t, torch.Tensor) else tuple(t) for t in (got, expected))):
+        assert g.dtype == e.dtype and torch.equal(g, e)
