@@ -9,8 +9,10 @@ dtype for the P.V product (as flash kernels do) and the output once.
 The kernel reads q/k/v as 2-D rows, each as it lies: a tensor laid out [..., S, heads, D] (a
 projection's output viewed per head, as models make q, k and v) as [... * S, heads * D], its
 heads side by side in the columns; any other as [... * heads * S, D] (a copy unless contiguous,
-D zero-padded to 16). The output takes the query's layout, as torch's CPU flash kernel does, so the
-usual ``.transpose(1, 2).contiguous()`` after it copies nothing. A GQA/MQA query head ``h``
+D zero-padded to 16). The output is written [..., S, heads, D] and returned as its [..., heads, S, D]
+view (as torch's CPU flash kernel returns it for a query laid out so), so the usual
+``.transpose(1, 2).contiguous()`` after it copies nothing; with D not a multiple of 16, as the
+query's rows. A GQA/MQA query head ``h``
 reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
 [T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
 diagonal tile adds the band's right half); an attention mask is an FP32 additive tensor of
@@ -69,12 +71,13 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
 
 def _kernel(name: str) -> Definition:
     doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows "
-           "([batch * s, heads * d] where q_/k_/v_columns say the heads lie in the columns; out as q), "
+           "([batch * s, heads * d] where q_/k_/v_/out_columns say the heads lie in the columns), "
            "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
            "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say).")
     prelude = '''\
 batch, kv_heads = bh // heads, heads // group
-q_cols, k_cols, v_cols = (n * d if columns else d for n, columns in ((heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns)))
+q_cols, k_cols, v_cols, out_cols = (n * d if columns else d for n, columns in (
+    (heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns), (heads, out_columns)))
 qk_k, qk_n = _cube_tiles(d, kv_tile, dtype, tile)
 pv_k, pv_n = _cube_tiles(kv_tile, d, dtype, tile)
 score_rows, _ = _tile_shape(kv_tile, tile, 4, (pypto.DT_FP32,), whole_rows=True)
@@ -82,18 +85,20 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
 '''
     params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, {t}_cols], dtype),\n" for t in ("q", "k", "v"))
     params += "        bias: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32),\n"
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, q_cols], dtype),\n"
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, out_cols], dtype),\n"
     body = '''\
         sq = q.shape[0] // (batch if q_columns else bh)
         skv = k.shape[0] // (batch if k_columns else bh // group)
         for h in pypto.loop(bh, name="heads"):
-            # where head h starts: row and column in q (and out), k and v
+            # where head h starts: row and column in q, k, v and out
             q_row = (h // heads) * sq if q_columns else h * sq
             q_col = (h % heads) * d if q_columns else 0
             k_row = (h // heads) * skv if k_columns else (h // group) * skv
             k_col = (h % heads // group) * d if k_columns else 0
             v_row = (h // heads) * skv if v_columns else (h // group) * skv
             v_col = (h % heads // group) * d if v_columns else 0
+            out_row = (h // heads) * sq if out_columns else h * sq
+            out_col = (h % heads) * d if out_columns else 0
             for i in pypto.loop((sq + tile - 1) // tile, name="q_tiles"):
                 q_len = (sq - i * tile).min(tile)
                 pypto.set_vec_tile_shapes(out_rows, d)
@@ -148,10 +153,10 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
                                    pypto.view(l_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1]))
                 if dtype != pypto.DT_FP32:
                     result = pypto.cast(result, dtype)
-                pypto.assemble(result, [q_row + i * tile, q_col], out)
+                pypto.assemble(result, [out_row + i * tile, out_col], out)
 '''
     factory = ("dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads, "
-               "q_columns, k_columns, v_columns")
+               "q_columns, k_columns, v_columns, out_columns")
     source = templates.kernel_factory(name, factory, doc, prelude, params, body, JIT)
     return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
 
@@ -287,11 +292,12 @@ tile = _sdpa_tile(sq, _SDPA_ROWS)
 kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
 bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
 (q_rows, q_columns), (k_rows, k_columns), (v_rows, v_columns) = (_sdpa_rows(t) for t in ({q}, {k}, {v}))
-out = torch.empty_like(q_rows)
+out_columns = d % 16 == 0  # out [..., sq, heads, d]: the model's .transpose(1, 2).contiguous() copies nothing
+out = q_rows.new_empty((bh // heads * sq, heads * d)) if out_columns else torch.empty_like(q_rows)
 factor = float(d ** -0.5 if {scale} is None else {scale})
-kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns)
+kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns, out_columns)
 _launch(kernel, q_rows, k_rows, v_rows, bias, out)
-if q_columns:
+if out_columns:
     return out.reshape(*{q}.shape[:-3], sq, heads, d).transpose(-3, -2)
 return out[:, :d].reshape({q}.shape)
 '''
