@@ -69,6 +69,7 @@ CASES = [
     pytest.param((2, 4, 1, 7, 13, 64, torch.bfloat16, {"gqa": True, "mask": "bool"}), id="mqa-bool-mask-bf16"),
     pytest.param((1, 4, 2, 1, 33, 128, torch.float16, {"gqa": True, "mask": "float", "scale": 0.3}), id="gqa-decode-float-mask-fp16"),
     pytest.param((1, 2, 2, 13, 13, 64, torch.float32, {"mask": "float", "causal": True}), id="causal-and-mask"),
+    pytest.param((2, 8, 4, 20, 20, 64, torch.bfloat16, {"gqa": True, "causal": True}), id="gqa2-causal-merged-tasks-bf16"),
 ]
 MATRIX = [
     pytest.param((b, h, h_kv, s_q, s_kv, d, dtype, kwargs), id=f"{b}x{h}/{h_kv}x{s_q}x{s_kv}x{d}-{str(dtype)[6:]}-{'-'.join(kwargs)}")

@@ -41,14 +41,15 @@ PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale
 MAX_HEAD_DIM = 256  # the largest head dim tried (gemma's); wider heads run torch
 # PyPTO stitches up to this many loop iterations' tasks into one dispatch. In the cost model at
 # B1 H32 S2048 D128 bf16: 3681 us with its default, 2218 with 128; 256, 512 and 1024 crash it.
-# Its partition makes each [rows, 64] L0C tile of Q.K^T a cube task that loads the query tile again,
-# and each row tile of the softmax a vector task; cube_l1_reuse_setting merges up to 8 cube tasks
-# that read the same GM data, vec_nbuffer_setting up to 8 alike vector tasks (PyPTO's
-# flash_attention_mha sets both). Causal B1 H32 S2048: 1459.8 us without, 867.9 with both, 1549.0
-# with the cube merge alone, 1410.7 with vec 4 alone; 953.7 with both at 4, 912.4 with vec 16.
-# B1 H8 S512 (one tile per head, too few tasks to merge): 59.0 us without, 69.4 with.
-JIT = ('@pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128}, pass_options={"pg_skip_partition": False, '
-       '"cube_l1_reuse_setting": {-1: 8}, "vec_nbuffer_setting": {-1: 8}})')
+JIT = '@pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128}, pass_options=passes)'
+# PyPTO's partition makes each [rows, 64] L0C tile of Q.K^T a cube task that loads the query tile
+# again, and each row tile of the softmax a vector task. With `merge` (the wrapper's choice: at
+# least _SDPA_MERGE kv tiles in all), cube_l1_reuse_setting merges up to 8 cube tasks that read
+# the same GM data, vec_nbuffer_setting up to 8 alike vector tasks (PyPTO's flash_attention_mha
+# sets both). In the cost model, bf16 D128, causal, µs without / with: B1 H32 S2048 1459.8 / 867.9
+# (the cube merge alone 1549.0, vec 4 alone 1410.7, both at 4 953.7, vec 16 912.4); H16 S1024
+# 222.3 / 138.9; H32 S512 146.4 / 122.9; H32 S256 59.1 / 47.3; H8 S512 (8 tiles) 65.7 / 79.0.
+MERGED = '{"cube_l1_reuse_setting": {-1: 8}, "vec_nbuffer_setting": {-1: 8}}'
 NEG = "-1e30"  # "minus infinity" of masked scores: finite, so a wholly masked tile gives no NaN
 
 
@@ -82,7 +83,8 @@ qk_k, qk_n = _cube_tiles(d, kv_tile, dtype, tile)
 pv_k, pv_n = _cube_tiles(kv_tile, d, dtype, tile)
 score_rows, _ = _tile_shape(kv_tile, tile, 4, (pypto.DT_FP32,), whole_rows=True)
 out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
-'''
+passes = {"pg_skip_partition": False, **(MERGED if merge else {})}
+'''.replace("MERGED", MERGED)
     params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, {t}_cols], dtype),\n" for t in ("q", "k", "v"))
     params += "        bias: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32),\n"
     params += "        out: pypto.Tensor([pypto.DYNAMIC, out_cols], dtype),\n"
@@ -156,7 +158,7 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
                 pypto.assemble(result, [out_row + i * tile, out_col], out)
 '''
     factory = ("dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads, "
-               "q_columns, k_columns, v_columns, out_columns")
+               "q_columns, k_columns, v_columns, out_columns, merge")
     source = templates.kernel_factory(name, factory, doc, prelude, params, body, JIT)
     return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
 
@@ -170,6 +172,7 @@ TAKES = Definition(
 # 512 x 1024 1993.5, 512 x 2048 1646.8, 1024 x 512 2260.1. Keys stop at 1024 so that a score
 # tile's workspace (512 x 1024 FP32, 2 MiB) stays bounded whatever S_kv: memory linear in S.
 _SDPA_ROWS, _SDPA_KV = 512, 1024
+_SDPA_MERGE = 16  # kv tiles over all heads and query tiles from which the kernel merges tasks (see its factory)
 
 
 def _sdpa_tile(n, most):
@@ -295,7 +298,8 @@ bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
 out_columns = d % 16 == 0  # out [..., sq, heads, d]: the model's .transpose(1, 2).contiguous() copies nothing
 out = q_rows.new_empty((bh // heads * sq, heads * d)) if out_columns else torch.empty_like(q_rows)
 factor = float(d ** -0.5 if {scale} is None else {scale})
-kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns, out_columns)
+merge = bh * -(-sq // tile) * -(-skv // kv_tile) >= _SDPA_MERGE  # kv tiles enough to merge the kernel's tasks
+kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns, out_columns, merge)
 _launch(kernel, q_rows, k_rows, v_rows, bias, out)
 if out_columns:
     return out.reshape(*{q}.shape[:-3], sq, heads, d).transpose(-3, -2)
