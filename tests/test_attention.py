@@ -50,6 +50,8 @@ def check(module, q, k, v, launches=KERNEL, **kwargs):
     assert ran() == launches
     atol, rtol = tolerance(ENTRY, q.dtype, q.shape)
     torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+    if launches == KERNEL and q.shape[-1] % 16 == 0:  # written [..., s, h, d] (a padded d: as the query's rows)
+        assert got.transpose(-3, -2).is_contiguous()
 
 
 def test_sdpa_converts_and_a_literal_dropout_stays_torch():
@@ -61,11 +63,13 @@ def test_sdpa_converts_and_a_literal_dropout_stays_torch():
 # (b, h, h_kv, s_q, s_kv, d, dtype, keyword arguments): a handful by default, the sweep under -m matrix
 CASES = [
     pytest.param((1, 2, 2, 33, 33, 80, torch.float32, {}), id="d80-odd"),
+    pytest.param((1, 2, 2, 9, 9, 72, torch.float32, {"causal": True}), id="d72-padded-causal"),
     pytest.param((1, 2, 2, 130, 130, 64, torch.float32, {"causal": True}), id="causal-two-tiles"),
     pytest.param((1, 2, 1, 7, 7, 64, torch.float32, {}), id="one-kv-head-broadcast"),
     pytest.param((2, 4, 1, 7, 13, 64, torch.bfloat16, {"gqa": True, "mask": "bool"}), id="mqa-bool-mask-bf16"),
     pytest.param((1, 4, 2, 1, 33, 128, torch.float16, {"gqa": True, "mask": "float", "scale": 0.3}), id="gqa-decode-float-mask-fp16"),
     pytest.param((1, 2, 2, 13, 13, 64, torch.float32, {"mask": "float", "causal": True}), id="causal-and-mask"),
+    pytest.param((2, 8, 4, 20, 20, 64, torch.bfloat16, {"gqa": True, "causal": True}), id="gqa2-causal-merged-tasks-bf16"),
 ]
 MATRIX = [
     pytest.param((b, h, h_kv, s_q, s_kv, d, dtype, kwargs), id=f"{b}x{h}/{h_kv}x{s_q}x{s_kv}x{d}-{str(dtype)[6:]}-{'-'.join(kwargs)}")
@@ -131,8 +135,9 @@ LAYOUTS = [
 @pytest.mark.interpreter
 @pytest.mark.parametrize("case", LAYOUTS)
 def test_attention_reads_q_k_v_as_they_lie(module, case):
-    """One launch, torch's values, the output in the query's layout, and no copy of q, k, v or the output on the host (a mask's conversion to the kernel's bias
-    aside)."""
+    """One launch, torch's values, the output written [b, s, h, d] whatever the query's layout, so
+    that the models' ``.transpose(1, 2).contiguous()`` copies nothing, and no copy of q, k, v or
+    the output on the host (a mask's conversion to the kernel's bias aside)."""
     from torch2pypto.translator.verification.hostops import host_work
 
     b, h, h_kv, s_q, s_kv, d, dtype, transposed, kwargs = case
@@ -158,9 +163,9 @@ def test_attention_reads_q_k_v_as_they_lie(module, case):
     expected = torch.nn.functional.scaled_dot_product_attention(*tensors, **{names[n]: a for n, a in kwargs.items()})
     atol, rtol = tolerance(ENTRY, dtype, tensors[0].shape)
     torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
-    # the query's layout (torch's CPU flash kernel's too; its math fallback, as for this MQA
-    # without enable_gqa, returns [b, h, s, d])
-    assert got.transpose(1, 2).is_contiguous() if "q" in transposed else got.is_contiguous()
+    # torch's shape; the models' .transpose(1, 2).contiguous() gives a contiguous tensor without a copy
+    assert got.shape == expected.shape and got.transpose(1, 2).is_contiguous()
+    assert got.transpose(1, 2).contiguous().data_ptr() == got.data_ptr()
 
 
 @pytest.mark.interpreter

@@ -9,8 +9,10 @@ dtype for the P.V product (as flash kernels do) and the output once.
 The kernel reads q/k/v as 2-D rows, each as it lies: a tensor laid out [..., S, heads, D] (a
 projection's output viewed per head, as models make q, k and v) as [... * S, heads * D], its
 heads side by side in the columns; any other as [... * heads * S, D] (a copy unless contiguous,
-D zero-padded to 16). The output takes the query's layout, as torch's CPU flash kernel does, so the
-usual ``.transpose(1, 2).contiguous()`` after it copies nothing. A GQA/MQA query head ``h``
+D zero-padded to 16). The output is written [..., S, heads, D] and returned as its [..., heads, S, D]
+view (as torch's CPU flash kernel returns it for a query laid out so), so the usual
+``.transpose(1, 2).contiguous()`` after it copies nothing; with D not a multiple of 16, as the
+query's rows. A GQA/MQA query head ``h``
 reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
 [T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
 diagonal tile adds the band's right half); an attention mask is an FP32 additive tensor of
@@ -39,7 +41,15 @@ PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale
 MAX_HEAD_DIM = 256  # the largest head dim tried (gemma's); wider heads run torch
 # PyPTO stitches up to this many loop iterations' tasks into one dispatch. In the cost model at
 # B1 H32 S2048 D128 bf16: 3681 us with its default, 2218 with 128; 256, 512 and 1024 crash it.
-JIT = '@pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128}, pass_options={"pg_skip_partition": False})'
+JIT = '@pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128}, pass_options=passes)'
+# PyPTO's partition makes each [rows, 64] L0C tile of Q.K^T a cube task that loads the query tile
+# again, and each row tile of the softmax a vector task. With `merge` (the wrapper's choice: at
+# least _SDPA_MERGE kv tiles in all), cube_l1_reuse_setting merges up to 8 cube tasks that read
+# the same GM data, vec_nbuffer_setting up to 8 alike vector tasks (PyPTO's flash_attention_mha
+# sets both). In the cost model, bf16 D128, causal, µs without / with: B1 H32 S2048 1459.8 / 867.9
+# (the cube merge alone 1549.0, vec 4 alone 1410.7, both at 4 953.7, vec 16 912.4); H16 S1024
+# 222.3 / 138.9; H32 S512 146.4 / 122.9; H32 S256 59.1 / 47.3; H8 S512 (8 tiles) 65.7 / 79.0.
+MERGED = '{"cube_l1_reuse_setting": {-1: 8}, "vec_nbuffer_setting": {-1: 8}}'
 NEG = "-1e30"  # "minus infinity" of masked scores: finite, so a wholly masked tile gives no NaN
 
 
@@ -62,31 +72,35 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
 
 def _kernel(name: str) -> Definition:
     doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows "
-           "([batch * s, heads * d] where q_/k_/v_columns say the heads lie in the columns; out as q), "
+           "([batch * s, heads * d] where q_/k_/v_/out_columns say the heads lie in the columns), "
            "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
            "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say).")
     prelude = '''\
 batch, kv_heads = bh // heads, heads // group
-q_cols, k_cols, v_cols = (n * d if columns else d for n, columns in ((heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns)))
+q_cols, k_cols, v_cols, out_cols = (n * d if columns else d for n, columns in (
+    (heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns), (heads, out_columns)))
 qk_k, qk_n = _cube_tiles(d, kv_tile, dtype, tile)
 pv_k, pv_n = _cube_tiles(kv_tile, d, dtype, tile)
 score_rows, _ = _tile_shape(kv_tile, tile, 4, (pypto.DT_FP32,), whole_rows=True)
 out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
-'''
+passes = {"pg_skip_partition": False, **(MERGED if merge else {})}
+'''.replace("MERGED", MERGED)
     params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, {t}_cols], dtype),\n" for t in ("q", "k", "v"))
     params += "        bias: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32),\n"
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, q_cols], dtype),\n"
+    params += "        out: pypto.Tensor([pypto.DYNAMIC, out_cols], dtype),\n"
     body = '''\
         sq = q.shape[0] // (batch if q_columns else bh)
         skv = k.shape[0] // (batch if k_columns else bh // group)
         for h in pypto.loop(bh, name="heads"):
-            # where head h starts: row and column in q (and out), k and v
+            # where head h starts: row and column in q, k, v and out
             q_row = (h // heads) * sq if q_columns else h * sq
             q_col = (h % heads) * d if q_columns else 0
             k_row = (h // heads) * skv if k_columns else (h // group) * skv
             k_col = (h % heads // group) * d if k_columns else 0
             v_row = (h // heads) * skv if v_columns else (h // group) * skv
             v_col = (h % heads // group) * d if v_columns else 0
+            out_row = (h // heads) * sq if out_columns else h * sq
+            out_col = (h % heads) * d if out_columns else 0
             for i in pypto.loop((sq + tile - 1) // tile, name="q_tiles"):
                 q_len = (sq - i * tile).min(tile)
                 pypto.set_vec_tile_shapes(out_rows, d)
@@ -105,9 +119,10 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
                     s = pypto.matmul(q_tile, k_tile, pypto.DT_FP32, b_trans=True)
                     pypto.set_vec_tile_shapes(score_rows, kv_tile)
                     s = pypto.mul(s, scale)
-                    if bias_kind == "causal":  # the band's right half on the diagonal, zeros left of it
-                        band = pypto.view(bias, [tile, kv_tile], [0, (j - i + 1).max(0) * tile], valid_shape=[q_len, kv_len])
-                        s = pypto.add(s, band)
+                    if bias_kind == "causal":  # the last tile: the band's right half on the diagonal, zeros left of it
+                        if pypto.is_loop_end(j):
+                            band = pypto.view(bias, [tile, kv_tile], [0, (j - i + 1).max(0) * tile], valid_shape=[q_len, kv_len])
+                            s = pypto.add(s, band)
                     if bias_kind == "mask":
                         mask_row = ((h // heads if mask_batch else 0) * (heads if mask_heads else 1)
                                     + (h % heads if mask_heads else 0)) * sq + i * tile
@@ -140,10 +155,10 @@ out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
                                    pypto.view(l_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1]))
                 if dtype != pypto.DT_FP32:
                     result = pypto.cast(result, dtype)
-                pypto.assemble(result, [q_row + i * tile, q_col], out)
+                pypto.assemble(result, [out_row + i * tile, out_col], out)
 '''
     factory = ("dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads, "
-               "q_columns, k_columns, v_columns")
+               "q_columns, k_columns, v_columns, out_columns, merge")
     source = templates.kernel_factory(name, factory, doc, prelude, params, body, JIT)
     return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
 
@@ -153,10 +168,12 @@ TAKES = Definition(
     f'''\
 # Query and kv tiles: a power of two from 16 up to 512 query rows and 1024 keys. In the cost
 # model (scripts/attention.py, bf16, D128) fewer, larger tiles win. B1 H8 S512: 128 x 128 took
-# 635.8 us, 128 x 512 99.5, 256 x 512 67.4, 512 x 512 59.0. B1 H32 S2048: 512 x 512 2217.8,
-# 512 x 1024 1993.5, 512 x 2048 1646.8, 1024 x 512 2260.1. Keys stop at 1024 so that a score
-# tile's workspace (512 x 1024 FP32, 2 MiB) stays bounded whatever S_kv: memory linear in S.
+# 635.8 us, 128 x 512 99.5, 256 x 512 67.4, 512 x 512 59.0. B1 H32 S2048 (tasks merged): 512 x 512
+# 1319.2, 512 x 1024 1125.8, 256 x 1024 1022.2, 512 x 2048 928.5; causal (q tile = kv tile) 512
+# 867.9, 256 1739.8. Keys stop at 1024 so that a score tile's workspace (512 x 1024 FP32, 2 MiB)
+# stays bounded whatever S_kv: memory linear in S.
 _SDPA_ROWS, _SDPA_KV = 512, 1024
+_SDPA_MERGE = 16  # kv tiles over all heads and query tiles from which the kernel merges tasks (see its factory)
 
 
 def _sdpa_tile(n, most):
@@ -279,11 +296,13 @@ tile = _sdpa_tile(sq, _SDPA_ROWS)
 kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
 bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
 (q_rows, q_columns), (k_rows, k_columns), (v_rows, v_columns) = (_sdpa_rows(t) for t in ({q}, {k}, {v}))
-out = torch.empty_like(q_rows)
+out_columns = d % 16 == 0  # out [..., sq, heads, d]: the model's .transpose(1, 2).contiguous() copies nothing
+out = q_rows.new_empty((bh // heads * sq, heads * d)) if out_columns else torch.empty_like(q_rows)
 factor = float(d ** -0.5 if {scale} is None else {scale})
-kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns)
+merge = bh * -(-sq // tile) * -(-skv // kv_tile) >= _SDPA_MERGE  # kv tiles enough to merge the kernel's tasks
+kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns, out_columns, merge)
 _launch(kernel, q_rows, k_rows, v_rows, bias, out)
-if q_columns:
+if out_columns:
     return out.reshape(*{q}.shape[:-3], sq, heads, d).transpose(-3, -2)
 return out[:, :d].reshape({q}.shape)
 '''
