@@ -38,7 +38,7 @@ import tokenize
 
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
-from torch2pypto.translator.engine import epilogues, siblings
+from torch2pypto.translator.engine import epilogues, groups, siblings
 from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, candidate, own_nodes
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
@@ -243,10 +243,10 @@ class Finder:
 
     def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
         self.loop_node = loop
-        i = 0
+        i, ahead = 0, None  # ahead: the run found from a statement after a region (groups.joined)
         while i < len(statements):
             grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
-            best = None if grouped else self.run(statements, i)
+            best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
             if best is None or len(best[1].program.ops) < 2:
                 for statement in statements[i : i + max(grouped, 1)]:
                     spans = self.starts
@@ -255,8 +255,9 @@ class Finder:
                         self.expression(root, found)
                 i += max(grouped, 1)
                 continue
-            self.emit(statements[i : best[0]], best[1], found)
-            i = best[0]
+            end, built, ahead = groups.joined(self, statements, i, best)
+            self.emit(statements[i:end], built, found)
+            i = end
 
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
@@ -424,7 +425,10 @@ class Finder:
         wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
         outputs = built.outputs
         where = f"{self.function.name}'s region"
-        defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
+        if isinstance(built, groups.Grouped):
+            defined = built.definitions(wrapper, where, torch_source)
+        else:
+            defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
