@@ -15,8 +15,9 @@ statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; 
 call sites are converted sites, fused.
 
 A statement of two ops or more that reads none of the region's values and brings rows of its own
-starts another region (q's and k's RoPE: their heads differ under GQA, a kernel takes rows of one
-shape).
+starts another region (q's and k's RoPE: their heads differ under GQA, a kernel's loop takes rows
+of one shape); where that region shares an operand with the one before it and depends on nothing
+of it, the two run as groups of rows of one kernel, a loop each (:mod:`groups`).
 A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
 (a call's argument, a list item) become calls standing where they were written. In a region's
 first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
@@ -118,8 +119,9 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str]
     """Whether ``statement`` reads none of the values of the statements ``before`` it (which made
     ``ops`` ops of the rows operands ``rows``), brings rows operands of its own and is a region by
     itself (two ops at least): apart, as q's and k's RoPE (their rows differ under GQA, and a
-    kernel takes rows of one shape). Single ops stay together (``a = a + t`` and ``b = b + t``:
-    one kernel where the shapes agree, torch where not)."""
+    kernel's loop takes rows of one shape; :mod:`groups` may join them as groups of one kernel).
+    Single ops stay together (``a = a + t`` and ``b = b + t``: one kernel where the shapes agree,
+    torch where not)."""
     if len(extended.program.ops) - ops < 2:
         return False
     assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
