@@ -51,53 +51,24 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     signature = ", ".join(p.name for p in params)
     outputs = [o for _, results in groups for o in results]
     fallback_def = fallback_definition(fallback, signature, where, torch_source + f"return {', '.join(o.name for o in outputs)}\n")
-    dtypes, promoted, numbers, maps, spread = [], [], [], [], []
-    guards, shapes, checks, body, prelude, kernel_params, loops = [], [], [], "cols = shape[-1]\n", "", "", ""
-    launched, returned = [], []
-    for k, (program, results) in enumerate(groups):
-        sfx = _suffix(k)
-        rows = [p for p in program.params if p.kind == ROWS]
-        vectors = [p for p in program.params if p.kind == VECTOR]
-        own = [s for s in program.symbols if s != FP32 and not s.startswith("promoted_dtype")]
-        dtypes += [s for s in own if s not in dtypes]
-        promoted += [s for s in program.symbols if s.startswith("promoted_dtype")]
-        numbers += [(p.name, _named(program, p)) for p in program.params if p.kind == "number"]
-        names = {p.name for p in rows}
-        results_of = ", ".join(f"({_tuple(sorted(_named(program, d) for d in o.value.deps & names))})" for o in results)
-        guards.append(f"shape{sfx} = _fused_shape(({_tuple(_named(program, p) for p in rows)}), ({_tuple(_named(program, p) for p in vectors)}), "
-                      f"numbers=({_tuple(_named(program, p) for p in program.params if p.kind == 'number')}), "
-                      f"dtypes=({_tuple(_named(program, p) for p in program.params if p.kind == 'dtype')}), "
-                      f"like=({_tuple(_named(program, p) for p in program.params if p.kind == 'like')}), results=({results_of},))\n")
-        shapes.append(f"shape{sfx}")
-        checks += [*(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *program.dtype_checks]
-        body += f"heads{sfx}, blocks{sfx}, n{sfx}, operands = _row_blocks(shape{sfx}, {_tuple(_named(program, p) for p in rows)})\n"
-        body += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in rows)} = operands\n"
-        body += "".join(f"{p.name}_rows = {_named(program, p)}.reshape(1, cols).contiguous()\n" for p in vectors)
-        body += "".join(f"{s} = {program.symbols[s]}\n" for s in program.symbols if s.startswith("promoted_dtype"))
-        body += "".join(f"{o.name}_out = torch.empty(blocks{sfx}, n{sfx}, cols, dtype={_torch_dtype(program, o.value.dtype)}, "
-                        f"device={_named(program, rows[0])}.device)\n" for o in results)
-        maps += [f"{p.name}_map" for p in rows]
-        spread.append(f"_spread_rows(n{sfx}, cols{', whole=True' if program.whole else ''})")
-        launched += [*(f"{p.name}_rows" for p in (*rows, *vectors)), *(f"{o.name}_out" for o in results)]
-        returned += [f"{o.name}_out.reshape(shape{sfx})" for o in results]
-        buffers = program.buffers([f"{p.name}_tile" for p in rows], [o.value.text for o in results])
-        tile_dtypes = [*own, *(s for s in program.symbols if s.startswith("promoted_dtype"))]
-        setup, group_params, loop = block_group(program, rows, vectors, results, tile_dtypes, buffers, f"max_rows[{k}]")
-        tiles = f"{results[0].name}_tiles"
-        prelude += setup + f"{tiles} = heads[{k}], rows, tile_cols\n"
-        kernel_params += group_params
-        loops += f"        heads, rows, tile_cols = {tiles}  # {', '.join(o.name for o in results)}: its rows\n" + loop
-    factory = [*dtypes, *promoted, "cols", *(n for n, _ in numbers), "heads", *maps, "max_rows"]
+    pieces = [_Group(k, program, results) for k, (program, results) in enumerate(groups)]
+    dtypes = list(dict.fromkeys(s for g in pieces for s in g.dtypes))
+    promoted = [s for g in pieces for s in g.promoted]
+    numbers = [p for g in pieces for p in g.numbers]
+    maps = [f"{p.name}_map" for g in pieces for p in g.rows]
+    factory = [*dtypes, *promoted, "cols", *(p.name for p in numbers), "heads", *maps, "max_rows"]
     pypto_ops = " + ".join(dict.fromkeys(op for program, _ in groups for op in program.pypto))
     labels = "; ".join(", ".join(o.name for o in results) for _, results in groups)
     doc = f"{where}: {pypto_ops} on [rows, cols] tiles of [blocks, n, cols], one loop per group of rows ({labels}), one launch."
+    prelude, kernel_params, loops = ("".join(parts) for parts in zip(*(g.kernel() for g in pieces)))
     source = templates.kernel_factory(kernel, ", ".join(factory), doc, prelude, kernel_params, loops).replace("\n\n\n", "\n\n")
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
-    args = [f"_PYPTO_ALL_DTYPES[{symbol_of(groups, s)}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
-    args += ["cols", *(f"float({a})" for _, a in numbers), f"({_tuple(f'heads{_suffix(k)}' for k in range(len(groups)))})", *maps,
-             f"({_tuple(spread)})"]
-    body += f"_launch({kernel}({', '.join(args)}), {', '.join(launched)})\n"
-    body += f"return {', '.join(returned)}\n"
+    args = [f"_PYPTO_ALL_DTYPES[{_symbol_of(groups, s)}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
+    args += ["cols", *(f"float({p.source})" for p in numbers), f"({_tuple(f'heads{g.suffix}' for g in pieces)})", *maps,
+             f"({_tuple(g.spread for g in pieces)})"]
+    body = "cols = shape[-1]\n" + "".join(g.host() for g in pieces)
+    body += f"_launch({kernel}({', '.join(args)}), {', '.join(a for g in pieces for a in g.launched)})\n"
+    body += f"return {', '.join(f'{o.name}_out.reshape(shape{g.suffix})' for g in pieces for o in g.results)}\n"
     ops = "; ".join(", ".join(program.ops) for program, _ in groups)
     doc = textwrap.fill(f"{where} as one PyPTO kernel, a group of rows per statement ({labels}): {ops}.", 92, subsequent_indent="    ")
     more = textwrap.fill(
@@ -105,8 +76,10 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
         f"dtypes, groups of other last dims, off the NPU) run {fallback}; autograd gets its gradients.",
         92, initial_indent="    ", subsequent_indent="    ",
     )
-    conditions = [*(f"{s} is not None" for s in shapes), *(f"{s}[-1] == shape[-1]" for s in shapes[1:]), *dict.fromkeys(checks)]
-    source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n' + textwrap.indent("".join(guards), "    ")
+    shapes = [f"shape{g.suffix}" for g in pieces]
+    conditions = [*(f"{s} is not None" for s in shapes), *(f"{s}[-1] == shape[-1]" for s in shapes[1:]),
+                  *dict.fromkeys(c for g in pieces for c in g.checks)]
+    source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n' + "".join(f"    {g.guard()}\n" for g in pieces)
               + f"    if not ({' and '.join(conditions)}):\n        return {fallback}({signature})\n"
               + f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
               + f"\n    return _with_torch_grads(kernel_path, {fallback}, {signature})\n")
@@ -114,12 +87,57 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     return (templates.ROW_BLOCKS, kernel_def, fallback_def, FUSED_SHAPE, Definition(wrapper, source, requires))
 
 
-def _named(program: Program, param: Param | str) -> str:
-    """The wrapper's name of a group's parameter (or parameter name): an alias's is the earlier group's."""
-    name = param if isinstance(param, str) else param.name
-    return program.aliases.get(name, name)
+class _Group:
+    """Group ``k``'s part of the kernel and of the wrapper (whose names end in its suffix: shape_1)."""
+
+    def __init__(self, k: int, program: Program, results: Sequence[Output]) -> None:
+        self.k, self.program, self.results, self.suffix = k, program, results, f"_{k}" if k else ""
+        self.rows = [p for p in program.params if p.kind == ROWS]
+        self.vectors = [p for p in program.params if p.kind == VECTOR]
+        self.dtypes = [s for s in program.symbols if s != FP32 and not s.startswith("promoted_dtype")]
+        self.promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
+        # a number's factory parameter: its own name (the body's), its source the wrapper's name
+        self.numbers = [Param(p.name, p.kind, self.named(p)) for p in program.params if p.kind == "number"]
+        self.checks = [*(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *program.dtype_checks]
+        self.spread = f"_spread_rows(n{self.suffix}, cols{', whole=True' if program.whole else ''})"
+        self.launched = [*(f"{p.name}_rows" for p in (*self.rows, *self.vectors)), *(f"{o.name}_out" for o in results)]
+
+    def named(self, param: Param | str) -> str:
+        """The wrapper's name of one of the group's parameters (or parameter names): an alias's is the earlier group's."""
+        name = param if isinstance(param, str) else param.name
+        return self.program.aliases.get(name, name)
+
+    def names(self, kind: str) -> str:
+        return _tuple(self.named(p) for p in self.program.params if p.kind == kind)
+
+    def guard(self) -> str:
+        """The wrapper's check of the group's operands: the shape of its rows, or None."""
+        rows = {p.name for p in self.rows}
+        results = ", ".join(f"({_tuple(sorted(self.named(d) for d in o.value.deps & rows))})" for o in self.results)
+        return (f"shape{self.suffix} = _fused_shape(({self.names(ROWS)}), ({self.names(VECTOR)}), numbers=({self.names('number')}), "
+                f"dtypes=({self.names('dtype')}), like=({self.names('like')}), results=({results},))")
+
+    def host(self) -> str:
+        """The kernel path's statements for the group: its windows, promoted dtypes and outputs."""
+        sfx = self.suffix
+        lines = f"heads{sfx}, blocks{sfx}, n{sfx}, operands = _row_blocks(shape{sfx}, {self.names(ROWS)})\n"
+        lines += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in self.rows)} = operands\n"
+        lines += "".join(f"{p.name}_rows = {self.named(p)}.reshape(1, cols).contiguous()\n" for p in self.vectors)
+        lines += "".join(f"{s} = {self.program.symbols[s]}\n" for s in self.promoted)
+        return lines + "".join(f"{o.name}_out = torch.empty(blocks{sfx}, n{sfx}, cols, dtype={_torch_dtype(self.program, o.value.dtype)}, "
+                               f"device={self.named(self.rows[0])}.device)\n" for o in self.results)
+
+    def kernel(self) -> tuple[str, str, str]:
+        """The factory's statements (its tile shape and heads as ``<first output>_tiles``), the
+        kernel's parameters and its loops, which rebind heads and the tile shape first."""
+        buffers = self.program.buffers([f"{p.name}_tile" for p in self.rows], [o.value.text for o in self.results])
+        setup, params, loop = block_group(self.program, self.rows, self.vectors, self.results, [*self.dtypes, *self.promoted], buffers,
+                                          f"max_rows[{self.k}]")
+        tiles = f"{self.results[0].name}_tiles"
+        rebound = f"        heads, rows, tile_cols = {tiles}  # {', '.join(o.name for o in self.results)}: its rows\n"
+        return setup + f"{tiles} = heads[{self.k}], rows, tile_cols\n", params, rebound + loop
 
 
-def symbol_of(groups: Sequence[Group], symbol: str) -> str:
+def _symbol_of(groups: Sequence[Group], symbol: str) -> str:
     """The wrapper's torch dtype of a dtype symbol (the first group's that has it)."""
     return next(program.symbols[symbol] for program, _ in groups if symbol in program.symbols)
