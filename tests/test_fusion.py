@@ -6,6 +6,7 @@ kernel per region. A seeded generator of random elementwise/reduction chains che
 on code nobody wrote by hand.
 """
 
+import contextlib
 import importlib.util
 import itertools
 import random
@@ -411,18 +412,20 @@ def rope_inputs(shape, dtype):
             tensor(b, s, d, dtype=dtype, seed=2), tensor(b, s, d, dtype=dtype, seed=3))
 
 
+ROPE_OPS = ("x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat", "x * y", "x + y")
+
+
 @pytest.mark.interpreter
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("shape", [(2, 3, 5, 64), (1, 4, 7, 128)], ids=["odd-64", "gqa-128"])
-def test_rope_with_its_helper_inlined_is_one_kernel_for_q_and_one_for_k(shape, dtype):
+def test_rope_with_its_helper_inlined_is_one_kernel_for_q_and_k(shape, dtype):
     """llama's RoPE: ``(q * cos) + (rotate_half(q) * sin)`` with the module's rotate_half inlined
-    (two last-dim slices, a neg and a cat as tile ops) is one kernel, for q and for k apart (under
-    GQA their heads differ); [B, 1, S, D] cos/sin broadcast against [B, H, S, D]. No other launch,
-    no host op."""
-    translation = check(ROPE, rope_inputs(shape, dtype), kernels=2, calls=0, host={})
-    ops = ("x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat", "x * y", "x + y")
-    assert [r.ops for r in translation.regions] == [ops, ops]
-    assert "q_embed = pypto_fused_f_" in translation.code and "(q, cos, rotate_half, sin)" in translation.code
+    (two last-dim slices, a neg and a cat as tile ops), for q and for k: one kernel, a group of
+    rows each (their heads differ: 3 and 1, 4 and 2), sharing cos and sin; [B, 1, S, D] cos/sin
+    broadcast against [B, H, S, D]. No other launch, no host op."""
+    translation = check(ROPE, rope_inputs(shape, dtype), kernels=1, calls=0, host={})
+    assert [r.ops for r in translation.regions] == [ROPE_OPS * 2]
+    assert "    q_embed, k_embed = pypto_fused_f_" in translation.code and "_6sites(q, cos, rotate_half, sin, k)" in translation.code
     assert "pypto.concat([" in translation.code
 
 
@@ -431,12 +434,105 @@ def test_rope_with_its_helper_inlined_is_one_kernel_for_q_and_one_for_k(shape, d
 @pytest.mark.parametrize("shape", [(2, 4, 7, 64), (3, 4, 1, 128)], ids=["prefill-odd", "decode"])
 def test_rope_reads_transposed_q_and_k_and_broadcast_cos_in_place(shape, dtype):
     """As llama's attention hands them over: q and k transposed views of the projections'
-    [B, S, H, D] rows, cos/sin [B, S, D] unsqueezed over the heads. The kernels read all four
-    where they lie: no host op (before: six copies, q, k and cos, sin expanded for each)."""
+    [B, S, H, D] rows, cos/sin [B, S, D] unsqueezed over the heads. The kernel reads all four
+    where they lie, each group its own windows of cos and sin: no host op."""
     b, h, s, d = shape
     q, k = (tensor(b, s, heads, d, dtype=dtype, seed=seed).transpose(1, 2) for seed, heads in ((0, h), (1, h // 2)))
     cos, sin = (tensor(b, s, d, dtype=dtype, seed=seed) for seed in (2, 3))
-    check(ROPE, (q, k, cos, sin), kernels=2, calls=0, host={})
+    check(ROPE, (q, k, cos, sin), kernels=1, calls=0, host={})
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("heads, lengths", [((8, 1), (9, 9)), ((6, 6), (3, 3)), ((4, 2), (1, 5))], ids=["mqa", "mha", "decode-q"])
+def test_rope_groups_walk_rows_of_their_own_shapes(heads, lengths, dtype):
+    """Each group walks its own [blocks, n, cols] with its own heads and tile shape: 8 query heads
+    over one KV head (MQA), equal heads, and a query of one position against five keys (cos/sin
+    of one position broadcast to both); q and k transposed as the projections give them."""
+    (h, kv), (sq, sk) = heads, lengths
+    q = tensor(2, sq, h, 64, dtype=dtype).transpose(1, 2)
+    k = tensor(2, sk, kv, 64, dtype=dtype, seed=1).transpose(1, 2)
+    cos, sin = (tensor(2, 1, 64, dtype=dtype, seed=seed) for seed in (2, 3))
+    check(ROPE, (q, k, cos, sin), kernels=1, calls=0, host={})
+
+
+@pytest.mark.interpreter
+def test_grouped_rope_carries_torchs_gradients():
+    """Training: q and k need grad; the kernel runs forward, backward gives torch's gradients of
+    the two statements, also where only one result reaches the loss."""
+    translation = fused(ROPE)
+    original, translated = module(HEAD + ROPE), module(translation.code)
+    base = rope_inputs((2, 4, 5, 64), torch.float32)
+    for used in (2, 1):
+        grads = []
+        for m, run in ((original, contextlib.nullcontext()), (translated, torch2pypto.interpreted(translated))):
+            q, k = (t.clone().requires_grad_() for t in base[:2])
+            launched = counting()
+            with run:
+                results = m.f(q, k, *base[2:])
+                sum((r * (i + 1)).sum() for i, r in enumerate(results[:used])).backward()
+            grads.append((q.grad, k.grad))
+            if m is translated:
+                # one fused launch forward; backward recomputes the statements, rotate_half's calls as translated
+                assert [n for k, n in launched().items() if k.startswith("fused_")] == [1], launched()
+        (q_want, k_want), (q_got, k_got) = grads
+        torch.testing.assert_close(q_got, q_want)
+        assert (k_got is None) == (k_want is None) and (k_got is None or torch.allclose(k_got, k_want))
+
+
+SHARED = typed("def f(x, y, c):\n    a = x.exp() * c + 1\n    b = y * c - 2\n    return a, b\n")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_neighbours_sharing_an_operand_are_groups_of_one_kernel(dtype):
+    """``a`` and ``b`` read c, and neither reads the other: one kernel of two groups, x's rows and
+    y's (other shapes: [3, 5, 64] and [7, 64]); where their last dims differ ([5, 1] c against
+    [5, 64] x and [5, 128] y), the wrapper runs torch for both."""
+    translation = check(SHARED, (tensor(3, 5, 64, dtype=dtype), tensor(7, 64, dtype=dtype, seed=1), tensor(64, dtype=dtype, seed=2)))
+    assert [r.ops for r in translation.regions] == [("Tensor.exp", "x * y", "x + y", "x * y", "x - y")]
+    check(SHARED, (tensor(5, 64, dtype=dtype), tensor(5, 128, dtype=dtype, seed=1), tensor(5, 1, dtype=dtype, seed=2)), kernels=0)
+
+
+def test_neighbours_sharing_no_operand_or_reading_each_other_stay_apart():
+    """Groups join only what shares an operand and depends on nothing of the others: x and y
+    alone share nothing; ``b`` reading ``a``, or assigning its name, is no group of its own."""
+    assert len(fused(typed("def f(x, y):\n    a = x.exp() * 2\n    b = y * 3 + 1\n    return a, b\n")).regions) == 2
+    reads = fused(typed("def f(x, y, c):\n    a = x.exp() * c\n    b = y * c + a.sum()\n    return a, b\n"))
+    assert [r.ops for r in reads.regions] == [("Tensor.exp", "x * y")]
+    again = fused(typed("def f(x, y, c):\n    a = x.exp() * c\n    a = y * c + 1\n    return a\n"))
+    assert len(again.regions) == 2
+
+
+@pytest.mark.interpreter
+def test_groups_take_numbers_and_dtypes_each_from_the_one_parameter():
+    """A Python number and a dtype both groups read are the wrapper's parameters once."""
+    code = ("def f(x: torch.Tensor, y: torch.Tensor, c: torch.Tensor, s: float, d: torch.dtype):\n"
+            "    a = (x * c * s).to(d) + 1\n    b = (y * c * s).to(d) - 1\n    return a, b\n")
+    translation = check(code, (tensor(3, 64), tensor(2, 64, seed=1), tensor(64, seed=2), 0.5, torch.bfloat16))
+    assert "(x, c, s, d, y)" in translation.code
+
+
+@pytest.mark.interpreter
+def test_no_fuse_rope_is_a_kernel_per_call():
+    """``--no-fuse``: each torch call of q's and k's RoPE its own kernel (mul, neg, cat, mul, add each)."""
+    translation = fused(ROPE, Options(fuse=False))
+    assert not translation.regions
+    translated = module(translation.code)
+    inputs = rope_inputs((2, 3, 5, 64), torch.float32)
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        got = translated.f(*inputs)
+    assert sum(launched().values()) == 10 and not any(k.startswith("fused_") for k in launched()), launched()
+    for g, e in zip(got, module(HEAD + ROPE).f(*inputs)):
+        torch.testing.assert_close(g, e)
+
+
+def test_a_second_run_keeps_a_grouped_region_and_counts_its_sites():
+    once = fused(ROPE)
+    again = translate_source(once.code, "fused.py")
+    assert again.code == once.code
+    assert sum(1 for r in again.records if r.api == "torch2pypto.fused") == 6
 
 
 @pytest.mark.interpreter

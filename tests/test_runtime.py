@@ -354,6 +354,25 @@ def test_with_torch_grad_gives_torchs_gradient_of_each_tensor_that_wants_one():
     assert torch.allclose(x.grad, torch.exp(x.detach()) * w * 2) and w.grad is None
 
 
+def test_with_torch_grads_gives_torchs_gradients_of_the_results_that_reach_the_loss():
+    """Several results (a grouped region's): each input's gradient from the results the loss reads;
+    an input that only an unread result reads gets none, as in torch."""
+    x, y = torch.randn(3, requires_grad=True), torch.randn(4, requires_grad=True)
+
+    def kernel_path(x, y):
+        return kernel_exp(x), kernel_exp(y, 2.0)
+
+    a, b = grad._with_torch_grads(kernel_path, lambda x, y: (torch.exp(x), torch.exp(y) * 2), x, y)
+    assert torch.allclose(a, torch.exp(x)) and torch.allclose(b, torch.exp(y) * 2)
+    (a.sum() * 3).backward()
+    assert torch.allclose(x.grad, torch.exp(x.detach()) * 3) and y.grad is None
+    a, b = grad._with_torch_grads(kernel_path, lambda x, y: (torch.exp(x), torch.exp(y) * 2), x, y)
+    (a.sum() + b.sum()).backward()
+    assert torch.allclose(y.grad, torch.exp(y.detach()) * 2)
+    with torch.no_grad():
+        assert all(r.grad_fn is None for r in grad._with_torch_grads(kernel_path, None, x, y))
+
+
 def test_a_result_sharing_an_inputs_storage_is_a_copy():
     x = torch.randn(3, requires_grad=True)
     result = grad._TorchGradient.apply(lambda x: x.detach(), lambda x: x * 1, x)

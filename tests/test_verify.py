@@ -145,6 +145,23 @@ def test_a_region_that_inlines_a_submodule_is_verified():
 
 
 @pytest.mark.interpreter
+def test_a_grouped_region_is_verified():
+    """q's and k's RoPE, one kernel of two groups of rows: --verify runs its wrapper, all groups
+    on the case's rows, against both statements."""
+    code = (
+        "import torch\n\n\ndef rotate_half(x: torch.Tensor):\n    x1 = x[..., : x.shape[-1] // 2]\n"
+        "    x2 = x[..., x.shape[-1] // 2 :]\n    return torch.cat((-x2, x1), dim=-1)\n\n\n"
+        "def f(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):\n"
+        "    q_embed = (q * cos) + (rotate_half(q) * sin)\n    k_embed = (k * cos) + (rotate_half(k) * sin)\n    return q_embed, k_embed\n"
+    )
+    translation = translate_source(code, "snippet.py")
+    (region,) = translation.regions
+    assert [p.name for p in region.params] == ["q", "cos", "rotate_half", "sin", "k"]
+    ok, out = verified_translation(translation)
+    assert ok and "fused region, 14 ops" in out and "not exercised" not in out, out
+
+
+@pytest.mark.interpreter
 def test_a_batch_norm_module_is_verified_on_its_kernel_path():
     """A module call binds its forward, which only the torch path runs: --verify samples it as
     None (the kernel path's), and the statistics one per channel, so every case compares."""

@@ -148,5 +148,7 @@ PRELUDE = (
     copied("layout", "_in_place_ok"),
     copied("grad", "_TorchGradient"),
     copied("grad", "_with_torch_grad"),
+    copied("grad", "_TorchGradients"),
+    copied("grad", "_with_torch_grads"),
 )
 PRELUDE_NAMES = tuple(d.name for d in PRELUDE)

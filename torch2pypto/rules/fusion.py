@@ -107,6 +107,17 @@ class Program:
         self.dtype_checks: list[str] = []  # the dtypes ops of the region compute in, checked by the wrapper
         self.modules: list[tuple[str, str]] = []  # (submodule, its class) parameters of an inlined forward
         self.derived: dict[str, str] = {}  # parameter -> what the wrapper reads it from (norm.weight), not passed
+        self.aliases: dict[str, str] = {}  # a parameter -> the wrapper's of the same source (a later group's, groups.py)
+
+    @classmethod
+    def after(cls, programs: Sequence[Program]) -> Program:
+        """A program for the next group of rows of a grouped region: its kernel names are none of
+        the earlier groups' (:mod:`torch2pypto.rules.groups`)."""
+        program = cls()
+        for earlier in programs:
+            program._names |= earlier._names
+            program._temps = max(program._temps, earlier._temps)
+        return program
 
     # --- operands --------------------------------------------------------------------------
 
@@ -122,9 +133,10 @@ class Program:
         return param
 
     def tensor(self, param: Param) -> Operand:
-        """A tensor parameter's tile (rows or vector), or for a ``like`` one its dtype symbol only."""
-        symbol = f"{param.name}_dtype"
-        self.symbols[symbol] = f"{param.name}.dtype"
+        """A tensor parameter's tile (rows or vector), or for a ``like`` one its dtype symbol only
+        (the wrapper's tensor's: an alias of an earlier group's takes that one's)."""
+        symbol = self.dtype_symbol(param)
+        self.symbols[symbol] = f"{self.aliases.get(param.name, param.name)}.dtype"
         return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}))
 
     def callee(self, name: str) -> Param:
@@ -137,8 +149,12 @@ class Program:
         return param
 
     def dtype(self, param: Param) -> str:
-        self.symbols[param.name] = param.name
-        return param.name
+        name = self.aliases.get(param.name, param.name)
+        self.symbols[name] = name
+        return name
+
+    def dtype_symbol(self, param: Param) -> str:
+        return f"{self.aliases.get(param.name, param.name)}_dtype"
 
     @staticmethod
     def literal(value: float) -> Operand:
@@ -427,11 +443,7 @@ def definitions(
     torch_args = ", ".join(p.name for p in params if p.name not in program.derived and p.kind != "class")  # the fallback's
     returned = ", ".join(o.name for o in outputs)
     ending = "" if returns else f"return {returned}\n"
-    fallback_def = Definition(
-        fallback,
-        f'def {fallback}({torch_args}):\n    """{where}: the original torch statements."""\n'
-        + textwrap.indent(torch_source.rstrip("\n") + "\n" + ending, "    "),
-    )
+    fallback_def = fallback_definition(fallback, torch_args, where, torch_source + ending)
     rows = [p for p in params if p.kind == ROWS]
     vectors = [p for p in params if p.kind == VECTOR]
     numbers = [p for p in params if p.kind == "number"]
@@ -515,6 +527,12 @@ def definitions(
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 
+def fallback_definition(name: str, signature: str, where: str, torch_source: str) -> Definition:
+    """The torch fallback ``name``: the region's statements as written (``torch_source``, which ends in a return)."""
+    return Definition(name, f'def {name}({signature}):\n    """{where}: the original torch statements."""\n'
+                      + textwrap.indent(torch_source.rstrip("\n") + "\n", "    "))
+
+
 def _needed(checks: Sequence[str]) -> list[str]:
     """The width checks that do not hold for every cols (those that do say nothing)."""
     return [c for c in dict.fromkeys(checks) if not _always(c)]
@@ -576,20 +594,27 @@ def _blocks_source(name, where, program: Program, rows, vectors, outputs, factor
     """The kernel of a region without a row reduction: its result, [blocks * n, cols], is walked
     in the row tiles of every block (templates.blocks_loop) and each rows operand read in place where its map
     places the block (templates.ROW_BLOCKS)."""
-    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {p.name}_width], {p.name}_dtype),\n" for p in rows)
-    params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {p.name}_dtype),\n" for p in vectors)
+    tile_dtypes = [f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")]
+    prelude, params, kernel_body = block_group(program, rows, vectors, outputs, tile_dtypes, buffers, "max_rows")
+    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks * n, cols], one launch."
+    source = templates.kernel_factory(name, ", ".join(factory), doc, prelude, params, kernel_body)
+    return source.replace("\n\n\n", "\n\n")
+
+
+def block_group(program: Program, rows, vectors, outputs, dtypes, buffers, max_rows: str) -> tuple[str, str, str]:
+    """A blocked kernel's pieces for one program's rows: the factory's statements (its tile shape
+    for ``max_rows``, a factory expression, and tiles of ``dtypes``), the kernel's parameters and
+    its loops."""
+    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {p.name}_width], {program.dtype_symbol(p)}),\n" for p in rows)
+    params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {program.dtype_symbol(p)}),\n" for p in vectors)
     params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
     body = templates.block_tiles([p.name for p in rows], program.whole)
     body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
     body += "".join(program.body)
     body += templates.block_stores([(o.value.text, f"{o.name}_out") for o in outputs], program.whole)
-    tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
-    tile = f"_tile_shape(cols, max_rows, {buffers}, ({tile_dtypes}), split_cols=True)"
+    tile = f"_tile_shape(cols, {max_rows}, {buffers}, ({', '.join([*dtypes, FP32])}), split_cols=True)"
     setup = "".join(s for s in dict.fromkeys(program.setup) if s) + templates.block_setup([p.name for p in rows])
-    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks * n, cols], one launch."
-    kernel_body = templates.blocks_loop(f"{outputs[0].name}_out", body, program.whole)
-    source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
-    return source.replace("\n\n\n", "\n\n")
+    return f"rows, tile_cols = {tile}\n" + setup, params, templates.blocks_loop(f"{outputs[0].name}_out", body, program.whole)
 
 
 INLINED = Definition(

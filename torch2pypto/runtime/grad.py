@@ -35,3 +35,36 @@ def _with_torch_grad(kernel_path, torch_path, *args):
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         return _TorchGradient.apply(kernel_path, torch_path, *args)
     return kernel_path(*args)
+
+
+class _TorchGradients(torch.autograd.Function):
+    """As _TorchGradient, for a kernel of several results (a grouped region's, one per group): the
+    results forward; backward, torch's gradients of the original statements' results that reach
+    the loss (an input only the others read gets none, as in torch)."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, torch_path, *args):
+        ctx.set_materialize_grads(False)
+        ctx.torch_path = torch_path
+        ctx.args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        return tuple(r.clone() if r.untyped_storage().data_ptr() in inputs else r.detach() for r in kernel_path(*args))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        wants = ctx.needs_input_grad[2:]
+        args = [a.requires_grad_() if w else a for a, w in zip(ctx.args, wants)]
+        with torch.enable_grad():
+            results = [(r, g) for r, g in zip(ctx.torch_path(*args), grads) if g is not None and r.requires_grad]
+        inputs = [a for a, w in zip(args, wants) if w]
+        if not results:
+            return (None,) * (2 + len(wants))
+        found = iter(torch.autograd.grad([r for r, _ in results], inputs, [g for _, g in results], allow_unused=True))
+        return (None, None, *(next(found) if w else None for w in wants))
+
+
+def _with_torch_grads(kernel_path, torch_path, *args):
+    """_with_torch_grad for a kernel_path and a torch_path that return a tuple of results."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _TorchGradients.apply(kernel_path, torch_path, *args)
+    return kernel_path(*args)

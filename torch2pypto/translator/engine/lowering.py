@@ -81,6 +81,7 @@ class Built:
         self.inlined: list[ast.FunctionDef] = []  # the helpers being inlined, innermost last
         self.module: Param | None = None  # the submodule whose forward is being inlined (its ``self``)
         self.contexts: list[Context] = []  # the pending sites and inference of each helper's chunk
+        self.earlier: dict = {}  # a later group of a grouped region (groups.py): the earlier groups' wrapper parameters by source
 
     # --- leaves ----------------------------------------------------------------------------
 
@@ -98,7 +99,7 @@ class Built:
             source = module.source + source.removeprefix("self")
         param = self.by_source.get(source)
         if param is None:
-            param = self.program.param(name, kind, source)
+            param = self._param(name, kind, source)
             self.by_source[source] = param
             if module is not None:
                 self.program.derived[param.name] = module.name + source.removeprefix(module.source)
@@ -109,7 +110,19 @@ class Built:
         elif param.kind != kind and not (kind == "like" and param.kind in (ROWS, VECTOR)):
             raise Unfusible(f"{source} is both a {param.kind} and a {kind}")
         if self.depth == 0:
-            self._replace(node, param.name)
+            self._replace(node, self.program.aliases.get(param.name, param.name))
+        return param
+
+    def _param(self, name: str, kind: str, source: str):
+        """A new parameter; in a later group of a grouped region, one of a source an earlier group
+        passes too is the wrapper's parameter once: a ``self``, callee, number or dtype that one,
+        a tensor its own (of its own window), spelt as that one in the fallback."""
+        earlier = self.earlier.get(source)
+        if earlier is not None and kind == earlier.kind and kind in ("self", "callee", "number", "dtype"):
+            return earlier
+        param = self.program.param(name, kind, source) if kind != "callee" else self.program.callee(name)
+        if earlier is not None:
+            self.program.aliases[param.name] = earlier.name
         return param
 
     def _replace(self, node: ast.AST, text: str) -> None:
@@ -194,8 +207,8 @@ class Built:
             return None
         func = node.func if type(node) is ast.Call else node.value
         name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else "value"
-        param = self.program.param(name, ROWS, self._source(node))
-        self._replace(node, param.name)
+        param = self._param(name, ROWS, self._source(node))
+        self._replace(node, self.program.aliases.get(param.name, param.name))
         return self.program.tensor(param)
 
     def _writes_nothing(self, call: ast.Call, depth: int = 0) -> bool:
@@ -507,9 +520,9 @@ class Built:
             raise Unfusible(f"{helper.name} returns no tensor")
         if not method:  # the fallback calls it: the wrapper takes it, as a kernels module does not define it
             if helper.name not in self.by_source:
-                self.by_source[helper.name] = self.program.callee(helper.name)
+                self.by_source[helper.name] = self._param(helper.name, "callee", helper.name)
         elif self.module is None and "self" not in self.by_source:  # a submodule's: the fallback calls the submodule
-            self.by_source["self"] = self.program.param("self", "self", "self")
+            self.by_source["self"] = self._param("self", "self", "self")
         return value
 
     def inline_module(self, node: ast.Call, cls: ast.ClassDef, env) -> Operand:

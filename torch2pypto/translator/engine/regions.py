@@ -20,8 +20,9 @@ statements as they were) and wrapper come from :mod:`torch2pypto.rules.fusion`; 
 call sites are converted sites, fused.
 
 A statement of two ops or more that reads none of the region's values and brings rows of its own
-starts another region (q's and k's RoPE: their heads differ under GQA, a kernel takes rows of one
-shape).
+starts another region (q's and k's RoPE: their heads differ under GQA, a kernel's loop takes rows
+of one shape); where that region shares an operand with the one before it and depends on nothing
+of it, the two run as groups of rows of one kernel, a loop each (:mod:`groups`).
 A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
 (a call's argument, a list item) become calls standing where they were written. In a region's
 first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
@@ -43,7 +44,7 @@ import tokenize
 
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
-from torch2pypto.translator.engine import epilogues, siblings
+from torch2pypto.translator.engine import epilogues, groups, siblings
 from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, candidate, own_nodes
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
@@ -126,8 +127,9 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str]
     """Whether ``statement`` reads none of the values of the statements ``before`` it (which made
     ``ops`` ops of the rows operands ``rows``), brings rows operands of its own and is a region by
     itself (two ops at least): apart, as q's and k's RoPE (their rows differ under GQA, and a
-    kernel takes rows of one shape). Single ops stay together (``a = a + t`` and ``b = b + t``:
-    one kernel where the shapes agree, torch where not)."""
+    kernel's loop takes rows of one shape; :mod:`groups` may join them as groups of one kernel).
+    Single ops stay together (``a = a + t`` and ``b = b + t``: one kernel where the shapes agree,
+    torch where not)."""
     if len(extended.program.ops) - ops < 2:
         return False
     assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
@@ -251,10 +253,10 @@ class Finder:
 
     def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
         self.loop_node = loop
-        i = 0
+        i, ahead = 0, None  # ahead: the run found from a statement after a region (groups.joined)
         while i < len(statements):
             grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
-            best = None if grouped else self.run(statements, i)
+            best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
             if best is None or len(best[1].program.ops) < 2:
                 for statement in statements[i : i + max(grouped, 1)]:
                     spans = self.starts
@@ -263,8 +265,9 @@ class Finder:
                         self.expression(root, found)
                 i += max(grouped, 1)
                 continue
-            self.emit(statements[i : best[0]], best[1], found)
-            i = best[0]
+            end, built, ahead = groups.joined(self, statements, i, best)
+            self.emit(statements[i:end], built, found)
+            i = end
 
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
@@ -447,7 +450,10 @@ class Finder:
         wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
         outputs = built.outputs
         where = f"{self.function.name}'s region"
-        defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
+        if isinstance(built, groups.Grouped):
+            defined = built.definitions(wrapper, where, torch_source)
+        else:
+            defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]

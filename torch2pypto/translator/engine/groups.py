@@ -1,0 +1,128 @@
+"""Row groups: neighbouring regions that share operands run as one kernel (horizontal fusion).
+
+llama's RoPE is two regions of one block, one per statement: q's and k's rows differ (H and KV
+heads under GQA), and a region's kernel takes rows of one shape::
+
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+
+A region found right after another (:meth:`regions.Finder.run`) joins it as a further group of
+rows of the same kernel when:
+- it reads none of the names the groups before it assign, and assigns none of them (no data
+  dependence: the wrapper runs all groups at once where the first statement stood);
+- it reads a tensor operand one of them reads too, written the same (``cos``, ``sin``): one
+  computation written out once per tensor, as RoPE is. Neighbours that share no operand stay
+  regions of their own, each with its own launch and its own torch fallback;
+- it and they are assignments of two ops or more without a row reduction (the kernels that walk
+  their result as [blocks, n, cols] blocks, templates.blocks_loop) that inline no submodule's
+  forward (whose wrapper checks the submodule at run time, region by region).
+Each group keeps its own rows of its own shape, its own window of every rows operand (cos read
+against q's heads and against k's), its own tile shape and its own outputs; the kernel runs a
+loop per group in one launch (:mod:`torch2pypto.rules.groups`). Its wrapper runs the statements
+as written where the groups' operands do not fit the kernel (one group's do not, or their last
+dims differ), and gives torch's gradients of them when autograd records.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+
+from torch2pypto.rules import groups
+from torch2pypto.rules.fusion import ROWS, VECTOR, Param, Program, Unfusible
+from torch2pypto.translator.engine.lowering import Built
+from torch2pypto.translator.engine.scopes import walk
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """What :meth:`regions.Finder.emit` reads of a grouped region's kernel: the wrapper's
+    parameters (one per source) and the ops fused, group after group."""
+
+    params: tuple[Param, ...]
+    ops: tuple[str, ...]
+    modules: tuple[tuple[str, str], ...] = ()  # none: a group inlines no submodule (_joins)
+    derived: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+class Grouped:
+    """A region of several groups of rows, each a build of its own statements (one after another)."""
+
+    def __init__(self, builds: list[Built]) -> None:
+        self.groups = builds
+        self.program = Signature(tuple(_wrapper_params(builds)), tuple(op for b in builds for op in b.program.ops))
+        self.attempts = [a for b in builds for a in b.attempts]
+        self.entries = [e for b in builds for e in b.entries]
+        self.outputs = [o for b in builds for o in b.outputs]
+        self.returned = None
+
+    def fallback_source(self, start: int, end: int, indent: int) -> str:
+        """All groups' statements as written, leaves spelt as the wrapper's parameters."""
+        merged = copy.copy(self.groups[0])
+        merged.replacements = {span: text for b in self.groups for span, text in b.replacements.items()}
+        return merged.fallback_source(start, end, indent)
+
+    def definitions(self, wrapper: str, where: str, torch_source: str):
+        return groups.definitions(wrapper, where, [(b.program, b.outputs) for b in self.groups], self.program.params, torch_source)
+
+
+def joined(finder, statements: list[ast.stmt], start: int, first: tuple[int, Built]):
+    """The region of ``statements[start:first[0]]`` (``first``: its end and build) with the regions
+    after it that join it as groups: (its end, its build or a :class:`Grouped`, and the run found
+    at that end that did not join, as ``(end, run)``, or None)."""
+    end, built = first
+    builds, spans = [built], [statements[start:end]]
+    ahead = None
+    while end < len(statements):
+        found = finder.run(statements, end)
+        if found is None or not _joins(spans, builds, statements[end : found[0]], found[1]):
+            ahead = (end, found)
+            break
+        rebuilt = _rebuilt(finder, statements[end : found[0]], builds)
+        if rebuilt is None:
+            ahead = (end, found)
+            break
+        builds.append(rebuilt)
+        spans.append(statements[end : found[0]])
+        end = found[0]
+    return end, builds[0] if len(builds) == 1 else Grouped(builds), ahead
+
+
+def _joins(spans: list[list[ast.stmt]], builds: list[Built], statements: list[ast.stmt], built: Built) -> bool:
+    """Whether the region of ``statements`` joins the groups ``builds`` (of ``spans``): the rule above."""
+    if any(len(b.program.ops) < 2 or b.returned is not None or b.program.reduces or b.program.modules for b in (*builds, built)):
+        return False
+    assigned = {s.targets[0].id for span in spans for s in span}
+    if any(type(n) is ast.Name and n.id in assigned for s in statements for n in walk(s)):
+        return False
+    tensors = {p.source for b in builds for p in b.program.params if p.kind in (ROWS, VECTOR)}
+    return any(p.kind in (ROWS, VECTOR) and p.source in tensors for p in built.program.params)
+
+
+def _rebuilt(finder, statements: list[ast.stmt], builds: list[Built]) -> Built | None:
+    """The region of ``statements`` built again as a further group: its kernel names none of the
+    earlier groups', its operands read by them are the wrapper's parameters once."""
+    built = Built(finder, [])
+    built.program = Program.after([b.program for b in builds])
+    built.earlier = {p.source: p for p in _wrapper_params(builds)}
+    try:
+        built = finder.build(statements, built)
+        built.outputs = finder.outputs(statements, built)
+        groups.check([b.program for b in (*builds, built)], [b.outputs for b in (*builds, built)])
+    except Unfusible:
+        return None
+    return built
+
+
+def _wrapper_params(builds: list[Built]) -> list[Param]:
+    """The wrapper's parameters: each group's under the name of its source's first (a group's own
+    kernel operand of a source an earlier group reads is an alias of that one's)."""
+    params: dict[str, Param] = {}
+    for b in builds:
+        for p in b.program.params:
+            name = b.program.aliases.get(p.name, p.name)
+            known = params.get(name)
+            if known is None or known.kind == "like" and p.kind in (ROWS, VECTOR):
+                params[name] = Param(name, p.kind, p.source)
+    return list(params.values())
