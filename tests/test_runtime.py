@@ -104,6 +104,31 @@ def test_launch_calls_the_kernel_or_the_launcher(launcher, monkeypatch):
     assert ran == [(x, out)]
 
 
+def test_inlined_only_where_the_call_runs_exactly_the_class_forward():
+    class Norm(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    class Sub(Norm):
+        pass
+
+    norm = Norm()
+    assert launch._inlined((norm, Norm))
+    assert not launch._inlined((Sub(), Norm))  # a subclass may compute otherwise
+    own = Norm()
+    own.forward = lambda x: x + 1  # a forward of the instance
+    assert not launch._inlined((norm, Norm), (own, Norm))
+    handle = norm.register_forward_hook(lambda *args: None)
+    assert not launch._inlined((norm, Norm))
+    handle.remove()
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda *args: None)  # a global hook
+    try:
+        assert not launch._inlined((norm, Norm))
+    finally:
+        handle.remove()
+    assert launch._inlined((norm, Norm))
+
+
 def test_annotated_evaluates_string_annotations_in_the_namespace():
     def kernel(x: "Shape", y: int):  # noqa: F821
         return x

@@ -33,7 +33,7 @@ import textwrap
 from typing import Mapping, Sequence
 
 from torch2pypto.rules import templates
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.steps import Apply, Step
 
 FP32, BOOL = templates.FP32, templates.BOOL
@@ -617,23 +617,7 @@ def block_group(program: Program, rows, vectors, outputs, dtypes, buffers, max_r
     return f"rows, tile_cols = {tile}\n" + setup, params, templates.blocks_loop(f"{outputs[0].name}_out", body, program.whole)
 
 
-INLINED = Definition(
-    "_inlined",
-    '''\
-def _inlined(*modules):
-    """Whether calling each module of the (module, cls) pairs runs cls.forward alone, as the fused
-    kernel that inlines it computes: an instance of cls itself (no subclass), no forward of its
-    own, no hooks of its own nor global ones."""
-    hooks = torch.nn.modules.module
-    if hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks or hooks._global_backward_pre_hooks:
-        return False
-    return all(
-        type(m) is cls and cls.__call__ is torch.nn.Module.__call__ and "forward" not in vars(m)
-        and not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
-        for m, cls in modules
-    )
-''',
-)
+INLINED = copied("launch", "_inlined")
 
 FUSED_SHAPE = Definition(
     "_fused_shape",

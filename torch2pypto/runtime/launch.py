@@ -22,6 +22,20 @@ def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
     return PYPTO_LAUNCHER is not None or all(t.device.type == "npu" for t in tensors)
 
 
+def _inlined(*modules):
+    """Whether calling each module of the (module, cls) pairs runs cls.forward alone, as the fused
+    kernel that inlines it computes: an instance of cls itself (no subclass), no forward of its
+    own, no hooks of its own nor global ones."""
+    hooks = torch.nn.modules.module
+    if hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks or hooks._global_backward_pre_hooks:
+        return False
+    return all(
+        type(m) is cls and cls.__call__ is torch.nn.Module.__call__ and "forward" not in vars(m)
+        and not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
+        for m, cls in modules
+    )
+
+
 def _launch(kernel, *tensors):
     """Launch `kernel` once on `tensors` (inputs, then outputs)."""
     if PYPTO_LAUNCHER is None:
