@@ -631,3 +631,33 @@ def test_a_call_that_may_write_a_tensor_is_no_operand():
     assert fused(writes + body).regions == ()
     (region,) = fused(reads + body).regions
     assert region.ops == ("x * y", "x * y", "x + y")
+
+
+SPLIT = """\
+def f(x: torch.Tensor, y: torch.Tensor, n: int):
+    a, b = x[..., :n], x[..., n:]
+    return torch.cat([a * 2 + y[..., :n], b.exp()], dim=-1)
+"""
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_a_tuple_of_slices_bounded_by_a_run_time_int_is_one_kernel(dtype):
+    """phi3's ``q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]``: two bindings of one
+    region, both views of x's tile, bounded by an int the kernel factory takes: one kernel at a
+    half and a quarter of the row (odd row counts), torch where the bound does not start a
+    32-byte block (8), is out of the row (-16: Python's negative bound) or no int (a tensor)."""
+    x, y = tensor(3, 5, 64, dtype=dtype), tensor(3, 5, 64, dtype=dtype, seed=1)
+    translation = check(SPLIT, (x, y, 32), kernels=1)
+    assert [r.ops for r in translation.regions] == [("x[..., a:b]", "x[..., a:b]", "x * y", "x[..., a:b]", "x + y", "Tensor.exp", "cat")]
+    check(SPLIT, (tensor(7, 64, dtype=dtype), tensor(7, 64, dtype=dtype, seed=1), 16), kernels=1)
+    check(SPLIT, (x, y, 8), kernels=0)
+    check(SPLIT, (x, y, -16), kernels=0)
+    check(SPLIT, (x, y, torch.tensor(32)), kernels=0)
+
+
+@pytest.mark.interpreter
+def test_a_tuple_assignment_binds_after_evaluating_all_its_values():
+    """``x, y = y * 2, x + 1`` reads the x and y before it, as Python does."""
+    check("def f(x: torch.Tensor, y: torch.Tensor):\n    x, y = y * 2, x + 1\n    return x * y\n",
+          (tensor(3, 5, 32), tensor(3, 5, 32, seed=1)), kernels=1)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import textwrap
 from typing import Mapping, Sequence
 
@@ -40,6 +41,7 @@ FP32, BOOL = templates.FP32, templates.BOOL
 _TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto.DT_BF16"}
 _TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
 ROWS, VECTOR, COLUMN = "rows", "vector", "column"
+INDEX = "index"  # a parameter that is a run-time int bounding a last-dim slice (phi3's rotary_dim): a factory int
 _KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
                   "functools", "o", "outer", "inner", "blocks", "heads", "operands", "t", "tiles"}
 # the names a tensor parameter gives the kernel and its wrapper
@@ -138,6 +140,12 @@ class Program:
         symbol = self.dtype_symbol(param)
         self.symbols[symbol] = f"{self.aliases.get(param.name, param.name)}.dtype"
         return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}))
+
+    def index(self, param: Param) -> str:
+        """A run-time int slice bound's kernel name: a factory parameter, which the wrapper checks is an int."""
+        name = self.aliases.get(param.name, param.name)
+        self.checks.append(f"type({name}) is int")
+        return param.name
 
     def callee(self, name: str) -> Param:
         """A function the torch fallback calls, passed to the wrapper under its own name."""
@@ -388,11 +396,21 @@ def _same_widths(widths: Sequence[str], values=(32, 64, 96, 128, 256)) -> bool:
     return _agree(tuple(widths), tuple(values))
 
 
+_INDEX_VALUES = (0, 16, 48)  # values tried for a run-time int in a width (a slice bound: rotary_dim)
+
+
 @functools.lru_cache(maxsize=4096)
 def _agree(widths: tuple[str, ...], values: tuple[int, ...]) -> bool:
+    """Whether the widths agree at every cols of ``values``; the run-time ints they read (slice
+    bounds) at each combination of :data:`_INDEX_VALUES` too: ``n + (cols - n)`` is cols."""
     try:
         codes = [compile(w, "<width>", "eval") for w in dict.fromkeys(widths)]
-        return all(len({eval(code, {"__builtins__": {}}, {"cols": c}) for code in codes}) == 1 for c in values)
+        free = sorted({name for code in codes for name in code.co_names} - {"cols"})
+        for ints in itertools.product(_INDEX_VALUES, repeat=len(free)):
+            scope = dict(zip(free, ints))
+            if not all(len({eval(code, {"__builtins__": {}}, {**scope, "cols": c}) for code in codes}) == 1 for c in values):
+                return False
+        return True
     except (ArithmeticError, NameError, SyntaxError, TypeError):
         return False
 
@@ -447,6 +465,7 @@ def definitions(
     rows = [p for p in params if p.kind == ROWS]
     vectors = [p for p in params if p.kind == VECTOR]
     numbers = [p for p in params if p.kind == "number"]
+    indices = [p for p in params if p.kind == INDEX]
     if not rows:
         raise Unfusible("no rows tensor among the inputs")
     tensors = [*rows, *vectors]
@@ -455,7 +474,7 @@ def definitions(
     dtypes = [s for s in program.symbols if s != FP32 and s not in promoted]
     blocked = not program.reduces  # rows read in place as blocks (_row_blocks); a reduction's rows are padded
     maps = ["blocks", "heads", *(f"{p.name}_map" for p in rows)] if blocked else []
-    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), *maps, "max_rows"]
+    factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in (*numbers, *indices)), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     # autograd may record: torch's gradient of the fallback (_with_torch_grad); not through a
@@ -491,7 +510,7 @@ def definitions(
         body += f"{o.name}_out = torch.empty({size}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
     args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
     spread = "n, cols" if blocked else f"*{first}_rows.shape"
-    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), *maps,
+    args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), *(p.name for p in indices), *maps,
              f"_spread_rows({spread}{', whole=True' if program.whole else ''})"]
     launched = ", ".join([*(f"{p.name}_rows" for p in tensors), *(f"{o.name}_out" for o in outputs)])
     body += f"_launch({kernel}({', '.join(args)}), {launched})\n"
@@ -534,14 +553,18 @@ def fallback_definition(name: str, signature: str, where: str, torch_source: str
 
 
 def _needed(checks: Sequence[str]) -> list[str]:
-    """The width checks that do not hold for every cols (those that do say nothing)."""
+    """The width checks that do not hold for every cols (those that do say nothing; one that
+    reads a run-time int, a slice bound, is needed)."""
     return [c for c in dict.fromkeys(checks) if not _always(c)]
 
 
 @functools.lru_cache(maxsize=None)
 def _always(check: str) -> bool:
     code = compile(check, "<width check>", "eval")
-    return all(eval(code, {"__builtins__": {}}, {"cols": n}) for n in range(1, 4097))
+    try:
+        return all(eval(code, {"__builtins__": {}}, {"cols": n}) for n in range(1, 4097))
+    except NameError:
+        return False
 
 
 def _tuple(names) -> str:

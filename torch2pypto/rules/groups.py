@@ -18,7 +18,7 @@ from typing import Sequence
 from torch2pypto.rules import templates
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import (
-    FP32, FUSED_SHAPE, ROWS, VECTOR, Output, Param, Program, Unfusible, _needed, _torch_dtype, _tuple, block_group, fallback_definition,
+    FP32, FUSED_SHAPE, INDEX, ROWS, VECTOR, Output, Param, Program, Unfusible, _needed, _torch_dtype, _tuple, block_group, fallback_definition,
 )
 
 Group = tuple[Program, Sequence[Output]]
@@ -55,8 +55,9 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     dtypes = list(dict.fromkeys(s for g in pieces for s in g.dtypes))
     promoted = [s for g in pieces for s in g.promoted]
     numbers = [p for g in pieces for p in g.numbers]
+    indices = [p for g in pieces for p in g.indices]
     maps = [f"{p.name}_map" for g in pieces for p in g.rows]
-    factory = [*dtypes, *promoted, "cols", *(p.name for p in numbers), "blocks", "heads", *maps, "max_rows"]
+    factory = [*dtypes, *promoted, "cols", *(p.name for p in (*numbers, *indices)), "blocks", "heads", *maps, "max_rows"]
     pypto_ops = " + ".join(dict.fromkeys(op for program, _ in groups for op in program.pypto))
     labels = "; ".join(", ".join(o.name for o in results) for _, results in groups)
     doc = f"{where}: {pypto_ops} on [rows, cols] tiles of [blocks * n, cols], one loop per group of rows ({labels}), one launch."
@@ -64,7 +65,7 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     source = templates.kernel_factory(kernel, ", ".join(factory), doc, prelude, kernel_params, loops).replace("\n\n\n", "\n\n")
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     args = [f"_PYPTO_ALL_DTYPES[{_symbol_of(groups, s)}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
-    args += ["cols", *(f"float({p.source})" for p in numbers), f"({_tuple(f'blocks{g.suffix}' for g in pieces)})",
+    args += ["cols", *(f"float({p.source})" for p in numbers), *(p.source for p in indices), f"({_tuple(f'blocks{g.suffix}' for g in pieces)})",
              f"({_tuple(f'heads{g.suffix}' for g in pieces)})", *maps,
              f"({_tuple(g.spread for g in pieces)})"]
     body = "cols = shape[-1]\n" + "".join(g.host() for g in pieces)
@@ -99,6 +100,7 @@ class _Group:
         self.promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
         # a number's factory parameter: its own name (the body's), its source the wrapper's name
         self.numbers = [Param(p.name, p.kind, self.named(p)) for p in program.params if p.kind == "number"]
+        self.indices = [Param(p.name, p.kind, self.named(p)) for p in program.params if p.kind == INDEX]
         self.checks = [*(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *program.dtype_checks]
         self.spread = f"_spread_rows(n{self.suffix}, cols{', whole=True' if program.whole else ''})"
         self.launched = [*(f"{p.name}_rows" for p in (*self.rows, *self.vectors)), *(f"{o.name}_out" for o in results)]

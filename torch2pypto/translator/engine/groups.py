@@ -31,7 +31,7 @@ import dataclasses
 
 from torch2pypto.rules import groups
 from torch2pypto.rules.fusion import ROWS, VECTOR, Param, Program, Unfusible
-from torch2pypto.translator.engine.lowering import Built
+from torch2pypto.translator.engine.lowering import Built, assigned_names
 from torch2pypto.translator.engine.scopes import walk
 
 
@@ -93,7 +93,7 @@ def _joins(spans: list[list[ast.stmt]], builds: list[Built], statements: list[as
     """Whether the region of ``statements`` joins the groups ``builds`` (of ``spans``): the rule above."""
     if any(len(b.program.ops) < 2 or b.returned is not None or b.program.reduces or b.program.modules for b in (*builds, built)):
         return False
-    assigned = {s.targets[0].id for span in spans for s in span}
+    assigned = assigned_names(s for span in spans for s in span)
     if any(type(n) is ast.Name and n.id in assigned for s in statements for n in walk(s)):
         return False
     tensors = {p.source for b in builds for p in b.program.params if p.kind in (ROWS, VECTOR)}

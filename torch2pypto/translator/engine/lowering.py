@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import composite, elementwise, reduction
-from torch2pypto.rules.fusion import ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, static_dtype
+from torch2pypto.rules.fusion import INDEX, ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, static_dtype
 from torch2pypto.rules.steps import Apply
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
@@ -47,10 +47,30 @@ def _locals(function: ast.FunctionDef) -> frozenset[str]:
 
 
 def candidate(statement: ast.stmt) -> bool:
-    """``name = <expr>`` (``residual = hidden_states`` too: a second name of a region's value) or ``return <expr>``."""
+    """``name = <expr>`` (``residual = hidden_states`` too: a second name of a region's value),
+    ``a, b = <expr>, <expr>`` (phi3's ``q_rot, q_pass = q[..., :n], q[..., n:]``: two bindings) or
+    ``return <expr>``."""
     if type(statement) is ast.Assign:
-        return len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name
+        return len(statement.targets) == 1 and bool(bindings(statement))
     return type(statement) is ast.Return and statement.value is not None and type(statement.value) is not ast.Name
+
+
+def bindings(statement: ast.Assign) -> list[tuple[str, ast.expr]]:
+    """The names an assignment ``name = v`` or ``a, b = v, w`` binds and their expressions (all
+    evaluated before any is bound, as Python does); none for another assignment."""
+    target, value = statement.targets[0], statement.value
+    if type(target) is ast.Name:
+        return [(target.id, value)]
+    if type(target) is ast.Tuple and type(value) is ast.Tuple and len(target.elts) == len(value.elts) and target.elts \
+            and all(type(t) is ast.Name for t in target.elts) and len({t.id for t in target.elts}) == len(target.elts) \
+            and not any(type(v) is ast.Starred for v in value.elts):
+        return [(t.id, v) for t, v in zip(target.elts, value.elts)]
+    return []
+
+
+def assigned_names(statements) -> set[str]:
+    """The names assignments among ``statements`` bind."""
+    return {name for s in statements if type(s) is ast.Assign for name, _ in bindings(s)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +138,7 @@ class Built:
         passes too is the wrapper's parameter once: a ``self``, callee, number or dtype that one,
         a tensor its own (of its own window), spelt as that one in the fallback."""
         earlier = self.earlier.get(source)
-        if earlier is not None and kind == earlier.kind and kind in ("self", "callee", "number", "dtype"):
+        if earlier is not None and kind == earlier.kind and kind in ("self", "callee", "number", INDEX, "dtype"):
             return earlier
         param = self.program.param(name, kind, source) if kind != "callee" else self.program.callee(name)
         if earlier is not None:
@@ -349,7 +369,21 @@ class Built:
             literal = _literal(node.slice)
         if type(shaped) is ast.Name and shaped.id in env and env[shaped.id].role == ROWS and literal == -1:
             return env[shaped.id].width
+        index = self._index(node, env)
+        if index is not None:
+            return index
         raise Unfusible("a slice bound of no int or last dim of the region's values")
+
+    def _index(self, node: ast.expr, env) -> str | None:
+        """A slice bound that is an int known at run time only (phi3's ``rotary_dim``, a name or a
+        ``self`` attribute of no tensor): a factory int of the kernel; the wrapper checks its type."""
+        if type(node) is ast.Name and node.id in env or type(node) not in (ast.Name, ast.Attribute):
+            return None
+        if type(node) is ast.Attribute and not (_dotted(node) and _self_rooted(node)) or self.depth and not _self_rooted(node):
+            return None
+        if self.inference.kind(node) == TENSOR:
+            return None
+        return self.program.index(self._leaf(node, INDEX, node.attr if type(node) is ast.Attribute else node.id))
 
     def join(self, entry: Entry, bound, env) -> Operand:
         """``torch.cat((a, b, ...), dim=-1)`` of the region's tiles."""
@@ -507,10 +541,11 @@ class Built:
         self.contexts += [context] if context is not None else []
         try:
             for statement in body:
-                value = self.value(statement.value, scope)
                 if type(statement) is ast.Return:
+                    value = self.value(statement.value, scope)
                     break
-                scope[statement.targets[0].id] = value
+                values = [(name, self.value(node, scope)) for name, node in bindings(statement)]
+                scope.update(values)
         finally:
             self.depth -= 1
             self.inlined.pop()

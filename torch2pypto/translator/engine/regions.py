@@ -45,7 +45,7 @@ import tokenize
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
 from torch2pypto.translator.engine import epilogues, groups, siblings
-from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, candidate, own_nodes
+from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, assigned_names, bindings, candidate, own_nodes
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
 
@@ -132,7 +132,7 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str]
     torch where not)."""
     if len(extended.program.ops) - ops < 2:
         return False
-    assigned = {s.targets[0].id for s in before if type(s) is ast.Assign}
+    assigned = assigned_names(before)
     if any(type(n) is ast.Name and n.id in assigned for n in walk(statement.value)):
         return False
     return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
@@ -390,22 +390,23 @@ class Finder:
         built.statements = statements
         for index, statement in enumerate(statements[start:], start):
             built.first = index == 0
+            parts = [(None, statement.value)] if type(statement) is ast.Return else bindings(statement)
             try:
-                value = built.value(statement.value, built.env)
+                values = [(name, built.value(node, built.env)) for name, node in parts]  # all before any is bound
             except Unfusible:
                 if index == 0:
                     self._alone[id(statement.value)] = (statement.value, 0)
                 raise
             if index == 0:  # built alone: as an expression, it makes as many ops
                 self._alone[id(statement.value)] = (statement.value, len(built.program.ops))
-            if not value.is_tile:
-                raise Unfusible("a statement of no tensor")
-            if any(value.text == f"{p.name}_tile" for p in built.program.params):
-                raise Unfusible("a statement of no op")
-            if type(statement) is ast.Return:
-                built.returned = value
-            else:
-                name = statement.targets[0].id
+            for name, value in values:
+                if not value.is_tile:
+                    raise Unfusible("a statement of no tensor")
+                if any(value.text == f"{p.name}_tile" for p in built.program.params):
+                    raise Unfusible("a statement of no op")
+                if name is None:
+                    built.returned = value
+                    continue
                 if name in self.declared:
                     raise Unfusible(f"{name} is global or nonlocal")
                 built.env[name] = value
