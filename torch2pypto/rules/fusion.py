@@ -396,7 +396,7 @@ def _same_widths(widths: Sequence[str], values=(32, 64, 96, 128, 256)) -> bool:
     return _agree(tuple(widths), tuple(values))
 
 
-_INDEX_VALUES = (0, 16, 48)  # values tried for a run-time int in a width (a slice bound: rotary_dim)
+_INDEX_VALUES = (0, 1, 7, 16, 48)  # values tried for a run-time int in a width (a slice bound: rotary_dim), unaligned ones too
 
 
 @functools.lru_cache(maxsize=4096)
