@@ -1,10 +1,11 @@
 """Regions: runs of straight-line tensor statements become one call of one fused kernel.
 
-Within each function body (and each block in it), consecutive statements ``name = <expr>`` (and
-a final ``return <expr>``) whose expressions are made of ops one row kernel can carry form a
+Within each function body (and each block in it), consecutive statements ``name = <expr>`` (or
+``a, b = <expr>, <expr>``: bindings made after both are evaluated; and a final ``return <expr>``) whose expressions are made of ops one row kernel can carry form a
 region: table entries of the elementwise, cast, composite (row recipes along the last dim) and
 reduction (last-dim, keepdim) families, the infix operators on tensors with Python numbers,
-last-dim slices ``x[..., a:b]`` (bounds of ints and the values' last dim) and ``torch.cat(...,
+last-dim slices ``x[..., a:b]`` (bounds of ints, of names of ints known at run time only, a
+factory int of the kernel, and of the values' last dim) and ``torch.cat(...,
 dim=-1)``, and helpers called with tensors, inlined: of the same class (``self._norm(x.float())``)
 or of the module (``rotate_half(q)``; the wrapper takes the function, its fallback calls it), and
 the forward of a submodule that ``self.<name>`` always holds an instance of a class of the module
