@@ -41,7 +41,7 @@ Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), Â
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
   fallbacks. Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha
   87.0 at B1 H8 S512 (0.68x), 1125.8 against 3290.9 at H32 S2048 (0.34x), same HBM floor;
-  SwiGLU 4096x512x1024: the gated kernel 127.3 against fused_swiglu's 148.2 (0.86x), HBM floor
+  SwiGLU 4096x512x1024 (last stop's run): the gated kernel 127.3 against fused_swiglu's 148.2 (0.86x), HBM floor
   10.3 against 10.3.
 
 ``--experts DIR`` (a checkout of hicann/pypto) adds PyPTO's own model kernels: flash_attention_mha
