@@ -94,17 +94,19 @@ class _HeldGradients(torch.autograd.Function):
         args = [a.requires_grad_() if w and i < ctx.own else a for i, (a, w) in enumerate(zip(ctx.args, wants))]
         with torch.enable_grad():
             results = ctx.torch_path(*args[: ctx.own])
-            results = [(r, g) for r, g in zip(results if isinstance(results, tuple) else (results,), grads) if g is not None and r.requires_grad]
+            results = results if isinstance(results, tuple) else (results,)
+            results = [(r, g) for r, g in zip(results, grads) if g is not None and r.requires_grad]
         if not results:
             return (None,) * (3 + len(wants))
-        found = iter(torch.autograd.grad([r for r, _ in results], [a for a, w in zip(args, wants) if w], [g for _, g in results], allow_unused=True))
+        inputs = [a for a, w in zip(args, wants) if w]
+        found = iter(torch.autograd.grad([r for r, _ in results], inputs, [g for _, g in results], allow_unused=True))
         return (None, None, None, *(next(found) if w else None for w in wants))
 
 
 def _with_held_grads(kernel_path, torch_path, *args, held=()):
-    """_with_torch_grads for a region that inlines submodules: kernel_path(*args, *held); torch_path(*args)
-    reads the tensors `held` from the submodules, and autograd gives them torch's gradient too. The
-    result is a tensor, or a tuple of several, as torch_path's."""
+    """_with_torch_grads for a region that inlines submodules: kernel_path(*args, *held);
+    torch_path(*args) reads the tensors `held` from the submodules, and autograd gives them
+    torch's gradient too. The result is a tensor, or a tuple of several, as torch_path's."""
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in (*args, *held)):
         results = _HeldGradients.apply(kernel_path, torch_path, len(held), *args, *held)
         return results if len(results) > 1 else results[0]
