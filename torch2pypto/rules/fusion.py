@@ -458,14 +458,14 @@ def definitions(
     factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
-    # autograd may record: torch's gradient of the fallback (_with_torch_grad); not through a
-    # submodule, whose fallback reads its parameters from it
+    # autograd may record: torch's gradient of the fallback (_with_torch_grad; through a submodule,
+    # whose fallback reads its parameters from it, _with_held_grads, which gives them theirs)
     single = len(outputs) == 1 and not program.modules
     names = {p.name for p in rows}
     results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
     guard = (f"_fused_shape(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
+             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single or program.modules else ', grad=False'})")
     prologue = f"shape = {guard}\n"
     if program.modules:
         pairs = ", ".join(f"({m}, {c})" for m, c in program.modules)
@@ -519,6 +519,11 @@ def definitions(
         source += (f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
                    + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n")
         requires.append("_with_torch_grad")
+    elif program.modules:
+        held = [p for p in params if p.name in program.derived]
+        source += (f"\n    def kernel_path({', '.join([*torch_args.split(', '), *(p.name for p in held)])}):\n" + textwrap.indent(body, " " * 8)
+                   + f"\n    return _with_held_grads(kernel_path, {fallback}, {torch_args}, held=({_tuple(p.name for p in held)}))\n")
+        requires.append("_with_held_grads")
     else:
         source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
