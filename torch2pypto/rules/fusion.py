@@ -15,11 +15,12 @@ that the widths agree and start and span 32-byte blocks, and runs torch where th
 
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
-shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path, autograd not
-recording) and otherwise runs the fallback; a region that inlines a submodule's forward takes
-the submodule and reads its weights itself, after checking that its call would run that forward
-alone (:data:`INLINED`), and runs torch while autograd records (its fallback reads the weights
-from the submodule). A region without a row reduction reads its rows
+shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path) and otherwise
+runs the fallback; while autograd records, the kernel computes the results and backward gives
+torch's gradients of the fallback. A region that inlines a submodule's forward takes the
+submodule and reads its weights itself, after checking that its call would run that forward
+alone (:data:`INLINED`); in backward its fallback calls the submodule, so the weights get their
+gradients too. A region without a row reduction reads its rows
 operands in place, broadcast, permuted or column-sliced (templates.ROW_BLOCKS); a reduction's
 rows are padded to 32-byte aligned rows on the host.
 """
@@ -458,14 +459,14 @@ def definitions(
     factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in numbers), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
-    # autograd may record: torch's gradient of the fallback (_with_torch_grad; through a submodule,
-    # whose fallback reads its parameters from it, _with_held_grads, which gives them theirs)
-    single = len(outputs) == 1 and not program.modules
+    # autograd may record: torch's gradients of the fallback (_with_torch_grad, _with_torch_grads
+    # of several results; through a submodule, whose fallback reads its parameters from it,
+    # _with_held_grads, which gives them theirs)
     names = {p.name for p in rows}
     results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
     guard = (f"_fused_shape(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single or program.modules else ', grad=False'})")
+             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},))")
     prologue = f"shape = {guard}\n"
     if program.modules:
         pairs = ", ".join(f"({m}, {c})" for m, c in program.modules)
@@ -510,22 +511,21 @@ def definitions(
     submodules = ", a submodule whose call runs more than its class's forward" if program.modules else ""
     more = textwrap.fill(
         f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
-        f"the kernel does not take (other shapes or dtypes, tensors that need grad, off the NPU{submodules}) run {fallback}.",
+        f"the kernel does not take (other shapes or dtypes, off the NPU{submodules}) run {fallback}.",
         92, initial_indent="    ", subsequent_indent="    ",
     )
     source = (f'def {wrapper}({called}):\n    """{doc}\n\n{more}\n    """\n'
               f"{textwrap.indent(prologue, '    ')}    if not ({guard}):\n        return {fallback}({torch_args})\n")
-    if single:
+    if not program.modules:
+        grads = "_with_torch_grad" if len(outputs) == 1 else "_with_torch_grads"
         source += (f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
-                   + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n")
-        requires.append("_with_torch_grad")
-    elif program.modules:
+                   + f"\n    return {grads}(kernel_path, {fallback}, {signature})\n")
+        requires.append(grads)
+    else:
         held = [p for p in params if p.name in program.derived]
         source += (f"\n    def kernel_path({', '.join([*torch_args.split(', '), *(p.name for p in held)])}):\n" + textwrap.indent(body, " " * 8)
                    + f"\n    return _with_held_grads(kernel_path, {fallback}, {torch_args}, held=({_tuple(p.name for p in held)}))\n")
         requires.append("_with_held_grads")
-    else:
-        source += textwrap.indent(body, "    ")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
     extra = (templates.ALIGNED_ROWS,) if program.reduces else (templates.ROW_BLOCKS,)
     extra += (INLINED,) if program.modules else ()
