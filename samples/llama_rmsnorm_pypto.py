@@ -209,15 +209,14 @@ def _torch_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_d
     return weight * hidden_states.to(input_dtype)
 
 
-def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=()):
     """The shape of a fused kernel's rows for these operands, or None if it does not take them.
 
     It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
     `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
     numbers, float dtypes; all on the kernel path; tensors `like` whose dtype only it reads (a
-    float dtype, on the rows' device; empty ones too: type_as's dtype carriers); unless `grad`,
-    autograd not recording (a region of several results keeps torch's gradients by running
-    torch). Any other mix runs the region's torch statements.
+    float dtype, on the rows' device; empty ones too: type_as's dtype carriers). Any other mix
+    runs the region's torch statements.
     """
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
@@ -232,8 +231,6 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), g
         return None
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
         return None
-    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return None
     if any(t.dtype not in _PYPTO_DTYPES or t.device != rows[0].device for t in like):
         return None
     return shape if _on_kernel_path(*rows, *vectors) else None
@@ -245,7 +242,7 @@ def pypto_fused_forward_3d2561_8sites(hidden_states, variance_epsilon, weight, i
 
     pypto.cast + pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt in torch's
     dtypes, rounded where torch rounds. Operands the kernel does not take (other shapes or
-    dtypes, tensors that need grad, off the NPU) run _torch_fused_forward_3d2561.
+    dtypes, off the NPU) run _torch_fused_forward_3d2561.
     """
     shape = _fused_shape((hidden_states,), (weight,), numbers=(variance_epsilon,), dtypes=(input_dtype,), like=(), results=((hidden_states,),))
     if not (shape is not None):

@@ -191,15 +191,14 @@ def _torch_fused_norm_5d7727(x, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=()):
     """The shape of a fused kernel's rows for these operands, or None if it does not take them.
 
     It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
     `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
     numbers, float dtypes; all on the kernel path; tensors `like` whose dtype only it reads (a
-    float dtype, on the rows' device; empty ones too: type_as's dtype carriers); unless `grad`,
-    autograd not recording (a region of several results keeps torch's gradients by running
-    torch). Any other mix runs the region's torch statements.
+    float dtype, on the rows' device; empty ones too: type_as's dtype carriers). Any other mix
+    runs the region's torch statements.
     """
     tensors = (*rows, *vectors, *like)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
@@ -214,8 +213,6 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), g
         return None
     if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
         return None
-    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return None
     if any(t.dtype not in _PYPTO_DTYPES or t.device != rows[0].device for t in like):
         return None
     return shape if _on_kernel_path(*rows, *vectors) else None
@@ -225,8 +222,8 @@ def pypto_fused_norm_5d7727_5sites(x, eps):
     """_norm's region as one PyPTO kernel: Tensor.pow, Tensor.mean, x + y, rsqrt, x * y.
 
     pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt in torch's dtypes, rounded
-    where torch rounds. Operands the kernel does not take (other shapes or dtypes, tensors
-    that need grad, off the NPU) run _torch_fused_norm_5d7727.
+    where torch rounds. Operands the kernel does not take (other shapes or dtypes, off the
+    NPU) run _torch_fused_norm_5d7727.
     """
     shape = _fused_shape((x,), (), numbers=(eps,), dtypes=(), like=(), results=((x,),))
     if not (shape is not None):
@@ -297,7 +294,7 @@ def pypto_fused_forward_22a741_5sites(x, eps, self, weight):
 
     pypto.cast + pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt in torch's
     dtypes, rounded where torch rounds. Operands the kernel does not take (other shapes or
-    dtypes, tensors that need grad, off the NPU) run _torch_fused_forward_22a741.
+    dtypes, off the NPU) run _torch_fused_forward_22a741.
     """
     shape = _fused_shape((x,), (weight,), numbers=(eps,), dtypes=(), like=(), results=((x,),))
     if not (shape is not None):

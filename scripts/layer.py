@@ -27,23 +27,22 @@ torch's FlopCounterMode over the wrapper's own torch path run on meta tensors (m
 attention; causal attention counted in full, as torch counts it). Launch gaps are excluded (they
 only widen a per-op chain's time). Figures only, not a test.
 
-Last run (pypto 0.2.0, transformers 5.23.0, sdpa; 12 min on a shared 2-core machine), µs:
-  64 tokens:   fused 495.3 (14 launches) against per-op 529.1 (30): 1.07x; layer floor 285.8 (HBM:
-               387 MiB of weights), fused 1.73x of it. RMSNorm 3.1 against 16.9 (8 launches, 5.50x);
-               RoPE 5.3 against 11.5 (2.16x); projections 47.7 (q/k/v/o, 1.96x floor), gate/up 82.0
-               and down 94.1 (1.26-1.45x); sdpa 28.4 (18.9x its floor).
-  2048 tokens: fused 6555.8 against per-op 7157.9: 1.09x; floor 2536.5 (898 GFLOP at the cube
-               peak), fused 2.58x. RMSNorm 24.6 against 194.0 (7.87x, 1.04x floor); RoPE 237.0
-               against 500.5 (2.11x); q/k/v/o 419.0 each, gate/up 1006.8, down 996.1 (1.9-2.2x
-               floor); causal sdpa 1494.6 (7.7x its floor, FLOPs counted in full).
-  Only the RMSNorms and RoPE's cats differ between fused and per op: the fused RoPE regions
-  (apply_rotary_pos_emb) run their torch path at these shapes ([1, 1, S, D] cos/sin over heads:
-  torch's mul x4, add x2, neg x2), the MLP's ACT2FN[config.hidden_act] and its product (nested
-  in down_proj's argument) stay torch, and sdpa pads q/k/v on the host (constant_pad_nd x3).
-  Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha 87.0 at B1 H8
-  S512 (0.68x), 1993.5 against 3290.9 at H32 S2048 (0.61x), same HBM floor; SwiGLU 4096x512x1024:
-  the llama form 193.3 in 3 launches plus a torch silu (1.30x of fused_swiglu's 148.2; HBM floor
-  36.9 against 10.3), with ACT2FN["silu"] 218.1 in 4 launches (1.47x).
+Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), µs:
+  64 tokens:   fused 469.3 (9 launches) against per-op 578.0 (38): 1.23x; layer floor 285.8 (HBM:
+               387 MiB of weights), fused 1.64x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
+               RoPE 20.0 (q and k, 1 launch) against 47.7 (10, 2.39x); residual add + RMSNorm 4.0;
+               q/k/v 75.7 (1 launch), o_proj 47.7; gated gate/up 193.1 and down 94.1 (MLP 0.94x
+               of per-op); sdpa 28.4 (18.9x its floor).
+  2048 tokens: fused 5802.0 against per-op 8097.2: 1.40x; floor 2536.5 (898 GFLOP at the cube
+               peak), fused 2.29x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); RoPE 393.4
+               against 1658.2 (4.21x, 8.1x floor: in-kernel slices and concat); q/k/v 1073.9,
+               o_proj 419.0, gated gate/up 1924.4, down 996.1 (1.8-2.2x floor); causal sdpa 867.9
+               (4.5x its floor, FLOPs counted in full).
+  The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
+  fallbacks. Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha
+  87.0 at B1 H8 S512 (0.68x), 1125.8 against 3290.9 at H32 S2048 (0.34x), same HBM floor;
+  SwiGLU 4096x512x1024 (last stop's run): the gated kernel 127.3 against fused_swiglu's 148.2 (0.86x), HBM floor
+  10.3 against 10.3.
 
 ``--experts DIR`` (a checkout of hicann/pypto) adds PyPTO's own model kernels: flash_attention_mha
 at B1 H8 S512 and H32 S2048 (D128) against the translated ``F.scaled_dot_product_attention`` and

@@ -480,6 +480,39 @@ def test_grouped_rope_carries_torchs_gradients():
         assert (k_got is None) == (k_want is None) and (k_got is None or torch.allclose(k_got, k_want))
 
 
+
+SEVERAL = {
+    "add+norm": typed("def f(x, r, w):\n    h = x + r\n    y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w\n    return y, h\n"),
+    "blocked": typed("def f(x, r, w):\n    a = x * r + w\n    b = a.exp() - r\n    return a, b\n"),
+}
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("name", SEVERAL)
+def test_a_region_of_several_results_keeps_its_kernel_under_grad(name):
+    """Training: a region of two results (a reduction's and a blocked one) launches its kernel
+    forward, and backward gives torch's gradients of its statements to every input, also where
+    only one result reaches the loss."""
+    code = SEVERAL[name]
+    translation = fused(code)
+    original, translated = module(HEAD + code), module(translation.code)
+    base = (tensor(2, 5, 64), tensor(2, 5, 64, seed=1), tensor(64, seed=2))
+    for used in (2, 1):
+        grads = []
+        for m, run in ((original, contextlib.nullcontext()), (translated, torch2pypto.interpreted(translated))):
+            inputs = [t.clone().requires_grad_() for t in base]
+            launched = counting()
+            with run:
+                results = m.f(*inputs)
+                sum((r * (i + 1)).sum() for i, r in enumerate(results[:used])).backward()
+            grads.append([t.grad for t in inputs])
+            if m is translated:
+                assert [n for k, n in launched().items() if k.startswith("fused_")] == [1], launched()
+        for got, want in zip(*grads):
+            assert (got is None) == (want is None)
+            if want is not None:
+                torch.testing.assert_close(got, want)
+
 SHARED = typed("def f(x, y, c):\n    a = x.exp() * c + 1\n    b = y * c - 2\n    return a, b\n")
 
 

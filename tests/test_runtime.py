@@ -398,6 +398,38 @@ def test_with_torch_grads_gives_torchs_gradients_of_the_results_that_reach_the_l
         assert all(r.grad_fn is None for r in grad._with_torch_grads(kernel_path, None, x, y))
 
 
+@pytest.mark.parametrize("tied", [False, True], ids=["two weights", "one weight held twice"])
+def test_with_held_grads_gives_the_submodules_weights_torchs_gradient_once(tied):
+    """A region inlining two scaling submodules: its torch path calls them (reading their weights),
+    its kernel path takes the weights held; each weight and the input get torch's gradient (a
+    weight held twice once, not twice), the result used twice."""
+    first, second = torch.nn.Linear(3, 3, bias=False), torch.nn.Linear(3, 3, bias=False)
+    if tied:
+        second.weight = first.weight
+    x = torch.randn(2, 3, requires_grad=True)
+
+    def torch_path(x, first, second):
+        h = first(x)
+        return second(h), h
+
+    def kernel_path(x, first, second, w1, w2):
+        h = x @ w1.T
+        return h @ w2.T, h
+
+    expected = torch_path(x, first, second)
+    ((expected[0] * expected[1]).sum() + expected[0].sum()).backward()
+    wanted = [x.grad, *(p.grad for p in {id(p): p for p in (first.weight, second.weight)}.values())]
+    x.grad = first.weight.grad = second.weight.grad = None
+    got = grad._with_held_grads(kernel_path, torch_path, x, first, second, held=(first.weight, second.weight))
+    for g, e in zip(got, expected):
+        assert torch.allclose(g, e) and g.grad_fn is not None
+    ((got[0] * got[1]).sum() + got[0].sum()).backward()
+    for g, e in zip([x.grad, *(p.grad for p in {id(p): p for p in (first.weight, second.weight)}.values())], wanted):
+        torch.testing.assert_close(g, e)
+    with torch.no_grad():
+        assert all(r.grad_fn is None for r in grad._with_held_grads(kernel_path, None, x, first, second, held=(first.weight, second.weight)))
+
+
 def test_a_result_sharing_an_inputs_storage_is_a_copy():
     x = torch.randn(3, requires_grad=True)
     result = grad._TorchGradient.apply(lambda x: x.detach(), lambda x: x * 1, x)

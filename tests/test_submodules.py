@@ -4,8 +4,9 @@ instance of a class of the same file.
 Each interpreter case runs the translated layer under ``interpreted()`` against the original
 (fp32 and bf16, odd sizes) and counts the launches: llama's residual add and post-attention
 RMSNorm are one kernel with two outputs, gemma3's norm + add + norm another. A call that would
-run more than the class's forward (hooks, a subclass, a replaced submodule) or autograd recording
-runs the statements as written, so values, hooks and gradients are torch's.
+run more than the class's forward (hooks, a subclass, a replaced submodule) runs the statements as
+written, so values and hooks are torch's; under autograd the kernel runs and the gradients, the
+submodules' weights' too, are torch's (recomputed from the statements in backward).
 """
 
 import itertools
@@ -215,21 +216,60 @@ def test_a_call_that_runs_more_than_the_forward_runs_the_statements_as_written(t
         assert seen.count("RMSNorm") == 4  # each layer's two norms, the hook seeing every call
 
 
+def _trained(layer, xs, interpreted=None):
+    """layer's results on xs (made to require grad) and, after a backward of a loss that uses each
+    result twice, the gradients of xs and of every parameter; with the launches of the forward."""
+    xs = tuple(x.clone().requires_grad_() for x in xs)
+    launched = counting()
+    with torch2pypto.interpreted(*([interpreted] if interpreted else [])):
+        h, r = layer(*xs)
+        forward = {k.removesuffix(".kernel"): n for k, n in launched().items()}
+        (h.float().square().sum() + (r * h).float().sum()).backward()
+    return (h, r, *(x.grad for x in xs), *(p.grad for p in layer.parameters())), forward
+
+
 @pytest.mark.interpreter
-def test_gradients_are_torchs_through_the_submodule(tmp_path):
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
+def test_under_grad_the_kernel_runs_and_gradients_reach_inputs_and_the_norms_weight(tmp_path, dtype):
     translation, original, module = translated(LLAMA, tmp_path)
-    a, b = twins(original, module, 33, torch.float32)
-    x, y = inputs((2, 5, 33), torch.float32)
-    results = []
-    for layer, interpreted in ((a, None), (b, module)):
-        xs = (x.clone().requires_grad_(), y.clone().requires_grad_())
-        launched = counting()
-        with torch2pypto.interpreted(*([interpreted] if interpreted else [])):
-            h, r = layer(*xs)
-            (h.square().sum() + (r * h).sum()).backward()
-        results.append((h, r, xs[0].grad, xs[1].grad, layer.post_attention_layernorm.weight.grad, layer.input_layernorm.weight.grad))
-    assert region_kernel(translation, 30) not in {k.removesuffix(".kernel") for k in launched()}  # autograd records: torch
-    for g, e in zip(*results):
+    a, b = twins(original, module, 33, dtype)
+    x = inputs((2, 5, 33), dtype)
+    expected, _ = _trained(a, x)
+    got, forward = _trained(b, x, module)
+    assert forward == {region_kernel(translation, 13): 1, "linear_kernel": 1, region_kernel(translation, 30): 1}, forward
+    assert all(g is not None for g in expected) and len(got) == len(expected) == 7  # h, r, x, y, two norm weights, mix
+    tolerance = {} if dtype == torch.float32 else dict(zip(("atol", "rtol"), region_tolerance(dtype)))
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.float(), e.float(), **tolerance)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("tied", [False, True], ids=["own weights", "one weight in both norms"])
+def test_gemma_under_grad_one_kernel_and_each_weight_gets_its_gradient_once(tmp_path, tied):
+    translation, original, module = translated(GEMMA, tmp_path)
+    (region,) = [r for r in translation.regions if r.modules]
+    a, b = twins(original, module, 64, torch.float32)
+    if tied:
+        for layer in (a, b):
+            layer.pre_feedforward_layernorm.weight = layer.post_attention_layernorm.weight
+    expected, _ = _trained(a, inputs((3, 64), torch.float32))
+    got, forward = _trained(b, inputs((3, 64), torch.float32), module)
+    assert forward == {region.kernel: 1}
+    assert len(got) == len(expected) == (5 if tied else 6)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+
+
+@pytest.mark.interpreter
+def test_under_grad_a_hooked_submodule_still_runs_the_statements_as_written(tmp_path):
+    translation, original, module = translated(LLAMA, tmp_path)
+    a, b = twins(original, module, 64, torch.float32)
+    seen = [_hooked(a), _hooked(b)]
+    expected, _ = _trained(a, inputs((3, 64), torch.float32))
+    got, forward = _trained(b, inputs((3, 64), torch.float32), module)
+    assert region_kernel(translation, 30) not in forward and len(seen[0]) == len(seen[1]) == 1
+    for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)
 
 

@@ -150,5 +150,7 @@ PRELUDE = (
     copied("grad", "_with_torch_grad"),
     copied("grad", "_TorchGradients"),
     copied("grad", "_with_torch_grads"),
+    copied("grad", "_HeldGradients"),
+    copied("grad", "_with_held_grads"),
 )
 PRELUDE_NAMES = tuple(d.name for d in PRELUDE)

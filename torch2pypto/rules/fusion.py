@@ -15,11 +15,12 @@ that the widths agree and start and span 32-byte blocks, and runs torch where th
 
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
-shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path, autograd not
-recording) and otherwise runs the fallback; a region that inlines a submodule's forward takes
-the submodule and reads its weights itself, after checking that its call would run that forward
-alone (:data:`INLINED`), and runs torch while autograd records (its fallback reads the weights
-from the submodule). A region without a row reduction reads its rows
+shape, vectors of its last dim, float dtypes, Python numbers, on the kernel path) and otherwise
+runs the fallback; while autograd records, the kernel computes the results and backward gives
+torch's gradients of the fallback. A region that inlines a submodule's forward takes the
+submodule and reads its weights itself, after checking that its call would run that forward
+alone (:data:`INLINED`); in backward its fallback calls the submodule, so the weights get their
+gradients too. A region without a row reduction reads its rows
 operands in place, broadcast, permuted or column-sliced (templates.ROW_BLOCKS); a reduction's
 rows are padded to 32-byte aligned rows on the host.
 """
@@ -477,14 +478,14 @@ def definitions(
     factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in (*numbers, *indices)), *maps, "max_rows"]
     source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
-    # autograd may record: torch's gradient of the fallback (_with_torch_grad); not through a
-    # submodule, whose fallback reads its parameters from it
-    single = len(outputs) == 1 and not program.modules
+    # autograd may record: torch's gradients of the fallback (_with_torch_grad, _with_torch_grads
+    # of several results; through a submodule, whose fallback reads its parameters from it,
+    # _with_held_grads, which gives them theirs)
     names = {p.name for p in rows}
     results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
     guard = (f"_fused_shape(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){'' if single else ', grad=False'})")
+             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},))")
     prologue = f"shape = {guard}\n"
     if program.modules:
         pairs = ", ".join(f"({m}, {c})" for m, c in program.modules)
@@ -529,17 +530,21 @@ def definitions(
     submodules = ", a submodule whose call runs more than its class's forward" if program.modules else ""
     more = textwrap.fill(
         f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
-        f"the kernel does not take (other shapes or dtypes, tensors that need grad, off the NPU{submodules}) run {fallback}.",
+        f"the kernel does not take (other shapes or dtypes, off the NPU{submodules}) run {fallback}.",
         92, initial_indent="    ", subsequent_indent="    ",
     )
     source = (f'def {wrapper}({called}):\n    """{doc}\n\n{more}\n    """\n'
               f"{textwrap.indent(prologue, '    ')}    if not ({guard}):\n        return {fallback}({torch_args})\n")
-    if single:
+    if not program.modules:
+        grads = "_with_torch_grad" if len(outputs) == 1 else "_with_torch_grads"
         source += (f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
-                   + f"\n    return _with_torch_grad(kernel_path, {fallback}, {signature})\n")
-        requires.append("_with_torch_grad")
+                   + f"\n    return {grads}(kernel_path, {fallback}, {signature})\n")
+        requires.append(grads)
     else:
-        source += textwrap.indent(body, "    ")
+        held = [p for p in params if p.name in program.derived]
+        source += (f"\n    def kernel_path({', '.join([*torch_args.split(', '), *(p.name for p in held)])}):\n" + textwrap.indent(body, " " * 8)
+                   + f"\n    return _with_held_grads(kernel_path, {fallback}, {torch_args}, held=({_tuple(p.name for p in held)}))\n")
+        requires.append("_with_held_grads")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
     extra = (templates.ALIGNED_ROWS,) if program.reduces else (templates.ROW_BLOCKS,)
     extra += (INLINED,) if program.modules else ()
@@ -642,37 +647,4 @@ def block_group(program: Program, rows, vectors, outputs, dtypes, buffers, max_r
 
 INLINED = copied("launch", "_inlined")
 
-FUSED_SHAPE = Definition(
-    "_fused_shape",
-    '''\
-def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), grad=True):
-    """The shape of a fused kernel's rows for these operands, or None if it does not take them.
-
-    It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
-    `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
-    numbers, float dtypes; all on the kernel path; tensors `like` whose dtype only it reads (a
-    float dtype, on the rows' device; empty ones too: type_as's dtype carriers); unless `grad`,
-    autograd not recording (a region of several results keeps torch's gradients by running
-    torch). Any other mix runs the region's torch statements.
-    """
-    tensors = (*rows, *vectors, *like)
-    if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return None
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in rows))
-        if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
-            return None
-    except RuntimeError:
-        return None
-    if any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
-        return None
-    if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
-        return None
-    if not grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return None
-    if any(t.dtype not in _PYPTO_DTYPES or t.device != rows[0].device for t in like):
-        return None
-    return shape if _on_kernel_path(*rows, *vectors) else None
-''',
-    ("_on_kernel_path",),
-)
+FUSED_SHAPE = copied("layout", "_fused_shape")

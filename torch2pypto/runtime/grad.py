@@ -68,3 +68,46 @@ def _with_torch_grads(kernel_path, torch_path, *args):
     if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         return _TorchGradients.apply(kernel_path, torch_path, *args)
     return kernel_path(*args)
+
+
+class _HeldGradients(torch.autograd.Function):
+    """As _TorchGradients, for a region that inlines submodules: its torch path reads their tensors
+    (a norm's weight) from the submodules, so those, the last `held` arguments, stay themselves in
+    backward (the others are detached copies) and get torch's gradient, once each."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, torch_path, held, *args):
+        ctx.set_materialize_grads(False)
+        ctx.torch_path, ctx.own = torch_path, len(args) - held
+        ctx.args = [a.detach() if isinstance(a, torch.Tensor) and i < ctx.own else a for i, a in enumerate(args)]
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        results = kernel_path(*args)
+        results = results if isinstance(results, tuple) else (results,)
+        return tuple(r.clone() if r.untyped_storage().data_ptr() in inputs else r.detach() for r in results)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        wants, seen = list(ctx.needs_input_grad[3:]), set()
+        for i in range(ctx.own, len(wants)):  # a tensor held twice (one weight in two norms) gets its gradient once
+            wants[i] = wants[i] and id(ctx.args[i]) not in seen
+            seen.add(id(ctx.args[i]))
+        args = [a.requires_grad_() if w and i < ctx.own else a for i, (a, w) in enumerate(zip(ctx.args, wants))]
+        with torch.enable_grad():
+            results = ctx.torch_path(*args[: ctx.own])
+            results = results if isinstance(results, tuple) else (results,)
+            results = [(r, g) for r, g in zip(results, grads) if g is not None and r.requires_grad]
+        if not results:
+            return (None,) * (3 + len(wants))
+        inputs = [a for a, w in zip(args, wants) if w]
+        found = iter(torch.autograd.grad([r for r, _ in results], inputs, [g for _, g in results], allow_unused=True))
+        return (None, None, None, *(next(found) if w else None for w in wants))
+
+
+def _with_held_grads(kernel_path, torch_path, *args, held=()):
+    """_with_torch_grads for a region that inlines submodules: kernel_path(*args, *held);
+    torch_path(*args) reads the tensors `held` from the submodules, and autograd gives them
+    torch's gradient too. The result is a tensor, or a tuple of several, as torch_path's."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in (*args, *held)):
+        results = _HeldGradients.apply(kernel_path, torch_path, len(held), *args, *held)
+        return results if len(results) > 1 else results[0]
+    return kernel_path(*args, *held)

@@ -134,6 +134,33 @@ def _aligned_rows(t, cols):
     return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
 
 
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=()):
+    """The shape of a fused kernel's rows for these operands, or None if it does not take them.
+
+    It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
+    `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
+    numbers, float dtypes; all on the kernel path; tensors `like` whose dtype only it reads (a
+    float dtype, on the rows' device; empty ones too: type_as's dtype carriers). Any other mix
+    runs the region's torch statements.
+    """
+    tensors = (*rows, *vectors, *like)
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in rows))
+        if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+    except RuntimeError:
+        return None
+    if any(tuple(v.shape) != tuple(shape[-1:]) for v in vectors):
+        return None
+    if any(type(n) not in (int, float) for n in numbers) or any(d not in _PYPTO_DTYPES for d in dtypes):
+        return None
+    if any(t.dtype not in _PYPTO_DTYPES or t.device != rows[0].device for t in like):
+        return None
+    return shape if _on_kernel_path(*rows, *vectors) else None
+
+
 def _row_blocks(shape, *tensors):
     """The rows operands of a fused kernel over `shape`, read in place.
 

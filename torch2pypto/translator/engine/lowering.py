@@ -279,24 +279,21 @@ class Built:
             return self.operator(node, self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env))
         if kind is ast.Subscript and _last_dim_slice(node):
             return self.slice(node, env)
-        helper = self.module_function(node.func) if kind is ast.Call else None
-        if helper is not None:
+        inliners = (
+            (self.module_function, lambda helper: self.inline(node, helper, env, method=False)),
+            (self.inference.held_class, lambda cls: self.inline_module(node, cls, env)),
+        ) if kind is ast.Call else ()
+        for find, inline in inliners:  # a helper of the module, or a submodule's forward
+            target = find(node.func)
+            if target is None:
+                continue
             saved = self._state()
             try:
-                return self.inline(node, helper, env, method=False)
+                return inline(target)
             except Unfusible:
                 if self.depth:
                     raise
                 self._restore(saved)  # it may still be an operand computed on the host
-        submodule = self.inference.held_class(node.func) if kind is ast.Call else None
-        if submodule is not None:
-            saved = self._state()
-            try:
-                return self.inline_module(node, submodule, env)
-            except Unfusible:
-                if self.depth:
-                    raise
-                self._restore(saved)
         if kind in (ast.Call, ast.Subscript):
             opaque = self._opaque(node, env)
             if opaque is not None:
