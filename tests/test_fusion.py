@@ -694,3 +694,34 @@ def test_a_tuple_assignment_binds_after_evaluating_all_its_values():
     """``x, y = y * 2, x + 1`` reads the x and y before it, as Python does."""
     check("def f(x: torch.Tensor, y: torch.Tensor):\n    x, y = y * 2, x + 1\n    return x * y\n",
           (tensor(3, 5, 32), tensor(3, 5, 32, seed=1)), kernels=1)
+
+
+VISION_ROPE = """\
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def f(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    orig_q_dtype = q.dtype
+    orig_k_dtype = k.dtype
+    q, k = q.float(), k.float()
+    cos, sin = cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    q_embed = q_embed.to(orig_q_dtype)
+    k_embed = k_embed.to(orig_k_dtype)
+    return q_embed, k_embed
+"""
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_vision_rope_with_tuple_casts_is_one_kernel(dtype):
+    """qwen2-vl's ``apply_rotary_pos_emb_vision``: the tuple of casts and the unsqueezed cos/sin
+    join q's and k's RoPE in one launch, back in the inputs' dtype ([S, heads, D], odd S); q's and
+    k's own casts stay calls (none in float32)."""
+    q, k = tensor(7, 3, 64, dtype=dtype), tensor(7, 3, 64, dtype=dtype, seed=1)
+    cos, sin = tensor(7, 64, seed=2), tensor(7, 64, seed=3)
+    check(VISION_ROPE, (q, k, cos, sin), kernels=1, calls=0 if dtype == torch.float32 else 2)
