@@ -145,6 +145,44 @@ def test_a_region_that_inlines_a_submodule_is_verified():
 
 
 @pytest.mark.interpreter
+def test_a_submodule_region_of_a_package_module_with_relative_imports_is_verified(tmp_path):
+    """The translated module is imported as a module of the original's package, so that its
+    relative imports resolve (transformers' modeling files): the region's case runs its kernel
+    instead of failing to import the class it holds."""
+    package = tmp_path / "mypkg" / "models"
+    package.mkdir(parents=True)
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "settings.py").write_text("EPS = 1e-6\n")
+    code = (
+        "import torch\nfrom torch import nn\n\nfrom ..settings import EPS\n\n\nclass Norm(nn.Module):\n"
+        "    def __init__(self, n):\n        super().__init__()\n        self.weight = nn.Parameter(torch.ones(n))\n"
+        "        self.eps = EPS\n\n    def forward(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight\n\n\n"
+        "class Block(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.norm = Norm(n)\n\n"
+        "    def forward(self, h: torch.Tensor, r: torch.Tensor):\n        h = r + h\n        r = h\n        h = self.norm(h)\n"
+        "        return h, r\n"
+    )
+    (package / "block.py").write_text(code)
+    ok, out = verified_translation(translate_source(code, str(package / "block.py")))
+    assert ok and "fused region, 7 ops" in out and "import" not in out, out
+
+
+@pytest.mark.interpreter
+def test_an_int_argument_known_only_at_run_time_is_sampled_as_an_int():
+    """llama's ``nn.Embedding(vocab, hidden, self.padding_idx)``: the padding index the call
+    passes at run time is sampled as an int (it was 0.5, and torch's reference raised)."""
+    code = (
+        "import torch\nfrom torch import nn\n\n\nclass Embed(nn.Module):\n    def __init__(self, config):\n"
+        "        super().__init__()\n        self.padding_idx = config.pad_token_id\n"
+        "        self.embed = nn.Embedding(config.vocab_size, config.hidden_size, self.padding_idx)\n\n"
+        "    def forward(self, ids: torch.Tensor):\n        return self.embed(ids)\n"
+    )
+    ok, out = verified(code)
+    assert ok and "torch.nn.Embedding" in out and "error" not in out, out
+
+
+@pytest.mark.interpreter
 def test_a_grouped_region_is_verified():
     """q's and k's RoPE, one kernel of two groups of rows: --verify runs its wrapper, all groups
     on the case's rows, against both statements."""

@@ -77,25 +77,38 @@ class Outcome:
     used: float | None = None
 
 
-def verify(module_source: str, cases: list[Case], timeout: float = 300, whole: str = "") -> list[Outcome]:
+def verify(module_source: str, cases: list[Case], timeout: float = 300, whole: str = "", path: str = "") -> list[Outcome]:
     """Run each case through the interpreter and compare with the wrapper's torch fallback.
 
     `module_source` defines the wrappers and ``PYPTO_LAUNCHER``; `whole`, the whole translated
-    module, for cases with an :class:`Instance` of its classes. `timeout` is per case, in
-    seconds (the first case of a worker also pays its start-up, about 2 s).
+    module, for cases with an :class:`Instance` of its classes, imported as a module of the
+    package the original file at `path` sits in, so that its relative imports resolve.
+    `timeout` is per case, in seconds (the first case of a worker also pays its start-up,
+    about 2 s).
     """
     with tempfile.TemporaryDirectory(prefix="torch2pypto-verify-") as name:
         tmp = Path(name)
         (tmp / "translated.py").write_text(module_source)
         (tmp / "whole.py").write_text(whole)
         torch.save(list(cases), tmp / "cases.pt")
+        package = package_of(Path(path)) if path else None
         outcomes: list[Outcome] = []
         while len(outcomes) < len(cases):
-            outcomes += _run_worker(tmp, cases, len(outcomes), timeout)
+            outcomes += _run_worker(tmp, cases, len(outcomes), timeout, package)
         return outcomes
 
 
-def _run_worker(tmp: Path, cases: list[Case], start: int, timeout: float) -> list[Outcome]:
+def package_of(path: Path) -> tuple[str, Path] | None:
+    """The dotted package a source file sits in (folders with an ``__init__.py``) and the folder
+    above its top package, or None for a file outside any package."""
+    folder, parts = path.resolve().parent, []
+    while (folder / "__init__.py").is_file():
+        parts.append(folder.name)
+        folder = folder.parent
+    return (".".join(reversed(parts)), folder) if parts else None
+
+
+def _run_worker(tmp: Path, cases: list[Case], start: int, timeout: float, package: tuple[str, Path] | None = None) -> list[Outcome]:
     """Outcomes of cases[start:] from one worker, until it finishes, stops or dies.
 
     A worker stops after a kernel failure (its process is poisoned); if it dies or hangs
@@ -107,7 +120,7 @@ def _run_worker(tmp: Path, cases: list[Case], start: int, timeout: float) -> lis
     with open(home / "stderr.log", "wb") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "torch2pypto.translator.verification.worker",
-             str(tmp / "translated.py"), str(tmp / "cases.pt"), str(start), str(tmp / "whole.py")],
+             str(tmp / "translated.py"), str(tmp / "cases.pt"), str(start), str(tmp / "whole.py"), *(map(str, package or ()))],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, cwd=home, env=_worker_env(home))
     lines = _lines(proc.stdout)
     began = time.monotonic()

@@ -32,7 +32,7 @@ from torch2pypto.translator.engine.transform import Conversion
 from torch2pypto.translator.engine.translate import Translation
 from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Function, Instance, Outcome, verify
 
-_NUMBERS = {"Number": 0.5, "Dims": -1, "bool": False}  # non-literal arguments of these kinds
+_NUMBERS = {"Number": 0.5, "int": 1, "Dims": -1, "bool": False}  # non-literal arguments of these kinds
 
 
 def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
@@ -251,7 +251,7 @@ def verify_translation(translation: Translation, console: Console, section: str)
     wrong = _wrong_entries(translation)
     for line in wrong:
         console.print(f"table entry disagrees with the installed torch or pypto: {line}", markup=False, soft_wrap=True)
-    outcomes = verify(section, [case for site_cases in by_site.values() for case in site_cases], whole=translation.code)
+    outcomes = verify(section, [case for site_cases in by_site.values() for case in site_cases], whole=translation.code, path=translation.path)
     results = collections.defaultdict(list)
     for outcome in outcomes:
         results[outcome.label.split(" ", 1)[0]].append(outcome)

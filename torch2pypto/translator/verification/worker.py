@@ -1,8 +1,9 @@
-"""Worker process of verify(): ``python -m torch2pypto.translator.verification.worker MODULE CASES START WHOLE``.
+"""Worker process of verify(): ``python -m torch2pypto.translator.verification.worker MODULE CASES START WHOLE [PACKAGE ROOT]``.
 
 Runs cases[START:] of the torch.save'd CASES against the wrappers in MODULE (those with an
-``Instance`` of a class, in the whole translated module WHOLE) and prints one JSON Outcome per
-line on stdout. Stops after a kernel failure, since that poisons the process.
+``Instance`` of a class, in the whole translated module WHOLE, imported as a module of PACKAGE,
+found on sys.path or under ROOT) and prints one JSON Outcome per line on stdout. Stops after a
+kernel failure, since that poisons the process.
 """
 
 import functools
@@ -23,7 +24,7 @@ from torch2pypto.translator.verification import interpreter
 from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Function, Instance, Outcome
 
 
-def main(module_path: str, cases_path: str, start: int, whole_path: str) -> None:
+def main(module_path: str, cases_path: str, start: int, whole_path: str, package: str = "", root: str = "") -> None:
     report = _claim_stdout()
     cases: list[Case] = torch.load(cases_path, weights_only=False)[start:]  # does not import pypto
     try:
@@ -37,7 +38,7 @@ def main(module_path: str, cases_path: str, start: int, whole_path: str) -> None
     for case in cases:
         if any(isinstance(a, (Instance, Function)) for a in case.args):
             try:
-                whole = whole or _import(whole_path, "torch2pypto_verified_whole")
+                whole = whole or _import(whole_path, "torch2pypto_verified_whole", package, root)
             except Exception as exc:
                 report(Outcome(case.label, False, None, None, 0.0, f"the translated module, which holds self's class, "
                                                                    f"does not import here: {_one_line(exc)}"))
@@ -59,8 +60,16 @@ def _claim_stdout():
     return report
 
 
-def _import(path: str, name: str = "torch2pypto_verified"):
-    """Import the module from its file (the jit parser needs the kernels' source file)."""
+def _import(path: str, name: str = "torch2pypto_verified", package: str = "", root: str = ""):
+    """Import the module from its file (the jit parser needs the kernels' source file); as a
+    module of `package` if given (its relative imports), which is imported first, from the
+    installed packages or else from `root`."""
+    if package:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            sys.path.append(root)
+        name = f"{package}.{name}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -179,4 +188,4 @@ def _one_line(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:])
