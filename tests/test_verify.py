@@ -183,6 +183,20 @@ def test_an_int_argument_known_only_at_run_time_is_sampled_as_an_int():
 
 
 @pytest.mark.interpreter
+def test_run_time_arguments_are_sampled_in_the_form_that_launches():
+    """What real modeling files (gemma3, gpt2, phi3) pass at run time only: a dim that a 1-D sample
+    lacks (its cases use samples that have it), ``.to(x)`` with x a device or a dtype (sampled as
+    a dtype, which launches the cast), an int tensor's clamp bound (an int, which keeps the
+    int32 kernel). Each used to be an error or "not exercised"."""
+    code = (
+        "import torch\n\n\ndef f(x: torch.Tensor, dev, n: int, ids: torch.Tensor):\n"
+        "    return x.mean(dim=1), torch.cumsum(x, dim=1), x.to(dev), ids.clamp(0, n)\n"
+    )
+    ok, out = verified(code)
+    assert ok and "error" not in out and "not exercised" not in out, out
+
+
+@pytest.mark.interpreter
 def test_a_grouped_region_is_verified():
     """q's and k's RoPE, one kernel of two groups of rows: --verify runs its wrapper, all groups
     on the case's rows, against both statements."""

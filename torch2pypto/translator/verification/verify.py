@@ -64,6 +64,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     for i, dtype in enumerate(kernel_dtypes):
         other = kernel_dtypes[(i + 1) % len(kernel_dtypes)]
         shapes_tried = _equation_shapes(equation) if isinstance(equation, str) else samples.shapes(entry)[:1] if modules else samples.shapes(entry)
+        shapes_tried = [s for s in shapes_tried if _has_dims(s, dims)] or shapes_tried  # the call's dim exists
         for shapes, module in itertools.product(shapes_tried, modules or [None]):
             shape, operands = (shapes[0], list(shapes)) if isinstance(equation, str) else (shapes, [])
             generator = torch.Generator().manual_seed(seed)
@@ -92,8 +93,12 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                     value = eval(given[param.name][0], {"torch": torch, **sampled_names})  # noqa: S307 (the table's own example)
                 elif unknown and not param.required and param.default is not None:
                     value = param.default  # known at run time only (an nn module's attribute): its default
+                elif unknown and "object" in param.kinds and sampled == "other":
+                    value = other  # a dtype carrier known at run time only (x.to(dev_or_dtype)): the dtype, which launches
                 else:
                     value = _value(entry, param.kinds, bound[param.name], param_shape, tensor_dtype, other, generator)
+                    if unknown and "Number" in param.kinds and not dtype.is_floating_point:
+                        value = _NUMBERS["int"]  # an integer tensor's bound: an int keeps its dtype, as its kernel needs
                 if name:
                     sampled_names[name] = value
                 if param.required:
@@ -215,6 +220,12 @@ def _equation_shapes(equation: str) -> list[tuple[tuple[int, ...], ...]]:
         size = {c: sizes[i % len(sizes)] for i, c in enumerate(letters)}
         cases.append(tuple(((2, 3) if "..." in t else ()) + tuple(size[c] for c in t.replace(".", "")) for t in terms))
     return cases
+
+
+def _has_dims(shape: tuple[int, ...], dims: int | tuple[int, ...] | None) -> bool:
+    """Whether a sample of ``shape`` has the call's literal ``dims`` (a dim of 1 needs two)."""
+    wanted = () if dims is None else (dims,) if type(dims) is int else dims
+    return all(-len(shape) <= d < len(shape) for d in wanted)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
