@@ -187,10 +187,11 @@ def test_run_time_arguments_are_sampled_in_the_form_that_launches():
     """What real modeling files (gemma3, gpt2, phi3) pass at run time only: a dim that a 1-D sample
     lacks (its cases use samples that have it), ``.to(x)`` with x a device or a dtype (sampled as
     a dtype, which launches the cast), an int tensor's clamp bound (an int, which keeps the
-    int32 kernel). Each used to be an error or "not exercised"."""
+    int32 kernel), repeat_interleave's repeats (an int: a known tensor stays torch; qwen3_moe).
+    Each used to be an error or "not exercised"."""
     code = (
         "import torch\n\n\ndef f(x: torch.Tensor, dev, n: int, ids: torch.Tensor):\n"
-        "    return x.mean(dim=1), torch.cumsum(x, dim=1), x.to(dev), ids.clamp(0, n)\n"
+        "    return x.mean(dim=1), torch.cumsum(x, dim=1), x.to(dev), ids.clamp(0, n), x.repeat_interleave(n)\n"
     )
     ok, out = verified(code)
     assert ok and "error" not in out and "not exercised" not in out, out

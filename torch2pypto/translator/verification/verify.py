@@ -241,6 +241,8 @@ def _value(entry, kinds, expr, shape, dtype, other, generator):
         return None if value is None else torch.device("cpu")
     if value is not Ellipsis:
         return value
+    if "Tensor" in kinds and "int" in kinds:
+        return 2  # repeats: Tensor | int: a converted call passes the int (a known tensor stays torch)
     if "Tensor" in kinds:
         return samples.tensor(entry, shape, dtype, generator)
     if "Tensors" in kinds:  # cat, stack: a list literal's number of tensors, else the samples' list length
