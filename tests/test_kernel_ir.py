@@ -90,7 +90,7 @@ def test_casts_go_through_fp32_between_bf16_and_fp16_only():
 
 
 def test_text_kernels_print_as_before_through_the_ir():
-    """kernel_factory's text form (fusion, attention) keeps its blank lines: none after a prelude
+    """kernel_factory's text form (fusion's region kernels) keeps its blank lines: none after a prelude
     without a final newline, one before ``return kernel``."""
     from torch2pypto.rules.templates import kernel_factory
 

@@ -65,7 +65,7 @@ VECTOR_JIT = "@" + expression(VECTOR[0])
 
 
 def kernel_factory(name: str, factory_params: str, doc: str, prelude: str, kernel_params: str, kernel_body: str, jit: str = VECTOR_JIT) -> str:
-    """:func:`factory` of kernels still written as text (fusion, attention).
+    """:func:`factory` of kernels still written as text (fusion's region kernels).
 
     ``prelude``: the factory's statements (unindented); ``kernel_params`` and ``kernel_body``: the
     kernel's parameter and statement lines, indented into it (8 spaces); ``jit``: its decorator line.
