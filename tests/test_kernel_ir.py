@@ -135,3 +135,15 @@ def test_blocked_templates_print_their_walk_and_as_text_for_text_kernels():
     assert "                x_tile = pypto.expand_clone(x_tile, [rows, cols], valid_shape=valid)\n" in text
     assert "pypto.expand_clone(x_tile, [rows, cols])\n" in ir.source(templates.block_views(["x"], True))
     ast.parse(templates.block_setup(["x", "y"]))
+
+
+def test_an_activation_is_statements_on_the_tile_it_is_given():
+    from torch2pypto.rules import gated
+
+    silu = ir.source(gated.activation("silu", "result"))
+    assert silu == "result = pypto.div(result, pypto.add(pypto.exp(pypto.mul(result, -1.0)), 1.0))  # silu: x * sigmoid(x)\n"
+    gelu = ir.source(gated.activation("gelu", "gate"), 1)
+    assert gelu.endswith("    gate = pypto.sub(pypto.relu(gate), pypto.mul(pypto.mul(size, 0.5), erfc))  # gelu\n")
+    assert gelu.count("poly = ") == 4 and "result" not in gelu
+    for name in gated.ACTIVATIONS:
+        ast.parse(ir.source(gated.activation(name, "x")))

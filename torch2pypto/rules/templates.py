@@ -245,7 +245,7 @@ REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
 
 def cube_kernel(
     name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool,
-    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False, tail: str = "",
+    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False, tail: Sequence[Stmt] = (),
 ) -> Definition:
     """A kernel factory ``name(dtype, out_dtype, k, n, rows, transposed)`` multiplying row tiles of ``a`` by ``b``.
 
@@ -285,7 +285,7 @@ def cube_kernel(
     for o in others:
         body += [Assign(f"{o}_tile", pypto("view", o, items("rows", "n16"), items("r", "0"), valid_shape=items("(m - i * rows).min(rows)", "n"))),
                  to_fp32([f"{o}_tile"])]
-    body += [*statements(epilogue), Raw(tail), *store, Do(pypto("assemble", "result", items("r", "0"), "out"))]
+    body += [*statements(epilogue), *tail, *store, Do(pypto("assemble", "result", items("r", "0"), "out"))]
     if batched:
         loops = [
             Assign("m", "a.shape[0] // (b.shape[0] // b_rows)", "rows per right matrix"),
@@ -316,7 +316,7 @@ def _rounded(tiles: Sequence[str], comment: str) -> If:
     return when(f"dtype != {FP32}", *(Assign(t, pypto("cast", pypto("cast", t, "dtype"), FP32)) for t in tiles), comment=comment)
 
 
-def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definition:
+def gated_kernel(name: str, doc: str, activation: Sequence[Stmt], *, bias: bool) -> Definition:
     """A kernel factory ``name(dtype, k, n, rows)`` computing ``act(a @ wg.T + bg) * (a @ wu.T + bu)``
     of row tiles of ``a`` ([m, k], m dynamic, in tiles of ``rows`` rows: :data:`CUBE_TILES`).
 
@@ -344,7 +344,7 @@ def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definit
     setup, store = casting("result", FP32, "dtype")
     body += [
         _rounded(["gate", "up"], "torch's linear rounds each projection to its dtype"),
-        Raw(activation),
+        *activation,
         _rounded(["gate"], "and its activation its result"),
         Assign("result", pypto("mul", "gate", "up")),
         *store,
