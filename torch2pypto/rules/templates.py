@@ -157,7 +157,7 @@ def row_kernel(
     params += [tensor(v, items("1", "cols"), in_dtype) for v in vectors]
     params += [tensor(o, items("pypto.DYNAMIC", out_cols), in_dtype) for o, _ in also]
     # whole: tiles of at most n rows (WHOLE_SPREAD_ROWS)
-    start = tile_start(whole, valid_cols) + ([Assign("valid", "[rows, cols]")] if whole and masked else [])
+    start = _tile_start(whole, valid_cols) + ([Assign("valid", "[rows, cols]")] if whole and masked else [])
     # a row splits into column tiles only where no step works along it
     mode = {"whole_rows": "True"} if whole_rows else {} if any(dict(a.step.keywords).get("dim") for a in program) else {"split_cols": "True"}
     dtypes = tile_dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
@@ -461,11 +461,11 @@ def block_walk(out: str, body: Sequence[Stmt], whole: bool) -> list[Stmt]:
         loop("t", pypto("loop", "blocks * tiles", name='"row_tiles"', unroll_list=items("1")),
              Assign("o, i", "t // tiles, t % tiles"),
              Assign("outer, inner", "o // heads, o % heads"),
-             *tile_start(whole), Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")), *body),
+             *_tile_start(whole), Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")), *body),
     ]
 
 
-def tile_start(whole: bool, valid_cols: str = "cols") -> list[Stmt]:
+def _tile_start(whole: bool, valid_cols: str = "cols") -> list[Stmt]:
     """A row tile's first row ``r`` of ``n`` and, unless ``whole`` (tiles of at most n rows, the
     last one ending at the last row), its ``valid`` shape."""
     if whole:
