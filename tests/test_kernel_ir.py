@@ -90,7 +90,7 @@ def test_casts_go_through_fp32_between_bf16_and_fp16_only():
 
 
 def test_text_kernels_print_as_before_through_the_ir():
-    """kernel_factory's text form (fusion, attention) keeps its blank lines: none after a prelude
+    """kernel_factory's text form (fusion's region kernels) keeps its blank lines: none after a prelude
     without a final newline, one before ``return kernel``."""
     from torch2pypto.rules.templates import kernel_factory
 
@@ -100,3 +100,50 @@ def test_text_kernels_print_as_before_through_the_ir():
         "    @jit(o=1)  # why\n"
         "    @_annotated(locals())\n    def kernel(\n        x: X,\n    ):\n        for i in r:\n            y = i\n\n    return kernel\n"
     )
+
+
+def test_an_else_takes_its_own_comment():
+    tree = ir.If("a", (ir.Assign("b", "1"),), (ir.Assign("b", "2"),), "if", "else")
+    assert ir.source(tree) == "if a:  # if\n    b = 1\nelse:  # else\n    b = 2\n"
+
+
+def test_continuation_lines_of_an_expression_are_indented_with_its_statement():
+    tree = ir.when("x", ir.Assign("y", "(a\n     + b)", "sum"))
+    assert ir.source(tree, 1) == "    if x:\n        y = (a\n             + b)  # sum\n"
+
+
+def test_a_call_of_lines_aligns_its_arguments_after_the_parenthesis():
+    view = ir.pypto("view", "o", ir.items("t", "d"))
+    wrapped = ir.Call("pypto.div", (view, ir.pypto("view", "l")), lines=True)
+    assert ir.source(ir.Assign("result", wrapped), 1) == (
+        "    result = pypto.div(pypto.view(o, [t, d]),\n"
+        "                       pypto.view(l))\n"
+    )
+    # nested: aligned where the inner call starts, after the arguments before it
+    outer = ir.call("f", "a", ir.Call("g", ("b", "c"), (("k", "d"),), lines=True))
+    assert ir.expression(outer) == "f(a, g(b,\n       c,\n       k=d))"
+    ast.parse(ir.source(ir.Do(outer)))
+
+
+def test_blocked_templates_print_their_walk_and_as_text_for_text_kernels():
+    from torch2pypto.rules import templates
+
+    walk = templates.block_walk("out", [*templates.block_views(["x"], False), *templates.block_assembles([("x_tile", "out")])], False)
+    text = ir.source(walk, 2)
+    assert text == templates.blocks_loop("out", templates.block_tiles(["x"], False) + templates.block_stores([("x_tile", "out")], False), False)
+    assert "        else:  # one row for the block's rows (a broadcast): read once, spread on chip\n" in text
+    assert "                x_tile = pypto.expand_clone(x_tile, [rows, cols], valid_shape=valid)\n" in text
+    assert "pypto.expand_clone(x_tile, [rows, cols])\n" in ir.source(templates.block_views(["x"], True))
+    ast.parse(templates.block_setup(["x", "y"]))
+
+
+def test_an_activation_is_statements_on_the_tile_it_is_given():
+    from torch2pypto.rules import gated
+
+    silu = ir.source(gated.activation("silu", "result"))
+    assert silu == "result = pypto.div(result, pypto.add(pypto.exp(pypto.mul(result, -1.0)), 1.0))  # silu: x * sigmoid(x)\n"
+    gelu = ir.source(gated.activation("gelu", "gate"), 1)
+    assert gelu.endswith("    gate = pypto.sub(pypto.relu(gate), pypto.mul(pypto.mul(size, 0.5), erfc))  # gelu\n")
+    assert gelu.count("poly = ") == 4 and "result" not in gelu
+    for name in gated.ACTIVATIONS:
+        ast.parse(ir.source(gated.activation(name, "x")))

@@ -3,6 +3,7 @@ honour, and a new op of a known family is one entry whose tests appear by themse
 
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -198,3 +199,15 @@ def test_a_recipe_branch_not_taken_adds_no_steps_and_an_absent_weight_drops_its_
     bare = composite.program(norm, norm.parts, (), frozenset({"weight"}))
     weighted = composite.program(norm, norm.parts)
     assert len(weighted) == len(bare) + 1 and weighted[-1].operands[1] == "weight"
+
+
+def test_the_tables_comments_cite_files_that_exist():
+    """A path of the package, docs, tests or scripts, or a Markdown page, cited in ops.toml's or
+    torch.toml's comments names a file or folder of the repository (not design.md, which docs/ has not)."""
+    root = Path(__file__).parent.parent
+    for name in ("ops.toml", "torch.toml"):
+        comments = "\n".join(line.partition("#")[2] for line in (root / "torch2pypto/mapping" / name).read_text().splitlines())
+        cited = re.findall(r"\b(?:torch2pypto|docs|tests|scripts)/[\w./]*|[\w./]+\.md\b", comments)
+        assert cited, name
+        missing = [c for c in cited if not any((base / c.rstrip(".")).exists() for base in (root, root / "docs"))]
+        assert not missing, f"{name} cites {missing}"

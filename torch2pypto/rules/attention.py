@@ -33,6 +33,7 @@ from typing import Mapping
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.kernel_ir import Assign, Call, Comment, Do, If, Stmt, call, items, loop, pypto, when
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
 from torch2pypto.schema.family import Family, register
@@ -41,7 +42,7 @@ PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale
 MAX_HEAD_DIM = 256  # the largest head dim tried (gemma's); wider heads run torch
 # PyPTO stitches up to this many loop iterations' tasks into one dispatch. In the cost model at
 # B1 H32 S2048 D128 bf16: 3681 us with its default, 2218 with 128; 256, 512 and 1024 crash it.
-JIT = '@pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128}, pass_options=passes)'
+JIT = (pypto("frontend.jit", runtime_options='{"stitch_function_max_num": 128}', pass_options="passes"), "")
 # PyPTO's partition makes each [rows, 64] L0C tile of Q.K^T a cube task that loads the query tile
 # again, and each row tile of the softmax a vector task. With `merge` (the wrapper's choice: at
 # least _SDPA_MERGE kv tiles in all), cube_l1_reuse_setting merges up to 8 cube tasks that read
@@ -50,6 +51,7 @@ JIT = '@pypto.frontend.jit(runtime_options={"stitch_function_max_num": 128}, pas
 # (the cube merge alone 1549.0, vec 4 alone 1410.7, both at 4 953.7, vec 16 912.4); H16 S1024
 # 222.3 / 138.9; H32 S512 146.4 / 122.9; H32 S256 59.1 / 47.3; H8 S512 (8 tiles) 65.7 / 79.0.
 MERGED = '{"cube_l1_reuse_setting": {-1: 8}, "vec_nbuffer_setting": {-1: 8}}'
+FP32 = templates.FP32
 NEG = "-1e30"  # "minus infinity" of masked scores: finite, so a wholly masked tile gives no NaN
 
 
@@ -75,92 +77,108 @@ def _kernel(name: str) -> Definition:
            "([batch * s, heads * d] where q_/k_/v_/out_columns say the heads lie in the columns), "
            "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
            "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say).")
-    prelude = '''\
-batch, kv_heads = bh // heads, heads // group
-q_cols, k_cols, v_cols, out_cols = (n * d if columns else d for n, columns in (
-    (heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns), (heads, out_columns)))
-qk_k, qk_n = _cube_tiles(d, kv_tile, dtype, tile)
-pv_k, pv_n = _cube_tiles(kv_tile, d, dtype, tile)
-score_rows, _ = _tile_shape(kv_tile, tile, 4, (pypto.DT_FP32,), whole_rows=True)
-out_rows, _ = _tile_shape(d, tile, 4, (pypto.DT_FP32,), whole_rows=True)
-passes = {"pg_skip_partition": False, **(MERGED if merge else {})}
-'''.replace("MERGED", MERGED)
-    params = "".join(f"        {t}: pypto.Tensor([pypto.DYNAMIC, {t}_cols], dtype),\n" for t in ("q", "k", "v"))
-    params += "        bias: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32),\n"
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, out_cols], dtype),\n"
-    body = '''\
-        sq = q.shape[0] // (batch if q_columns else bh)
-        skv = k.shape[0] // (batch if k_columns else bh // group)
-        for h in pypto.loop(bh, name="heads"):
-            # where head h starts: row and column in q, k, v and out
-            q_row = (h // heads) * sq if q_columns else h * sq
-            q_col = (h % heads) * d if q_columns else 0
-            k_row = (h // heads) * skv if k_columns else (h // group) * skv
-            k_col = (h % heads // group) * d if k_columns else 0
-            v_row = (h // heads) * skv if v_columns else (h // group) * skv
-            v_col = (h % heads // group) * d if v_columns else 0
-            out_row = (h // heads) * sq if out_columns else h * sq
-            out_col = (h % heads) * d if out_columns else 0
-            for i in pypto.loop((sq + tile - 1) // tile, name="q_tiles"):
-                q_len = (sq - i * tile).min(tile)
-                pypto.set_vec_tile_shapes(out_rows, d)
-                o_acc = pypto.tensor([tile, d], pypto.DT_FP32, "o_acc")
-                l_acc = pypto.tensor([tile, 1], pypto.DT_FP32, "l_acc")
-                m_acc = pypto.tensor([tile, 1], pypto.DT_FP32, "m_acc")
-                kv_tiles = (skv + kv_tile - 1) // kv_tile
-                if bias_kind == "causal":  # tiles above the diagonal see no key
-                    kv_tiles = kv_tiles.min(i + 1)
-                for j in pypto.loop(kv_tiles, name="kv_tiles", unroll_list=[1]):
-                    kv_len = (skv - j * kv_tile).min(kv_tile)
-                    q_tile = pypto.view(q, [tile, d], [q_row + i * tile, q_col], valid_shape=[q_len, d])
-                    k_tile = pypto.view(k, [kv_tile, d], [k_row + j * kv_tile, k_col], valid_shape=[kv_len, d])
-                    v_tile = pypto.view(v, [kv_tile, d], [v_row + j * kv_tile, v_col], valid_shape=[kv_len, d])
-                    pypto.set_cube_tile_shapes([tile, tile], qk_k, qk_n)
-                    s = pypto.matmul(q_tile, k_tile, pypto.DT_FP32, b_trans=True)
-                    pypto.set_vec_tile_shapes(score_rows, kv_tile)
-                    s = pypto.mul(s, scale)
-                    if bias_kind == "causal":  # the last tile: the band's right half on the diagonal, zeros left of it
-                        if pypto.is_loop_end(j):
-                            band = pypto.view(bias, [tile, kv_tile], [0, (j - i + 1).max(0) * tile], valid_shape=[q_len, kv_len])
-                            s = pypto.add(s, band)
-                    if bias_kind == "mask":
-                        mask_row = ((h // heads if mask_batch else 0) * (heads if mask_heads else 1)
-                                    + (h % heads if mask_heads else 0)) * sq + i * tile
-                        s = pypto.add(s, pypto.view(bias, [tile, kv_tile], [mask_row, j * kv_tile], valid_shape=[q_len, kv_len]))
-                    m_new = pypto.amax(s, dim=-1, keepdim=True)
-                    p = pypto.exp(pypto.sub(s, m_new))
-                    l_new = pypto.sum(p, dim=-1, keepdim=True)
-                    if dtype != pypto.DT_FP32:
-                        p = pypto.cast(p, dtype)
-                    p = pypto.view(p, [tile, kv_tile], [0, 0], valid_shape=[q_len, kv_len])
-                    pypto.set_cube_tile_shapes([tile, tile], pv_k, pv_n)
-                    o_new = pypto.matmul(p, v_tile, pypto.DT_FP32)
-                    pypto.set_vec_tile_shapes(out_rows, d)
-                    if pypto.is_loop_begin(j):
-                        o_acc[:] = o_new
-                        l_acc[:] = l_new
-                        m_acc[:] = m_new
-                    else:  # rescale what came before and this tile to the new row max
-                        o_old = pypto.view(o_acc, [tile, d], [0, 0], valid_shape=[q_len, d])
-                        l_old = pypto.view(l_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1])
-                        m_old = pypto.view(m_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1])
-                        m_max = pypto.maximum(m_old, m_new)
-                        old = pypto.exp(pypto.sub(m_old, m_max))
-                        new = pypto.exp(pypto.sub(m_new, m_max))
-                        l_acc[:] = pypto.add(pypto.mul(l_old, old), pypto.mul(l_new, new))
-                        o_acc[:] = pypto.add(pypto.mul(o_old, old), pypto.mul(o_new, new))
-                        m_acc[:] = m_max
-                pypto.set_vec_tile_shapes(out_rows, d)
-                result = pypto.div(pypto.view(o_acc, [tile, d], [0, 0], valid_shape=[q_len, d]),
-                                   pypto.view(l_acc, [tile, 1], [0, 0], valid_shape=[q_len, 1]))
-                if dtype != pypto.DT_FP32:
-                    result = pypto.cast(result, dtype)
-                pypto.assemble(result, [out_row + i * tile, out_col], out)
-'''
+    prelude = [
+        Assign("batch, kv_heads", "bh // heads, heads // group"),
+        Assign("q_cols, k_cols, v_cols, out_cols", "(n * d if columns else d for n, columns in (\n"
+               "    (heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns), (heads, out_columns)))"),
+        Assign("qk_k, qk_n", call("_cube_tiles", "d", "kv_tile", "dtype", "tile")),
+        Assign("pv_k, pv_n", call("_cube_tiles", "kv_tile", "d", "dtype", "tile")),
+        Assign("score_rows, _", call("_tile_shape", "kv_tile", "tile", "4", "(pypto.DT_FP32,)", whole_rows="True")),
+        Assign("out_rows, _", call("_tile_shape", "d", "tile", "4", "(pypto.DT_FP32,)", whole_rows="True")),
+        Assign("passes", f'{{"pg_skip_partition": False, **({MERGED} if merge else {{}})}}'),
+    ]
+    params = [*(templates.tensor(t, items("pypto.DYNAMIC", f"{t}_cols"), "dtype") for t in ("q", "k", "v")),
+              templates.tensor("bias", items("pypto.DYNAMIC", "pypto.DYNAMIC"), FP32),
+              templates.tensor("out", items("pypto.DYNAMIC", "out_cols"), "dtype")]
+    body = [
+        Assign("sq", "q.shape[0] // (batch if q_columns else bh)"),
+        Assign("skv", "k.shape[0] // (batch if k_columns else bh // group)"),
+        loop("h", pypto("loop", "bh", name='"heads"'),
+             Comment("where head h starts: row and column in q, k, v and out"),
+             *_head_starts(),
+             loop("i", pypto("loop", "(sq + tile - 1) // tile", name='"q_tiles"'), *_query_tile())),
+    ]
     factory = ("dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads, "
                "q_columns, k_columns, v_columns, out_columns, merge")
-    source = templates.kernel_factory(name, factory, doc, prelude, params, body, JIT)
+    source = templates.factory(name, [factory], doc, prelude, params, body, JIT)
     return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+def _head_starts() -> list[Stmt]:
+    """Where head ``h`` starts: its row and column in q, k, v and out (heads in the columns or in the rows)."""
+    return [
+        Assign("q_row", "(h // heads) * sq if q_columns else h * sq"),
+        Assign("q_col", "(h % heads) * d if q_columns else 0"),
+        Assign("k_row", "(h // heads) * skv if k_columns else (h // group) * skv"),
+        Assign("k_col", "(h % heads // group) * d if k_columns else 0"),
+        Assign("v_row", "(h // heads) * skv if v_columns else (h // group) * skv"),
+        Assign("v_col", "(h % heads // group) * d if v_columns else 0"),
+        Assign("out_row", "(h // heads) * sq if out_columns else h * sq"),
+        Assign("out_col", "(h % heads) * d if out_columns else 0"),
+    ]
+
+
+def _accumulated(acc: str, cols: str) -> Call:
+    """The valid part of the running ``acc`` ([tile, cols], FP32) for this query tile."""
+    return pypto("view", acc, items("tile", cols), items("0", "0"), valid_shape=items("q_len", cols))
+
+
+def _query_tile() -> list[Stmt]:
+    """One tile of query rows: its online softmax over the kv tiles, then its output rows."""
+    to_dtype = when(f"dtype != {FP32}", Assign("p", pypto("cast", "p", "dtype")))
+    kv = [
+        Assign("kv_len", "(skv - j * kv_tile).min(kv_tile)"),
+        Assign("q_tile", pypto("view", "q", items("tile", "d"), items("q_row + i * tile", "q_col"), valid_shape=items("q_len", "d"))),
+        Assign("k_tile", pypto("view", "k", items("kv_tile", "d"), items("k_row + j * kv_tile", "k_col"), valid_shape=items("kv_len", "d"))),
+        Assign("v_tile", pypto("view", "v", items("kv_tile", "d"), items("v_row + j * kv_tile", "v_col"), valid_shape=items("kv_len", "d"))),
+        Do(pypto("set_cube_tile_shapes", items("tile", "tile"), "qk_k", "qk_n")),
+        Assign("s", pypto("matmul", "q_tile", "k_tile", FP32, b_trans="True")),
+        Do(pypto("set_vec_tile_shapes", "score_rows", "kv_tile")),
+        Assign("s", pypto("mul", "s", "scale")),
+        when('bias_kind == "causal"',
+             when("pypto.is_loop_end(j)",
+                  Assign("band", pypto("view", "bias", items("tile", "kv_tile"), items("0", "(j - i + 1).max(0) * tile"),
+                                       valid_shape=items("q_len", "kv_len"))),
+                  Assign("s", pypto("add", "s", "band"))),
+             comment="the last tile: the band's right half on the diagonal, zeros left of it"),
+        when('bias_kind == "mask"',
+             Assign("mask_row", "((h // heads if mask_batch else 0) * (heads if mask_heads else 1)\n"
+                                "            + (h % heads if mask_heads else 0)) * sq + i * tile"),
+             Assign("s", pypto("add", "s", pypto("view", "bias", items("tile", "kv_tile"), items("mask_row", "j * kv_tile"),
+                                                 valid_shape=items("q_len", "kv_len"))))),
+        Assign("m_new", pypto("amax", "s", dim="-1", keepdim="True")),
+        Assign("p", pypto("exp", pypto("sub", "s", "m_new"))),
+        Assign("l_new", pypto("sum", "p", dim="-1", keepdim="True")),
+        to_dtype,
+        Assign("p", pypto("view", "p", items("tile", "kv_tile"), items("0", "0"), valid_shape=items("q_len", "kv_len"))),
+        Do(pypto("set_cube_tile_shapes", items("tile", "tile"), "pv_k", "pv_n")),
+        Assign("o_new", pypto("matmul", "p", "v_tile", FP32)),
+        Do(pypto("set_vec_tile_shapes", "out_rows", "d")),
+        If("pypto.is_loop_begin(j)",
+           (Assign("o_acc[:]", "o_new"), Assign("l_acc[:]", "l_new"), Assign("m_acc[:]", "m_new")),
+           (Assign("o_old", _accumulated("o_acc", "d")),
+            Assign("l_old", _accumulated("l_acc", "1")),
+            Assign("m_old", _accumulated("m_acc", "1")),
+            Assign("m_max", pypto("maximum", "m_old", "m_new")),
+            Assign("old", pypto("exp", pypto("sub", "m_old", "m_max"))),
+            Assign("new", pypto("exp", pypto("sub", "m_new", "m_max"))),
+            Assign("l_acc[:]", pypto("add", pypto("mul", "l_old", "old"), pypto("mul", "l_new", "new"))),
+            Assign("o_acc[:]", pypto("add", pypto("mul", "o_old", "old"), pypto("mul", "o_new", "new"))),
+            Assign("m_acc[:]", "m_max")),
+           else_comment="rescale what came before and this tile to the new row max"),
+    ]
+    return [
+        Assign("q_len", "(sq - i * tile).min(tile)"),
+        Do(pypto("set_vec_tile_shapes", "out_rows", "d")),
+        *(Assign(f"{a}_acc", pypto("tensor", items("tile", cols), FP32, f'"{a}_acc"')) for a, cols in (("o", "d"), ("l", "1"), ("m", "1"))),
+        Assign("kv_tiles", "(skv + kv_tile - 1) // kv_tile"),
+        when('bias_kind == "causal"', Assign("kv_tiles", "kv_tiles.min(i + 1)"), comment="tiles above the diagonal see no key"),
+        loop("j", pypto("loop", "kv_tiles", name='"kv_tiles"', unroll_list=items("1")), *kv),
+        Do(pypto("set_vec_tile_shapes", "out_rows", "d")),
+        Assign("result", Call("pypto.div", (_accumulated("o_acc", "d"), _accumulated("l_acc", "1")), lines=True)),
+        when(f"dtype != {FP32}", Assign("result", pypto("cast", "result", "dtype"))),
+        Do(pypto("assemble", "result", items("out_row + i * tile", "out_col"), "out")),
+    ]
 
 
 TAKES = Definition(

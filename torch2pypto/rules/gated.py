@@ -15,42 +15,49 @@ kernel and the activation and the product as written.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Callable
 
 from torch2pypto.rules import cube, templates, wrappers
 from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.kernel_ir import Assign, Stmt, pypto
 from torch2pypto.rules.cube import MAX_DIM
 from torch2pypto.schema.entry import Entry
 
 FP32 = templates.FP32
-# activation -> its FP32 statements on the tile ``gate`` (the kernel's epilogue). silu is x / (1 +
-# exp(-x)): pypto.sigmoid builds a full-size constant and breaks on the partial row tile a cube
-# kernel's last tile is
-ACTIVATIONS = {
-    "silu": "gate = pypto.div(gate, pypto.add(pypto.exp(pypto.mul(gate, -1.0)), 1.0))  # silu: x * sigmoid(x)\n",
-    # gelu(approximate='tanh'): x * sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
-    "gelu_tanh": (
-        "inner = pypto.add(gate, pypto.mul(pypto.mul(pypto.mul(gate, gate), gate), 0.044715))\n"
-        "gate = pypto.div(gate, pypto.add(pypto.exp(pypto.mul(inner, -1.5957691216057308)), 1.0))  # gelu, tanh form\n"
-    ),
-    # exact gelu as the table's gelu: relu(x) - |x|/2 erfc(|x|/sqrt 2), erfc by Abramowitz-Stegun 7.1.26
-    "gelu": (
-        "size = pypto.abs(gate)\n"
-        "t = pypto.reciprocal(pypto.add(pypto.mul(size, 0.2316418882663604), 1.0))\n"
-        "poly = pypto.add(pypto.mul(t, 1.061405429), -1.453152027)\n"
-        "poly = pypto.add(pypto.mul(t, poly), 1.421413741)\n"
-        "poly = pypto.add(pypto.mul(t, poly), -0.284496736)\n"
-        "poly = pypto.add(pypto.mul(t, poly), 0.254829592)\n"
-        "erfc = pypto.mul(pypto.mul(t, poly), pypto.exp(pypto.mul(pypto.mul(gate, gate), -0.5)))\n"
-        "gate = pypto.sub(pypto.relu(gate), pypto.mul(pypto.mul(size, 0.5), erfc))  # gelu\n"
-    ),
-}
+def _silu(x: str) -> tuple[Stmt, ...]:
+    return (Assign(x, pypto("div", x, pypto("add", pypto("exp", pypto("mul", x, "-1.0")), "1.0")), "silu: x * sigmoid(x)"),)
 
 
-def activation(name: str, tile: str) -> str:
+def _gelu_tanh(x: str) -> tuple[Stmt, ...]:
+    """x * sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)."""
+    return (
+        Assign("inner", pypto("add", x, pypto("mul", pypto("mul", pypto("mul", x, x), x), "0.044715"))),
+        Assign(x, pypto("div", x, pypto("add", pypto("exp", pypto("mul", "inner", "-1.5957691216057308")), "1.0")), "gelu, tanh form"),
+    )
+
+
+def _gelu(x: str) -> tuple[Stmt, ...]:
+    """Exact gelu as the table's gelu: relu(x) - |x|/2 erfc(|x|/sqrt 2), erfc by Abramowitz-Stegun 7.1.26."""
+    horner = (Assign("poly", pypto("add", pypto("mul", "t", "poly"), c)) for c in ("1.421413741", "-0.284496736", "0.254829592"))
+    return (
+        Assign("size", pypto("abs", x)),
+        Assign("t", pypto("reciprocal", pypto("add", pypto("mul", "size", "0.2316418882663604"), "1.0"))),
+        Assign("poly", pypto("add", pypto("mul", "t", "1.061405429"), "-1.453152027")),
+        *horner,
+        Assign("erfc", pypto("mul", pypto("mul", "t", "poly"), pypto("exp", pypto("mul", pypto("mul", x, x), "-0.5")))),
+        Assign(x, pypto("sub", pypto("relu", x), pypto("mul", pypto("mul", "size", "0.5"), "erfc")), "gelu"),
+    )
+
+
+# activation -> its FP32 statements on a tile (the kernel's epilogue). silu is x / (1 + exp(-x)):
+# pypto.sigmoid builds a full-size constant and breaks on the partial row tile a cube kernel's last
+# tile is; gelu(approximate='tanh') is gelu_tanh
+ACTIVATIONS: dict[str, Callable[[str], tuple[Stmt, ...]]] = {"silu": _silu, "gelu_tanh": _gelu_tanh, "gelu": _gelu}
+
+
+def activation(name: str, tile: str) -> tuple[Stmt, ...]:
     """The FP32 statements of activation ``name`` on the tile ``tile``."""
-    return re.sub(r"\bgate\b", tile, ACTIVATIONS[name])
+    return ACTIVATIONS[name](tile)
 
 
 # the table ops (a function call's entry) that compute each activation
@@ -69,9 +76,9 @@ def kernels(names=tuple(ACTIVATIONS)) -> tuple[Definition, ...]:
         templates.gated_kernel(
             kernel_name(name, bias),
             f"{name}(a @ wg.T{' + bg' if bias else ''}) * (a @ wu.T{' + bu' if bias else ''}): both projections of one read of a's row tiles.",
-            statements, bias=bias,
+            activation(name, "gate"), bias=bias,
         )
-        for name, statements in ACTIVATIONS.items() if name in names for bias in (False, True)
+        for name in ACTIVATIONS if name in names for bias in (False, True)
     )
 
 

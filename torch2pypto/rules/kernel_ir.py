@@ -3,8 +3,9 @@
 Templates (:mod:`templates`) build a kernel factory as a tree of these nodes; :func:`source` prints
 it, so the layout of every generated kernel (indentation, commas, comments, the factory's frame)
 is spelled once, here. Expressions are text but for calls and list displays, which the printer
-spells; ``Raw`` carries statements still written as text (a caller's activation, the blocked
-templates) until they move onto the IR.
+spells; an expression's text may break lines, whose continuations the printer indents with its
+statement. ``Raw`` carries statements still written as text (fusion's region kernels) until they
+move onto the IR.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ INDENT = " " * 4
 
 @dataclasses.dataclass(frozen=True)
 class Call:
-    """``func(args, keyword=value, ...)``."""
+    """``func(args, keyword=value, ...)``; ``lines``: each argument after the first on a line of
+    its own, aligned with the first."""
 
     func: str
     args: tuple[Expr, ...] = ()
     keywords: tuple[tuple[str, Expr], ...] = ()
+    lines: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,12 +86,13 @@ class Raw:
 
 @dataclasses.dataclass(frozen=True)
 class If:
-    """``if test:`` ``body`` [``else:`` ``orelse``]."""
+    """``if test:`` ``body`` [``else:`` ``orelse``], ``comment`` on the if's line, ``else_comment`` on the else's."""
 
     test: Expr
     body: tuple[Stmt, ...]
     orelse: tuple[Stmt, ...] = ()
     comment: str = ""
+    else_comment: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,17 +145,30 @@ class Factory:
     jit_comment: str = ""
 
 
-def expression(node: Expr) -> str:
-    """The text of an expression."""
+def expression(node: Expr, column: int = 0) -> str:
+    """The text of an expression starting at ``column`` of its statement (where a call's
+    ``lines`` align)."""
     if isinstance(node, str):
         return node
     if isinstance(node, List):
-        return f"[{', '.join(map(expression, node.items))}]"
-    args = [*map(expression, node.args), *(f"{k}={expression(v)}" for k, v in node.keywords)]
-    return f"{node.func}({', '.join(args)})"
+        return f"[{_arguments([(None, v) for v in node.items], column + 1, False)}]"
+    pairs = [*((None, v) for v in node.args), *node.keywords]
+    return f"{node.func}({_arguments(pairs, column + len(node.func) + 1, node.lines)})"
 
 
-def _line(text: str, comment: str) -> str:
+def _arguments(pairs: Sequence[tuple[str | None, Expr]], column: int, lines: bool) -> str:
+    """Arguments (``keyword=``value or value) from ``column``: after each other, or one a line."""
+    texts: list[str] = []
+    for keyword, value in pairs:
+        prefix = f"{keyword}=" if keyword else ""
+        at = column if lines or not texts else column + len(", ".join(texts)) + 2
+        texts.append(prefix + expression(value, at + len(prefix)))
+    return (",\n" + " " * column if lines else ", ").join(texts)
+
+
+def _line(pad: str, text: str, comment: str) -> str:
+    """A statement's lines: ``text`` indented by ``pad`` (its continuations too), ``comment`` after it."""
+    text = pad + text.replace("\n", "\n" + pad)
     return f"{text}  # {comment}\n" if comment else f"{text}\n"
 
 
@@ -161,18 +178,19 @@ def source(nodes: Stmt | Factory | Sequence[Stmt], depth: int = 0) -> str:
         return "".join(source(node, depth) for node in nodes)
     node, pad = nodes, INDENT * depth
     if isinstance(node, Assign):
-        return pad + _line(f"{node.target} = {expression(node.value)}", node.comment)
+        return _line(pad, f"{node.target} = {expression(node.value, len(node.target) + 3)}", node.comment)
     if isinstance(node, Do):
-        return pad + _line(expression(node.value), node.comment)
+        return _line(pad, expression(node.value), node.comment)
     if isinstance(node, Comment):
         return f"{pad}# {node.text}\n"
     if isinstance(node, Raw):
         return textwrap.indent(node.text, pad)
     if isinstance(node, If):
-        text = pad + _line(f"if {expression(node.test)}:", node.comment) + source(node.body, depth + 1)
-        return text + (f"{pad}else:\n" + source(node.orelse, depth + 1) if node.orelse else "")
+        text = _line(pad, f"if {expression(node.test, 3)}:", node.comment) + source(node.body, depth + 1)
+        return text + (_line(pad, "else:", node.else_comment) + source(node.orelse, depth + 1) if node.orelse else "")
     if isinstance(node, For):
-        return pad + _line(f"for {node.target} in {expression(node.iterable)}:", node.comment) + source(node.body, depth + 1)
+        iterable = expression(node.iterable, len(node.target) + 8)
+        return _line(pad, f"for {node.target} in {iterable}:", node.comment) + source(node.body, depth + 1)
     if isinstance(node, Factory):
         return _factory(node, depth)
     raise TypeError(f"not a kernel IR node: {node!r}")
@@ -188,7 +206,7 @@ def _factory(node: Factory, depth: int) -> str:
         f"{pad}@functools.cache\n{pad}def {node.name}({', '.join(node.params)}):\n"
         f'{inner}"""{node.doc}"""\n'
         + source(node.prelude, depth + 1)
-        + "\n" + inner + _line(f"@{expression(node.jit)}", node.jit_comment)
+        + "\n" + _line(inner, f"@{expression(node.jit, 1)}", node.jit_comment)
         + f"{inner}@_annotated(locals())\n{inner}def kernel(\n{params}{inner}):\n"
         + source(node.body, depth + 2)
         + f"\n{inner}return kernel\n"

@@ -5,8 +5,9 @@ dynamic row axis walked by ``pypto.loop`` in tiles of ``rows`` rows: ``pypto.vie
 valid_shape=...)`` cuts the tail tile, ``pypto.assemble`` writes it back. Kernels are built by
 ``functools.cache``'d factories, one compiled kernel per dtype, width and constant; a template
 builds its factory in the kernel IR (:mod:`kernel_ir`), printed once. Templates of other walks
-(column runs, stacked matrices, indices, channels) are in :mod:`walks`. Still text: the blocked
-templates (``block_*``, ``blocks_loop``) and :func:`kernel_factory`'s callers (fusion, attention).
+(column runs, stacked matrices, indices, channels) are in :mod:`walks`. Still text:
+:func:`kernel_factory`'s callers (fusion's region kernels), which take the blocked templates
+(``block_*``) as text too.
 
 PyPTO's quirks are handled here, once: FP32-only ops compute in FP32 between a cast in and a
 cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned rows (host side,
@@ -64,7 +65,7 @@ VECTOR_JIT = "@" + expression(VECTOR[0])
 
 
 def kernel_factory(name: str, factory_params: str, doc: str, prelude: str, kernel_params: str, kernel_body: str, jit: str = VECTOR_JIT) -> str:
-    """:func:`factory` of kernels still written as text (fusion, attention).
+    """:func:`factory` of kernels still written as text (fusion's region kernels).
 
     ``prelude``: the factory's statements (unindented); ``kernel_params`` and ``kernel_body``: the
     kernel's parameter and statement lines, indented into it (8 spaces); ``jit``: its decorator line.
@@ -134,7 +135,7 @@ def row_kernel(
     whole_rows = whole_rows or masked
     blocked = blocked and not masked
     valid = {} if whole and not masked else {"valid_shape": "valid"}
-    body: list[Stmt] = [Raw(block_tiles(inputs, whole))] if blocked else [
+    body: list[Stmt] = block_views(inputs, whole) if blocked else [
         Assign(f"{i}_tile", pypto("view", i, items("rows", width), items("r", "0"), **valid)) for i in inputs
     ]
     body += [Assign(f"{i}_tile", pypto("view", i, items("1", "cols"), items("0", "0"), valid_shape=items("1", valid_cols))) for i in row_inputs]
@@ -155,11 +156,8 @@ def row_kernel(
     params += [tensor(i, items("1", "cols"), FP32) for i in row_inputs]
     params += [tensor(v, items("1", "cols"), in_dtype) for v in vectors]
     params += [tensor(o, items("pypto.DYNAMIC", out_cols), in_dtype) for o, _ in also]
-    if whole:  # tiles of at most n rows (WHOLE_SPREAD_ROWS); the last tile ends at the last row
-        start = [Assign("r", "(n - rows).min(i * rows)", "a whole tile: the last one overlaps its predecessor")]
-        start += [Assign("valid", "[rows, cols]")] if masked else []
-    else:
-        start = [Assign("r", "i * rows"), Assign("valid", f"[(n - r).min(rows), {valid_cols}]")]
+    # whole: tiles of at most n rows (WHOLE_SPREAD_ROWS)
+    start = _tile_start(whole, valid_cols) + ([Assign("valid", "[rows, cols]")] if whole and masked else [])
     # a row splits into column tiles only where no step works along it
     mode = {"whole_rows": "True"} if whole_rows else {} if any(dict(a.step.keywords).get("dim") for a in program) else {"split_cols": "True"}
     dtypes = tile_dtypes(in_dtype, out_dtype, *([FP32] if fp32 else []))
@@ -167,9 +165,9 @@ def row_kernel(
     if blocked:
         params = [tensor(i, items("pypto.DYNAMIC", f"{i}_width"), BOOL if i in masks else in_dtype) for i in inputs]
         params.append(tensor("out", items("pypto.DYNAMIC", "cols"), out_dtype))
-        loops = blocks_loop("out", source(body) + block_stores([(result, "out")], whole), whole)
+        loops = block_walk("out", [*body, *block_assembles([(result, "out")])], whole)
         text = factory(name, [factory_params, "blocks", "heads", *(f"{i}_map" for i in inputs), "max_rows"], doc,
-                       [*prelude, Raw(block_setup(inputs))], params, [Raw(textwrap.dedent(loops))])
+                       [*prelude, *block_maps(inputs)], params, loops)
         return Definition(name, text, ("_tile_shape", "_annotated"))
     params.append(tensor("out", items("pypto.DYNAMIC", out_cols), out_dtype))
     loops = [
@@ -247,7 +245,7 @@ REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
 
 def cube_kernel(
     name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool,
-    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False, tail: str = "",
+    others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False, tail: Sequence[Stmt] = (),
 ) -> Definition:
     """A kernel factory ``name(dtype, out_dtype, k, n, rows, transposed)`` multiplying row tiles of ``a`` by ``b``.
 
@@ -287,7 +285,7 @@ def cube_kernel(
     for o in others:
         body += [Assign(f"{o}_tile", pypto("view", o, items("rows", "n16"), items("r", "0"), valid_shape=items("(m - i * rows).min(rows)", "n"))),
                  to_fp32([f"{o}_tile"])]
-    body += [*statements(epilogue), Raw(tail), *store, Do(pypto("assemble", "result", items("r", "0"), "out"))]
+    body += [*statements(epilogue), *tail, *store, Do(pypto("assemble", "result", items("r", "0"), "out"))]
     if batched:
         loops = [
             Assign("m", "a.shape[0] // (b.shape[0] // b_rows)", "rows per right matrix"),
@@ -318,7 +316,7 @@ def _rounded(tiles: Sequence[str], comment: str) -> If:
     return when(f"dtype != {FP32}", *(Assign(t, pypto("cast", pypto("cast", t, "dtype"), FP32)) for t in tiles), comment=comment)
 
 
-def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definition:
+def gated_kernel(name: str, doc: str, activation: Sequence[Stmt], *, bias: bool) -> Definition:
     """A kernel factory ``name(dtype, k, n, rows)`` computing ``act(a @ wg.T + bg) * (a @ wu.T + bu)``
     of row tiles of ``a`` ([m, k], m dynamic, in tiles of ``rows`` rows: :data:`CUBE_TILES`).
 
@@ -346,7 +344,7 @@ def gated_kernel(name: str, doc: str, activation: str, *, bias: bool) -> Definit
     setup, store = casting("result", FP32, "dtype")
     body += [
         _rounded(["gate", "up"], "torch's linear rounds each projection to its dtype"),
-        Raw(activation),
+        *activation,
         _rounded(["gate"], "and its activation its result"),
         Assign("result", pypto("mul", "gate", "up")),
         *store,
@@ -421,53 +419,79 @@ ROW_WIDTH = copied("layout", "_row_width")
 ALIGNED_ROWS = copied("layout", "_aligned_rows")
 
 
-def block_setup(names: Sequence[str]) -> str:
+def block_maps(names: Sequence[str]) -> list[Stmt]:
     """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS), and the
     last dim of its tiles, which PyPTO wants spanning 32-byte blocks (a column's, bool's too)."""
-    return ("tile_cols = -(-tile_cols // 32) * 32  # tiles' last dim spans 32-byte blocks\n" + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names))
+    fields = ("width", "span", "xo", "xh", "co", "ch", "c0", "step")
+    return [Assign("tile_cols", "-(-tile_cols // 32) * 32", "tiles' last dim spans 32-byte blocks"),
+            *(Assign(", ".join(f"{n}_{f}" for f in fields), f"{n}_map") for n in names)]
 
 
-def block_tiles(names: Sequence[str], whole: bool) -> str:
+def block_views(names: Sequence[str], whole: bool) -> list[Stmt]:
     """Kernel statements giving each of ``names`` (a [X * (n or 1), width] window, ROW_BLOCKS) its
     [rows, cols] tile of block ``o``: rows r.. of it, its one row spread over the tile's rows, a
     column (span 1) spread along them."""
-    valid = "" if whole else ", valid_shape=valid"
-    body = ""
+    valid = {} if whole else {"valid_shape": "valid"}
+    views: list[Stmt] = []
     for n in names:
-        x, c = f"outer * {n}_xo + inner * {n}_xh", f"outer * {n}_co + inner * {n}_ch + {n}_c0"
-        tile_valid = f", valid_shape=[valid[0], {n}_span]" if valid else ""
-        body += (f"if {n}_step:\n"
-                 f"    {n}_tile = pypto.view({n}, [rows, {n}_span], [({x}) * n + r, {c}]{tile_valid})\n"
-                 f"    if {n}_span != cols:  # a column: spread along the rows on chip\n"
-                 f"        {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n"
-                 f"else:  # one row for the block's rows (a broadcast): read once, spread on chip\n"
-                 f"    {n}_tile = pypto.view({n}, [1, {n}_span], [{x}, {c}])\n"
-                 f"    if {n}_span != cols:\n"
-                 f"        {n}_tile = pypto.expand_clone({n}_tile, [1, cols])\n"
-                 f"    {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n")
-    return body
+        tile, x, c = f"{n}_tile", f"outer * {n}_xo + inner * {n}_xh", f"outer * {n}_co + inner * {n}_ch + {n}_c0"
+        spread = Assign(tile, pypto("expand_clone", tile, items("rows", "cols"), **valid))
+        rows = pypto("view", n, items("rows", f"{n}_span"), items(f"({x}) * n + r", c), **({} if whole else {"valid_shape": items("valid[0]", f"{n}_span")}))
+        row = (
+            Assign(tile, pypto("view", n, items("1", f"{n}_span"), items(x, c))),
+            when(f"{n}_span != cols", Assign(tile, pypto("expand_clone", tile, items("1", "cols")))),
+            spread,
+        )
+        views.append(If(f"{n}_step", (Assign(tile, rows), when(f"{n}_span != cols", spread, comment="a column: spread along the rows on chip")), row,
+                        else_comment="one row for the block's rows (a broadcast): read once, spread on chip"))
+    return views
+
+
+def block_assembles(results: Sequence[tuple[str, str]]) -> list[Stmt]:
+    """Kernel statements writing each (tile, output) into rows r.. of the output's block ``o``."""
+    return [Do(pypto("assemble", tile, items("o * n + r", "0"), out)) for tile, out in results]
+
+
+def block_walk(out: str, body: Sequence[Stmt], whole: bool) -> list[Stmt]:
+    """A blocked kernel's loop over the row tiles of every block of ``out`` ([blocks * n, cols]):
+    one loop, as a row kernel's (a nested loop of blocks leaves most vector cores idle)."""
+    return [
+        Assign("n", f"{out}.shape[0] // blocks", "rows per block"),
+        Assign("tiles", "(n + rows - 1) // rows"),
+        loop("t", pypto("loop", "blocks * tiles", name='"row_tiles"', unroll_list=items("1")),
+             Assign("o, i", "t // tiles, t % tiles"),
+             Assign("outer, inner", "o // heads, o % heads"),
+             *_tile_start(whole), Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")), *body),
+    ]
+
+
+def _tile_start(whole: bool, valid_cols: str = "cols") -> list[Stmt]:
+    """A row tile's first row ``r`` of ``n`` and, unless ``whole`` (tiles of at most n rows, the
+    last one ending at the last row), its ``valid`` shape."""
+    if whole:
+        return [Assign("r", "(n - rows).min(i * rows)", "a whole tile: the last one overlaps its predecessor")]
+    return [Assign("r", "i * rows"), Assign("valid", f"[(n - r).min(rows), {valid_cols}]")]
+
+
+# the blocked templates as text, for the kernels still written as text (fusion's, groups')
+def block_setup(names: Sequence[str]) -> str:
+    """:func:`block_maps` as text."""
+    return source(block_maps(names))
+
+
+def block_tiles(names: Sequence[str], whole: bool) -> str:
+    """:func:`block_views` as text."""
+    return source(block_views(names, whole))
 
 
 def block_stores(results: Sequence[tuple[str, str]], whole: bool) -> str:
-    """Kernel statements writing each (tile, output) into rows r.. of the output's block ``o``."""
-    return "".join(f"pypto.assemble({tile}, [o * n + r, 0], {out})\n" for tile, out in results)
+    """:func:`block_assembles` as text."""
+    return source(block_assembles(results))
 
 
 def blocks_loop(out: str, body: str, whole: bool) -> str:
-    """A blocked kernel's loop over the row tiles of every block of ``out`` ([blocks * n, cols]):
-    one loop, as a row kernel's (a nested loop of blocks leaves most vector cores idle)."""
-    if whole:  # tiles of at most n rows; the last tile ends at the last row
-        start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
-    else:
-        start = "r = i * rows\nvalid = [(n - r).min(rows), cols]\n"
-    return f'''\
-        n = {out}.shape[0] // blocks  # rows per block
-        tiles = (n + rows - 1) // rows
-        for t in pypto.loop(blocks * tiles, name="row_tiles", unroll_list=[1]):
-            o, i = t // tiles, t % tiles
-            outer, inner = o // heads, o % heads
-{textwrap.indent(start, " " * 12)}            pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 12)}'''
+    """:func:`block_walk` of the text ``body``, as text indented into a kernel."""
+    return source(block_walk(out, [Raw(body)], whole), 2)
 
 
 ROW_BLOCKS = copied("layout", "_row_blocks", last="_block_window")
