@@ -3,6 +3,7 @@
 
 import dataclasses
 import io
+from pathlib import Path
 
 import pytest
 import torch
@@ -246,3 +247,19 @@ def test_convs_and_an_einsum_are_verified_on_their_own_forms():
     assert ok and "not exercised" not in out and "error" not in out, out
     assert [c.args[1].shape for c in verify.cases(translate_source(CONTRACTIONS, "snippet.py").conversions[2], "e")][:2] == [
         torch.Size([7, 37, 2, 5]), torch.Size([130, 20, 5, 3])]  # q: b, n, q, d by the indices sorted
+
+
+@pytest.mark.matrix
+@pytest.mark.parametrize("model", ["llama", "gpt2", "qwen3_moe"])
+def test_verify_passes_on_a_real_modeling_file(model, tmp_path, capsys):
+    """``--verify`` of transformers' own (installed) modeling file: every converted site and
+    region is exercised and matches, exit 0. These files found the package import of regions
+    that hold a submodule, and run-time arguments sampled in forms torch rejects."""
+    import transformers
+
+    from torch2pypto.translator.run.cli import main
+
+    source = Path(transformers.__file__).parent / "models" / model / f"modeling_{model}.py"
+    status = main([str(source), "-o", str(tmp_path / "out.py"), "--verify"])
+    err = capsys.readouterr().err
+    assert status == 0 and "error" not in err and "not exercised" not in err, err
