@@ -45,7 +45,7 @@ import tokenize
 
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
-from torch2pypto.translator.engine import epilogues, groups, siblings
+from torch2pypto.translator.engine import epilogues, groups, halves, siblings
 from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, assigned_names, bindings, candidate, own_nodes
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
@@ -257,6 +257,9 @@ class Finder:
         i, ahead = 0, None  # ahead: the run found from a statement after a region (groups.joined)
         while i < len(statements):
             grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
+            if not grouped and halves.chunked_pair(self, statements, i, found):
+                i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
+                continue
             best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
             if best is None or len(best[1].program.ops) < 2:
                 for statement in statements[i : i + max(grouped, 1)]:
