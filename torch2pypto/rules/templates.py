@@ -427,24 +427,26 @@ def block_setup(names: Sequence[str]) -> str:
     return ("tile_cols = -(-tile_cols // 32) * 32  # tiles' last dim spans 32-byte blocks\n" + "".join(f"{n}_width, {n}_span, {n}_xo, {n}_xh, {n}_co, {n}_ch, {n}_c0, {n}_step = {n}_map\n" for n in names))
 
 
-def block_tiles(names: Sequence[str], whole: bool) -> str:
+def block_tiles(names: Sequence[str], whole: bool, widths: dict[str, str] | None = None) -> str:
     """Kernel statements giving each of ``names`` (a [X * (n or 1), width] window, ROW_BLOCKS) its
     [rows, cols] tile of block ``o``: rows r.. of it, its one row spread over the tile's rows, a
-    column (span 1) spread along them."""
-    valid = "" if whole else ", valid_shape=valid"
+    column (span 1) spread along them. ``widths``: the operands of another last dim (a kernel
+    expression: phi3's cos, rotary_dim wide), whose tiles are that wide."""
     body = ""
     for n in names:
+        cols = (widths or {}).get(n, "cols")
+        valid = "" if whole else ", valid_shape=valid" if cols == "cols" else f", valid_shape=[valid[0], {cols}]"
         x, c = f"outer * {n}_xo + inner * {n}_xh", f"outer * {n}_co + inner * {n}_ch + {n}_c0"
         tile_valid = f", valid_shape=[valid[0], {n}_span]" if valid else ""
         body += (f"if {n}_step:\n"
                  f"    {n}_tile = pypto.view({n}, [rows, {n}_span], [({x}) * n + r, {c}]{tile_valid})\n"
-                 f"    if {n}_span != cols:  # a column: spread along the rows on chip\n"
-                 f"        {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n"
+                 f"    if {n}_span != {cols}:  # a column: spread along the rows on chip\n"
+                 f"        {n}_tile = pypto.expand_clone({n}_tile, [rows, {cols}]{valid})\n"
                  f"else:  # one row for the block's rows (a broadcast): read once, spread on chip\n"
                  f"    {n}_tile = pypto.view({n}, [1, {n}_span], [{x}, {c}])\n"
-                 f"    if {n}_span != cols:\n"
-                 f"        {n}_tile = pypto.expand_clone({n}_tile, [1, cols])\n"
-                 f"    {n}_tile = pypto.expand_clone({n}_tile, [rows, cols]{valid})\n")
+                 f"    if {n}_span != {cols}:\n"
+                 f"        {n}_tile = pypto.expand_clone({n}_tile, [1, {cols}])\n"
+                 f"    {n}_tile = pypto.expand_clone({n}_tile, [rows, {cols}]{valid})\n")
     return body
 
 
