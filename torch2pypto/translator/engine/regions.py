@@ -261,6 +261,11 @@ class Finder:
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
                 continue
             best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
+            woven = groups.interleaved(self, statements, i) if not grouped and (best is None or len(best[1].program.ops) < 2) else None
+            if woven is not None:  # chains of statements written interleaved (phi3's RoPE): a group each
+                self.emit(statements[i : woven[0]], woven[1], found)
+                i, ahead = woven[0], None
+                continue
             if best is None or len(best[1].program.ops) < 2:
                 for statement in statements[i : i + max(grouped, 1)]:
                     spans = self.starts
