@@ -152,7 +152,7 @@ class Program:
         """The rows parameters used at fewer columns than cols, and their widths."""
         return {name: width for name, width in self.widths.items() if width != "cols"}
 
-    def _leaves(self, operands: dict[str, Operand], op: str) -> dict[str, Operand]:
+    def _leaves(self, operands: dict[str, Operand]) -> dict[str, Operand]:
         """``operands`` with rows leaves of no width yet taking the one width of the op's other
         rows tiles (a narrow operand: phi3's ``q[..., :rotary_dim] * cos``, whose cos the wrapper
         checks is rotary_dim wide); each leaf's width recorded."""
@@ -267,7 +267,7 @@ class Program:
         ``dtypes``: the entry's (torch names): an op of other float dtypes runs torch, as its own
         wrapper would (div_rounded's FP32 only).
         """
-        operands = self._leaves(dict(operands), op)
+        operands = self._leaves(dict(operands))
         self._filled([v for v in operands.values() if v.is_tile])
         tiles = {k: v for k, v in operands.items() if v.is_tile and k not in bools}
         if not tiles:
@@ -330,7 +330,7 @@ class Program:
         if value.role != ROWS:
             raise Unfusible("a slice of no rows tile")
         self._sliced()
-        value = self._leaves({"x": value}, "a slice")["x"]
+        value = self._leaves({"x": value})["x"]
         self._filled([value])
         self.sources[value.width] = None
         width = _simplified(f"{stop} - {_grouped(start)}", self.sources)
@@ -352,7 +352,7 @@ class Program:
         if len(values) < 2 or any(v.role != ROWS for v in values):
             raise Unfusible("a cat of fewer than two rows tiles")
         self._sliced()
-        values = [self._leaves({"x": v}, op)["x"] for v in values]
+        values = [self._leaves({"x": v})["x"] for v in values]
         dtype = self.promote([v.dtype for v in values])
         optional = [v for v in values if v.text in self.empty][:1]
         self._filled([v for v in values if v not in optional])  # one piece may be 0 wide: the cat of the others then
@@ -656,9 +656,10 @@ def _always(check: str) -> bool:
     their negatives (``rotary_dim <= rotary_dim``)."""
     code = compile(check, "<width check>", "eval")
     free = sorted(set(code.co_names) - {"cols"})
+    widths = range(1, 257 if free else 4097)
     try:
         for ints in itertools.product((*_INDEX_VALUES, *(-v for v in _INDEX_VALUES if v)), repeat=len(free)):
-            if not all(eval(code, {"__builtins__": {}}, {**dict(zip(free, ints)), "cols": n}) for n in range(1, 4097)):
+            if not all(eval(code, {"__builtins__": {}}, {**dict(zip(free, ints)), "cols": n}) for n in widths):
                 return False
         return True
     except (NameError, TypeError, AttributeError):
