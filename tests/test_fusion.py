@@ -800,3 +800,24 @@ def test_partial_rope_keeps_torch_gradients():
         (q.square().sum() + (k * 3).sum()).backward()
         grads.append([t.grad for t in leaves])
     torch.testing.assert_close(grads[0], grads[1])
+
+
+GLM_ROPE = PARTIAL_ROPE.replace('''    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+''', '''    q_embed = (q_rot * cos) + (rotate_half(q_rot) * sin)
+    k_embed = (k_rot * cos) + (rotate_half(k_rot) * sin)
+
+    q_embed = torch.cat([q_embed, q_pass], dim=-1)
+    k_embed = torch.cat([k_embed, k_pass], dim=-1)
+''')
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_glm_partial_rope_with_its_cats_last_is_one_kernel(dtype):
+    """glm's and bamba's form (the zoo's 17 files of it): the products, then the cats, q's and k's
+    statements interleaved three times over: one launch, at a half and a whole rotary factor."""
+    assert "q_embed = torch.cat([q_embed" in GLM_ROPE
+    for rot in (32, 64):
+        q, k = tensor(2, 4, 5, 64, dtype=dtype), tensor(2, 2, 5, 64, dtype=dtype, seed=1)
+        check(GLM_ROPE, (q, k, tensor(2, 5, rot, dtype=dtype, seed=2), tensor(2, 5, rot, dtype=dtype, seed=3)), kernels=1, host={})
