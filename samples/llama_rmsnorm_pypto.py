@@ -209,21 +209,25 @@ def _torch_fused_forward_3d2561(hidden_states, variance_epsilon, weight, input_d
     return weight * hidden_states.to(input_dtype)
 
 
-def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=()):
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), narrow=()):
     """The shape of a fused kernel's rows for these operands, or None if it does not take them.
 
     It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
     `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
     numbers, float dtypes; all on the kernel path; tensors `like` whose dtype only it reads (a
-    float dtype, on the rows' device; empty ones too: type_as's dtype carriers). Any other mix
-    runs the region's torch statements.
+    float dtype, on the rows' device; empty ones too: type_as's dtype carriers); `narrow`
+    (tensor, width) pairs: tensors of that last dim whose leading dims broadcast to the shape's
+    (phi3's cos against the rotated part of q's rows). Any other mix runs the region's torch
+    statements.
     """
-    tensors = (*rows, *vectors, *like)
+    tensors = (*rows, *vectors, *like, *(t for t, _ in narrow))
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return None
     try:
         shape = torch.broadcast_shapes(*(t.shape for t in rows))
         if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+        if any(t.dim() < 1 or t.shape[-1] != width or torch.broadcast_shapes(t.shape[:-1], shape[:-1]) != shape[:-1] for t, width in narrow):
             return None
     except RuntimeError:
         return None
@@ -233,7 +237,7 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=()):
         return None
     if any(t.dtype not in _PYPTO_DTYPES or t.device != rows[0].device for t in like):
         return None
-    return shape if _on_kernel_path(*rows, *vectors) else None
+    return shape if _on_kernel_path(*rows, *vectors, *(t for t, _ in narrow)) else None
 
 
 def pypto_fused_forward_3d2561_8sites(hidden_states, variance_epsilon, weight, input_dtype):

@@ -322,3 +322,113 @@ def test_linear_activation_is_one_launch(act, dtype):
             want = expected(x)
         tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]
         torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])
+
+
+PHI3_MLP = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+from transformers.activations import ACT2FN
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden, intermediate, bias=False, act="silu", rows=None):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(hidden, rows or 2 * intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.activation_fn = ACT2FN[act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        up_states = self.gate_up_proj(hidden_states)
+
+        gate, up_states = up_states.chunk(2, dim=-1)
+        up_states = up_states * self.activation_fn(gate)
+
+        return self.down_proj(up_states)
+
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    y = F.linear(x, w)
+    g, u = torch.chunk(y, 2, dim=-1)
+    h = F.silu(g) * u
+    return h
+"""
+
+
+def test_chunked_gated_pair_is_one_call():
+    """phi3's MLP: the projection, its chunk and the gated product are one call of a gated wrapper
+    that takes the one weight; what reads a half elsewhere, or chunks along another dim, stays."""
+    translation = translated(PHI3_MLP)
+    assert "up_states = pypto_fused_forward_" in translation.code and ".chunk(" not in translation.code.split("class MLP")[1]
+    assert sorted(r.ops for r in translation.regions) == [("linear", "chunk", "self.activation_fn", "x * y"), ("linear", "chunk", "silu", "x * y")]
+    assert {r.status for r in translation.records} == {"converted", "host-side"}
+    assert translated(translation.code).code == translation.code
+    for changed in ("h = F.silu(g) * u\n    print(g)", "h = F.silu(g) * u + 1", "h = F.silu(u) * g\n    h = h * u"):
+        code = PHI3_MLP.replace("h = F.silu(g) * u", changed)
+        assert not any("gated" in r.kernel for r in translated(code).regions if r.function == "f"), changed
+    code = PHI3_MLP.replace("chunk(y, 2, dim=-1)", "chunk(y, 2, dim=0)")
+    assert not any("gated" in r.kernel for r in translated(code).regions if r.function == "f")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_chunked_gated_mlp_is_two_launches_and_matches_torch(dtype, bias):
+    """Odd rows, hidden and intermediate sizes: the gated kernel on the two halves of the one
+    weight (views, no copy: no torch op on the host) and the down projection."""
+    mod, reference = module(translated(PHI3_MLP).code), original(PHI3_MLP)["MLP"]
+    for rows, hidden, intermediate in ((1, 37, 35), (2 * 7, 64, 48), (130, 200, 33)):
+        torch.manual_seed(rows)
+        model = mod.MLP(hidden, intermediate, bias).to(dtype)
+        expected = reference(hidden, intermediate, bias).to(dtype)
+        expected.load_state_dict(model.state_dict())
+        x = (torch.randn(rows, hidden) * 3).to(dtype).reshape(-1, 7, hidden) if rows % 7 == 0 else (torch.randn(rows, hidden) * 3).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad(), host_ops(mod) as ops:
+            got = model(x)
+        linear = "linear_bias_kernel.kernel" if bias else "linear_kernel.kernel"
+        assert ran() == {f"gated_silu{'_bias' if bias else ''}_kernel.kernel": 1, linear: 1}, (rows, ran())
+        assert dict(ops) == {}
+        with torch.no_grad():
+            want = expected(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]  # bf16: one rounding apart at most
+        torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])
+
+
+@pytest.mark.interpreter
+def test_chunked_gated_kernel_keeps_torch_gradients():
+    mod, reference = module(translated(PHI3_MLP).code), original(PHI3_MLP)["MLP"]
+    torch.manual_seed(0)
+    model = mod.MLP(37, 33, True)
+    expected = reference(37, 33, True)
+    expected.load_state_dict(model.state_dict())
+    x = torch.randn(2, 5, 37, requires_grad=True)
+    ran = counting()
+    with torch2pypto.interpreted(mod):
+        model(x).square().sum().backward()
+    assert ran()["gated_silu_bias_kernel.kernel"] == 1
+    got = [x.grad, *(p.grad for p in model.parameters())]
+    x.grad = None
+    expected(x).square().sum().backward()
+    torch.testing.assert_close(got, [x.grad, *(p.grad for p in expected.parameters())], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.interpreter
+def test_chunked_gated_pair_of_an_odd_projection_runs_torch():
+    """A projection of 3 features chunks into 2 and 1, which broadcast in the product: no gated
+    kernel takes it, the statements run as written; relu has no gated kernel: both halves are one
+    linear kernel each."""
+    mod, reference = module(translated(PHI3_MLP).code), original(PHI3_MLP)["MLP"]
+    for act, rows, kernels in (("silu", 3, {"linear_kernel.kernel": 1}), ("relu", None, {"linear_kernel.kernel": 3})):
+        torch.manual_seed(2)
+        model = mod.MLP(37, 2, act=act, rows=rows)
+        expected = reference(37, 2, act=act, rows=rows)
+        expected.load_state_dict(model.state_dict())
+        x = torch.randn(3, 37)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(x)
+        assert ran() == kernels, (act, ran())
+        with torch.no_grad():
+            torch.testing.assert_close(got, expected(x), atol=1e-5, rtol=1e-5)

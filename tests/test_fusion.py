@@ -725,3 +725,99 @@ def test_vision_rope_with_tuple_casts_is_one_kernel(dtype):
     q, k = tensor(7, 3, 64, dtype=dtype), tensor(7, 3, 64, dtype=dtype, seed=1)
     cos, sin = tensor(7, 64, seed=2), tensor(7, 64, seed=3)
     check(VISION_ROPE, (q, k, cos, sin), kernels=1, calls=0 if dtype == torch.float32 else 2)
+
+
+PARTIAL_ROPE = """\
+def rotate_half(x):
+    \"\"\"Rotates half the hidden dims of the input.\"\"\"
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def f(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+
+    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+    return q_embed, k_embed
+"""
+
+
+def test_partial_rope_written_interleaved_is_one_grouped_region():
+    """phi3's apply_rotary_pos_emb: q's and k's slices, then q's and k's products, interleaved:
+    two chains of statements, a group of rows each, one call where q's slices stood."""
+    translation = fused(PARTIAL_ROPE)
+    ops = ("x[..., a:b]", "x[..., a:b]", "x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat", "x * y", "x + y", "cat")
+    assert [r.ops for r in translation.regions] == [ops * 2]
+    assert re.search(r"q_embed, k_embed = pypto_fused_f_\w+\(q, rotary_dim, cos, rotate_half, sin, k\)\n    return q_embed, k_embed", translation.code)
+    # a chain that reads another's names, or writes them, stays per statement
+    crossed = PARTIAL_ROPE.replace("k_pass], dim=-1)", "q_pass], dim=-1)")
+    assert not any(len(r.ops) > 10 for r in fused(crossed).regions)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("factor, head_dim", [(1.0, 64), (0.75, 128), (0.5, 64)])
+def test_partial_rope_is_one_kernel_for_q_and_k(dtype, factor, head_dim):
+    """phi3's partial RoPE (cos and sin rotary_dim wide against q's and k's head_dim; at a factor
+    of 1 the pass-through part is 0 wide) in one launch for q and k: GQA heads, odd and decode
+    (S=1) token counts; q as a transposed view of the projection, as the model hands it."""
+    rot = int(head_dim * factor)
+    for b, heads, kv, s in ((2, 4, 2, 5), (1, 4, 1, 1), (1, 2, 2, 33)):
+        q = tensor(b, s, heads, head_dim, dtype=dtype).transpose(1, 2)
+        k = tensor(b, kv, s, head_dim, dtype=dtype, seed=1)
+        cos, sin = tensor(b, s, rot, dtype=dtype, seed=2), tensor(b, s, rot, dtype=dtype, seed=3)
+        check(PARTIAL_ROPE, (q, k, cos, sin), kernels=1, host={})
+
+
+@pytest.mark.interpreter
+def test_partial_rope_falls_back_where_the_kernel_does_not_take_it():
+    """A rotary_dim whose halves start no 32-byte block (24 of 64), cos of no rotary width the
+    slices agree with: the statements as written (rotate_half's own kernels: a neg and a cat each)."""
+    q, k = tensor(1, 2, 5, 64), tensor(1, 2, 5, 64, seed=1)
+    check(PARTIAL_ROPE, (q, k, tensor(1, 5, 24, seed=2), tensor(1, 5, 24, seed=3)), kernels=0, calls=4)
+    check(PARTIAL_ROPE, (q, k, tensor(1, 5, 1, seed=2), tensor(1, 5, 1, seed=3)), kernels=0, calls=4)
+
+
+@pytest.mark.interpreter
+def test_partial_rope_keeps_torch_gradients():
+    translation = fused(PARTIAL_ROPE)
+    translated, original = module(translation.code), module(HEAD + PARTIAL_ROPE)
+    inputs = [tensor(1, 4, 7, 64, seed=0), tensor(1, 2, 7, 64, seed=1), tensor(1, 7, 32, seed=2), tensor(1, 7, 32, seed=3)]
+    grads = []
+    for m, launches in ((translated, 1), (original, 0)):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        launched = counting()
+        with torch2pypto.interpreted(translated):
+            q, k = m.f(*leaves)
+        assert sum(launched().values()) == launches
+        (q.square().sum() + (k * 3).sum()).backward()
+        grads.append([t.grad for t in leaves])
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+GLM_ROPE = PARTIAL_ROPE.replace('''    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+''', '''    q_embed = (q_rot * cos) + (rotate_half(q_rot) * sin)
+    k_embed = (k_rot * cos) + (rotate_half(k_rot) * sin)
+
+    q_embed = torch.cat([q_embed, q_pass], dim=-1)
+    k_embed = torch.cat([k_embed, k_pass], dim=-1)
+''')
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_glm_partial_rope_with_its_cats_last_is_one_kernel(dtype):
+    """glm's and bamba's form (the zoo's 17 files of it): the products, then the cats, q's and k's
+    statements interleaved three times over: one launch, at a half and a whole rotary factor."""
+    assert "q_embed = torch.cat([q_embed" in GLM_ROPE
+    for rot in (32, 64):
+        q, k = tensor(2, 4, 5, 64, dtype=dtype), tensor(2, 2, 5, 64, dtype=dtype, seed=1)
+        check(GLM_ROPE, (q, k, tensor(2, 5, rot, dtype=dtype, seed=2), tensor(2, 5, rot, dtype=dtype, seed=3)), kernels=1, host={})

@@ -649,3 +649,24 @@ def test_col_minus_row_is_the_offset_a_triangle_compares_with_its_diagonal():
     x = torch.randn(3, 4)
     assert torch.equal(torch.where(offsets <= 1, x, 0.0), torch.tril(x, 1))
     assert torch.equal(torch.where(offsets >= -1, x, 0.0), torch.triu(x, -1))
+
+
+def test_narrow_rows_operands_are_read_in_place_at_their_own_width(launcher):
+    """phi3's cos, rotary_dim wide, against q's [B, H, S, head_dim]: _fused_shape takes it where its
+    leading dims broadcast and its width is the one given; _row_blocks reads it from its storage,
+    broadcast over the heads, in its own width, with q's blocks."""
+    q = torch.randn(2, 5, 4, 64).transpose(1, 2)  # [B, H, S, D], a transposed view
+    cos = torch.randn(2, 5, 32)[:, None]
+    shape = layout._fused_shape((q,), narrow=((cos, 32),))
+    assert shape == q.shape
+    assert layout._fused_shape((q,), narrow=((cos, 48),)) is None
+    assert layout._fused_shape((q,), narrow=((torch.randn(3, 1, 5, 32), 32),)) is None
+    heads, blocks, n, ((q_rows, q_map), (cos_rows, cos_map)) = layout._row_blocks(shape, q, (cos, 32))
+    assert cos_rows.data_ptr() == cos.data_ptr() and cos_map[0] == 32 and cos_map[1] == 32
+    assert (heads, blocks, n) == layout._row_blocks(shape, q)[:3]
+    for o in range(blocks):  # each block's rows of cos are the ones torch broadcasts to it
+        outer, inner = divmod(o, heads)
+        width, span, xo, xh, co, ch, c0, step = cos_map
+        start = (outer * xo + inner * xh) * n
+        got = cos_rows[start : start + n, outer * co + inner * ch + c0 :][:, :span]
+        torch.testing.assert_close(got, cos.expand(2, 4, 5, 32)[outer, inner])

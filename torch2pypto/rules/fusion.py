@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import hashlib
 import itertools
+import re
 import textwrap
 from typing import Mapping, Sequence
 
@@ -111,6 +112,10 @@ class Program:
         self.modules: list[tuple[str, str]] = []  # (submodule, its class) parameters of an inlined forward
         self.derived: dict[str, str] = {}  # parameter -> what the wrapper reads it from (norm.weight), not passed
         self.aliases: dict[str, str] = {}  # a parameter -> the wrapper's of the same source (a later group's, groups.py)
+        self.widths: dict[str, str] = {}  # rows parameter -> the width its tiles are used at (narrow: fewer than cols, phi3's cos)
+        self.sources: dict[str, None] = {}  # the widths of the values sliced: what a cat of their slices may add up to
+        self.indices: set[str] = set()  # the run-time int parameters bounding slices
+        self.empty: dict[str, tuple[str, int]] = {}  # a slice that may be 0 wide (of a leaf, by a run-time int) -> its width, its view's statement
 
     @classmethod
     def after(cls, programs: Sequence[Program]) -> Program:
@@ -140,12 +145,36 @@ class Program:
         (the wrapper's tensor's: an alias of an earlier group's takes that one's)."""
         symbol = self.dtype_symbol(param)
         self.symbols[symbol] = f"{self.aliases.get(param.name, param.name)}.dtype"
-        return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}))
+        width = self.widths.get(param.name, "cols")
+        return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}), width)
+
+    def narrow(self) -> dict[str, str]:
+        """The rows parameters used at fewer columns than cols, and their widths."""
+        return {name: width for name, width in self.widths.items() if width != "cols"}
+
+    def _leaves(self, operands: dict[str, Operand]) -> dict[str, Operand]:
+        """``operands`` with rows leaves of no width yet taking the one width of the op's other
+        rows tiles (a narrow operand: phi3's ``q[..., :rotary_dim] * cos``, whose cos the wrapper
+        checks is rotary_dim wide); each leaf's width recorded."""
+        leaves = {f"{p.name}_tile": p.name for p in self.params if p.kind == ROWS}
+        fresh = [k for k, v in operands.items() if v.is_tile and v.text in leaves and leaves[v.text] not in self.widths]
+        widths = {v.width for k, v in operands.items() if v.is_tile and v.role == ROWS and k not in fresh}
+        if fresh and len(widths) == 1 and widths != {"cols"}:
+            (width,) = widths
+            for k in fresh:
+                name = leaves[operands[k].text]
+                self.widths[name] = width  # its width the wrapper checks (_fused_shape's narrow)
+                operands = {**operands, k: dataclasses.replace(operands[k], width=width)}
+        for v in operands.values():
+            if v.is_tile and v.text in leaves:
+                self.widths.setdefault(leaves[v.text], v.width)
+        return operands
 
     def index(self, param: Param) -> str:
         """A run-time int slice bound's kernel name: a factory parameter, which the wrapper checks is an int."""
         name = self.aliases.get(param.name, param.name)
         self.checks.append(f"type({name}) is int")
+        self.indices.add(param.name)
         return param.name
 
     def callee(self, name: str) -> Param:
@@ -238,6 +267,8 @@ class Program:
         ``dtypes``: the entry's (torch names): an op of other float dtypes runs torch, as its own
         wrapper would (div_rounded's FP32 only).
         """
+        operands = self._leaves(dict(operands))
+        self._filled([v for v in operands.values() if v.is_tile])
         tiles = {k: v for k, v in operands.items() if v.is_tile and k not in bools}
         if not tiles:
             raise Unfusible("no tensor operand")
@@ -299,10 +330,19 @@ class Program:
         if value.role != ROWS:
             raise Unfusible("a slice of no rows tile")
         self._sliced()
-        width = _simplified(f"{stop} - {_grouped(start)}")
-        self.checks += [f"{start} >= 0", f"{stop} > {_grouped(start)}", f"{stop} <= {_grouped(value.width)}", *_aligned(start, width)]
+        value = self._leaves({"x": value})["x"]
+        self._filled([value])
+        self.sources[value.width] = None
+        width = _simplified(f"{stop} - {_grouped(start)}", self.sources)
         target = self._fresh(f"{value.text.removesuffix('_tile')}_part")
-        self._emit(f"{target} = pypto.view({value.text}, [rows, {width}], [0, {start}], valid_shape=[valid[0], {width}])\n", [value])
+        view = f"{target} = pypto.view({value.text}, [rows, {width}], [0, {start}], valid_shape=[valid[0], {width}])\n"
+        leaf = any(value.text == f"{p.name}_tile" for p in self.params)
+        indexed = leaf and any(re.search(rf"\b{name}\b", f"{start} {stop}") for name in self.indices)
+        if indexed:  # phi3's q[..., rotary_dim:], 0 wide at a rotary factor of 1: a cat drops it, any other op needs it
+            self.empty[target] = (width, len(self.body))
+        self.checks += [f"{start} >= 0", f"{stop} {'>=' if indexed else '>'} {_grouped(start)}", f"{stop} <= {_grouped(value.width)}",
+                        *_aligned(start, width)]
+        self._emit(view, [value])
         self.ops.append("x[..., a:b]")
         self.pypto.append("pypto.view")
         return Operand(target, ROWS, value.dtype, value.deps, width)
@@ -312,16 +352,41 @@ class Program:
         if len(values) < 2 or any(v.role != ROWS for v in values):
             raise Unfusible("a cat of fewer than two rows tiles")
         self._sliced()
+        values = [self._leaves({"x": v})["x"] for v in values]
         dtype = self.promote([v.dtype for v in values])
-        values = [self.cast(v, dtype) for v in values]
-        width = _simplified(" + ".join(_grouped(v.width) for v in values))
+        optional = [v for v in values if v.text in self.empty][:1]
+        self._filled([v for v in values if v not in optional])  # one piece may be 0 wide: the cat of the others then
+        guarded = []  # the statements that read the piece that may be 0 wide: its view, its cast
+        for k, v in enumerate(values):
+            before = len(self.body)
+            values[k] = self.cast(v, dtype)
+            if v in optional:
+                empty, at = self.empty.pop(v.text)
+                guarded += [at, *range(before, len(self.body))]
+                optional = [values[k]]
+        width = _simplified(" + ".join(_grouped(v.width) for v in values), self.sources)
         self.checks += _aligned(*(v.width for v in values[:-1]))
         target = self._fresh("joined")
-        self._emit(f"{target} = pypto.view(pypto.concat([{', '.join(v.text for v in values)}], -1), [rows, {width}], [0, 0], "
-                   f"valid_shape=[valid[0], {width}])\n", values)
+        joined = (f"{target} = pypto.view(pypto.concat([{', '.join(v.text for v in values)}], -1), [rows, {width}], [0, 0], "
+                  f"valid_shape=[valid[0], {width}])\n")
+        if optional:  # its view and the cat only where it has columns
+            for at in guarded:
+                self.body[at] = f"if {_grouped(empty)} > 0:  # else 0 wide: no tile\n" + textwrap.indent(self.body[at], "    ")
+            rest = [v for v in values if v is not optional[0]]
+            other = rest[0].text if len(rest) == 1 else (
+                f"pypto.view(pypto.concat([{', '.join(v.text for v in rest)}], -1), [rows, {width}], [0, 0], valid_shape=[valid[0], {width}])")
+            joined = f"if {_grouped(empty)} > 0:\n    {joined}else:  # {optional[0].text} is 0 wide\n    {target} = {other}\n"
+        self._emit(joined, values)
         self.ops.append(op)
         self.pypto.append("pypto.concat")
         return Operand(target, ROWS, dtype, frozenset().union(*(v.deps for v in values)), width)
+
+    def _filled(self, values: Sequence[Operand]) -> None:
+        """An op reads ``values``: a slice among them that may be 0 wide must not be (the wrapper checks)."""
+        for v in values:
+            empty = self.empty.pop(v.text, None)
+            if empty is not None:
+                self.checks.append(f"{_grouped(empty[0])} > 0")
 
     def _sliced(self) -> None:
         if self.reduces or self.whole:
@@ -364,7 +429,7 @@ class Program:
         """Rows tiles live at once, at most (inputs and outputs included): the tile's FP32 copies."""
         starts: dict[str, int] = {i: 0 for i in inputs}
         for k, statements in enumerate(self.body):
-            target = statements.split(" = ", 1)[0]
+            target = next((line.strip() for line in statements.splitlines() if " = " in line), statements).split(" = ", 1)[0]
             starts.setdefault(target, k)
         ends = {**self.live, **{o: len(self.body) for o in outputs}}
         peak = 0
@@ -384,11 +449,16 @@ def _grouped(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f"({expression})"
 
 
-def _simplified(expression: str) -> str:
+def _simplified(expression: str, sources=()) -> str:
     """A width expression of cols, short: ``cols`` where it is cols whatever cols is (checked on
-    every width up to 1024: a concatenation of a row's slices), ``w`` for ``w - 0``."""
+    every width up to 1024: a concatenation of a row's slices), else one of ``sources`` (the
+    widths sliced: rotate_half's halves of a slice ``rotary_dim`` wide add up to it), ``w`` for
+    ``w - 0``."""
     if _same_widths([expression, "cols"], range(1, 1025)):
         return "cols"
+    for source in sources:
+        if source != expression and source != "cols" and _same_widths([expression, source], range(1, 1025)):
+            return source
     return expression.removesuffix(" - 0")
 
 
@@ -481,11 +551,12 @@ def definitions(
     # autograd may record: torch's gradients of the fallback (_with_torch_grad, _with_torch_grads
     # of several results; through a submodule, whose fallback reads its parameters from it,
     # _with_held_grads, which gives them theirs)
-    names = {p.name for p in rows}
+    narrow = program.narrow()
+    names = {p.name for p in rows} - set(narrow)
     results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
-    guard = (f"_fused_shape(({_tuple(p.name for p in rows)}), ({_tuple(p.name for p in vectors)}), "
+    guard = (f"_fused_shape(({_tuple(p.name for p in rows if p.name not in narrow)}), ({_tuple(p.name for p in vectors)}), "
              f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},))")
+             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){narrow_shape(narrow)})")
     prologue = f"shape = {guard}\n"
     if program.modules:
         pairs = ", ".join(f"({m}, {c})" for m, c in program.modules)
@@ -498,7 +569,7 @@ def definitions(
     if program.reduces:
         body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
     else:
-        body += f"heads, blocks, n, operands = _row_blocks(shape, {_tuple(p.name for p in rows)})\n"
+        body += f"heads, blocks, n, operands = _row_blocks(shape, {_tuple(narrow_rows(p.name, narrow) for p in rows)})\n"
         body += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in rows)} = operands\n"
         body += "".join(f"{p.name}_rows = {p.name}.reshape(1, cols).contiguous()\n" for p in vectors)
     for symbol in promoted:
@@ -551,6 +622,22 @@ def definitions(
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 
 
+def narrow_shape(narrow: Mapping[str, str], named=lambda name: name) -> str:
+    """_fused_shape's ``narrow=`` argument (the wrapper's names of the narrow operands, ``named``,
+    and their widths at run time), or nothing."""
+    pairs = [f"({named(name)}, {_run_time(width)})" for name, width in narrow.items()]
+    return f", narrow=({_tuple(pairs)})" if pairs else ""
+
+
+def narrow_rows(name: str, narrow: Mapping[str, str], named=lambda name: name) -> str:
+    """A rows operand as _row_blocks takes it: a narrow one with its width at run time."""
+    return f"({named(name)}, {_run_time(narrow[name])})" if name in narrow else named(name)
+
+
+def _run_time(width: str) -> str:
+    return re.sub(r"\bcols\b", "shape[-1]", width)
+
+
 def fallback_definition(name: str, signature: str, where: str, torch_source: str) -> Definition:
     """The torch fallback ``name``: the region's statements as written (``torch_source``, which ends in a return)."""
     return Definition(name, f'def {name}({signature}):\n    """{where}: the original torch statements."""\n'
@@ -565,10 +652,17 @@ def _needed(checks: Sequence[str]) -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _always(check: str) -> bool:
+    """Whether a check holds at every cols, and at every run-time int of :data:`_INDEX_VALUES` and
+    their negatives (``rotary_dim <= rotary_dim``)."""
     code = compile(check, "<width check>", "eval")
+    free = sorted(set(code.co_names) - {"cols"})
+    widths = range(1, 257 if free else 4097)
     try:
-        return all(eval(code, {"__builtins__": {}}, {"cols": n}) for n in range(1, 4097))
-    except NameError:
+        for ints in itertools.product((*_INDEX_VALUES, *(-v for v in _INDEX_VALUES if v)), repeat=len(free)):
+            if not all(eval(code, {"__builtins__": {}}, {**dict(zip(free, ints)), "cols": n}) for n in widths):
+                return False
+        return True
+    except (NameError, TypeError, AttributeError):
         return False
 
 
@@ -636,7 +730,7 @@ def block_group(program: Program, rows, vectors, outputs, dtypes, buffers, max_r
     params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {p.name}_width], {program.dtype_symbol(p)}),\n" for p in rows)
     params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {program.dtype_symbol(p)}),\n" for p in vectors)
     params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
-    body = templates.block_tiles([p.name for p in rows], program.whole)
+    body = templates.block_tiles([p.name for p in rows], program.whole, program.narrow())
     body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
     body += "".join(program.body)
     body += templates.block_stores([(o.value.text, f"{o.name}_out") for o in outputs], program.whole)

@@ -145,6 +145,23 @@ def _gated_takes(x, wg, bg, wu, bu):
 )
 
 
+HALVES = Definition(
+    "_halves",
+    '''\
+def _halves(t):
+    """The gate and up halves of a chunked gated pair's weight or bias `t` (its first dim split in
+    two, as `chunk(2, dim=-1)` splits the projection): views, no copy. (None, None) for no bias;
+    (t, None) for what does not split in two equal halves, which no gated kernel takes."""
+    if t is None:
+        return None, None
+    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[0] % 2 or t.shape[0] == 0:
+        return t, None
+    half = t.shape[0] // 2
+    return t[:half], t[half:]
+''',
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Gated:
     """A gated pair found in the code: the wrapper's parameters by role (``act``: the activation
@@ -155,14 +172,20 @@ class Gated:
     weights: tuple[str, str]  # gate's, up's
     biases: tuple[str | None, str | None]  # None: the linear has none
     activation: str | None  # static (a function's), else chosen at run time from the module
+    halves: tuple[str, str | None] | None = None  # one projection's weight and bias, chunked in two: weights and biases are their halves
 
 
 def definitions(wrapper: str, where: str, gated: Gated, params: list[str], torch_source: str, linear: Entry) -> tuple[Definition, ...]:
     """The kernels, the torch fallback (``torch_source``: the expression's statements over
     ``params``) and the wrapper of one gated pair; given an activation known at run time only, also
     ``linear``'s wrapper, which projects on the cube for an activation of no gated kernel."""
-    fallback = wrappers.region_fallback(wrapper, where, params, torch_source)
+    fallback = wrappers.region_fallback(wrapper, where, params, torch_source, "statements" if gated.halves else "expression")
     (wg, wu), (bg, bu) = gated.weights, gated.biases
+    split, halves = "", ()
+    if gated.halves is not None:  # the halves are views of the one weight (and bias), taken on each call: no copy
+        weight, bias = gated.halves
+        split = f"{wg}, {wu} = _halves({weight})\n" + (f"{bg}, {bu} = _halves({bias})\n" if bias else "")
+        halves = (HALVES,)
     x = gated.x
     bias_args = [bg or "None", bu or "None"]
     first, second = (f"pypto_{linear.op}({x}, {w}, bias={b or 'None'})" for w, b in zip(gated.weights, gated.biases))
@@ -177,11 +200,14 @@ def definitions(wrapper: str, where: str, gated: Gated, params: list[str], torch
         launch = (f"if {bias_args[0]} is None:\n    {launch}else:\n"
                   f"    _launch(biased{factory}, a, {weights}, {bias_args[0]}.reshape(1, n), {bias_args[1]}.reshape(1, n), out)\n")
     built = kernels((gated.activation,) if gated.activation else tuple(ACTIVATIONS))
+    ops = f"linear, chunk, {gated.activation or gated.act}, x * y" if halves else f"linear, {gated.activation or gated.act}, linear, x * y"
+    reads = "Both projections" + (" (the halves of the one weight, views of it)" if halves else "") + " of one read of each row tile of x"
     source = wrappers.region_wrapper(
-        wrapper, params, f"{where} as one PyPTO kernel: linear, {gated.activation or gated.act}, linear, x * y.",
-        "Both projections of one read of each row tile of x on the cube (pypto.matmul, FP32 accumulation); "
+        wrapper, params, f"{where} as one PyPTO kernel: {ops}.",
+        f"{reads} on the cube (pypto.matmul, FP32 accumulation); "
         "the activation and the product in the vector epilogue, rounded where torch rounds.",
-        f"_gated_takes({x}, {wg}, {bias_args[0]}, {wu}, {bias_args[1]})", fallback, wrappers.region_rows(x, wg, launch, pick),
-        ("_gated_takes", "_cube_tiles", "_cube_operands", *(k.name for k in built), *needs), after=prologue,
+        f"_gated_takes({x}, {wg}, {bias_args[0]}, {wu}, {bias_args[1]})", fallback, split + wrappers.region_rows(x, wg, launch, pick),
+        ("_gated_takes", "_cube_tiles", "_cube_operands", *(k.name for k in built), *needs, *(h.name for h in halves)),
+        before=split, after=prologue,
     )
-    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, GATED_TAKES, *run_time, fallback, source)
+    return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, GATED_TAKES, *halves, *run_time, fallback, source)

@@ -19,6 +19,7 @@ from torch2pypto.rules import templates
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import (
     FP32, FUSED_SHAPE, INDEX, ROWS, VECTOR, Output, Param, Program, Unfusible, _needed, _torch_dtype, _tuple, block_group, fallback_definition,
+    narrow_rows, narrow_shape,
 )
 
 Group = tuple[Program, Sequence[Output]]
@@ -115,15 +116,19 @@ class _Group:
 
     def guard(self) -> str:
         """The wrapper's check of the group's operands: the shape of its rows, or None."""
-        rows = {p.name for p in self.rows}
+        narrow = self.program.narrow()
+        rows = {p.name for p in self.rows} - set(narrow)
         results = ", ".join(f"({_tuple(sorted(self.named(d) for d in o.value.deps & rows))})" for o in self.results)
-        return (f"shape{self.suffix} = _fused_shape(({self.names(ROWS)}), ({self.names(VECTOR)}), numbers=({self.names('number')}), "
-                f"dtypes=({self.names('dtype')}), like=({self.names('like')}), results=({results},))")
+        full = _tuple(self.named(p) for p in self.rows if p.name not in narrow)
+        return (f"shape{self.suffix} = _fused_shape(({full}), ({self.names(VECTOR)}), numbers=({self.names('number')}), "
+                f"dtypes=({self.names('dtype')}), like=({self.names('like')}), results=({results},){narrow_shape(narrow, self.named)})")
 
     def host(self) -> str:
         """The kernel path's statements for the group: its windows, promoted dtypes and outputs."""
         sfx = self.suffix
-        lines = f"heads{sfx}, blocks{sfx}, n{sfx}, operands = _row_blocks(shape{sfx}, {self.names(ROWS)})\n"
+        narrow = self.program.narrow()
+        operands = _tuple(narrow_rows(p.name, narrow, self.named) for p in self.rows)
+        lines = f"heads{sfx}, blocks{sfx}, n{sfx}, operands = _row_blocks(shape{sfx}, {operands})\n"
         lines += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in self.rows)} = operands\n"
         lines += "".join(f"{p.name}_rows = {self.named(p)}.reshape(1, cols).contiguous()\n" for p in self.vectors)
         lines += "".join(f"{s} = {self.program.symbols[s]}\n" for s in self.promoted)

@@ -427,22 +427,24 @@ def block_maps(names: Sequence[str]) -> list[Stmt]:
             *(Assign(", ".join(f"{n}_{f}" for f in fields), f"{n}_map") for n in names)]
 
 
-def block_views(names: Sequence[str], whole: bool) -> list[Stmt]:
+def block_views(names: Sequence[str], whole: bool, widths: dict[str, str] | None = None) -> list[Stmt]:
     """Kernel statements giving each of ``names`` (a [X * (n or 1), width] window, ROW_BLOCKS) its
     [rows, cols] tile of block ``o``: rows r.. of it, its one row spread over the tile's rows, a
-    column (span 1) spread along them."""
-    valid = {} if whole else {"valid_shape": "valid"}
+    column (span 1) spread along them. ``widths``: the operands of another last dim (a kernel
+    expression: phi3's cos, rotary_dim wide), whose tiles are that wide."""
     views: list[Stmt] = []
     for n in names:
+        cols = (widths or {}).get(n, "cols")
+        valid = {} if whole else {"valid_shape": "valid" if cols == "cols" else items("valid[0]", cols)}
         tile, x, c = f"{n}_tile", f"outer * {n}_xo + inner * {n}_xh", f"outer * {n}_co + inner * {n}_ch + {n}_c0"
-        spread = Assign(tile, pypto("expand_clone", tile, items("rows", "cols"), **valid))
+        spread = Assign(tile, pypto("expand_clone", tile, items("rows", cols), **valid))
         rows = pypto("view", n, items("rows", f"{n}_span"), items(f"({x}) * n + r", c), **({} if whole else {"valid_shape": items("valid[0]", f"{n}_span")}))
         row = (
             Assign(tile, pypto("view", n, items("1", f"{n}_span"), items(x, c))),
-            when(f"{n}_span != cols", Assign(tile, pypto("expand_clone", tile, items("1", "cols")))),
+            when(f"{n}_span != {cols}", Assign(tile, pypto("expand_clone", tile, items("1", cols)))),
             spread,
         )
-        views.append(If(f"{n}_step", (Assign(tile, rows), when(f"{n}_span != cols", spread, comment="a column: spread along the rows on chip")), row,
+        views.append(If(f"{n}_step", (Assign(tile, rows), when(f"{n}_span != {cols}", spread, comment="a column: spread along the rows on chip")), row,
                         else_comment="one row for the block's rows (a broadcast): read once, spread on chip"))
     return views
 
@@ -479,9 +481,9 @@ def block_setup(names: Sequence[str]) -> str:
     return source(block_maps(names))
 
 
-def block_tiles(names: Sequence[str], whole: bool) -> str:
+def block_tiles(names: Sequence[str], whole: bool, widths: dict[str, str] | None = None) -> str:
     """:func:`block_views` as text."""
-    return source(block_views(names, whole))
+    return source(block_views(names, whole, widths))
 
 
 def block_stores(results: Sequence[tuple[str, str]], whole: bool) -> str:

@@ -134,21 +134,25 @@ def _aligned_rows(t, cols):
     return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
 
 
-def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=()):
+def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), narrow=()):
     """The shape of a fused kernel's rows for these operands, or None if it does not take them.
 
     It takes float tensors `rows` that broadcast to one shape (dim >= 1; the operands of each of
     `results` to all of it, so that each result has it) and `vectors` of its last dim, Python
     numbers, float dtypes; all on the kernel path; tensors `like` whose dtype only it reads (a
-    float dtype, on the rows' device; empty ones too: type_as's dtype carriers). Any other mix
-    runs the region's torch statements.
+    float dtype, on the rows' device; empty ones too: type_as's dtype carriers); `narrow`
+    (tensor, width) pairs: tensors of that last dim whose leading dims broadcast to the shape's
+    (phi3's cos against the rotated part of q's rows). Any other mix runs the region's torch
+    statements.
     """
-    tensors = (*rows, *vectors, *like)
+    tensors = (*rows, *vectors, *like, *(t for t, _ in narrow))
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return None
     try:
         shape = torch.broadcast_shapes(*(t.shape for t in rows))
         if not shape or any(torch.broadcast_shapes(*(t.shape for t in r)) != shape for r in results):
+            return None
+        if any(t.dim() < 1 or t.shape[-1] != width or torch.broadcast_shapes(t.shape[:-1], shape[:-1]) != shape[:-1] for t, width in narrow):
             return None
     except RuntimeError:
         return None
@@ -158,7 +162,7 @@ def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=()):
         return None
     if any(t.dtype not in _PYPTO_DTYPES or t.device != rows[0].device for t in like):
         return None
-    return shape if _on_kernel_path(*rows, *vectors) else None
+    return shape if _on_kernel_path(*rows, *vectors, *(t for t, _ in narrow)) else None
 
 
 def _row_blocks(shape, *tensors):
@@ -174,11 +178,13 @@ def _row_blocks(shape, *tensors):
     row broadcast over n is read once per block. An operand that no such window holds (a last
     dim of another stride, more than three leading dims of other layouts) is copied,
     contiguous. Returns heads, blocks, n and per operand its window and its map (width, span,
-    xo, xh, co, ch, c0, step).
+    xo, xh, co, ch, c0, step). A (tensor, width) pair is an operand of that last dim (a narrow
+    one: phi3's cos), its leading dims broadcast as the others'.
     """
     cols = shape[-1]
-    views = [t.expand(shape) for t in tensors]
-    views = [v if v.stride(-1) in (0, 1) or cols == 1 else v.contiguous() for v in views]
+    pairs = [t if isinstance(t, tuple) else (t, cols) for t in tensors]
+    views = [t.expand(*shape[:-1], width) for t, width in pairs]
+    views = [v if v.stride(-1) in (0, 1) or v.shape[-1] == 1 else v.contiguous() for v in views]
     dims = []  # [size, stride per operand] of the leading dims, size-1 ones left out, merged where all allow
     for d, size in enumerate(shape[:-1]):
         strides = [v.stride(d) for v in views]
@@ -190,15 +196,16 @@ def _row_blocks(shape, *tensors):
             dims.append([size, strides])
     if len(dims) > 3:
         views = [v.contiguous() for v in views]
-        dims = [[views[0].numel() // cols, [cols] * len(views)]]
+        dims = [[views[0].numel() // views[0].shape[-1], [v.shape[-1] for v in views]]]
     ones = [1, [0] * len(views)]
     dims = [ones, ones, ones, *dims][-3:] if len(dims) != 2 else [dims[0], ones, dims[1]]
     (outer, _), (heads, _), (n, _) = dims
     operands = []
     for k, view in enumerate(views):
-        span = 1 if view.stride(-1) == 0 and cols > 1 else cols
+        width = view.shape[-1]
+        span = 1 if view.stride(-1) == 0 and width > 1 else width
         placed = _block_window(view, [(size, strides[k]) for size, strides in dims], span)
-        operands.append(placed or (view.contiguous().view(-1, cols), (cols, cols, heads, 1, 0, 0, 0, True)))
+        operands.append(placed or (view.contiguous().view(-1, width), (width, width, heads, 1, 0, 0, 0, True)))
     return heads, outer * heads, n, operands
 
 

@@ -16,6 +16,11 @@ rows of the same kernel when:
 - it and they are assignments of two ops or more without a row reduction (the kernels that walk
   their result as [blocks, n, cols] blocks, templates.blocks_loop) that inline no submodule's
   forward (whose wrapper checks the submodule at run time, region by region).
+Statements of such groups may also be written interleaved (phi3's RoPE: q's slices, k's slices,
+then q's and k's products). A run of statements that splits into chains (each statement joins the
+chain whose names it reads), where no chain reads or assigns a name another assigns, and whose
+chains interleave, is grouped a chain per group, by the same rule (:func:`interleaved`); the
+wrapper runs where the first statement stood, the fallback runs the statements as written.
 Each group keeps its own rows of its own shape, its own window of every rows operand (cos read
 against q's heads and against k's), its own tile shape and its own outputs; the kernel runs a
 loop per group in one launch (:mod:`torch2pypto.rules.groups`). Its wrapper runs the statements
@@ -31,7 +36,7 @@ import dataclasses
 
 from torch2pypto.rules import groups
 from torch2pypto.rules.fusion import ROWS, VECTOR, Param, Program, Unfusible
-from torch2pypto.translator.engine.lowering import Built, assigned_names
+from torch2pypto.translator.engine.lowering import Built, assigned_names, bindings, candidate
 from torch2pypto.translator.engine.scopes import walk
 
 
@@ -126,3 +131,62 @@ def _wrapper_params(builds: list[Built]) -> list[Param]:
             if known is None or known.kind == "like" and p.kind in (ROWS, VECTOR):
                 params[name] = Param(name, p.kind, p.source)
     return list(params.values())
+
+
+_WOVEN = 8  # statements an interleaved run may span
+
+
+def interleaved(finder, statements: list[ast.stmt], start: int) -> tuple[int, Grouped] | None:
+    """The longest run of statements from ``start`` whose interleaved chains make a grouped
+    region (the rule above): its end and its build, or None."""
+    stop = start
+    while stop < len(statements) and stop - start < _WOVEN and candidate(statements[stop]):
+        stop += 1
+    for end in range(stop, start + 2, -1):
+        chains = _chains(statements[start:end])
+        builds: list[Built] = []
+        for chain in chains or ():
+            try:
+                if builds:
+                    built = _rebuilt(finder, chain, builds)
+                    if built is None or not _joins(chains[: len(builds)], builds, chain, built):
+                        break
+                else:
+                    built = finder.build(chain)
+                    built.outputs = finder.outputs(chain, built)
+            except Unfusible:
+                break
+            builds.append(built)
+        else:
+            if chains and len(builds[0].program.ops) >= 2:
+                return end, Grouped(builds)
+    return None
+
+
+def _chains(statements: list[ast.stmt]) -> list[list[ast.stmt]] | None:
+    """``statements`` as chains that interleave (at least two), each statement in the chain whose
+    names it reads (a new chain if none); None where a statement reads two chains' names, a chain
+    reads or assigns what another assigns, or the chains do not interleave."""
+    chains: list[list[ast.stmt]] = []
+    owner: dict[str, int] = {}  # name -> the chain assigning it
+    order = []
+    for statement in statements:
+        reads = {n.id for n in walk(statement.value) if type(n) is ast.Name}
+        found = {owner[name] for name in reads if name in owner}
+        if len(found) > 1:
+            return None
+        k = found.pop() if found else len(chains)
+        if k == len(chains):
+            chains.append([])
+        chains[k].append(statement)
+        order.append(k)
+        for name in assigned_names([statement]) if type(statement) is ast.Assign else ():
+            if owner.setdefault(name, k) != k:
+                return None
+    if len(chains) < 2 or order == sorted(order):
+        return None
+    for k, chain in enumerate(chains):
+        touched = {n.id for s in chain for n in walk(s) if type(n) is ast.Name}
+        if any(owner[name] != k for name in touched if name in owner):
+            return None
+    return chains

@@ -23,7 +23,10 @@ call sites are converted sites, fused.
 A statement of two ops or more that reads none of the region's values and brings rows of its own
 starts another region (q's and k's RoPE: their heads differ under GQA, a kernel's loop takes rows
 of one shape); where that region shares an operand with the one before it and depends on nothing
-of it, the two run as groups of rows of one kernel, a loop each (:mod:`groups`).
+of it, the two run as groups of rows of one kernel, a loop each (:mod:`groups`); so do such
+regions written interleaved (phi3's RoPE: q's slices, k's slices, then q's and k's products).
+A linear, its chunk in two along the last dim and the gated product of the halves (phi3's MLP)
+are one gated kernel (:mod:`halves`).
 A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
 (a call's argument, a list item) become calls standing where they were written. In a region's
 first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
@@ -45,7 +48,7 @@ import tokenize
 
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
-from torch2pypto.translator.engine import epilogues, groups, siblings
+from torch2pypto.translator.engine import epilogues, groups, halves, siblings
 from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, assigned_names, bindings, candidate, own_nodes
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
@@ -257,7 +260,15 @@ class Finder:
         i, ahead = 0, None  # ahead: the run found from a statement after a region (groups.joined)
         while i < len(statements):
             grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
+            if not grouped and halves.chunked_pair(self, statements, i, found):
+                i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
+                continue
             best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
+            woven = groups.interleaved(self, statements, i) if not grouped and (best is None or len(best[1].program.ops) < 2) else None
+            if woven is not None:  # chains of statements written interleaved (phi3's RoPE): a group each
+                self.emit(statements[i : woven[0]], woven[1], found)
+                i, ahead = woven[0], None
+                continue
             if best is None or len(best[1].program.ops) < 2:
                 for statement in statements[i : i + max(grouped, 1)]:
                     spans = self.starts
