@@ -286,3 +286,41 @@ def test_an_in_place_op_copies_its_result_into_the_receiver(modules):
     assert sum(launched().values()) == 1 and got is x
     torch.testing.assert_close(got, expected)
     assert ops == {"copy_": 1}  # named in docs/host-copies.md: the kernel writes a new buffer
+
+
+SCALED_EMBEDDING = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Embedding):
+    def __init__(self, n, d, padding_idx, scale=1.0):
+        super().__init__(n, d, padding_idx)
+        self.register_buffer("scale", torch.tensor(scale), persistent=False)
+
+    def forward(self, ids: torch.Tensor):
+        return super().forward(ids) * self.scale.to(self.weight.dtype)
+"""
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_subclass_of_an_nn_layer_calling_its_forward_is_that_layers_site(tmp_path, dtype):
+    # gemma3's Gemma3TextScaledWordEmbedding: super().forward(input_ids) * embed_scale; before: no
+    # site, torch's embedding in the forward
+    translation = translate(SCALED_EMBEDDING)
+    assert ("torch.nn.Embedding", "converted") in [(r.api, r.status) for r in translation.records]
+    assert "pypto_embedding(ids, self.weight, padding_idx=self.padding_idx," in translation.code
+    (tmp_path / "scaled.py").write_text(translation.code)
+    namespace = {}
+    exec(SCALED_EMBEDDING, namespace)
+    torch.manual_seed(0)
+    original = namespace["Scaled"](37, 24, 0, 8.0).to(dtype)
+    module = load(tmp_path / "scaled.py")
+    translated = module.Scaled(37, 24, 0, 8.0).to(dtype)
+    translated.load_state_dict(original.state_dict())
+    ids = torch.tensor([[0, 3, 36, 5, 7], [1, 2, 0, 4, 9]])
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(module), host_ops(module) as ops:
+        got = translated(ids)
+    assert launched()["embedding_kernel.kernel"] == 1 and dict(ops) == {}
+    assert torch.equal(got, original(ids))
