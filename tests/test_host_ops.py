@@ -65,6 +65,16 @@ def halves(x: torch.Tensor):
 
 def embed(ids: torch.Tensor, weight: torch.Tensor):
     return F.embedding(ids, weight)
+
+
+def cache_update(keys: torch.Tensor, states: torch.Tensor):
+    return torch.cat([keys, states], dim=-2)
+
+
+def rotate_half(x: torch.Tensor):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((x2, x1), dim=-1)
 """
 
 
@@ -218,6 +228,36 @@ def test_a_cat_reads_column_slices_in_place(modules):
     assert host(modules, "halves", sample(2, 5, 32)) == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_cache_update_reads_transposed_keys_and_values_in_place(modules, dtype):
+    # DynamicCache.update's torch.cat([self.keys, key_states], dim=-2): the states a projection's
+    # output viewed per head and transposed ([b, s, h, d] memory); before: a clone of each. The
+    # first update joins the empty 1-D tensor the cache starts from; the result is a new tensor
+    translated, _ = modules
+    for b, h, s, d in ((2, 3, 7, 40), (1, 5, 1, 24), (2, 4, 33, 32)):  # odd, a decoding step, several tiles
+        states = sample(b, s, h, d, dtype=dtype).transpose(1, 2)
+        empty = torch.tensor([], dtype=dtype)
+        assert host(modules, "cache_update", empty, states) == {}, (b, h, s, d)
+        with torch.no_grad(), torch2pypto.interpreted(translated):
+            keys = translated.cache_update(empty, states)
+        assert keys.is_contiguous() and keys.data_ptr() != states.data_ptr()
+        assert host(modules, "cache_update", keys, sample(b, 1, h, d, dtype=dtype, seed=1).transpose(1, 2)) == {}
+        assert host(modules, "cache_update", keys, states) == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_cat_of_halves_of_a_transposed_tensor_reads_them_in_place(modules, dtype):
+    # rotate_half of attention's q after .transpose(1, 2) (phi3's rotary slice); before: a clone of each half
+    for shape in ((2, 7, 3, 64), (1, 9, 5, 48)):
+        assert host(modules, "rotate_half", sample(*shape, dtype=dtype).transpose(1, 2)) == {}, shape
+
+
+def test_a_cat_copies_a_tensor_whose_rows_are_no_run_of_its_storage(modules):
+    # named in docs/host-copies.md: a last dim not of stride 1 (k.mT) is no row of a window
+    keys = sample(2, 3, 40, 7).mT
+    assert host(modules, "cache_update", keys, sample(2, 3, 5, 40, seed=1)) == {"clone": 1}
+
+
 def test_an_embedding_checks_its_indices_on_a_kernel_with_one_sync(modules):
     # before: min, max, two .item() (two host syncs) and the int32 cast; then aminmax, a stack of
     # its two results, one .tolist() and the int32 cast; now the bounds kernel, one .tolist() of
@@ -246,3 +286,41 @@ def test_an_in_place_op_copies_its_result_into_the_receiver(modules):
     assert sum(launched().values()) == 1 and got is x
     torch.testing.assert_close(got, expected)
     assert ops == {"copy_": 1}  # named in docs/host-copies.md: the kernel writes a new buffer
+
+
+SCALED_EMBEDDING = """\
+import torch
+from torch import nn
+
+
+class Scaled(nn.Embedding):
+    def __init__(self, n, d, padding_idx, scale=1.0):
+        super().__init__(n, d, padding_idx)
+        self.register_buffer("scale", torch.tensor(scale), persistent=False)
+
+    def forward(self, ids: torch.Tensor):
+        return super().forward(ids) * self.scale.to(self.weight.dtype)
+"""
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_subclass_of_an_nn_layer_calling_its_forward_is_that_layers_site(tmp_path, dtype):
+    # gemma3's Gemma3TextScaledWordEmbedding: super().forward(input_ids) * embed_scale; before: no
+    # site, torch's embedding in the forward
+    translation = translate(SCALED_EMBEDDING)
+    assert ("torch.nn.Embedding", "converted") in [(r.api, r.status) for r in translation.records]
+    assert "pypto_embedding(ids, self.weight, padding_idx=self.padding_idx," in translation.code
+    (tmp_path / "scaled.py").write_text(translation.code)
+    namespace = {}
+    exec(SCALED_EMBEDDING, namespace)
+    torch.manual_seed(0)
+    original = namespace["Scaled"](37, 24, 0, 8.0).to(dtype)
+    module = load(tmp_path / "scaled.py")
+    translated = module.Scaled(37, 24, 0, 8.0).to(dtype)
+    translated.load_state_dict(original.state_dict())
+    ids = torch.tensor([[0, 3, 36, 5, 7], [1, 2, 0, 4, 9]])
+    launched = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(module), host_ops(module) as ops:
+        got = translated(ids)
+    assert launched()["embedding_kernel.kernel"] == 1 and dict(ops) == {}
+    assert torch.equal(got, original(ids))

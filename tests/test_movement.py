@@ -41,8 +41,8 @@ def test_each_tensor_count_has_its_wrapper_and_kernel():
     code = "import torch\n\n\ndef f(a, b, c):\n    return torch.cat([a, b], -1), torch.cat((a, b, c)), torch.stack([a, b])\n"
     out = translate_source(code).code
     assert "pypto_cat2([a, b], dim=-1), pypto_cat3((a, b, c)), pypto_stack2([a, b])" in out
-    assert out.count("def assemble2_kernel(") == 1 and "def assemble3_kernel(" in out
-    assert "x2: pypto.Tensor([pypto.DYNAMIC, cols[2]], dtype)" in out and "torch.cat(" in out  # the fallback
+    assert out.count("def join2_kernel(") == 1 and "def join3_kernel(" in out
+    assert "x2: pypto.Tensor([pypto.DYNAMIC, widths[2]], dtype)" in out and "torch.cat(" in out  # the fallback
 
 
 def _load(tmp_path, source):
@@ -83,7 +83,7 @@ def test_a_join_of_a_run_time_count_has_one_wrapper_for_any_length():
     out = translate_source(code).code
     assert ("pypto_cat(xs, dim=-1), pypto_stack([*xs, a]), pypto_cat([a] * 33),\n"
             "            pypto_cat(tuple(x for x in xs), dim=1), pypto_cat2([a, b])") in out
-    assert all(f"def assemble{n}_kernel(" in out for n in (1, 2, 4, 8)) and "def assemble3_kernel(" not in out
+    assert all(f"def join{n}_kernel(" in out for n in (1, 2, 4, 8)) and "def join3_kernel(" not in out
     assert translate_source(out).code == out  # a wrapper's call is a converted site, left as it is
     refused = translate_source("import torch\n\n\ndef f():\n    return torch.cat([]), torch.stack(())\n").records
     assert [r.reason for r in refused] == ["no tensors: torch.cat raises", "no tensors: torch.stack raises"]
@@ -108,7 +108,7 @@ def test_a_list_joins_in_launches_of_8_4_2_and_1_tensors(joins, count, launches,
     ran = interpreter.counting()
     with torch2pypto.interpreted(joins):
         got = joins.cat(cats, -2), joins.stack(tuple(stacks), 1)
-    assert ran() == {f"assemble{n}_kernel.kernel": 2 * k for n, k in launches.items()}, ran()
+    assert ran() == {f"join{n}_kernel.kernel": 2 * k for n, k in launches.items()}, ran()
     assert torch.equal(got[0], torch.cat(cats, -2)) and torch.equal(got[1], torch.stack(stacks, 1))
 
 
@@ -153,7 +153,7 @@ def test_gradients_flow_through_every_tensor_of_a_list(joins):
     ran = interpreter.counting()
     with torch2pypto.interpreted(joins):
         got = joins.cat(xs, -1)
-    assert ran() == {"assemble2_kernel.kernel": 1, "assemble1_kernel.kernel": 1}
+    assert ran() == {"join2_kernel.kernel": 1, "join1_kernel.kernel": 1}
     (got * upstream).sum().backward()
     grads = [x.grad for x in xs]
     for x in xs:
@@ -170,9 +170,8 @@ CACHE = "import torch\n\n\ndef update(keys, states):\n    return torch.cat([keys
 def test_cat_skips_an_empty_1d_tensor_as_torch_on_the_kernel(tmp_path, joins, dtype):
     """torch.cat skips empty 1-D tensors whatever their dim (a DynamicCache's keys start as
     torch.tensor([])), and an empty tensor of the others' shape adds nothing: the kernel reads
-    nothing of them, one column of the first tensor joined standing in, in the literal and the
-    run-time count forms; where too few columns are left to stand in (or none is joined, or
-    torch refuses the sizes) torch runs."""
+    nothing of them (the first tensor joined is handed in their place), in the literal and the
+    run-time count forms; where none is joined, or torch refuses the sizes, torch runs."""
     g = torch.Generator().manual_seed(0)
     empty = torch.tensor([], dtype=dtype)
     keys, values = (torch.randn(2, 3, n, 5, generator=g).to(dtype) for n in (7, 1))  # odd, unaligned
@@ -180,10 +179,10 @@ def test_cat_skips_an_empty_1d_tensor_as_torch_on_the_kernel(tmp_path, joins, dt
     ran = interpreter.counting()
     with torch2pypto.interpreted(cache):
         got = cache.update(empty, keys), cache.update(keys, empty)
-    assert ran() == {"assemble2_kernel.kernel": 2}, ran()
+    assert ran() == {"join2_kernel.kernel": 2}, ran()
     assert all(torch.equal(t, keys) and t.data_ptr() != keys.data_ptr() for t in got)
     for tensors, launches in [([keys, empty, values], {2: 1, 1: 1}), ([empty, empty, values], {2: 1, 1: 1}),
-                              ([keys] * 4 + [empty] * 2, {4: 1, 2: 1}), ([empty, empty, keys[:, :, :1, :1]], {}),
+                              ([keys] * 4 + [empty] * 2, {4: 1, 2: 1}), ([empty, empty, keys[:, :, :1, :1]], {2: 1, 1: 1}),
                               ([empty, empty], {}), ([keys, keys[:, :, :0], values], {2: 1, 1: 1}),  # phi3's empty pass
                               ([keys, keys[:, :1, :0]], {})]:  # sizes torch refuses
         ran = interpreter.counting()
@@ -196,7 +195,7 @@ def test_cat_skips_an_empty_1d_tensor_as_torch_on_the_kernel(tmp_path, joins, dt
             with torch2pypto.interpreted(joins):
                 got = joins.cat(tensors, -2)
             assert got.dtype == expected.dtype and torch.equal(got, expected)
-        assert ran() == {f"assemble{n}_kernel.kernel": k for n, k in launches.items()}, (len(tensors), ran())
+        assert ran() == {f"join{n}_kernel.kernel": k for n, k in launches.items()}, (len(tensors), ran())
 
 
 def test_verify_samples_a_list_of_a_run_time_length():

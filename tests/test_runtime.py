@@ -495,25 +495,47 @@ def test_padded_leaves_other_modes_and_emptied_dims_to_torch():
     assert layout._padded(x, (1,), "constant", None) is None and layout._padded(x, (1, 1), "constant", "a") is None
 
 
+def joined_by_maps(joined):
+    """What a join kernel writes for _joined's windows and maps (walks.join_kernel), in torch."""
+    windows, maps, rows, width, shape = joined
+    out = torch.full((rows, width), float("nan"))
+    for window, (span, stack, blocks, heads, xo, xh, co, ch, c0, row, col) in zip(windows, maps):
+        n = window.shape[0] // stack
+        for o in range(blocks):
+            outer, inner = divmod(o, heads)
+            x, c = (outer * xo + inner * xh) * n, outer * co + inner * ch + c0
+            at = o * (rows // blocks) + row
+            out[at:at + n, col:col + span] = window[x:x + n, c:c + span]
+    return out.reshape(shape)
+
+
 @pytest.mark.parametrize("stacked, dim, shapes", [
     (False, 0, [(2, 4, 5), (3, 4, 5)]), (False, 1, [(2, 4, 5), (2, 1, 5)]), (False, -1, [(2, 4, 5), (2, 4, 2), (2, 4, 1)]),
     (True, 0, [(2, 4, 5)] * 2), (True, 2, [(2, 4, 5)] * 3), (True, -1, [(2, 4, 5)] * 2),
 ])
 def test_joined_places_are_torch_cat_and_stack(launcher, stacked, dim, shapes):
     tensors = [torch.randn(shape) for shape in shapes]
-    matrices, places, width, shape = layout._joined(tensors, dim, stacked)
-    out = torch.empty(matrices[0].shape[0], width)
-    for matrix, runs in zip(matrices, places):
-        for start, size, at in runs:
-            out[:, at:at + size] = matrix[:, start:start + size]
     expected = torch.stack(tensors, dim) if stacked else torch.cat(tensors, dim)
-    assert torch.equal(out.reshape(shape), expected)
+    assert torch.equal(joined_by_maps(layout._joined(tensors, dim, stacked)), expected)
 
 
 def test_joined_reads_a_column_slice_in_place(launcher):
     base = torch.arange(40.0).reshape(8, 5)
-    matrices, places, width, _ = layout._joined([torch.ones(8, 2), base[:, 1:4]], -1, False)
-    assert matrices[1].data_ptr() == base.data_ptr() and places[1] == ((1, 3, 2),) and width == 5
+    windows, maps, _, width, _ = layout._joined([torch.ones(8, 2), base[:, 1:4]], -1, False)
+    assert windows[1].data_ptr() == base.data_ptr() and maps[1][0] == 3 and maps[1][-1] == 2 and width == 5
+
+
+@pytest.mark.parametrize("dim", [-2, -1])
+def test_joined_reads_transposed_keys_in_place(launcher, dim):
+    # a DynamicCache's update: the cache's keys [b, h, s, d] and a projection's key viewed per head
+    # and transposed ([b, s, h, d] memory), also a column slice of it (phi3's rotate_half)
+    keys, key = torch.randn(2, 3, 4 if dim == -2 else 5, 40), torch.randn(2, 5, 3, 40).transpose(1, 2)
+    for tensors in [keys, key], [key[..., :16], key[..., 16:]]:
+        if dim != -1 and tensors[0].shape[-1] == 16:
+            continue
+        joined = layout._joined(tensors, dim, False)
+        assert all(w.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for w, t in zip(joined[0], tensors))
+        assert torch.equal(joined_by_maps(joined), torch.cat(tensors, dim))
 
 
 def test_joined_leaves_mixed_or_mismatched_tensors_to_torch(launcher):

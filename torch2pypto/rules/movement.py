@@ -1,10 +1,12 @@
 """The movement family: data copied into place, column run by column run (cat, stack, roll,
 repeat_interleave, F.pad's constant mode).
 
-``args.layout`` names the layout. The host folds each input into [rows, cols] at the dim the op
-moves (the dims before it become rows) and says which column runs of the input land where in
-the [rows, width] output and which output runs are filled with a constant;
-:func:`walks.assemble_kernel` copies them with ``pypto.view`` and ``pypto.assemble``. cat
+``args.layout`` names the layout. cat and stack read each tensor in place, as blocks of rows of a window of its storage (a
+DynamicCache's transposed key, a column slice), and :func:`walks.join_kernel` assembles them
+into their rows or columns of the contiguous output. roll, repeat_interleave and pad fold the
+input into [rows, cols] at the dim the op moves (the dims before it become rows) and say which
+column runs of it land where in the [rows, width] output and which output runs are filled with
+a constant; :func:`walks.assemble_kernel` copies them with ``pypto.view`` and ``pypto.assemble``. cat
 and stack on a list or tuple literal of up to :data:`MAX_INPUTS` tensors join them in one launch
 (a kernel with one parameter per tensor, ``pypto_cat3``); on any other sequence (a name, a
 comprehension, a starred literal: its length is known at run time only) ``pypto_cat`` launches
@@ -23,7 +25,7 @@ from typing import Mapping
 
 import libcst as cst
 
-from torch2pypto.rules import walks, wrappers
+from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -43,7 +45,7 @@ ARITIES = (8, 4, 2, 1)  # the kernels a cat or stack of a run-time count launche
 
 ALONG = copied("layout", "_moved_along")
 
-JOINED = copied("layout", "_joined")
+JOINED = copied("layout", "_joined", last="_joined_window")
 
 LAYOUTS = {
     "cat": "tensors joined along dim",
@@ -120,42 +122,42 @@ def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     literal_count = count is not None and count <= MAX_INPUTS
     body = (
-        "matrices, places, width, shape = joined\n"
-        "out = torch.empty(matrices[0].shape[0], width, dtype=tensors[0].dtype, device=tensors[0].device)\n"
+        "windows, maps, rows, width, shape = joined\n"
+        "out = torch.empty(rows, width, dtype=tensors[0].dtype, device=tensors[0].device)\n"
     )
     if literal_count:
         arities = (count,)
         body += (
-            "cols = tuple(m.shape[1] for m in matrices)\n"
-            f"_launch(assemble{count}_kernel(_PYPTO_DTYPES[out.dtype], cols, width, places), *matrices, out)\n"
+            "widths = tuple(w.shape[1] for w in windows)\n"
+            f"_launch(join{count}_kernel(_PYPTO_DTYPES[out.dtype], widths, width, maps), *windows, out)\n"
         )
         prologue = f"joined = _joined(tensors, dim, {stacked}) if len(tensors) == {count} else None\n"
-        how = "each tensor, folded to [rows, cols] at dim, is assembled into its columns of the output"
+        how = "each tensor, read in place as blocks of rows of its storage, is assembled into its rows or columns of the output"
         fallback = None
     else:
         arities = ARITIES
         body += (
-            f"kernels = {{{', '.join(f'{n}: assemble{n}_kernel' for n in ARITIES)}}}\n"
+            f"kernels = {{{', '.join(f'{n}: join{n}_kernel' for n in ARITIES)}}}\n"
             "start = 0\n"
-            "while start < len(matrices):  # a launch per group of tensors, the largest kernel they fill\n"
-            "    group = slice(start, start + max(n for n in kernels if n <= len(matrices) - start))\n"
-            "    cols = tuple(m.shape[1] for m in matrices[group])\n"
-            "    _launch(kernels[len(cols)](_PYPTO_DTYPES[out.dtype], cols, width, places[group]), *matrices[group], out)\n"
+            "while start < len(windows):  # a launch per group of tensors, the largest kernel they fill\n"
+            "    group = slice(start, start + max(n for n in kernels if n <= len(windows) - start))\n"
+            "    widths = tuple(w.shape[1] for w in windows[group])\n"
+            "    _launch(kernels[len(widths)](_PYPTO_DTYPES[out.dtype], widths, width, maps[group]), *windows[group], out)\n"
             "    start = group.stop\n"
         )
         prologue = f"joined = _joined(tensors, dim, {stacked}) if isinstance(tensors, (list, tuple)) and tensors else None\n"
         how = (f"a list or tuple of any length, in launches of {', '.join(map(str, ARITIES))} tensors (the largest "
-               "the tensors left fill): each tensor, folded to [rows, cols] at dim, is assembled into its columns of "
-               "the one output")
+               "the tensors left fill): each tensor, read in place as blocks of rows of its storage, is assembled "
+               "into its rows or columns of the one output")
         fallback = wrappers.torch_call(entry, params)  # what is no list or tuple reaches torch as it is
-    body += "return out.reshape(shape)\n"
+    body += "return out.view(shape)\n"
     how = f"{LAYOUTS[layout(entry)]}: {how} (pypto.view and pypto.assemble, any widths)"
-    kernels = tuple(f"assemble{n}_kernel" for n in arities)
+    kernels = tuple(f"join{n}_kernel" for n in arities)
     wrapper = wrappers.wrapper(
         entry, name, wrappers.signature(params), how, "*tensors", wrappers.torch_call(entry, params),
         "joined", body, ("_joined", *kernels), prologue=prologue, fallback=fallback,
     )
-    return *(walks.assemble_kernel(k, n) for k, n in zip(kernels, arities)), JOINED, wrapper
+    return *(walks.join_kernel(k, n) for k, n in zip(kernels, arities)), templates.ROW_BLOCKS, JOINED, wrapper
 
 
 HOSTS = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs

@@ -1,6 +1,7 @@
 """Kernel templates that walk other layouts than one [rows, cols] matrix's row tiles.
 
-Column runs copied between matrices (:func:`assemble_kernel`), stacked matrices
+Column runs copied between matrices (:func:`assemble_kernel`), tensors joined from windows of
+their storage (:func:`join_kernel`), stacked matrices
 (:func:`triangle_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`) and a
 batch's channels (:func:`channel_kernel`). They are built on the kernel IR with the frame, casts
 and row loop of :mod:`templates`, where PyPTO's quirks live.
@@ -68,6 +69,46 @@ def assemble_kernel(name: str, inputs: int) -> Definition:
         *setup,
     ]
     return Definition(name, factory(name, ["dtype, cols, width, places, fills=(), value=0.0"], doc, prelude, params, body), TILE_SHAPE)
+
+
+def join_kernel(name: str, inputs: int) -> Definition:
+    """A kernel factory ``name(dtype, widths, width, maps)`` joining ``inputs`` tensors (torch.cat,
+    torch.stack) into a contiguous [rows, width] output, each read in place from a window of its
+    storage, [X * n, widths[i]] (runtime ``_joined``: a transposed key, a column slice).
+
+    ``maps[i]`` is (span, X, blocks, heads, xo, xh, co, ch, c0, row, col): block o (outer, inner
+    = divmod(o, heads)) of input i is its n = rows // X rows of span columns at row
+    (outer * xo + inner * xh) * n, column outer * co + inner * ch + c0, and goes to rows
+    o * (output rows // blocks) + row.., column col of the output. Each input has its own loop
+    over the row tiles of all its blocks; an input of no blocks is not read.
+    """
+    params = [*(tensor(f"x{i}", items("pypto.DYNAMIC", f"widths[{i}]"), "dtype") for i in range(inputs)),
+              tensor("out", items("pypto.DYNAMIC", "width"), "dtype")]
+    body: list[Stmt] = []
+    for i in range(inputs):
+        x = f"x{i}"
+        start = f"(outer * {x}_xo + inner * {x}_xh) * n + r", f"outer * {x}_co + inner * {x}_ch + {x}_c0"
+        body.append(when(
+            f"{x}_blocks > 0",
+            Assign("n", f"{x}.shape[0] // {x}_stack", "rows of each block"),
+            Assign("tiles", "(n + rows - 1) // rows"),
+            loop("t", pypto("loop", f"{x}_blocks * tiles", name=f'"{x}_tiles"', unroll_list=items("1")),
+                 Assign("o, i", "t // tiles, t % tiles"),
+                 Assign("outer, inner", f"o // {x}_heads, o % {x}_heads"),
+                 Assign("r", "i * rows"),
+                 Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+                 Assign("piece", pypto("view", x, items("rows", f"{x}_span"), items(*start),
+                                       valid_shape=items("(n - r).min(rows)", f"{x}_span"))),
+                 Do(pypto("assemble", "piece", items(f"o * (out.shape[0] // {x}_blocks) + {x}_row + r", f"{x}_col"), "out"))),
+            comment="an empty tensor joins nothing"))
+    prelude = [
+        Assign("rows, tile_cols", call("_tile_shape", "-(-max(m[0] for m in maps) // 16) * 16", "64", "2", "(dtype, pypto.DT_FP32)"),
+               "tiles 32-byte aligned: spans need not be"),
+        *(Assign(f"x{i}_span, x{i}_stack, x{i}_blocks, x{i}_heads, x{i}_xo, x{i}_xh, x{i}_co, x{i}_ch, x{i}_c0, x{i}_row, x{i}_col",
+                 f"maps[{i}]") for i in range(inputs)),
+    ]
+    doc = f"{inputs} input{'s' if inputs > 1 else ''}, each a window of blocks of rows (maps), joined into [rows, width]."
+    return Definition(name, factory(name, ["dtype, widths, width, maps"], doc, prelude, params, body), TILE_SHAPE)
 
 
 def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:

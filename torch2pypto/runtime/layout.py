@@ -263,15 +263,19 @@ def _scan_rows(t, dim):
 
 
 def _joined(tensors, dim, stacked):
-    """Whether an assemble kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along
-    `dim`: tensors of one float dtype on the kernel path, shapes torch accepts; and if so their
-    [rows, cols] matrices, places, the output's width and shape.
+    """Whether a join kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along `dim`:
+    tensors of one float dtype on the kernel path, shapes torch accepts; and if so the window
+    and map of each (_joined_window), the output's [rows, width] and its shape.
 
-    An empty tensor joins nothing: torch.cat skips empty 1-D ones whatever their shape (a
-    DynamicCache starts from one), and an empty one of the others' shape but along `dim` adds no
-    columns (phi3's pass-through of a rotary dim that is the whole head). The kernel reads nothing
-    of them: in each one's place it reads one column of the first tensor joined, whose run starts
-    after those columns (a kernel's every input has a run: the parser refuses a loop over nothing).
+    The output is written contiguous, as torch.cat's is. Along a dim with wider dims after it
+    (a DynamicCache's keys along the sequence) it is [blocks * n, width], each block the rows of
+    each tensor in turn; along the last dim (all dims after it of size 1) [rows, width], each
+    tensor its columns. Each tensor is read in place where a window of its storage holds it
+    (_block_window: a transposed key, a column slice), else copied. An empty tensor joins
+    nothing: torch.cat skips empty 1-D ones whatever their shape (a DynamicCache starts from
+    one), and an empty one of the others' shape but along `dim` adds no rows or columns (phi3's
+    pass-through of a rotary dim that is the whole head); the kernel reads nothing of it (its
+    map has no blocks) and is handed the first tensor joined in its place.
     """
     if not isinstance(dim, int) or not all(isinstance(t, torch.Tensor) for t in tensors):
         return None
@@ -290,26 +294,58 @@ def _joined(tensors, dim, stacked):
     same = [d for d in range(first.dim()) if stacked or d != dim]
     if any(t.shape[d] != first.shape[d] for t in shaped for d in same):
         return None
-    rows = math.prod(first.shape[:dim])
-    skipped = len(tensors) - len(joined)
-    if skipped and first.numel() // rows <= skipped:
-        return None
-    runs, at = [], 0  # (matrix, source col, size, output col) of each joined tensor
-    for t in joined:
-        matrix, start = _row_window(t, rows)  # read in place, column slices too
-        runs.append((matrix, start, t.numel() // rows, at))
-        at += t.numel() // rows
-    matrix, start, size, to = runs[0]
-    spare = iter([(matrix, start + j, 1, to + j) for j in range(skipped)])
-    runs[0] = (matrix, start + skipped, size - skipped, to + skipped)
-    runs = iter(runs)
-    slots = [next(runs) if k else next(spare) for k in kept]
-    matrices, places = [m for m, *_ in slots], tuple(((start, size, to),) for _, start, size, to in slots)
     if stacked:
-        shape = [*first.shape[:dim], len(tensors), *first.shape[dim:]]
+        joined = [t.unsqueeze(dim) for t in joined]
+    shape = [*joined[0].shape[:dim], sum(t.shape[dim] for t in joined), *joined[0].shape[dim + 1:]]
+    if not math.prod(shape):
+        return None
+    along_rows = math.prod(shape[dim + 1:]) > 1
+    width = math.prod(shape[dim + 1:]) if along_rows else shape[dim]
+    windows, maps, at = [], [], 0
+    for t in joined:
+        window, map = _joined_window(t, dim, along_rows, at)
+        windows.append(window)
+        maps.append(map)
+        at += t.shape[dim]
+    slots, none = iter(zip(windows, maps)), (windows[0], (1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0))  # no blocks: nothing read
+    windows, maps = zip(*(next(slots) if k else none for k in kept))
+    return windows, maps, math.prod(shape) // width, width, shape
+
+
+def _joined_window(t, dim, along_rows, at):
+    """`t`'s window of its storage and its map for a join kernel along `dim` (_joined): (span, X,
+    blocks, heads, xo, xh, co, ch, c0, row, col). Its dims before `dim` merged as _row_blocks merges
+    them, into blocks (outer x heads) of n rows: along_rows, n its size along `dim` and a row
+    its dims after it, placed at row `at` of each output block (row); else n the innermost of
+    them and a row its size along `dim`, placed at column `at` (col). Block o of it is read at rows
+    (outer * xo + inner * xh) * n.. of the window (X * n rows), column outer * co + inner * ch +
+    c0. A tensor that no window holds is copied, contiguous."""
+    span = math.prod(t.shape[dim + 1:]) if along_rows else t.shape[dim]
+    rest = [(t.shape[d], t.stride(d)) for d in range(dim + 1 if along_rows else dim, t.dim()) if t.shape[d] > 1]
+    # a row's elements lie in one run: its dims merge into one of stride 1
+    fits = all(before == stride * size for (_, before), (size, stride) in zip(rest, rest[1:])) and (not rest or rest[-1][1] == 1)
+    dims = []
+    for d in range(dim):
+        size, stride = t.shape[d], t.stride(d)
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    levels = 2 if along_rows else 3
+    dims = [(1, 0)] * (levels - len(dims)) + dims
+    if along_rows:
+        dims.append((t.shape[dim], t.stride(dim)))
+    placed = fits and len(dims) == 3 and _block_window(t, dims, span)
+    if placed and (placed[1][7] or dims[2][0] == 1):  # n's rows are steps of the window (not one row, broadcast)
+        window, (_, _, xo, xh, co, ch, c0, _) = placed
+        (outer, _), (heads, _) = dims[:2]
+        place = (span, xo * (outer - 1) + xh * (heads - 1) + 1, outer * heads, heads, xo, xh, co, ch, c0)
     else:
-        shape = [*first.shape[:dim], sum(t.shape[dim] for t in joined), *first.shape[dim + 1:]]
-    return matrices, places, at, shape
+        blocks = math.prod(t.shape[:dim]) if along_rows else 1
+        window, place = t.contiguous().view(-1, span), (span, blocks, blocks, blocks, 0, 1, 0, 0, 0)
+    return window, (*place, *((at, 0) if along_rows else (0, at)))
 
 
 def _rolled(input, shifts, dims):

@@ -38,12 +38,19 @@ def ast_args(call: ast.Call) -> list[Arg]:
 
 def ast_held(call: ast.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg]:
     """``param=<module>.<attribute>`` keywords for what an nn module's call reads from the module
-    (an attribute ``""``: the module itself)."""
-    return [(p, False, ast.Attribute(call.func, a, ast.Load()) if a else call.func) for p, a in held or ()]
+    (an attribute ``""``: the module itself); the module of ``super().forward(x)`` is ``self``."""
+    module = ast.Name("self", ast.Load()) if _super_forward(call.func, ast.Attribute, ast.Call) else call.func
+    return [(p, False, ast.Attribute(module, a, ast.Load()) if a else module) for p, a in held or ()]
 
 
 def cst_held(call: cst.Call, held: Sequence[tuple[str, str]] | None) -> list[Arg]:
-    return [(p, False, cst.Attribute(call.func, cst.Name(a)) if a else call.func) for p, a in held or ()]
+    module = cst.Name("self") if _super_forward(call.func, cst.Attribute, cst.Call) else call.func
+    return [(p, False, cst.Attribute(module, cst.Name(a)) if a else module) for p, a in held or ()]
+
+
+def _super_forward(func, attribute: type, call: type) -> bool:
+    """Whether ``func`` is ``super().forward`` (a module's call through its base class's forward)."""
+    return type(func) is attribute and isinstance(func.value, call) and getattr(func.value.func, "value", getattr(func.value.func, "id", None)) == "super"
 
 
 def bind(

@@ -180,6 +180,22 @@ class Classes:
             return None
         return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values), _literals(values))
 
+    def super_module(self, func: ast.Attribute, is_super: bool) -> HeldModule | None:
+        """The torch.nn class whose forward ``super().forward`` (``is_super``: func's value is a
+        ``super()``) runs in a method of a class of one such base, called on ``self``."""
+        if not is_super or func.attr != "forward":
+            return None
+        cls = self.enclosing(func.value.func)
+        if cls is None or len(cls.bases) != 1 or cls.keywords or self.local(cls.bases[0]) is not None:
+            return None
+        method = self._index.scope_of.get(func.value.func)
+        function = method.enclosing(ast.FunctionDef) if method else None
+        if function is None or not function.args.args or function.args.args[0].arg != "self":
+            return None
+        names = self._index.import_names(cls.bases[0])
+        name = names.pop() if len(names) == 1 else ""
+        return HeldModule(name, False) if name.startswith("torch.nn.") else None
+
     def activation(self, value: ast.expr) -> str | None:
         """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
         ``get_activation(name)``): the torch.nn class a literal name gives, built with no

@@ -118,6 +118,11 @@ class Inference:
         """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
         return self._classes.held_module(func)
 
+    def super_module(self, func: ast.Attribute) -> HeldModule | None:
+        """``super().forward`` in a subclass of a torch.nn layer (transformers' scaled embeddings:
+        ``super().forward(input_ids) * scale``): that layer's call on ``self``, every attribute read."""
+        return self._classes.super_module(func, self._callees.is_super(func.value))
+
     def self_method(self, func: ast.expr) -> ast.FunctionDef | None:
         """The method of the enclosing class (or its bases here) that ``self.<name>`` calls, if any."""
         return self._classes.self_method(func)

@@ -147,7 +147,7 @@ class Sites:
             return Resolved(wrapper_api(entry), entry, wrapper=True) if entry else None
         if type(func) is not ast.Attribute:
             return None
-        module = self.inference.held_module(func)
+        module = self.inference.held_module(func) or self.inference.super_module(func)
         if module is not None:
             entry = self.table.by_module.get(module.name)
             if entry is None:  # whatever its class, torch runs it: a site under its class name
