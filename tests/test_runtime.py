@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from torch2pypto.rules import codegen
-from torch2pypto.runtime import casting, grad, launch, layout, operands, tiles
+from torch2pypto.rules import cube as cube_rules
+from torch2pypto.runtime import casting, cube, grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -322,6 +323,32 @@ def test_cube_operands_read_a_transposed_stack_through_its_row_major_base():
     assert b2.data_ptr() == k.data_ptr()
     a2, b2, batch, stacked, _ = operands._cube_operands(torch.randn(3, 5), torch.randn(2, 5, 4))
     assert (a2.shape, b2.shape, batch, stacked) == ((6, 5), (10, 4), (2,), True)  # a broadcast over b's stack
+
+
+def test_cube_takes_one_dtype_on_the_kernel_path_of_a_matching_k(launcher):
+    a, b = torch.randn(2, 3, 4), torch.randn(4, 5)
+    assert cube._cube_takes(a, b) and cube._cube_takes(a, b, torch.randn(5))
+    assert not cube._cube_takes(a, b.half())  # torch refuses mixed dtypes
+    assert not cube._cube_takes(a, torch.randn(3, 5))  # k mismatched: torch raises
+    assert not cube._cube_takes(a, b, torch.randn(2, 5))  # a bias other than one value per column
+    assert not cube._cube_takes(a.double(), b.double())
+    assert cube._cube_takes(a, torch.randn(5, 4), transposed=True)  # linear's weight [n, k]
+    assert not cube._cube_takes(a, torch.randn(1, 5, 4), transposed=True)
+
+
+def test_cube_takes_equal_batches_of_the_rank_and_rows_up_to_max_dim(launcher):
+    assert cube._cube_takes(torch.randn(2, 3, 4), torch.randn(2, 4, 5), rank=3)
+    assert not cube._cube_takes(torch.randn(2, 3, 4), torch.randn(1, 4, 5), rank=3)  # bmm does not broadcast
+    assert cube._cube_takes(torch.randn(2, 3, 4), torch.randn(1, 4, 5))  # matmul does
+    assert not cube._cube_takes(torch.randn(2, 3, 4), torch.randn(3, 4, 5))
+    k = cube_rules.MAX_DIM
+    assert cube._cube_takes(torch.randn(1, k), torch.randn(k, 1))
+    assert not cube._cube_takes(torch.randn(1, k + 1), torch.randn(k + 1, 1))
+    assert cube._cube_takes(torch.randn(1, 2), torch.randn(k + 1, 2), transposed=True)  # a vocab-wide weight's n
+
+
+def test_cube_takes_nothing_off_the_kernel_path():
+    assert not cube._cube_takes(torch.randn(3, 4), torch.randn(4, 5))
 
 
 def test_a_weights_contiguous_copy_is_kept_until_it_changes():
