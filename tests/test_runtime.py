@@ -2,6 +2,7 @@
 generated), and the copier that puts their source into translations."""
 
 import ast
+import math
 
 import pypto
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from torch2pypto.rules import codegen
 from torch2pypto.rules import cube as cube_rules
-from torch2pypto.runtime import casting, cube, grad, launch, layout, operands, tiles
+from torch2pypto.runtime import casting, contraction, cube, grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -349,6 +350,38 @@ def test_cube_takes_equal_batches_of_the_rank_and_rows_up_to_max_dim(launcher):
 
 def test_cube_takes_nothing_off_the_kernel_path():
     assert not cube._cube_takes(torch.randn(3, 4), torch.randn(4, 5))
+
+
+@pytest.mark.parametrize("equation, a_shape, b_shape", [
+    ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)), ("ij,kj->ik", (3, 4), (5, 4)), ("bhqd,bhkd->bhqk", (2, 3, 4, 5), (2, 3, 6, 5)),
+    ("...ij,...jk->...ik", (2, 3, 4, 5), (3, 5, 6)), ("ij,jk", (3, 4), (4, 5)), ("bij,jk->kib", (2, 3, 4), (4, 5)),
+], ids=str)
+def test_einsum_plan_is_permutes_and_one_matmul(equation, a_shape, b_shape):
+    a, b = torch.randn(a_shape), torch.randn(b_shape)
+    a_order, b_order, ell_a, ell_b, batch, m, k, out_order = contraction._einsum_plan(equation, a.dim(), b.dim())
+    left, right = a.permute(a_order), b.permute(b_order)
+    lead_a, lead_b = ell_a + batch, ell_b + batch
+    product = left.reshape(*left.shape[:lead_a], -1, math.prod(left.shape[lead_a + m:])) @ right.reshape(
+        *right.shape[:lead_b], math.prod(right.shape[lead_b:lead_b + k]), -1)
+    m_shape, n_shape = left.shape[lead_a:lead_a + m], right.shape[lead_b + k:]
+    batch_shape = torch.broadcast_shapes(left.shape[:lead_a], right.shape[:lead_b])
+    out = product.reshape(*batch_shape, *m_shape, *n_shape).permute(out_order)
+    torch.testing.assert_close(out, torch.einsum(equation, a, b))
+
+
+@pytest.mark.parametrize("equation, why", [
+    ("ij->ji", "one or of more than two operands"), ("ij,jk,kl->il", "one or of more than two operands"),
+    ("i...j,jk->ik", "an ellipsis that does not lead"), ("ii,ij->ij", "a diagonal"), ("ij,jk->iz", "a diagonal"),
+    ("ij,kl->ik", "summed within one operand"),
+])
+def test_einsum_plan_says_why_an_equation_is_no_matmul(equation, why):
+    assert why in contraction._einsum_plan(equation)
+
+
+def test_einsum_plan_checks_the_ranks_when_given():
+    assert contraction._einsum_plan("ij,jk->ik") is None  # when translating: the equation only
+    assert "other ranks" in contraction._einsum_plan("ij,jk->ik", 3, 2)
+    assert "other ranks" in contraction._einsum_plan("...ij,...jk->...ik", 1, 2)  # fewer dims than named
 
 
 def test_a_weights_contiguous_copy_is_kept_until_it_changes():
