@@ -10,7 +10,7 @@ import torch
 
 from torch2pypto.rules import codegen
 from torch2pypto.rules import cube as cube_rules
-from torch2pypto.runtime import casting, contraction, conv, cube, grad, launch, layout, operands, tiles
+from torch2pypto.runtime import attention, casting, contraction, conv, cube, grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -428,6 +428,70 @@ def test_conv_columns_read_a_pointwise_input_in_place_and_gather_patches():
     assert positions == [4, 4] and cols.shape == (2 * 12, 16) and not transposed
     out = torch.stack([w.reshape(4, -1) @ c for c in cols.reshape(2, 12, 16)]).reshape(2, 4, 4, 4)
     torch.testing.assert_close(out, torch.nn.functional.conv2d(image, w, stride=2))
+
+
+def sdpa_inputs(hq=2, hkv=2, sq=3, skv=5, d=8, dtype=torch.float32):
+    return (torch.randn(1, hq, sq, d, dtype=dtype), torch.randn(1, hkv, skv, d, dtype=dtype), torch.randn(1, hkv, skv, d, dtype=dtype))
+
+
+def test_sdpa_takes_one_dtype_heads_that_group_and_head_dims_up_to_256(launcher):
+    q, k, v = sdpa_inputs()
+    assert attention._sdpa_takes(q, k, v, None, False, None, False)
+    assert not attention._sdpa_takes(q, k.half(), v, None, False, None, False)  # mixed dtypes
+    assert not attention._sdpa_takes(q, k, v[..., :4], None, False, None, False)  # value dims other than key's
+    assert not attention._sdpa_takes(*sdpa_inputs(hq=4), None, False, None, False)  # torch raises without enable_gqa
+    assert attention._sdpa_takes(*sdpa_inputs(hq=4), None, False, None, True)
+    assert attention._sdpa_takes(*sdpa_inputs(hq=4, hkv=1), None, False, None, False)  # one kv head broadcasts
+    assert not attention._sdpa_takes(*sdpa_inputs(hq=3), None, False, None, True)
+    assert attention._sdpa_takes(*sdpa_inputs(d=256), None, False, None, False)  # gemma's head dim
+    assert not attention._sdpa_takes(*sdpa_inputs(d=264), None, False, None, False)
+    assert not attention._sdpa_takes(q, k, v, None, 1, None, False) and not attention._sdpa_takes(q, k, v, None, False, "1", False)
+    assert not attention._sdpa_takes(*sdpa_inputs(dtype=torch.float64), None, False, None, False)
+
+
+def test_sdpa_takes_masks_that_broadcast_to_the_scores_with_a_key_in_every_row(launcher):
+    q, k, v = sdpa_inputs()
+    assert attention._sdpa_takes(q, k, v, torch.randn(3, 5), False, 0.5, False)
+    assert attention._sdpa_takes(q, k, v, torch.ones(1, 1, 3, 5, dtype=torch.bool), True, None, False)
+    assert not attention._sdpa_takes(q, k, v, torch.randn(3, 5).half(), False, None, False)
+    assert not attention._sdpa_takes(q, k, v, torch.randn(4, 5), False, None, False)
+    holes = torch.ones(3, 5, dtype=torch.bool)
+    holes[1] = False  # a row with no key: torch gives zeros there
+    assert not attention._sdpa_takes(q, k, v, holes, False, None, False)
+
+
+def test_sdpa_takes_nothing_off_the_kernel_path():
+    assert not attention._sdpa_takes(*sdpa_inputs(), None, False, None, False)
+
+
+def test_sdpa_tiles_are_powers_of_two_from_16():
+    assert [attention._sdpa_tile(n, attention._SDPA_ROWS) for n in (1, 16, 17, 300, 5000)] == [16, 16, 32, 512, 512]
+    assert attention._sdpa_tile(5000, attention._SDPA_KV) == 1024
+
+
+def test_sdpa_bias_is_a_causal_band_or_the_mask_as_additive_fp32_rows():
+    q, k, _ = sdpa_inputs(sq=4, skv=6)
+    band, kind, by_batch, by_head = attention._sdpa_bias(q, k, None, True, 4)
+    assert (kind, by_batch, by_head) == ("causal", False, False) and band.shape == (4, 8)
+    cols, rows = torch.arange(8), torch.arange(4)[:, None]
+    assert torch.equal(band, torch.where(cols - 4 <= rows, 0.0, -1e30))
+    assert attention._sdpa_bias(q, k, None, False, 4)[1] is None
+    mask = torch.rand(2, 4, 6) > 0.3  # per head
+    bias, kind, by_batch, by_head = attention._sdpa_bias(q, k, mask, False, 4)
+    assert (kind, by_batch, by_head) == ("mask", False, True) and bias.shape == (8, 8)  # skv padded to 32 bytes
+    assert torch.equal(bias[:, :6], torch.where(mask.reshape(8, 6), 0.0, -1e30)) and not bias[:, 6:].any()
+    assert attention._sdpa_bias(q, k, mask, False, 4)[0] is bias  # kept on the mask until it changes
+    causal = attention._sdpa_bias(q, k, torch.zeros(4, 6), True, 4)[0]
+    assert torch.equal(causal[:, :6], torch.zeros(4, 6).masked_fill(torch.ones(4, 6, dtype=torch.bool).triu(1), -1e30))
+
+
+def test_sdpa_rows_read_heads_in_the_columns_in_place_else_pad_d_to_16():
+    per_head = torch.randn(2, 5, 3, 16).transpose(1, 2)  # [b, s, heads, d] viewed [b, heads, s, d]
+    rows, columns = attention._sdpa_rows(per_head)
+    assert columns and rows.shape == (10, 48) and rows.data_ptr() == per_head.data_ptr()
+    t = torch.randn(2, 3, 5, 8)
+    rows, columns = attention._sdpa_rows(t)
+    assert not columns and rows.shape == (30, 16) and torch.equal(rows[:, :8], t.reshape(-1, 8)) and not rows[:, 8:].any()
 
 
 def test_a_weights_contiguous_copy_is_kept_until_it_changes():
