@@ -2,13 +2,15 @@
 generated), and the copier that puts their source into translations."""
 
 import ast
+import math
 
 import pypto
 import pytest
 import torch
 
 from torch2pypto.rules import codegen
-from torch2pypto.runtime import casting, grad, launch, layout, operands, tiles
+from torch2pypto.rules import cube as cube_rules
+from torch2pypto.runtime import attention, casting, contraction, conv, cube, grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -322,6 +324,174 @@ def test_cube_operands_read_a_transposed_stack_through_its_row_major_base():
     assert b2.data_ptr() == k.data_ptr()
     a2, b2, batch, stacked, _ = operands._cube_operands(torch.randn(3, 5), torch.randn(2, 5, 4))
     assert (a2.shape, b2.shape, batch, stacked) == ((6, 5), (10, 4), (2,), True)  # a broadcast over b's stack
+
+
+def test_cube_takes_one_dtype_on_the_kernel_path_of_a_matching_k(launcher):
+    a, b = torch.randn(2, 3, 4), torch.randn(4, 5)
+    assert cube._cube_takes(a, b) and cube._cube_takes(a, b, torch.randn(5))
+    assert not cube._cube_takes(a, b.half())  # torch refuses mixed dtypes
+    assert not cube._cube_takes(a, torch.randn(3, 5))  # k mismatched: torch raises
+    assert not cube._cube_takes(a, b, torch.randn(2, 5))  # a bias other than one value per column
+    assert not cube._cube_takes(a.double(), b.double())
+    assert cube._cube_takes(a, torch.randn(5, 4), transposed=True)  # linear's weight [n, k]
+    assert not cube._cube_takes(a, torch.randn(1, 5, 4), transposed=True)
+
+
+def test_cube_takes_equal_batches_of_the_rank_and_rows_up_to_max_dim(launcher):
+    assert cube._cube_takes(torch.randn(2, 3, 4), torch.randn(2, 4, 5), rank=3)
+    assert not cube._cube_takes(torch.randn(2, 3, 4), torch.randn(1, 4, 5), rank=3)  # bmm does not broadcast
+    assert cube._cube_takes(torch.randn(2, 3, 4), torch.randn(1, 4, 5))  # matmul does
+    assert not cube._cube_takes(torch.randn(2, 3, 4), torch.randn(3, 4, 5))
+    k = cube_rules.MAX_DIM
+    assert cube._cube_takes(torch.randn(1, k), torch.randn(k, 1))
+    assert not cube._cube_takes(torch.randn(1, k + 1), torch.randn(k + 1, 1))
+    assert cube._cube_takes(torch.randn(1, 2), torch.randn(k + 1, 2), transposed=True)  # a vocab-wide weight's n
+
+
+def test_cube_takes_nothing_off_the_kernel_path():
+    assert not cube._cube_takes(torch.randn(3, 4), torch.randn(4, 5))
+
+
+@pytest.mark.parametrize("equation, a_shape, b_shape", [
+    ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)), ("ij,kj->ik", (3, 4), (5, 4)), ("bhqd,bhkd->bhqk", (2, 3, 4, 5), (2, 3, 6, 5)),
+    ("...ij,...jk->...ik", (2, 3, 4, 5), (3, 5, 6)), ("ij,jk", (3, 4), (4, 5)), ("bij,jk->kib", (2, 3, 4), (4, 5)),
+], ids=str)
+def test_einsum_plan_is_permutes_and_one_matmul(equation, a_shape, b_shape):
+    a, b = torch.randn(a_shape), torch.randn(b_shape)
+    a_order, b_order, ell_a, ell_b, batch, m, k, out_order = contraction._einsum_plan(equation, a.dim(), b.dim())
+    left, right = a.permute(a_order), b.permute(b_order)
+    lead_a, lead_b = ell_a + batch, ell_b + batch
+    product = left.reshape(*left.shape[:lead_a], -1, math.prod(left.shape[lead_a + m:])) @ right.reshape(
+        *right.shape[:lead_b], math.prod(right.shape[lead_b:lead_b + k]), -1)
+    m_shape, n_shape = left.shape[lead_a:lead_a + m], right.shape[lead_b + k:]
+    batch_shape = torch.broadcast_shapes(left.shape[:lead_a], right.shape[:lead_b])
+    out = product.reshape(*batch_shape, *m_shape, *n_shape).permute(out_order)
+    torch.testing.assert_close(out, torch.einsum(equation, a, b))
+
+
+@pytest.mark.parametrize("equation, why", [
+    ("ij->ji", "one or of more than two operands"), ("ij,jk,kl->il", "one or of more than two operands"),
+    ("i...j,jk->ik", "an ellipsis that does not lead"), ("ii,ij->ij", "a diagonal"), ("ij,jk->iz", "a diagonal"),
+    ("ij,kl->ik", "summed within one operand"),
+])
+def test_einsum_plan_says_why_an_equation_is_no_matmul(equation, why):
+    assert why in contraction._einsum_plan(equation)
+
+
+def test_einsum_plan_checks_the_ranks_when_given():
+    assert contraction._einsum_plan("ij,jk->ik") is None  # when translating: the equation only
+    assert "other ranks" in contraction._einsum_plan("ij,jk->ik", 3, 2)
+    assert "other ranks" in contraction._einsum_plan("...ij,...jk->...ik", 1, 2)  # fewer dims than named
+
+
+def test_conv_takes_a_stride_of_the_kernel_unpadded_undilated_ungrouped(launcher):
+    x, w, bias = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 2, 2), torch.randn(4)
+    assert conv._conv_takes(x, w, bias, (2, 2), 0, 1, 1, 2) and conv._conv_takes(x[0], w, None, 2, "valid", 1, 1, 2)
+    assert not conv._conv_takes(x, w.half(), None, 2, 0, 1, 1, 2)  # mixed dtypes: torch raises
+    assert not conv._conv_takes(x, w, None, 1, 0, 1, 1, 2)  # overlapping windows
+    assert not conv._conv_takes(x, w, None, 2, 1, 1, 1, 2) and not conv._conv_takes(x, w, None, 2, "same", 1, 1, 2)
+    assert not conv._conv_takes(x, w, None, 2, 0, 2, 1, 2) and not conv._conv_takes(x, w, None, 2, 0, 1, 3, 2)
+    assert not conv._conv_takes(x, torch.randn(4, 5, 2, 2), None, 2, 0, 1, 1, 2)  # channels mismatched
+    assert not conv._conv_takes(torch.randn(1, 3, 1, 8), w, None, 2, 0, 1, 1, 2)  # no whole window
+    assert not conv._conv_takes(x, w, torch.randn(3), 2, 0, 1, 1, 2)
+    assert not conv._conv_takes(x, w, bias, 2, 0, 1, 1, 1)  # a 2-D weight for conv1d
+
+
+def test_conv_takes_positions_up_to_max_dim(launcher):
+    n = cube_rules.MAX_DIM
+    assert conv._conv_takes(torch.randn(1, 1, n), torch.randn(1, 1, 1), None, 1, 0, 1, 1, 1)
+    assert not conv._conv_takes(torch.randn(1, 1, n + 1), torch.randn(1, 1, 1), None, 1, 0, 1, 1, 1)
+
+
+def test_conv_takes_nothing_off_the_kernel_path():
+    assert not conv._conv_takes(torch.randn(2, 3, 8), torch.randn(4, 3, 1), None, 1, 0, 1, 1, 1)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("padding", [1, "same", "valid"])
+def test_conv_torch_pads_as_nn_conv_does(mode, padding):
+    layer = torch.nn.Conv2d(3, 4, 3, padding=padding, padding_mode=mode)
+    x = torch.randn(2, 3, 7, 6)
+    out = conv._conv_torch(torch.nn.functional.conv2d, x, layer.weight, layer.bias, 1, padding, 1, 1, mode)
+    torch.testing.assert_close(out, layer(x))
+
+
+def test_conv_columns_read_a_pointwise_input_in_place_and_gather_patches():
+    x = torch.randn(2, 3, 5)
+    cols, positions, transposed = conv._conv_columns(x, (1,))
+    assert cols.shape == (6, 5) and positions == [5] and not transposed and cols.data_ptr() == x.data_ptr()
+    last = torch.randn(2, 5, 3).transpose(1, 2)  # channels-last
+    cols, positions, transposed = conv._conv_columns(last, (1,))
+    assert cols.shape == (10, 3) and transposed and cols.data_ptr() == last.data_ptr()
+    image, w = torch.randn(2, 3, 9, 8), torch.randn(4, 3, 2, 2)
+    cols, positions, transposed = conv._conv_columns(image, (2, 2))
+    assert positions == [4, 4] and cols.shape == (2 * 12, 16) and not transposed
+    out = torch.stack([w.reshape(4, -1) @ c for c in cols.reshape(2, 12, 16)]).reshape(2, 4, 4, 4)
+    torch.testing.assert_close(out, torch.nn.functional.conv2d(image, w, stride=2))
+
+
+def sdpa_inputs(hq=2, hkv=2, sq=3, skv=5, d=8, dtype=torch.float32):
+    return (torch.randn(1, hq, sq, d, dtype=dtype), torch.randn(1, hkv, skv, d, dtype=dtype), torch.randn(1, hkv, skv, d, dtype=dtype))
+
+
+def test_sdpa_takes_one_dtype_heads_that_group_and_head_dims_up_to_256(launcher):
+    q, k, v = sdpa_inputs()
+    assert attention._sdpa_takes(q, k, v, None, False, None, False)
+    assert not attention._sdpa_takes(q, k.half(), v, None, False, None, False)  # mixed dtypes
+    assert not attention._sdpa_takes(q, k, v[..., :4], None, False, None, False)  # value dims other than key's
+    assert not attention._sdpa_takes(*sdpa_inputs(hq=4), None, False, None, False)  # torch raises without enable_gqa
+    assert attention._sdpa_takes(*sdpa_inputs(hq=4), None, False, None, True)
+    assert attention._sdpa_takes(*sdpa_inputs(hq=4, hkv=1), None, False, None, False)  # one kv head broadcasts
+    assert not attention._sdpa_takes(*sdpa_inputs(hq=3), None, False, None, True)
+    assert attention._sdpa_takes(*sdpa_inputs(d=256), None, False, None, False)  # gemma's head dim
+    assert not attention._sdpa_takes(*sdpa_inputs(d=264), None, False, None, False)
+    assert not attention._sdpa_takes(q, k, v, None, 1, None, False) and not attention._sdpa_takes(q, k, v, None, False, "1", False)
+    assert not attention._sdpa_takes(*sdpa_inputs(dtype=torch.float64), None, False, None, False)
+
+
+def test_sdpa_takes_masks_that_broadcast_to_the_scores_with_a_key_in_every_row(launcher):
+    q, k, v = sdpa_inputs()
+    assert attention._sdpa_takes(q, k, v, torch.randn(3, 5), False, 0.5, False)
+    assert attention._sdpa_takes(q, k, v, torch.ones(1, 1, 3, 5, dtype=torch.bool), True, None, False)
+    assert not attention._sdpa_takes(q, k, v, torch.randn(3, 5).half(), False, None, False)
+    assert not attention._sdpa_takes(q, k, v, torch.randn(4, 5), False, None, False)
+    holes = torch.ones(3, 5, dtype=torch.bool)
+    holes[1] = False  # a row with no key: torch gives zeros there
+    assert not attention._sdpa_takes(q, k, v, holes, False, None, False)
+
+
+def test_sdpa_takes_nothing_off_the_kernel_path():
+    assert not attention._sdpa_takes(*sdpa_inputs(), None, False, None, False)
+
+
+def test_sdpa_tiles_are_powers_of_two_from_16():
+    assert [attention._sdpa_tile(n, attention._SDPA_ROWS) for n in (1, 16, 17, 300, 5000)] == [16, 16, 32, 512, 512]
+    assert attention._sdpa_tile(5000, attention._SDPA_KV) == 1024
+
+
+def test_sdpa_bias_is_a_causal_band_or_the_mask_as_additive_fp32_rows():
+    q, k, _ = sdpa_inputs(sq=4, skv=6)
+    band, kind, by_batch, by_head = attention._sdpa_bias(q, k, None, True, 4)
+    assert (kind, by_batch, by_head) == ("causal", False, False) and band.shape == (4, 8)
+    cols, rows = torch.arange(8), torch.arange(4)[:, None]
+    assert torch.equal(band, torch.where(cols - 4 <= rows, 0.0, -1e30))
+    assert attention._sdpa_bias(q, k, None, False, 4)[1] is None
+    mask = torch.rand(2, 4, 6) > 0.3  # per head
+    bias, kind, by_batch, by_head = attention._sdpa_bias(q, k, mask, False, 4)
+    assert (kind, by_batch, by_head) == ("mask", False, True) and bias.shape == (8, 8)  # skv padded to 32 bytes
+    assert torch.equal(bias[:, :6], torch.where(mask.reshape(8, 6), 0.0, -1e30)) and not bias[:, 6:].any()
+    assert attention._sdpa_bias(q, k, mask, False, 4)[0] is bias  # kept on the mask until it changes
+    causal = attention._sdpa_bias(q, k, torch.zeros(4, 6), True, 4)[0]
+    assert torch.equal(causal[:, :6], torch.zeros(4, 6).masked_fill(torch.ones(4, 6, dtype=torch.bool).triu(1), -1e30))
+
+
+def test_sdpa_rows_read_heads_in_the_columns_in_place_else_pad_d_to_16():
+    per_head = torch.randn(2, 5, 3, 16).transpose(1, 2)  # [b, s, heads, d] viewed [b, heads, s, d]
+    rows, columns = attention._sdpa_rows(per_head)
+    assert columns and rows.shape == (10, 48) and rows.data_ptr() == per_head.data_ptr()
+    t = torch.randn(2, 3, 5, 8)
+    rows, columns = attention._sdpa_rows(t)
+    assert not columns and rows.shape == (30, 16) and torch.equal(rows[:, :8], t.reshape(-1, 8)) and not rows[:, 8:].any()
 
 
 def test_a_weights_contiguous_copy_is_kept_until_it_changes():

@@ -32,14 +32,13 @@ from typing import Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.kernel_ir import Assign, Call, Comment, Do, If, Stmt, call, items, loop, pypto, when
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
 from torch2pypto.schema.family import Family, register
 
 PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-MAX_HEAD_DIM = 256  # the largest head dim tried (gemma's); wider heads run torch
 # PyPTO stitches up to this many loop iterations' tasks into one dispatch. In the cost model at
 # B1 H32 S2048 D128 bf16: 3681 us with its default, 2218 with 128; 256, 512 and 1024 crash it.
 JIT = (pypto("frontend.jit", runtime_options='{"stitch_function_max_num": 128}', pass_options="passes"), "")
@@ -52,7 +51,6 @@ JIT = (pypto("frontend.jit", runtime_options='{"stitch_function_max_num": 128}',
 # 222.3 / 138.9; H32 S512 146.4 / 122.9; H32 S256 59.1 / 47.3; H8 S512 (8 tiles) 65.7 / 79.0.
 MERGED = '{"cube_l1_reuse_setting": {-1: 8}, "vec_nbuffer_setting": {-1: 8}}'
 FP32 = templates.FP32
-NEG = "-1e30"  # "minus infinity" of masked scores: finite, so a wholly masked tile gives no NaN
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
@@ -181,125 +179,9 @@ def _query_tile() -> list[Stmt]:
     ]
 
 
-TAKES = Definition(
-    "_sdpa_takes",
-    f'''\
-# Query and kv tiles: a power of two from 16 up to 512 query rows and 1024 keys. In the cost
-# model (scripts/attention.py, bf16, D128) fewer, larger tiles win. B1 H8 S512: 128 x 128 took
-# 635.8 us, 128 x 512 99.5, 256 x 512 67.4, 512 x 512 59.0. B1 H32 S2048 (tasks merged): 512 x 512
-# 1319.2, 512 x 1024 1125.8, 256 x 1024 1022.2, 512 x 2048 928.5; causal (q tile = kv tile) 512
-# 867.9, 256 1739.8. Keys stop at 1024 so that a score tile's workspace (512 x 1024 FP32, 2 MiB)
-# stays bounded whatever S_kv: memory linear in S.
-_SDPA_ROWS, _SDPA_KV = 512, 1024
-_SDPA_MERGE = 16  # kv tiles over all heads and query tiles from which the kernel merges tasks (see its factory)
-
-
-def _sdpa_tile(n, most):
-    """The rows of a query or kv tile for a sequence of n: a power of two from 16 to `most`."""
-    return min(most, max(16, 1 << (n - 1).bit_length()))
-
-
-def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
-    """Whether the attention kernel computes torch's sdpa of these: q [..., hq, sq, d], k and v
-    [..., hkv, skv, d] of one PyPTO dtype on the kernel path, hq == hkv (or a multiple with
-    enable_gqa; hkv 1 broadcasts either way), d up to {MAX_HEAD_DIM}; a mask of the query's dtype or bool, broadcastable to the
-    scores, no row of a bool mask wholly False (torch gives zeros there); a Python number or None
-    as scale."""
-    if not all(isinstance(t, torch.Tensor) and t.dtype == q.dtype for t in (k, v)) or not _on_kernel_path(q, k, v):
-        return False
-    if q.dim() < 3 or k.shape != v.shape or k.dim() != q.dim() or q.shape[:-3] != k.shape[:-3] or q.shape[-1] != k.shape[-1]:
-        return False
-    hq, hkv = q.shape[-3], k.shape[-3]
-    if hq != hkv and not (hkv == 1 or enable_gqa is True and hq % hkv == 0) or q.shape[-1] > {MAX_HEAD_DIM}:
-        return False
-    if type(is_causal) is not bool or scale is not None and type(scale) not in (int, float):
-        return False
-    if mask is None:
-        return True
-    if not isinstance(mask, torch.Tensor) or mask.dtype not in (q.dtype, torch.bool) or mask.dim() > q.dim():
-        return False
-    try:
-        scores = (*q.shape[:-1], k.shape[-2])
-        if torch.broadcast_shapes(mask.shape, scores) != scores:
-            return False
-    except RuntimeError:
-        return False
-    return mask.dtype != torch.bool or _sdpa_kept(mask, "_pypto_sdpa_rows", (), lambda: bool(mask.any(-1).all()))
-
-
-def _sdpa_kept(mask, name, key, make):
-    """make(), kept on `mask` as attribute `name` with `key` until the mask changes (its version
-    counter): a model's layers share one mask, which is checked and converted once a forward."""
-    kept = getattr(mask, name, None)
-    if kept is None or kept[0] != (mask._version, key):
-        kept = (mask._version, key), make()
-        setattr(mask, name, kept)
-    return kept[1]
-''',
-    ("_on_kernel_path",),
-)
-
-
-OPERANDS = Definition(
-    "_sdpa_bias",
-    f'''\
-def _sdpa_bias(q, k, mask, is_causal, tile):
-    """The kernel's bias, its kind and whether a mask varies by batch and by head: a causal
-    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else {NEG}),
-    or the mask as FP32 additive [mask batches * mask heads * sq, skv] rows (leading dims all 1
-    or all the query's; a bool mask's False is {NEG}; with is_causal, {NEG} above the diagonal
-    too, as torch adds them), skv padded to 32 bytes, kept on the mask; else a dummy."""
-    if mask is None:
-        return _sdpa_band(tile if is_causal else 0, q.device), "causal" if is_causal else None, False, False
-    key = (tuple(q.shape[:-1]), k.shape[-2], is_causal)
-    return _sdpa_kept(mask, "_pypto_sdpa_bias", key, lambda: _sdpa_mask_bias(q, k, mask, is_causal))
-
-
-@functools.cache
-def _sdpa_band(tile, device):
-    """The causal band of a tile (made once per tile and device), or for tile 0 a dummy bias."""
-    if not tile:
-        return torch.zeros(1, 8, device=device)
-    band = torch.ones(tile, 2 * tile, dtype=torch.bool, device=device).triu(tile + 1)
-    return torch.zeros(tile, 2 * tile, device=device).masked_fill(band, {NEG})
-
-
-def _sdpa_mask_bias(q, k, mask, is_causal):
-    """_sdpa_bias of a mask, made anew."""
-    mask = mask.reshape((1,) * (q.dim() - mask.dim()) + tuple(mask.shape))
-    by_batch, by_head = any(n != 1 for n in mask.shape[:-3]), mask.shape[-3] != 1
-    shape = (*(q.shape[:-3] if by_batch else mask.shape[:-3]), q.shape[-3] if by_head else 1, q.shape[-2], k.shape[-2])
-    mask = mask.expand(shape).reshape(-1, shape[-1])
-    if mask.dtype == torch.bool:
-        bias = torch.zeros(mask.shape, device=q.device).masked_fill(~mask, {NEG})
-    else:
-        bias = mask.float().clamp(min={NEG})
-    if is_causal:
-        above = torch.ones(shape[-2:], dtype=torch.bool, device=q.device).triu(1)
-        bias = bias.reshape(-1, *shape[-2:]).masked_fill(above, {NEG}).reshape(-1, shape[-1])
-    if shape[-1] % 8:
-        bias = torch.nn.functional.pad(bias, (0, -shape[-1] % 8))
-    return bias.contiguous(), "mask", by_batch, by_head
-''',
-    ("_sdpa_takes",),
-    ("functools",),
-)
-
-
-ROWS = Definition(
-    "_sdpa_rows",
-    '''\
-def _sdpa_rows(t):
-    """t [..., heads, s, d] as the kernel's rows, and whether its heads lie in the columns: laid
-    out [..., s, heads, d], as [... * s, heads * d] as it is; else [... * heads * s, d], a copy
-    unless contiguous, d zero-padded to 16."""
-    d = t.shape[-1]
-    if d % 16 == 0 and t.transpose(-3, -2).is_contiguous():
-        return t.transpose(-3, -2).reshape(-1, t.shape[-3] * d), True
-    rows = t.reshape(-1, d)
-    return (torch.nn.functional.pad(rows, (0, -d % 16)) if d % 16 else rows).contiguous(), False
-''',
-)
+TAKES = copied("attention", "_sdpa_takes", "_SDPA_ROWS", "_sdpa_kept")
+OPERANDS = copied("attention", "_sdpa_bias", last="_sdpa_mask_bias")
+ROWS = copied("attention", "_sdpa_rows")
 
 
 def _wrapper(entry: Entry) -> Definition:

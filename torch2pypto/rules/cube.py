@@ -19,7 +19,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import fallback, fallback_checks, wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -35,35 +35,9 @@ class CubeFields(Fields):
 
 
 FP32 = templates.FP32
-MAX_DIM = 65535  # the longest ND row a matmul input may have
+MAX_DIM = 65535  # the longest ND row a matmul input may have (runtime.cube._cube_takes's bound)
 
-CUBE_TAKES = Definition(
-    "_cube_takes",
-    f'''\
-def _cube_takes(a, b, bias=None, rank=None, transposed=False):
-    """Whether a cube kernel computes torch's `a @ b` (`b` transposed: `a @ b.mT`) `+ bias`:
-    tensors of one PyPTO dtype on the kernel path whose k matches and whose batch dims broadcast,
-    of `rank` with equal batch dims if given (mm, bmm), a 1-D bias of n; the operands' rows (k,
-    and n unless `b` is transposed: linear's vocab-wide weight) of at most {MAX_DIM}."""
-    tensors = [a, b] + ([] if bias is None else [bias])
-    if not all(isinstance(t, torch.Tensor) and t.dtype == a.dtype for t in tensors) or not _on_kernel_path(*tensors):
-        return False
-    if transposed and b.dim() != 2:  # linear's weight
-        return False
-    b = b.mT if transposed else b
-    if min(a.dim(), b.dim()) < 1 or rank and not (a.dim() == b.dim() == rank and a.shape[:-2] == b.shape[:-2]):
-        return False
-    k, n = (b.shape[-2], b.shape[-1]) if b.dim() > 1 else (b.shape[0], 1)
-    if a.shape[-1] != k or max(k, 1 if transposed else n) > {MAX_DIM} or bias is not None and bias.shape != (n,):
-        return False
-    try:
-        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except RuntimeError:
-        return False
-    return True
-''',
-    ("_on_kernel_path",),
-)
+CUBE_TAKES = copied("cube", "_cube_takes")
 
 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:

@@ -1,0 +1,62 @@
+"""Convolutions: torch's own call, whether the conv kernel takes one, and its input as columns."""
+
+import math
+
+import torch
+
+from torch2pypto.runtime.launch import _on_kernel_path
+
+
+def _conv_torch(conv, input, weight, bias, stride, padding, dilation, groups, padding_mode):
+    """torch's `conv` as nn.ConvNd calls it: a `padding_mode` other than zeros pads the input first."""
+    if padding_mode == "zeros":
+        return conv(input, weight, bias, stride, padding, dilation, groups)
+    taps, dims = weight.shape[2:], weight.dim() - 2
+    spread = (dilation,) * dims if isinstance(dilation, int) else tuple(dilation)
+    if padding == "same":
+        totals = [d * (k - 1) for d, k in zip(spread, taps)]
+        pads = [p for total in reversed(totals) for p in (total // 2, total - total // 2)]
+    else:
+        pads = [0] * 2 * dims if padding == "valid" else [p for p in reversed((padding,) * dims if isinstance(padding, int) else tuple(padding)) for _ in range(2)]
+    return conv(torch.nn.functional.pad(input, pads, mode=padding_mode), weight, bias, stride, 0, dilation, groups)
+
+
+def _conv_takes(input, weight, bias, stride, padding, dilation, groups, dims):
+    """Whether the conv kernel computes torch's conv of `dims` spatial dims: tensors of one PyPTO
+    dtype on the kernel path, a batched or unbatched input of the weight's channels, a stride equal to
+    the kernel size that fits at least once, no padding, dilation or groups; k = channels * taps
+    and the positions n at most 65535."""
+    tensors = [input, weight] + ([] if bias is None else [bias])
+    if not all(isinstance(t, torch.Tensor) and t.dtype == input.dtype for t in tensors) or not _on_kernel_path(*tensors):
+        return False
+    taps = tuple(weight.shape[2:])
+    tupled = lambda v: (v,) * dims if isinstance(v, int) else tuple(v)
+    if weight.dim() != dims + 2 or input.dim() not in (dims + 1, dims + 2) or input.shape[-dims - 1] != weight.shape[1]:
+        return False
+    if groups != 1 or tupled(dilation) != (1,) * dims or tupled(stride) != taps:
+        return False
+    if not (padding == "valid" or not isinstance(padding, str) and tupled(padding) == (0,) * dims):
+        return False
+    positions = [size // tap for size, tap in zip(input.shape[-dims:], taps)]
+    if min(positions) < 1 or bias is not None and bias.shape != weight.shape[:1]:
+        return False
+    return max(math.prod(weight.shape[1:]), math.prod(positions)) <= 65535
+
+
+def _conv_columns(input, taps):
+    """A batched input [b, c, *sizes] as the kernel reads it: (columns, positions, transposed).
+    Each image's columns are [c * taps, positions], stacked ([b * c * taps, positions]), or,
+    where the input is channels-last with one tap, their transposes ([b * positions, c]): both
+    read in place. Patches of several taps (a stride equal to the kernel) are gathered into
+    columns: a copy of the input's size, as pypto.from_torch reads row-major tensors only."""
+    b, c, dims = input.shape[0], input.shape[1], len(taps)
+    positions = [size // tap for size, tap in zip(input.shape[2:], taps)]
+    if math.prod(taps) == 1:
+        images = input.reshape(b, c, -1)
+        if not images.is_contiguous() and images.mT.is_contiguous():
+            return images.mT.reshape(-1, c), positions, True
+        return images.contiguous().reshape(-1, images.shape[-1]), positions, False
+    kept = input[(..., *(slice(0, n * t) for n, t in zip(positions, taps)))]
+    split = kept.reshape(b, c, *(d for n, t in zip(positions, taps) for d in (n, t)))
+    order = [0, 1, *range(3, 2 + 2 * dims, 2), *range(2, 2 + 2 * dims, 2)]  # b, c, taps..., positions...
+    return split.permute(order).reshape(b * c * math.prod(taps), math.prod(positions)), positions, False
