@@ -165,3 +165,18 @@ def test_no_fuse_keeps_one_kernel_per_call_and_a_second_run_changes_nothing():
     assert "hidden_states = pypto_add(residual, hidden_states)" in translation.code
     once = translate_source(MLP, "layer.py")
     assert translate_source(once.code, "layer.py").code == once.code
+
+
+@pytest.mark.interpreter
+def test_verify_makes_the_submodule_an_instance_holding_its_linears():
+    """--verify runs the region: the MLP an instance of its class holding sample weights (gate and
+    up [33, k], down [k, 33]) and its activation, which the wrapper reads from it."""
+    from test_verify import verified_translation
+
+    translation = translate_source(MLP, "layer.py")
+    (region,) = [r for r in translation.regions if r.modules]
+    assert region.modules == (("mlp", "MLP"),) and [read for _, read in region.derived] == [
+        "mlp.act_fn", "mlp.gate_proj.weight", "mlp.gate_proj.bias", "mlp.up_proj.weight", "mlp.up_proj.bias",
+        "mlp.down_proj.weight", "mlp.down_proj.bias"]
+    ok, out = verified_translation(translation)
+    assert ok and "not exercised" not in out, out

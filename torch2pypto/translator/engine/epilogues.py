@@ -25,7 +25,7 @@ import ast
 from torch2pypto.rules import epilogue, gated
 from torch2pypto.rules.fusion import ROWS, Param, name_of
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
-from torch2pypto.translator.engine.linears import BIAS, MODULE, OTHER, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
+from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
 
 
@@ -270,7 +270,7 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
         return 0  # the class's name is a local where it is called
     params: dict[str, Param] = {}
     x = wrapper_param(finder, params, call.args[0], ROWS)
-    residual = wrapper_param(finder, params, other, OTHER)
+    residual = wrapper_param(finder, params, other, ROWS)
     module = wrapper_param(finder, params, call.func, MODULE)
     kind = unique_name(cls.name, {p.name for p in params.values()})
     params[f"class {cls.name}"] = Param(kind, "class", cls.name)
@@ -281,7 +281,7 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
         return x if source == parameter else None
 
     if gated_call is None:
-        inner, definitions, needs = x, (), ()
+        inner, definitions, needs, inner_params = x, (), (), ()
     else:
         wrapper, inner_params, definitions = gated_call
         read = [outer(p.source) for p in inner_params]
@@ -289,6 +289,14 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
             return 0
         inner, needs = f"{wrapper}({', '.join(read)})", (wrapper,)
     linear = outer(source_text(finder, bound["weight"])), outer(source_text(finder, bound["bias"])) if "bias" in bound else None
+    # what the wrapper reads from the submodule, for --verify's instance of its class
+    derived: dict[str, Param] = {}
+    back = (BACK_WEIGHT if gated_call else SQUARE_WEIGHT, BACK_BIAS)
+    for kind_of, read in [*((p.kind, outer(p.source)) for p in inner_params if p.source.startswith("self.")), *zip(back, linear)]:
+        if read is not None and read not in derived:
+            taken = {p.name for p in (*params.values(), *derived.values())}
+            derived[read] = Param(unique_name(read.rpartition(".")[0].rpartition(".")[2] + "_" + read.rpartition(".")[2]
+                                              if read.count(".") > 1 else read.rpartition(".")[2], taken), kind_of, read)
     linear_first = value.left is not other
     where = f"{finder.function.name}'s residual add in {cls.name}.forward's linear"
     called = f"{module}({x})"
@@ -304,7 +312,8 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
         a.status, a.reason, a.pypto_api = CONVERTED, "", f"{name} (fused)"
     ops = (f"{cls.name}.forward", "linear", "x + y")
     found.regions.append(Region(finder.path, span, finder.function.name, ops, name, epilogue.kernel_name("add", epilogue.TENSOR, False),
-                                tuple(params.values()), ("linear", "add"), None, ((module, kind),)))
+                                (*params.values(), *derived.values()), ("linear", "add"), None, ((module, kind),),
+                                tuple((p.name, p.source) for p in derived.values())))
     indent = finder.text[finder.lines.offset(span[0], 0) : start]
     newline = "\r\n" if "\r\n" in finder.text[start:end] else "\r" if "\r" in finder.text[start:end] else "\n"
     new = "".join(f"{c}{newline}{indent}" for c in _comments(finder.text[start:end]))
