@@ -180,3 +180,14 @@ def test_verify_makes_the_submodule_an_instance_holding_its_linears():
         "mlp.down_proj.weight", "mlp.down_proj.bias"]
     ok, out = verified_translation(translation)
     assert ok and "not exercised" not in out, out
+
+
+def test_an_add_that_starts_a_row_region_stays_in_it():
+    """deimv2's ``residual + self.mlp(h)`` then a norm: the add and the norm are one kernel already
+    (as many launches either way), so the add stays there."""
+    normed = MLP.replace("        self.mlp = MLP(hidden_size, 48, bias)\n",
+                         "        self.mlp = MLP(hidden_size, 48, bias)\n        self.w = nn.Parameter(torch.ones(hidden_size))\n")
+    normed = normed.replace("        hidden_states = residual + hidden_states\n",
+                            "        hidden_states = residual + hidden_states\n        hidden_states = hidden_states * torch.rsqrt(hidden_states.pow(2).mean(-1, keepdim=True)) * self.w\n")
+    code = translate_source(normed, "layer.py").code
+    assert "self.mlp, MLP" not in code and "hidden_states = self.mlp(hidden_states)\n" in code

@@ -172,9 +172,10 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     (either order), where ``self.mlp`` always holds an instance of a class of the module whose
     forward of one parameter returns a linear (``return self.down_proj(...)``, or bound to a name
     that it returns) of that parameter or of the gated pair its own region made: the residual add
-    goes into that linear's epilogue. One wrapper call assigns ``out``; it runs the forward's gated
-    kernel and then the linear's with the add in its epilogue unless the call would run more than
-    that class's forward (:func:`_inlined`), where it runs the statements as written."""
+    goes into that linear's epilogue, unless the add starts a row region of more ops (an add and the
+    norm after it are one kernel already). One wrapper call assigns ``out``; it runs the forward's
+    gated kernel and then the linear's with the add in its epilogue unless the call would run more
+    than that class's forward (``_inlined``), where it runs the statements as written."""
     if i + 1 >= len(statements):
         return 0
     first, second = statements[i], statements[i + 1]
@@ -194,6 +195,9 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     inlined = _forward_linear(finder, cls)
     if inlined is None:
         return 0
+    later = finder.run(statements, i + 1)
+    if later is not None and len(later[1].program.ops) > 1:
+        return 0  # the add starts a row region (deimv2's add + norm): as many launches either way
     linear, bound, parameter = inlined
     inner = bound["input"]
     gated_call = found.calls.get(finder.lines.span(inner)) if not (type(inner) is ast.Name and inner.id == parameter) else None
