@@ -16,6 +16,11 @@ A linear and the infix op that consumes its result, ``linear(x, w, b) <op> other
 self.scaling``, ``self.dense(h) + residual``. One call of a wrapper of
 :mod:`torch2pypto.rules.epilogue`; the wrapper checks at run time whether ``other`` is a number or a
 tensor of the result's shape (else it runs the expression as written).
+
+A residual add after a submodule whose forward returns a linear (llama's ``h = self.mlp(h)`` then
+``h = residual + h``, :func:`submodule_epilogue`): the add in that linear's epilogue, the forward's
+gated pair (found in its own function, ``regions.Fused.calls``) run before it, both read from the
+submodule. One call of a wrapper of :func:`torch2pypto.rules.epilogue.submodule_definitions`.
 """
 
 from __future__ import annotations
@@ -187,6 +192,8 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     if cls is None or len(call.args) != 1 or call.keywords or not dotted(call.args[0]):
         return 0
     name = first.targets[0].id
+    if {name, second.targets[0].id} & finder.declared:
+        return 0  # global or nonlocal: the statements bind it there
     sides = [(value.left, value.right), (value.right, value.left)]
     other = next((o for h, o in sides if type(h) is ast.Name and h.id == name and dotted(o) and not _reads(o, name)), None)
     add = finder.pending.get(finder.lines.span(value))
