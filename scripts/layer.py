@@ -162,7 +162,7 @@ class Recorder:
     def launch(self, kernel, *tensors) -> None:
         us, tasks = sim_time(kernel, *tensors)
         name = getattr(getattr(kernel, "_original_func", kernel), "__qualname__", "?").split(".")[0]
-        flops, self.flops = self.flops, None  # a wrapper's FLOPs go to its first launch
+        flops, self.flops = self.flops, None  # the FLOPs of the wrapper called last go to its first launch
         self.launches.append(Launch(*self.stage(tensors), name, us, tasks, sum(t.numel() * t.element_size() for t in tensors),
                                     flops))
 
@@ -173,11 +173,12 @@ class Recorder:
         from torch.utils._pytree import tree_map_only
         from torch.utils.flop_counter import FlopCounterMode
 
-        saved, depth = [], [0]
+        saved, depth, metering = [], [0], [False]
 
         def counted(wrapper):
             def call(*args, **kwargs):
-                if depth[0] == 0:
+                if not metering[0]:  # a wrapper another calls (a submodule's linear epilogue's) counts its own launches
+                    metering[0] = True
                     meta = tree_map_only(torch.Tensor, lambda t: torch.empty_strided(
                         t.shape, t.stride(), dtype=t.dtype, device="meta"), (args, kwargs))
                     launchers = [m.PYPTO_LAUNCHER for m in self.modules]
@@ -191,6 +192,7 @@ class Recorder:
                     except Exception:  # noqa: BLE001 - a torch path meta tensors cannot run: unknown FLOPs
                         self.flops = None
                     finally:
+                        metering[0] = False
                         work.paused -= 1
                         for m, launcher in zip(self.modules, launchers):
                             m.PYPTO_LAUNCHER = launcher
