@@ -31,12 +31,12 @@ Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), Â
   64 tokens:   fused 466.1 (8 launches) against per-op 578.0 (38): 1.24x; layer floor 285.8 (HBM:
                387 MiB of weights), fused 1.63x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
                RoPE 20.0 (q and k, 1 launch) against 47.7 (10, 2.39x); residual add + RMSNorm 4.0;
-               q/k/v 75.7 (1 launch), o_proj 47.7; gated gate/up 193.1 and down with the residual add 94.1 (MLP 0.94x
+               q/k/v 75.7 (1 launch), o_proj 47.7; gated gate/up 193.1, down + add 94.1 (MLP 0.94x
                of per-op); sdpa 28.4 (18.9x its floor).
   2048 tokens: fused 5758.1 against per-op 8097.2: 1.41x; floor 2536.5 (898 GFLOP at the cube
                peak), fused 2.27x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); RoPE 393.4
                against 1658.2 (4.21x, 8.1x floor: in-kernel slices and concat); q/k/v 1073.9,
-               o_proj 419.0, gated gate/up 1924.4, down + add 996.8 (1.8-2.2x floor); causal sdpa 867.9
+               o_proj 419.0, gated 1924.4, down + add 996.8 (1.8-2.2x floor); causal sdpa 867.9
                (4.5x its floor, FLOPs counted in full).
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
   fallbacks. Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha
