@@ -28,15 +28,15 @@ attention; causal attention counted in full, as torch counts it). Launch gaps ar
 only widen a per-op chain's time). Figures only, not a test.
 
 Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), µs:
-  64 tokens:   fused 469.3 (9 launches) against per-op 578.0 (38): 1.23x; layer floor 285.8 (HBM:
-               387 MiB of weights), fused 1.64x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
+  64 tokens:   fused 466.1 (8 launches) against per-op 578.0 (38): 1.24x; layer floor 285.8 (HBM:
+               387 MiB of weights), fused 1.63x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
                RoPE 20.0 (q and k, 1 launch) against 47.7 (10, 2.39x); residual add + RMSNorm 4.0;
-               q/k/v 75.7 (1 launch), o_proj 47.7; gated gate/up 193.1 and down 94.1 (MLP 0.94x
+               q/k/v 75.7 (1 launch), o_proj 47.7; gated gate/up 193.1, down + add 94.1 (MLP 0.94x
                of per-op); sdpa 28.4 (18.9x its floor).
-  2048 tokens: fused 5802.0 against per-op 8097.2: 1.40x; floor 2536.5 (898 GFLOP at the cube
-               peak), fused 2.29x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); RoPE 393.4
+  2048 tokens: fused 5758.1 against per-op 8097.2: 1.41x; floor 2536.5 (898 GFLOP at the cube
+               peak), fused 2.27x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); RoPE 393.4
                against 1658.2 (4.21x, 8.1x floor: in-kernel slices and concat); q/k/v 1073.9,
-               o_proj 419.0, gated gate/up 1924.4, down 996.1 (1.8-2.2x floor); causal sdpa 867.9
+               o_proj 419.0, gated 1924.4, down + add 996.8 (1.8-2.2x floor); causal sdpa 867.9
                (4.5x its floor, FLOPs counted in full).
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
   fallbacks. Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha
@@ -162,7 +162,7 @@ class Recorder:
     def launch(self, kernel, *tensors) -> None:
         us, tasks = sim_time(kernel, *tensors)
         name = getattr(getattr(kernel, "_original_func", kernel), "__qualname__", "?").split(".")[0]
-        flops, self.flops = self.flops, None  # a wrapper's FLOPs go to its first launch
+        flops, self.flops = self.flops, None  # the FLOPs of the wrapper called last go to its first launch
         self.launches.append(Launch(*self.stage(tensors), name, us, tasks, sum(t.numel() * t.element_size() for t in tensors),
                                     flops))
 
@@ -173,11 +173,12 @@ class Recorder:
         from torch.utils._pytree import tree_map_only
         from torch.utils.flop_counter import FlopCounterMode
 
-        saved, depth = [], [0]
+        saved, depth, metering = [], [0], [False]
 
         def counted(wrapper):
             def call(*args, **kwargs):
-                if depth[0] == 0:
+                if not metering[0]:  # a wrapper another calls (a submodule's linear epilogue's) counts its own launches
+                    metering[0] = True
                     meta = tree_map_only(torch.Tensor, lambda t: torch.empty_strided(
                         t.shape, t.stride(), dtype=t.dtype, device="meta"), (args, kwargs))
                     launchers = [m.PYPTO_LAUNCHER for m in self.modules]
@@ -191,6 +192,7 @@ class Recorder:
                     except Exception:  # noqa: BLE001 - a torch path meta tensors cannot run: unknown FLOPs
                         self.flops = None
                     finally:
+                        metering[0] = False
                         work.paused -= 1
                         for m, launcher in zip(self.modules, launchers):
                             m.PYPTO_LAUNCHER = launcher

@@ -12,9 +12,12 @@ the expression as written.
 
 from __future__ import annotations
 
+import textwrap
+
 from torch2pypto.rules import gated, templates, wrappers
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.cube import MAX_DIM
+from torch2pypto.rules.fusion import INLINED
 from torch2pypto.schema.entry import Entry
 from torch2pypto.rules.steps import Apply, Step
 
@@ -145,3 +148,34 @@ def activation_definitions(wrapper: str, where: str, kind: str | None, act: str 
         ("_epilogue_takes", "_cube_tiles", "_cube_operands", *(d.name for d in built), *needs), after=prologue,
     )
     return (*built, templates.CUBE_TILES, templates.CUBE_OPERANDS, EPILOGUE_TAKES, *run_time, fallback, source)
+
+
+def submodule_definitions(wrapper: str, where: str, params: list[str], torch_source: str, roles: tuple[str, str, str, str],
+                          inner: str, linear: tuple[str, str | None], linear_first: bool, needs: tuple[str, ...]) -> tuple[Definition, ...]:
+    """A residual add in the linear a submodule's forward returns (``out = residual + self.mlp(x)``):
+    the wrapper runs ``inner`` (the forward's value the linear takes: its parameter, or its gated
+    pair's call, ``needs``), then the linear with the add in its epilogue (:func:`definitions`),
+    unless the call would run more than that class's forward (``_inlined``), where it runs
+    ``torch_source``. ``roles``: the parameters holding x, the residual, the submodule and its
+    class; ``linear``: the weight and bias as the wrapper reads them from the submodule."""
+    x, residual, module, cls = roles
+    fallback = wrappers.region_fallback(wrapper, where, [x, residual, module], torch_source)
+    epilogue = f"{wrapper.rpartition('_')[0]}_epilogue_1sites"
+    names = ("x", "weight", "bias" if linear[1] else None, "residual")
+    linear_call = f"torch.nn.functional.linear(x, weight, {names[2] or 'None'})"
+    inner_source = f"return {linear_call} + residual\n" if linear_first else f"return residual + {linear_call}\n"
+    built = definitions(epilogue, f"{where} (its epilogue)", "add", (TENSOR, NUMBER), [n for n in names if n], inner_source, names)
+    doc = textwrap.fill(f"{where} as one PyPTO kernel: {cls}.forward inlined, its linear with x + y in the epilogue.", 92,
+                        subsequent_indent="    ")
+    more = textwrap.fill(
+        f"What the forward computes before its linear runs as there (its gated pair's kernel); the linear's product on "
+        f"the cube, rounded where torch's linear rounds it, then pypto.add of {residual} in the vector epilogue "
+        f"({epilogue}). A submodule whose call runs more than its class's forward runs {fallback.name}.",
+        92, initial_indent="    ", subsequent_indent="    ")
+    weight, bias = linear
+    source = (
+        f'def {wrapper}({", ".join(params)}):\n    """{doc}\n\n{more}\n    """\n'
+        f"    if not _inlined(({module}, {cls})):\n        return {fallback.name}({x}, {residual}, {module})\n"
+        f"    return {epilogue}({inner}, {weight}, {', '.join([bias] if bias else [])}{', ' if bias else ''}{residual})\n"
+    )
+    return (*built, INLINED, fallback, Definition(wrapper, source, ("_inlined", fallback.name, epilogue, *needs)))

@@ -16,6 +16,11 @@ A linear and the infix op that consumes its result, ``linear(x, w, b) <op> other
 self.scaling``, ``self.dense(h) + residual``. One call of a wrapper of
 :mod:`torch2pypto.rules.epilogue`; the wrapper checks at run time whether ``other`` is a number or a
 tensor of the result's shape (else it runs the expression as written).
+
+A residual add after a submodule whose forward returns a linear (llama's ``h = self.mlp(h)`` then
+``h = residual + h``, :func:`submodule_epilogue`): the add in that linear's epilogue, the forward's
+gated pair (found in its own function, ``regions.Fused.calls``) run before it, both read from the
+submodule. One call of a wrapper of :func:`torch2pypto.rules.epilogue.submodule_definitions`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import ast
 
 from torch2pypto.rules import epilogue, gated
 from torch2pypto.rules.fusion import ROWS, Param, name_of
-from torch2pypto.translator.engine.linears import BIAS, MODULE, OTHER, WEIGHT, dotted, find_activation, find_linear, source_text, wrapper_param
+from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
+from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
 
 
@@ -163,3 +169,165 @@ def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gat
     ops = ("linear", kind or source_text(finder, activated_node.func), "linear", "x * y")
     kernel = f"gated_{kind}_kernel" if kind else "gated_<activation>_kernel"
     _record(finder, node, attempts, wrapper, Region, ops, kernel, params, tuple(op for op in ("linear", kind) if op), definitions, found)
+    found.calls[finder.lines.span(node)] = (wrapper, tuple(params.values()), definitions)
+
+
+def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int:
+    """How many statements from ``i`` (0 or 2) are ``h = self.mlp(x)`` then ``out = residual + h``
+    (either order), where ``self.mlp`` always holds an instance of a class of the module whose
+    forward of one parameter returns a linear (``return self.down_proj(...)``, or bound to a name
+    that it returns) of that parameter or of the gated pair its own region made: the residual add
+    goes into that linear's epilogue, unless the add starts a row region of more ops (an add and the
+    norm after it are one kernel already). One wrapper call assigns ``out``; it runs the forward's
+    gated kernel and then the linear's with the add in its epilogue unless the call would run more
+    than that class's forward (``_inlined``), where it runs the statements as written."""
+    if i + 1 >= len(statements):
+        return 0
+    first, second = statements[i], statements[i + 1]
+    call = _assigned(first)
+    value = _assigned(second)
+    if call is None or value is None or type(call) is not ast.Call or type(value) is not ast.BinOp or type(value.op) is not ast.Add:
+        return 0
+    cls = finder.sites.inference.held_class(call.func)
+    if cls is None or len(call.args) != 1 or call.keywords or not dotted(call.args[0]):
+        return 0
+    name = first.targets[0].id
+    if {name, second.targets[0].id} & finder.declared:
+        return 0  # global or nonlocal: the statements bind it there
+    sides = [(value.left, value.right), (value.right, value.left)]
+    other = next((o for h, o in sides if type(h) is ast.Name and h.id == name and dotted(o) and not _reads(o, name)), None)
+    add = finder.pending.get(finder.lines.span(value))
+    if other is None or add is None or name != second.targets[0].id and _read_after(finder, name, first, second):
+        return 0
+    inlined = _forward_linear(finder, cls)
+    if inlined is None:
+        return 0
+    later = finder.run(statements, i + 1)
+    if later is not None and len(later[1].program.ops) > 1:
+        return 0  # the add starts a row region (deimv2's add + norm): as many launches either way
+    linear, bound, parameter = inlined
+    inner = bound["input"]
+    gated_call = found.calls.get(finder.lines.span(inner)) if not (type(inner) is ast.Name and inner.id == parameter) else None
+    if gated_call is None and not (type(inner) is ast.Name and inner.id == parameter):
+        return 0
+    return _emit_submodule(finder, (first, second), call, cls, other, value, add, bound, parameter, gated_call, found)
+
+
+def _assigned(statement: ast.stmt) -> ast.expr | None:
+    """The value of ``name = <expr>``, else None."""
+    if type(statement) is not ast.Assign or len(statement.targets) != 1 or type(statement.targets[0]) is not ast.Name:
+        return None
+    return statement.value
+
+
+def _reads(node: ast.expr, name: str) -> bool:
+    return any(type(n) is ast.Name and n.id == name for n in ast.walk(node))
+
+
+def _read_after(finder, name: str, first: ast.stmt, second: ast.stmt) -> bool:
+    """Whether the function reads ``name`` anywhere but in ``second`` (after ``first``, in a loop
+    around them, or in a nested function)."""
+    inside = {id(n) for n in ast.walk(second)}
+    end = (first.end_lineno, first.end_col_offset)
+    return any(
+        n.id == name and id(n) not in inside and ((n.lineno, n.col_offset) > end or id(n) in finder.loop or id(n) in finder.deferred)
+        for n in finder.loads
+    )
+
+
+def _forward_linear(finder, cls: ast.ClassDef):
+    """(the linear's attempt, its bound arguments, the forward's parameter) if ``cls``'s forward
+    takes one parameter and returns a linear of a held nn module, written ``return linear(...)``
+    or ``v = linear(...); return v``, whose weight and bias are ``self`` attributes; else None."""
+    inference = finder.sites.inference
+    forward = inference.method(cls, "forward")
+    if forward is None or inference.method(cls, "__call__") is not None or forward.decorator_list:
+        return None
+    args = forward.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults or len(args.args) != 2:
+        return None
+    body = forward.body[1:] if type(forward.body[0]) is ast.Expr and type(forward.body[0].value) is ast.Constant else forward.body
+    if len(body) == 2 and _assigned(body[0]) is not None and type(body[1]) is ast.Return and type(body[1].value) is ast.Name \
+            and body[1].value.id == body[0].targets[0].id:
+        node = body[0].value
+    elif len(body) == 1 and type(body[0]) is ast.Return:
+        node = body[0].value
+    else:
+        return None
+    attempt = finder.pending.get(finder.lines.span(node)) if type(node) is ast.Call else None
+    entry = attempt.resolved.entry if attempt is not None else None
+    if entry is None or entry.op != "linear" or attempt.resolved.method or attempt.resolved.held is None:
+        return None
+    try:
+        bound = bind(entry.params, ast_args(node) + ast_held(node, attempt.resolved.held), None, entry.aliases)
+    except BindError:
+        return None
+    if not all(_self_rooted(bound[p]) for p in ("weight", "bias") if p in bound) or "input" not in bound:
+        return None
+    return attempt, bound, args.args[1].arg
+
+
+def _self_rooted(node: ast.expr) -> bool:
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name and node.id == "self"
+
+
+def _emit_submodule(finder, statements, call, cls, other, value, add, bound, parameter, gated_call, found) -> int:
+    from torch2pypto.translator.engine.regions import Region, _comments  # regions calls this module
+
+    if cls.name in {n.id for n in ast.walk(finder.function) if type(n) is ast.Name and type(n.ctx) is not ast.Load} \
+            | {a.arg for a in ast.walk(finder.function.args) if type(a) is ast.arg}:
+        return 0  # the class's name is a local where it is called
+    params: dict[str, Param] = {}
+    x = wrapper_param(finder, params, call.args[0], ROWS)
+    residual = wrapper_param(finder, params, other, ROWS)
+    module = wrapper_param(finder, params, call.func, MODULE)
+    kind = unique_name(cls.name, {p.name for p in params.values()})
+    params[f"class {cls.name}"] = Param(kind, "class", cls.name)
+
+    def outer(source: str) -> str | None:  # a value of the forward, as the wrapper reads it
+        if source == "self" or source.startswith("self."):
+            return module + source.removeprefix("self")
+        return x if source == parameter else None
+
+    if gated_call is None:
+        inner, definitions, needs, inner_params = x, (), (), ()
+    else:
+        wrapper, inner_params, definitions = gated_call
+        read = [outer(p.source) for p in inner_params]
+        if None in read:
+            return 0
+        inner, needs = f"{wrapper}({', '.join(read)})", (wrapper,)
+    linear = outer(source_text(finder, bound["weight"])), outer(source_text(finder, bound["bias"])) if "bias" in bound else None
+    # what the wrapper reads from the submodule, for --verify's instance of its class
+    derived: dict[str, Param] = {}
+    back = (BACK_WEIGHT if gated_call else SQUARE_WEIGHT, BACK_BIAS)
+    for kind_of, read in [*((p.kind, outer(p.source)) for p in inner_params if p.source.startswith("self.")), *zip(back, linear)]:
+        if read is not None and read not in derived:
+            taken = {p.name for p in (*params.values(), *derived.values())}
+            derived[read] = Param(unique_name(read.rpartition(".")[0].rpartition(".")[2] + "_" + read.rpartition(".")[2]
+                                              if read.count(".") > 1 else read.rpartition(".")[2], taken), kind_of, read)
+    linear_first = value.left is not other
+    where = f"{finder.function.name}'s residual add in {cls.name}.forward's linear"
+    called = f"{module}({x})"
+    torch_source = f"return {called} + {residual}\n" if linear_first else f"return {residual} + {called}\n"
+    attempts = [add]
+    name = name_of(finder.function.name, f"{cls.name}\n{torch_source}", len(attempts))
+    definitions = (*definitions, *epilogue.submodule_definitions(
+        name, where, [p.name for p in params.values()], torch_source, (x, residual, module, kind), inner, linear, linear_first, needs))
+    first, last = statements
+    span = finder.lines.span(first)[:2] + finder.lines.span(last)[2:]
+    start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
+    for a in attempts:
+        a.status, a.reason, a.pypto_api = CONVERTED, "", f"{name} (fused)"
+    ops = (f"{cls.name}.forward", "linear", "x + y")
+    found.regions.append(Region(finder.path, span, finder.function.name, ops, name, epilogue.kernel_name("add", epilogue.TENSOR, False),
+                                (*params.values(), *derived.values()), ("linear", "add"), None, ((module, kind),),
+                                tuple((p.name, p.source) for p in derived.values())))
+    indent = finder.text[finder.lines.offset(span[0], 0) : start]
+    newline = "\r\n" if "\r\n" in finder.text[start:end] else "\r" if "\r" in finder.text[start:end] else "\n"
+    new = "".join(f"{c}{newline}{indent}" for c in _comments(finder.text[start:end]))
+    found.edits.append((start, end, new + f"{last.targets[0].id} = {name}({', '.join(p.source for p in params.values())})"))
+    found.definitions.extend((start, d) for d in definitions)
+    return 2

@@ -19,6 +19,9 @@ RESERVED = frozenset({"a", "n", "k", "out", "kernel", "biased", "activation", "k
 # the parameter kinds of gated and epilogue wrappers besides rows and numbers: a linear's weight and
 # bias, an activation module, an epilogue's other operand (a number or a tensor, known at run time)
 WEIGHT, BIAS, MODULE, OTHER = "weight", "bias", "module", "other"
+# a linear a submodule's forward returns, read from the submodule (epilogues.submodule_epilogue):
+# its weight from a gated pair's width back to the rows' width, or the rows' width to itself; its bias
+BACK_WEIGHT, SQUARE_WEIGHT, BACK_BIAS = "back weight", "square weight", "back bias"
 
 
 def unique_name(base: str, taken: set[str]) -> str:

@@ -91,6 +91,9 @@ class Fused:
     regions: list[Region]
     edits: list[tuple[int, int, str]]
     definitions: list[tuple[int, Definition]]  # (offset of the region, definition)
+    # a gated pair's call by span: (wrapper, parameters, definitions), for a caller that inlines
+    # the forward holding it (epilogues.submodule_epilogue)
+    calls: dict = dataclasses.field(default_factory=dict)
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -259,6 +262,10 @@ class Finder:
         self.loop_node = loop
         i, ahead = 0, None  # ahead: the run found from a statement after a region (groups.joined)
         while i < len(statements):
+            inlined = epilogues.submodule_epilogue(self, statements, i, found)
+            if inlined:
+                i, ahead = i + inlined, None
+                continue
             grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
             if not grouped and halves.chunked_pair(self, statements, i, found):
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel

@@ -25,7 +25,7 @@ from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.fusion import ROWS, VECTOR
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
-from torch2pypto.translator.engine.linears import BIAS, MODULE, OTHER, WEIGHT
+from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT
 from torch2pypto.translator.engine.regions import Region
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
 from torch2pypto.translator.engine.transform import Conversion
@@ -117,6 +117,10 @@ _GATED = {
     BIAS: lambda entry, shape, dtype, generator: samples.tensor(entry, (_GATED_N,), dtype, generator),
     MODULE: lambda entry, shape, dtype, generator: torch.nn.SiLU(),
     OTHER: lambda entry, shape, dtype, generator: samples.tensor(entry, (*shape[:-1], _GATED_N), dtype, generator),
+    # the linear a submodule's forward returns, back to the rows' width (from a gated pair's, or from it)
+    BACK_WEIGHT: lambda entry, shape, dtype, generator: samples.tensor(entry, (shape[-1], _GATED_N), dtype, generator) / _GATED_N ** 0.5,
+    SQUARE_WEIGHT: lambda entry, shape, dtype, generator: samples.tensor(entry, (shape[-1], shape[-1]), dtype, generator) / shape[-1] ** 0.5,
+    BACK_BIAS: lambda entry, shape, dtype, generator: samples.tensor(entry, (shape[-1],), dtype, generator),
 }
 _DOMAINS = ("positive", "unit", "nonfinite")  # a region samples in the first of these an entry of it has
 
