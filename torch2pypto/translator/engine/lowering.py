@@ -643,16 +643,17 @@ def _group(expression: str) -> str:
 
 
 def _literal(node: ast.expr | None, failed=Ellipsis):
-    """``ast.literal_eval``'s value of ``node``; ``failed`` where it raises (at once for the nodes it
-    surely rejects: names, attributes, subscripts, comparisons, calls other than ``set()``, a
-    ``+``/``-`` of no number on the right)."""
+    """``ast.literal_eval``'s value of ``node``; ``failed`` where it raises (at once where the
+    expression holds a node it surely rejects: names, attributes, subscripts, comparisons, calls
+    other than ``set()`` (its name aside), a ``+``/``-`` of no number on the right; its raising costs more)."""
     if node is None:
         return None
-    kind = type(node)
-    if kind in _NO_LITERAL or kind is ast.BinOp and type(node.right) is not ast.Constant or kind is ast.Call and not (
-        type(node.func) is ast.Name and node.func.id == "set" and not node.args and not node.keywords
-    ):
-        return failed
+    for n in walk(node):
+        kind = type(n)
+        if kind in _NO_LITERAL and not (kind is ast.Name and n.id == "set") or kind is ast.BinOp and type(n.right) is not ast.Constant or kind is ast.Call and not (
+            type(n.func) is ast.Name and n.func.id == "set" and not n.args and not n.keywords
+        ):
+            return failed
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
