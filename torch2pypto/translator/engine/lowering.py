@@ -240,7 +240,7 @@ class Built:
         if type(func) is ast.Attribute and func.attr in _QUERIES:
             return True
         helper = self.module_function(func) if depth < _INLINE_DEPTH else None
-        nodes = list(own_nodes(helper)) if helper is not None else []
+        nodes = own_nodes(helper) if helper is not None else ()
         if helper is None or any(isinstance(n, _WRITES) for n in nodes):
             return False
         if any(isinstance(n, (ast.Attribute, ast.Subscript)) and type(n.ctx) is not ast.Load for n in nodes):
@@ -616,14 +616,17 @@ class Built:
         return "\n".join(lines) + "\n"
 
 
-def own_nodes(function):
-    """The nodes of a function, not those of functions and classes nested in it."""
-    stack = list(function.body)
+@functools.lru_cache(maxsize=256)
+def own_nodes(function) -> tuple[ast.AST, ...]:
+    """The nodes of a function, not those of functions and classes nested in it (walked once: its
+    locals, its regions' checks and the inlining of its callers read them)."""
+    nodes, stack = [], list(function.body)
     while stack:
         node = stack.pop()
-        yield node
+        nodes.append(node)
         if not isinstance(node, (*FUNCTIONS, ast.ClassDef, ast.Lambda)):
             stack.extend(children(node))
+    return tuple(nodes)
 
 
 _QUERIES = frozenset({"size", "dim", "numel", "stride"})  # tensor methods that read shapes only
