@@ -240,7 +240,7 @@ class Built:
         if type(func) is ast.Attribute and func.attr in _QUERIES:
             return True
         helper = self.module_function(func) if depth < _INLINE_DEPTH else None
-        nodes = list(own_nodes(helper)) if helper is not None else []
+        nodes = own_nodes(helper) if helper is not None else ()
         if helper is None or any(isinstance(n, _WRITES) for n in nodes):
             return False
         if any(isinstance(n, (ast.Attribute, ast.Subscript)) and type(n.ctx) is not ast.Load for n in nodes):
@@ -616,14 +616,17 @@ class Built:
         return "\n".join(lines) + "\n"
 
 
-def own_nodes(function):
-    """The nodes of a function, not those of functions and classes nested in it."""
-    stack = list(function.body)
+@functools.lru_cache(maxsize=256)
+def own_nodes(function) -> tuple[ast.AST, ...]:
+    """The nodes of a function, not those of functions and classes nested in it (walked once: its
+    locals, its regions' checks and the inlining of its callers read them)."""
+    nodes, stack = [], list(function.body)
     while stack:
         node = stack.pop()
-        yield node
+        nodes.append(node)
         if not isinstance(node, (*FUNCTIONS, ast.ClassDef, ast.Lambda)):
             stack.extend(children(node))
+    return tuple(nodes)
 
 
 _QUERIES = frozenset({"size", "dim", "numel", "stride"})  # tensor methods that read shapes only
@@ -643,16 +646,17 @@ def _group(expression: str) -> str:
 
 
 def _literal(node: ast.expr | None, failed=Ellipsis):
-    """``ast.literal_eval``'s value of ``node``; ``failed`` where it raises (at once for the nodes it
-    surely rejects: names, attributes, subscripts, comparisons, calls other than ``set()``, a
-    ``+``/``-`` of no number on the right)."""
+    """``ast.literal_eval``'s value of ``node``; ``failed`` where it raises (at once where the
+    expression holds a node it surely rejects: names, attributes, subscripts, comparisons, calls
+    other than ``set()`` (its name aside), a ``+``/``-`` of no number on the right; its raising costs more)."""
     if node is None:
         return None
-    kind = type(node)
-    if kind in _NO_LITERAL or kind is ast.BinOp and type(node.right) is not ast.Constant or kind is ast.Call and not (
-        type(node.func) is ast.Name and node.func.id == "set" and not node.args and not node.keywords
-    ):
-        return failed
+    for n in walk(node):
+        kind = type(n)
+        if kind in _NO_LITERAL and not (kind is ast.Name and n.id == "set") or kind is ast.BinOp and type(n.right) is not ast.Constant or kind is ast.Call and not (
+            type(n.func) is ast.Name and n.func.id == "set" and not n.args and not n.keywords
+        ):
+            return failed
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

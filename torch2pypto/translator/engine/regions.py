@@ -221,6 +221,7 @@ class Finder:
         self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
         self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
         self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
+        self._ahead: dict[int, tuple[list, list[float]]] = {}  # id of a block -> (it, _ops_ahead of each statement)
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
@@ -292,6 +293,8 @@ class Finder:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
         statement extends the build of the ones before it; where one does not fit, the longest
         region found so far is built again from its statements."""
+        if self._ops_ahead(statements, i) < 2:
+            return None  # no build from i makes two ops
         best, built, j = None, None, i
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
@@ -314,6 +317,18 @@ class Finder:
             built = self.build(statements[i:best])
             built.outputs = self.outputs(statements[i:best], built)
         return best, built
+
+    def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
+        """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
+        :meth:`_ops_at_most` over the statements from ``i`` that may join it, found once per block."""
+        known = self._ahead.get(id(statements))
+        if known is None or known[0] is not statements:
+            ahead, count = [0.0] * len(statements), 0.0
+            for j in range(len(statements) - 1, -1, -1):
+                count = min(2, count + self._ops_at_most(statements[j].value)) if candidate(statements[j]) else 0.0
+                ahead[j] = count
+            known = self._ahead[id(statements)] = (statements, ahead)  # the block kept, so that its id is not reused
+        return known[1][i]
 
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose

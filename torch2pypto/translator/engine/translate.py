@@ -6,6 +6,7 @@ import ast
 import collections
 import dataclasses
 import functools
+import gc
 import re
 import tokenize
 from typing import Callable
@@ -48,6 +49,29 @@ class Translation:
         return self.code != self.source
 
 
+def _collector_paused(translate: Callable[..., Translation]) -> Callable[..., Translation]:
+    """``translate`` with Python's cyclic garbage collector paused while it runs (unless it was
+    off already). A translation builds a large graph of long-lived objects (the ``ast``, scopes,
+    inference, libcst nodes) that the collector would scan again and again, for little garbage:
+    paused, a module translates about a third faster and the time stays linear in its size. The
+    young objects are collected after each chunk (:func:`translate_source`) and after the call,
+    so that no cycle of one translation outlives it."""
+
+    @functools.wraps(translate)
+    def paused(*args, **kwargs) -> Translation:
+        if not gc.isenabled():
+            return translate(*args, **kwargs)
+        gc.disable()
+        try:
+            return translate(*args, **kwargs)
+        finally:
+            gc.enable()
+            gc.collect(0)
+
+    return paused
+
+
+@_collector_paused
 def translate_source(
     source: str | bytes,
     path: str = "<string>",
@@ -102,6 +126,9 @@ def translate_source(
         for definition in chunk_definitions:
             definitions.setdefault(definition.name, definition)
         spelt_free_torch |= sites.inference.spelt_free_torch
+        if len(cut) > 1:  # the chunk's ast and inference, in cycles, freed before the next chunk is read
+            del index, sites, attempts, elsewhere, fused
+            gc.collect(0)
     ordered = emit.ordered(definitions.values())
     if kernels_module is None:
         edits += emit.section_edits(text, module.outline, ordered) if ordered else []
