@@ -10,7 +10,7 @@ import torch
 
 from torch2pypto.rules import codegen
 from torch2pypto.rules import cube as cube_rules
-from torch2pypto.runtime import attention, casting, contraction, conv, cube, grad, launch, layout, operands, tiles
+from torch2pypto.runtime import attention, casting, contraction, conv, cube, gated, grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -69,8 +69,9 @@ def test_a_synthetic_module_copies_its_blocks_with_their_needs(monkeypatch, tmp_
 
 def test_every_runtime_statement_is_copied_by_one_definition():
     """No dead code in the runtime package: each top-level name is some definition's (the
-    families copy theirs when they load)."""
+    families copy theirs when they load, as do the engine's fusions)."""
     import torch2pypto.rules  # noqa: F401  (registers every family)
+    from torch2pypto.rules import epilogue, gated  # noqa: F401  (the gated pair's and a linear epilogue's)
 
     for path in sorted(codegen._RUNTIME_DIR.glob("[!_]*.py")):
         if path.stem == "generated":  # stubs: their source is built per translation
@@ -405,6 +406,57 @@ def test_conv_takes_positions_up_to_max_dim(launcher):
 
 def test_conv_takes_nothing_off_the_kernel_path():
     assert not conv._conv_takes(torch.randn(2, 3, 8), torch.randn(4, 3, 1), None, 1, 0, 1, 1, 1)
+
+
+def test_activation_kind_names_the_modules_a_kernel_computes():
+    from transformers.activations import ACT2FN
+
+    nn = torch.nn
+    assert [gated._activation_kind(m) for m in (nn.SiLU(), nn.GELU(), nn.GELU(approximate="tanh"))] == ["silu", "gelu", "gelu_tanh"]
+    assert [gated._activation_kind(ACT2FN[n]) for n in ("silu", "gelu", "gelu_pytorch_tanh")] == ["silu", "gelu", "gelu_tanh"]
+    assert gated._activation_kind(nn.SiLU(inplace=True)) is None  # changes its input
+    assert gated._activation_kind(nn.ReLU()) is None and gated._activation_kind(torch.nn.functional.silu) is None
+    assert gated._activation_kind(ACT2FN["gelu_new"]) is None  # tanh's formula, not torch's gelu
+
+
+def test_activation_kind_refuses_a_module_whose_call_is_not_its_class_forward():
+    hooked = torch.nn.SiLU()
+    hooked.register_forward_hook(lambda *args: None)
+    patched = torch.nn.GELU()
+    patched.forward = lambda x: x
+    assert gated._activation_kind(hooked) is None and gated._activation_kind(patched) is None
+
+    class Mine(torch.nn.SiLU):  # a subclass: its forward is SiLU's, its name is not
+        pass
+
+    class Own(torch.nn.SiLU):
+        def forward(self, x):
+            return x
+
+    assert gated._activation_kind(Mine()) is None and gated._activation_kind(Own()) is None
+
+
+def test_gated_takes_two_weights_of_x_k_and_both_biases_or_none(launcher):
+    x, wg, wu, bg, bu = torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5, 4), torch.randn(5), torch.randn(5)
+    assert gated._gated_takes(x, wg, None, wu, None) and gated._gated_takes(x, wg, bg, wu, bu)
+    assert not gated._gated_takes(x, wg, bg, wu, None) and not gated._gated_takes(x, wg, None, wu, bu)  # one bias
+    assert not gated._gated_takes(x, wg, None, wu.half(), None) and not gated._gated_takes(x.double(), wg.double(), None, wu.double(), None)
+    assert not gated._gated_takes(x, wg, None, torch.randn(6, 4), None)  # the projections differ
+    assert not gated._gated_takes(torch.randn(2, 3), wg, None, wu, None)  # k mismatched: torch raises
+    assert not gated._gated_takes(x, wg, torch.randn(4), wu, torch.randn(4)) and not gated._gated_takes(x, wg[None], None, wu[None], None)
+    assert not gated._gated_takes(torch.tensor(1.0), wg, None, wu, None)
+
+
+def test_gated_takes_k_up_to_max_dim(launcher):
+    k = cube_rules.MAX_DIM
+    w = torch.randn(1, k)
+    assert gated._gated_takes(torch.randn(1, k), w, None, w, None)
+    w = torch.randn(1, k + 1)
+    assert not gated._gated_takes(torch.randn(1, k + 1), w, None, w, None)
+
+
+def test_gated_takes_nothing_off_the_kernel_path():
+    assert not gated._gated_takes(torch.randn(2, 4), torch.randn(5, 4), None, torch.randn(5, 4), None)
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])

@@ -18,9 +18,8 @@ import dataclasses
 from typing import Callable
 
 from torch2pypto.rules import cube, templates, wrappers
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.kernel_ir import Assign, Stmt, pypto
-from torch2pypto.rules.cube import MAX_DIM
 from torch2pypto.schema.entry import Entry
 
 FP32 = templates.FP32
@@ -82,33 +81,8 @@ def kernels(names=tuple(ACTIVATIONS)) -> tuple[Definition, ...]:
     )
 
 
-ACTIVATION_KIND = Definition(
-    "_activation_kind",
-    '''\
-def _activation_kind(act):
-    """The activation a gated or linear-epilogue kernel computes for module `act` (torch's SiLU and GELU, transformers'
-    SiLUActivation, GELUActivation and GELUTanh), or None: another module, an in-place one, one whose
-    call would run hooks or a forward of its own."""
-    if not isinstance(act, torch.nn.Module) or act._forward_hooks or act._forward_pre_hooks or "forward" in vars(act):
-        return None
-    kind = type(act)
-    if kind.forward.__qualname__ != kind.__qualname__ + ".forward":
-        return None
-    name, held = kind.__module__ + "." + kind.__qualname__, getattr(act, "act", None)
-    if name == "torch.nn.modules.activation.SiLU":
-        return None if act.inplace else "silu"
-    if name == "torch.nn.modules.activation.GELU":
-        return {"none": "gelu", "tanh": "gelu_tanh"}.get(act.approximate)
-    if name == "transformers.activations.SiLUActivation":
-        return "silu"
-    if name == "transformers.activations.GELUActivation" and held is torch.nn.functional.gelu:
-        return "gelu"
-    if name == "transformers.activations.GELUTanh" and isinstance(held, functools.partial):
-        tanh = held.func is torch.nn.functional.gelu and not held.args and held.keywords == {"approximate": "tanh"}
-        return "gelu_tanh" if tanh else None
-    return None
-''',
-)
+ACTIVATION_KIND = copied("gated", "_activation_kind")
+
 
 def chosen(kind: str | None, act: str | None, kernel: Callable[[str, bool], str], why: str, otherwise: str,
            linear: Entry) -> tuple[str, str, tuple[Definition, ...], tuple[str, ...]]:
@@ -125,24 +99,7 @@ def chosen(kind: str | None, act: str | None, kernel: Callable[[str, bool], str]
             ("_activation_kind", f"pypto_{linear.op}"))
 
 
-GATED_TAKES = Definition(
-    "_gated_takes",
-    f'''\
-def _gated_takes(x, wg, bg, wu, bu):
-    """Whether a gated kernel computes `act(linear(x, wg, bg)) * linear(x, wu, bu)`: tensors of one
-    float dtype on the kernel path, weights [n, k] of x's k (at most {MAX_DIM}), biases both None or
-    both [n]."""
-    biases = [b for b in (bg, bu) if b is not None]
-    tensors = [x, wg, wu, *biases]
-    if len(biases) == 1 or not all(isinstance(t, torch.Tensor) and t.dtype == x.dtype for t in tensors):
-        return False
-    if not _on_kernel_path(*tensors) or x.dim() < 1 or wg.dim() != 2 or wu.shape != wg.shape:
-        return False
-    n, k = wg.shape
-    return x.shape[-1] == k <= {MAX_DIM} and all(b.shape == (n,) for b in biases)
-''',
-    ("_on_kernel_path",),
-)
+GATED_TAKES = copied("gated", "_gated_takes")
 
 
 HALVES = Definition(

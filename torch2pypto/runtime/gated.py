@@ -1,0 +1,46 @@
+"""The gated pair's host helpers: the activation a module computes, and whether a gated kernel
+takes a call's operands."""
+
+import functools
+
+import torch
+
+from torch2pypto.runtime.launch import _on_kernel_path
+
+
+def _activation_kind(act):
+    """The activation a gated or linear-epilogue kernel computes for module `act` (torch's SiLU and GELU, transformers'
+    SiLUActivation, GELUActivation and GELUTanh), or None: another module, an in-place one, one whose
+    call would run hooks or a forward of its own."""
+    if not isinstance(act, torch.nn.Module) or act._forward_hooks or act._forward_pre_hooks or "forward" in vars(act):
+        return None
+    kind = type(act)
+    if kind.forward.__qualname__ != kind.__qualname__ + ".forward":
+        return None
+    name, held = kind.__module__ + "." + kind.__qualname__, getattr(act, "act", None)
+    if name == "torch.nn.modules.activation.SiLU":
+        return None if act.inplace else "silu"
+    if name == "torch.nn.modules.activation.GELU":
+        return {"none": "gelu", "tanh": "gelu_tanh"}.get(act.approximate)
+    if name == "transformers.activations.SiLUActivation":
+        return "silu"
+    if name == "transformers.activations.GELUActivation" and held is torch.nn.functional.gelu:
+        return "gelu"
+    if name == "transformers.activations.GELUTanh" and isinstance(held, functools.partial):
+        tanh = held.func is torch.nn.functional.gelu and not held.args and held.keywords == {"approximate": "tanh"}
+        return "gelu_tanh" if tanh else None
+    return None
+
+
+def _gated_takes(x, wg, bg, wu, bu):
+    """Whether a gated kernel computes `act(linear(x, wg, bg)) * linear(x, wu, bu)`: tensors of one
+    float dtype on the kernel path, weights [n, k] of x's k (at most 65535), biases both None or
+    both [n]."""
+    biases = [b for b in (bg, bu) if b is not None]
+    tensors = [x, wg, wu, *biases]
+    if len(biases) == 1 or not all(isinstance(t, torch.Tensor) and t.dtype == x.dtype for t in tensors):
+        return False
+    if not _on_kernel_path(*tensors) or x.dim() < 1 or wg.dim() != 2 or wu.shape != wg.shape:
+        return False
+    n, k = wg.shape
+    return x.shape[-1] == k <= 65535 and all(b.shape == (n,) for b in biases)
