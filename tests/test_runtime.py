@@ -10,7 +10,7 @@ import torch
 
 from torch2pypto.rules import codegen
 from torch2pypto.rules import cube as cube_rules
-from torch2pypto.runtime import attention, casting, contraction, conv, cube, gated, grad, launch, layout, operands, tiles
+from torch2pypto.runtime import attention, casting, contraction, conv, cube, epilogue, gated, grad, launch, layout, operands, tiles
 
 
 @pytest.fixture
@@ -457,6 +457,34 @@ def test_gated_takes_k_up_to_max_dim(launcher):
 
 def test_gated_takes_nothing_off_the_kernel_path():
     assert not gated._gated_takes(torch.randn(2, 4), torch.randn(5, 4), None, torch.randn(5, 4), None)
+
+
+def test_epilogue_takes_a_linears_operands_of_one_dtype_and_x_k(launcher):
+    x, w, b = torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5)
+    assert epilogue._epilogue_takes(x, w, None) and epilogue._epilogue_takes(x, w, b, 2.5)
+    assert not epilogue._epilogue_takes(x, w.half(), None) and not epilogue._epilogue_takes(x.double(), w.double(), None)
+    assert not epilogue._epilogue_takes(x, torch.randn(5, 3), None)  # k mismatched: torch raises
+    assert not epilogue._epilogue_takes(x, w, torch.randn(4)) and not epilogue._epilogue_takes(x, w[None], None)
+    assert not epilogue._epilogue_takes(torch.tensor(1.0), torch.randn(5, 1), None)
+    k = cube_rules.MAX_DIM
+    assert epilogue._epilogue_takes(torch.randn(1, k), torch.randn(1, k), None)
+    assert not epilogue._epilogue_takes(torch.randn(1, k + 1), torch.randn(1, k + 1), None)
+
+
+def test_epilogue_takes_a_finite_number_of_xs_dtype_or_a_tensor_of_the_results_shape(launcher):
+    x, w = torch.randn(2, 3, 4), torch.randn(5, 4)
+    assert epilogue._epilogue_takes(x, w, None, 3) and epilogue._epilogue_takes(x, w, None, -1e30)
+    assert not epilogue._epilogue_takes(x.half(), w.half(), None, 1e30)  # past float16's range
+    assert not any(epilogue._epilogue_takes(x, w, None, v) for v in (math.inf, math.nan, True, 1j, "2"))
+    other = torch.randn(2, 3, 5)
+    assert epilogue._epilogue_takes(x, w, None, other)
+    assert not epilogue._epilogue_takes(x, w, None, torch.randn(3, 5))  # broadcasts: torch's own
+    assert not epilogue._epilogue_takes(x, w, None, other.half()) and not epilogue._epilogue_takes(x, w, None, other.mT.contiguous().mT)
+    assert not epilogue._epilogue_takes(x, w, None, torch.tensor(2.0))
+
+
+def test_epilogue_takes_nothing_off_the_kernel_path():
+    assert not epilogue._epilogue_takes(torch.randn(2, 4), torch.randn(5, 4), None, 1.0)
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])

@@ -15,8 +15,7 @@ from __future__ import annotations
 import textwrap
 
 from torch2pypto.rules import gated, templates, wrappers
-from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.cube import MAX_DIM
+from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.fusion import INLINED
 from torch2pypto.schema.entry import Entry
 from torch2pypto.rules.steps import Apply, Step
@@ -48,28 +47,7 @@ def kernel_name(op: str, kind: str, bias: bool) -> str:
     return f"linear_{op}_{kind}{'_bias' if bias else ''}_kernel"
 
 
-EPILOGUE_TAKES = Definition(
-    "_epilogue_takes",
-    f'''\
-def _epilogue_takes(x, w, b, other=0):
-    """Whether a linear-epilogue kernel computes `linear(x, w, b) <op> other` (or an activation of
-    `linear(x, w, b)`: no other): tensors x, w (and b) of one float dtype on the kernel path, w
-    [n, k] of x's k (at most {MAX_DIM}), b None or [n]; other a finite Python int or float, or a
-    contiguous tensor of the result's shape and dtype."""
-    tensors = [x, w, *([] if b is None else [b])]
-    if not all(isinstance(t, torch.Tensor) and t.dtype == x.dtype for t in tensors) or not _on_kernel_path(*tensors):
-        return False
-    if x.dim() < 1 or w.dim() != 2 or x.shape[-1] != w.shape[1] or w.shape[1] > {MAX_DIM}:
-        return False
-    if b is not None and b.shape != w.shape[:1]:
-        return False
-    if isinstance(other, torch.Tensor):
-        shape = (*x.shape[:-1], w.shape[0])
-        return other.dtype == x.dtype and other.shape == shape and other.is_contiguous() and _on_kernel_path(other)
-    return type(other) in (int, float) and abs(other) <= torch.finfo(x.dtype).max
-''',
-    ("_on_kernel_path",),
-)
+EPILOGUE_TAKES = copied("epilogue", "_epilogue_takes")
 
 
 def definitions(wrapper: str, where: str, op: str, kinds: tuple[str, ...], params: list[str], torch_source: str,
