@@ -459,6 +459,16 @@ def test_gated_takes_nothing_off_the_kernel_path():
     assert not gated._gated_takes(torch.randn(2, 4), torch.randn(5, 4), None, torch.randn(5, 4), None)
 
 
+def test_halves_are_views_of_the_gate_and_up_halves_of_a_chunked_projection():
+    w = torch.randn(6, 4)
+    gate, up = gated._halves(w)
+    assert all(h.data_ptr() == c.data_ptr() and torch.equal(h, c) for h, c in zip((gate, up), w.chunk(2, dim=0)))
+    assert [torch.equal(h, c) for h, c in zip(gated._halves(torch.arange(4.0)), (torch.arange(2.0), torch.arange(2.0, 4.0)))] == [True, True]
+    assert gated._halves(None) == (None, None)
+    odd, empty, scalar = torch.randn(5, 4), torch.randn(0, 4), torch.tensor(1.0)
+    assert all(gated._halves(t)[0] is t and gated._halves(t)[1] is None for t in (odd, empty, scalar))  # no gated kernel takes these
+
+
 def test_epilogue_takes_a_linears_operands_of_one_dtype_and_x_k(launcher):
     x, w, b = torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5)
     assert epilogue._epilogue_takes(x, w, None) and epilogue._epilogue_takes(x, w, b, 2.5)

@@ -102,21 +102,7 @@ def chosen(kind: str | None, act: str | None, kernel: Callable[[str, bool], str]
 GATED_TAKES = copied("gated", "_gated_takes")
 
 
-HALVES = Definition(
-    "_halves",
-    '''\
-def _halves(t):
-    """The gate and up halves of a chunked gated pair's weight or bias `t` (its first dim split in
-    two, as `chunk(2, dim=-1)` splits the projection): views, no copy. (None, None) for no bias;
-    (t, None) for what does not split in two equal halves, which no gated kernel takes."""
-    if t is None:
-        return None, None
-    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[0] % 2 or t.shape[0] == 0:
-        return t, None
-    half = t.shape[0] // 2
-    return t[:half], t[half:]
-''',
-)
+HALVES = copied("gated", "_halves")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The gated pair's host helpers: the activation a module computes, and whether a gated kernel
-takes a call's operands."""
+"""The gated pair's host helpers: the activation a module computes, whether a gated kernel takes a
+call's operands, and a chunked pair's halves."""
 
 import functools
 
@@ -44,3 +44,15 @@ def _gated_takes(x, wg, bg, wu, bu):
         return False
     n, k = wg.shape
     return x.shape[-1] == k <= 65535 and all(b.shape == (n,) for b in biases)
+
+
+def _halves(t):
+    """The gate and up halves of a chunked gated pair's weight or bias `t` (its first dim split in
+    two, as `chunk(2, dim=-1)` splits the projection): views, no copy. (None, None) for no bias;
+    (t, None) for what does not split in two equal halves, which no gated kernel takes."""
+    if t is None:
+        return None, None
+    if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[0] % 2 or t.shape[0] == 0:
+        return t, None
+    half = t.shape[0] // 2
+    return t[:half], t[half:]
