@@ -1,7 +1,7 @@
 """Lowering: a region's Python expressions as one tile program (:class:`Built`).
 
 Each value of a region's statements becomes an operand of the program of
-:mod:`torch2pypto.rules.fusion`: a leaf (a tensor name or ``self`` attribute the inference knows,
+:mod:`torch2pypto.rules.tile_program`: a leaf (a tensor name or ``self`` attribute the inference knows,
 a Python number, a host-side call in the region's first statement), or an op whose family's
 ``fuse`` hook applies its steps (elementwise, cast, composite, reduction, last-dim slices and
 cats), with helpers of the class or the module and the forward of submodules of the module's
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from torch2pypto.mapping import Entry
 from torch2pypto.rules import composite, elementwise, reduction
-from torch2pypto.rules.fusion import INDEX, ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, static_dtype
 from torch2pypto.rules.steps import Apply
+from torch2pypto.rules.tile_program import INDEX, ROWS, VECTOR, Operand, Output, Param, Program, Unfusible, static_dtype
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.inference import TENSOR

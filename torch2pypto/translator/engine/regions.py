@@ -47,7 +47,8 @@ import io
 import tokenize
 
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
+from torch2pypto.rules.fusion import definitions, name_of
+from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
 from torch2pypto.translator.engine import epilogues, groups, halves, siblings
 from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, assigned_names, bindings, candidate, own_nodes
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
