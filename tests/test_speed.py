@@ -4,7 +4,7 @@ import ast
 
 import pytest
 
-from torch2pypto.translator.engine import lowering, transform
+from torch2pypto.translator.engine import syntax, transform
 from torch2pypto.translator.engine.transform import Options
 from torch2pypto.translator.engine.translate import translate_source
 
@@ -22,7 +22,7 @@ def test_literal_agrees_with_literal_eval(text):
         expected = ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         expected = "failed"
-    assert lowering._literal(node, failed="failed") == expected
+    assert syntax.literal_of(node, failed="failed") == expected
 
 
 _MODULES = [

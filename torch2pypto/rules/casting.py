@@ -18,8 +18,8 @@ import libcst as cst
 from torch2pypto.rules import templates
 from torch2pypto.rules.calls import dtype_expr, literal, rejection, replacement, source_of
 from torch2pypto.rules.codegen import copied
-from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
+from torch2pypto.rules.tile_program import Operand
 from torch2pypto.schema.entry import Entry, Fields, field, parse_signature
 from torch2pypto.schema.family import Family, OperandSample, register
 

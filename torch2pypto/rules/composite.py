@@ -39,10 +39,10 @@ from typing import Literal, Mapping
 from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import fallback, fallback_checks, number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
-from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step, row_reduction
 from torch2pypto.rules import elementwise
+from torch2pypto.rules.tile_program import Operand
 from torch2pypto.schema.entry import Entry, Fields, Param, TableError, field
 from torch2pypto.schema.family import Family, length_over, register
 

@@ -27,9 +27,9 @@ import libcst as cst
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import is_number, number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, per_entry
-from torch2pypto.rules.fusion import Operand, Unfusible
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.rules.tile_program import Operand, Unfusible
 from torch2pypto.schema.entry import Entry, Fields, Param, TableError, field
 from torch2pypto.schema.family import Family, OperandSample, family, register
 

@@ -1,17 +1,5 @@
-"""Fused kernels: a region of tensor statements as one row kernel, built from the ops' own steps.
-
-The engine (:mod:`torch2pypto.translator.engine.regions`, :mod:`~torch2pypto.translator.engine.lowering`) walks a region's statements and calls
-a :class:`Program` once per torch op, passing that op's steps (those of its family: elementwise
-entries' :func:`elementwise.step`, reductions' :func:`reduction.program`, composites'
-:func:`composite.program`). The program keeps torch's semantics on tiles: every value has its
-torch dtype (type promotion as ``torch.promote_types`` gives it, Python numbers promote
-nothing), an op computes on tiles of its result dtype, and an op torch computes in FP32 (a
-composite, a reduction, an FP32-only op) casts in and rounds its result to its dtype, where
-torch rounds it. Values are ``rows`` ([rows, cols] tiles), ``vector`` ([1, cols]: a weight of
-the row's width, broadcast over the rows) or ``column`` ([rows, 1]: a row reduction's result).
-A rows value may be a last-dim slice (a view of fewer columns, its width an expression of cols)
-until a concatenation (``pypto.concat``) gives whole rows again; the wrapper checks at run time
-that the widths agree and start and span 32-byte blocks, and runs torch where they do not.
+"""A fused region's definitions: its kernel factory (:mod:`~torch2pypto.rules.fused_kernel`), the
+torch fallback and the host wrapper that picks one of them at run time.
 
 :func:`definitions` gives the kernel factory, the original statements as the torch fallback,
 and the host wrapper: it checks at run time that the operands fit the kernel (rows of one
@@ -27,482 +15,16 @@ rows are padded to 32-byte aligned rows on the host.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import hashlib
-import itertools
 import re
 import textwrap
 from typing import Mapping, Sequence
 
 from torch2pypto.rules import templates
 from torch2pypto.rules.codegen import Definition, copied
-from torch2pypto.rules.steps import Apply, Step
-
-FP32, BOOL = templates.FP32, templates.BOOL
-_TORCH_DTYPES = {"float32": FP32, "float16": "pypto.DT_FP16", "bfloat16": "pypto.DT_BF16"}
-_TORCH_OF = {FP32: "torch.float32", BOOL: "torch.bool", "pypto.DT_FP16": "torch.float16", "pypto.DT_BF16": "torch.bfloat16"}
-ROWS, VECTOR, COLUMN = "rows", "vector", "column"
-INDEX = "index"  # a parameter that is a run-time int bounding a last-dim slice (phi3's rotary_dim): a factory int
-_KERNEL_LOCALS = {"rows", "cols", "width", "tile_cols", "count", "n", "r", "i", "valid", "kernel", "pypto", "torch", "shape", "math",
-                  "functools", "o", "outer", "inner", "blocks", "heads", "operands", "t", "tiles"}
-# the names a tensor parameter gives the kernel and its wrapper
-_SUFFIXES = ("", "_dtype", "_tile", "_rows", "_out", "_map", "_width", "_span", "_xo", "_xh", "_co", "_ch", "_c0", "_step")
-
-
-class Unfusible(ValueError):
-    """The op cannot join this region's kernel; the message says why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Operand:
-    """A tile (``role`` and torch ``dtype`` set) or a constant's text (a literal or a kernel constant)."""
-
-    text: str
-    role: str | None = None
-    dtype: str | None = None
-    deps: frozenset[str] = frozenset()  # the tensor parameters the value is computed from
-    width: str = "cols"  # a rows tile's columns, a kernel expression of cols (a last-dim slice's are fewer)
-
-    @property
-    def is_tile(self) -> bool:
-        return self.role is not None
-
-
-@dataclasses.dataclass(frozen=True)
-class Param:
-    """A wrapper parameter: ``kind`` rows / vector tensor, ``like`` (a tensor whose dtype only is
-    read), ``number``, ``dtype`` or ``self`` (read by the fallback only); ``source``: what the
-    region's call passes."""
-
-    name: str
-    kind: str
-    source: str
-
-
-def static_dtype(name: str) -> str | None:
-    """The kernel's spelling of a torch float dtype name, None for other dtypes."""
-    return _TORCH_DTYPES.get(name)
-
-
-def _reduces(step: Step) -> bool:
-    return step.reduces or ("keepdim", "True") in step.keywords
-
-
-class Program:
-    """The kernel of one region, built op by op (each call raises :class:`Unfusible` or adds it)."""
-
-    def __init__(self) -> None:
-        self.params: list[Param] = []
-        self.body: list[str] = []
-        self.setup: list[str] = []
-        self.symbols: dict[str, str] = {FP32: "torch.float32"}  # dtype symbol -> its torch expression
-        self.ops: list[str] = []  # the torch ops fused, in order
-        self.pypto: list[str] = []  # the pypto ops applied
-        self.reduces = False
-        self.whole = False
-        self._names: set[str] = set(_KERNEL_LOCALS)
-        self._casts: dict[tuple[str, str], Operand] = {}
-        self._same: dict[str, str] = {}  # a cast op's result -> its operand, which torch may return as is
-        self._temps = 0
-        self.live: dict[str, int] = {}  # rows tile -> index of the body statement that last reads it
-        self.sliced = False
-        self.checks: list[str] = []  # what the widths of slices and concatenations need, checked by the wrapper
-        self.dtype_checks: list[str] = []  # the dtypes ops of the region compute in, checked by the wrapper
-        self.modules: list[tuple[str, str]] = []  # (submodule, its class) parameters of an inlined forward
-        self.derived: dict[str, str] = {}  # parameter -> what the wrapper reads it from (norm.weight), not passed
-        self.aliases: dict[str, str] = {}  # a parameter -> the wrapper's of the same source (a later group's, groups.py)
-        self.widths: dict[str, str] = {}  # rows parameter -> the width its tiles are used at (narrow: fewer than cols, phi3's cos)
-        self.sources: dict[str, None] = {}  # the widths of the values sliced: what a cat of their slices may add up to
-        self.indices: set[str] = set()  # the run-time int parameters bounding slices
-        self.empty: dict[str, tuple[str, int]] = {}  # a slice that may be 0 wide (of a leaf, by a run-time int) -> its width, its view's statement
-
-    @classmethod
-    def after(cls, programs: Sequence[Program]) -> Program:
-        """A program for the next group of rows of a grouped region: its kernel names are none of
-        the earlier groups' (:mod:`torch2pypto.rules.groups`)."""
-        program = cls()
-        for earlier in programs:
-            program._names |= earlier._names
-            program._temps = max(program._temps, earlier._temps)
-        return program
-
-    # --- operands --------------------------------------------------------------------------
-
-    def param(self, name: str, kind: str, source: str) -> Param:
-        """A new wrapper parameter named after ``name`` (made unique)."""
-        base = name if name.isidentifier() and not name.startswith("_") else "arg"
-        unique, k = base, 1
-        while {unique + suffix for suffix in _SUFFIXES} & self._names:
-            unique, k = f"{base}_{k}", k + 1
-        self._names |= {unique + suffix for suffix in _SUFFIXES}
-        param = Param(unique, kind, source)
-        self.params.append(param)
-        return param
-
-    def tensor(self, param: Param) -> Operand:
-        """A tensor parameter's tile (rows or vector), or for a ``like`` one its dtype symbol only
-        (the wrapper's tensor's: an alias of an earlier group's takes that one's)."""
-        symbol = self.dtype_symbol(param)
-        self.symbols[symbol] = f"{self.aliases.get(param.name, param.name)}.dtype"
-        width = self.widths.get(param.name, "cols")
-        return Operand(f"{param.name}_tile", param.kind if param.kind != "like" else None, symbol, frozenset({param.name}), width)
-
-    def narrow(self) -> dict[str, str]:
-        """The rows parameters used at fewer columns than cols, and their widths."""
-        return {name: width for name, width in self.widths.items() if width != "cols"}
-
-    def _leaves(self, operands: dict[str, Operand]) -> dict[str, Operand]:
-        """``operands`` with rows leaves of no width yet taking the one width of the op's other
-        rows tiles (a narrow operand: phi3's ``q[..., :rotary_dim] * cos``, whose cos the wrapper
-        checks is rotary_dim wide); each leaf's width recorded."""
-        leaves = {f"{p.name}_tile": p.name for p in self.params if p.kind == ROWS}
-        fresh = [k for k, v in operands.items() if v.is_tile and v.text in leaves and leaves[v.text] not in self.widths]
-        widths = {v.width for k, v in operands.items() if v.is_tile and v.role == ROWS and k not in fresh}
-        if fresh and len(widths) == 1 and widths != {"cols"}:
-            (width,) = widths
-            for k in fresh:
-                name = leaves[operands[k].text]
-                self.widths[name] = width  # its width the wrapper checks (_fused_shape's narrow)
-                operands = {**operands, k: dataclasses.replace(operands[k], width=width)}
-        for v in operands.values():
-            if v.is_tile and v.text in leaves:
-                self.widths.setdefault(leaves[v.text], v.width)
-        return operands
-
-    def index(self, param: Param) -> str:
-        """A run-time int slice bound's kernel name: a factory parameter, which the wrapper checks is an int."""
-        name = self.aliases.get(param.name, param.name)
-        self.checks.append(f"type({name}) is int")
-        self.indices.add(param.name)
-        return param.name
-
-    def callee(self, name: str) -> Param:
-        """A function the torch fallback calls, passed to the wrapper under its own name."""
-        if {name + suffix for suffix in _SUFFIXES} & self._names:
-            raise Unfusible(f"{name} is also a name of the kernel")
-        self._names |= {name + suffix for suffix in _SUFFIXES}
-        param = Param(name, "callee", name)
-        self.params.append(param)
-        return param
-
-    def dtype(self, param: Param) -> str:
-        name = self.aliases.get(param.name, param.name)
-        self.symbols[name] = name
-        return name
-
-    def dtype_symbol(self, param: Param) -> str:
-        return f"{self.aliases.get(param.name, param.name)}_dtype"
-
-    @staticmethod
-    def literal(value: float) -> Operand:
-        return Operand(repr(float(value)))
-
-    # --- dtypes ----------------------------------------------------------------------------
-
-    def promote(self, dtypes: Sequence[str]) -> str:
-        """torch's promotion of float tensor dtypes (same: that one; any FP32: FP32; else on the host)."""
-        result = dtypes[0]
-        for other in dtypes[1:]:
-            if other == result:
-                continue
-            if FP32 in (result, other):
-                result = FP32
-                continue
-            symbol = self._fresh("promoted_dtype")
-            self.symbols[symbol] = f"torch.promote_types({self._torch(result)}, {self._torch(other)})"
-            result = symbol
-        return result
-
-    def _takes(self, dtype: str, dtypes: Sequence[str], op: str) -> None:
-        """Refuse, or have the wrapper check, an op's dtype outside the float ``dtypes`` its entry takes."""
-        floats = [d for d in _TORCH_DTYPES if d in dtypes]
-        if not floats or len(floats) == len(_TORCH_DTYPES):
-            return
-        if dtype in _TORCH_OF:  # known when translating
-            if _TORCH_OF[dtype].removeprefix("torch.") not in floats:
-                raise Unfusible(f"{op} takes {', '.join(floats)}")
-            return
-        self.dtype_checks.append(f"{self._torch(dtype)} in ({', '.join(f'torch.{d}' for d in floats)},)")
-
-    def _torch(self, symbol: str) -> str:
-        """The torch dtype a symbol stands for (a static one, ``.bfloat16()``'s, is in no symbol table)."""
-        return self.symbols.get(symbol) or _TORCH_OF[symbol]
-
-    def cast(self, value: Operand, dtype: str) -> Operand:
-        """``value`` as a tile of ``dtype`` (itself if it is one): a rounding step where torch rounds."""
-        if not value.is_tile or value.dtype == dtype:
-            return value
-        if BOOL in (value.dtype, dtype):
-            raise Unfusible("a bool tile takes part only as a where condition or a result")
-        key = (value.text, dtype)
-        if key not in self._casts:
-            base = value.text.split("_as_")[0].removesuffix("_fp32").removesuffix("_tile")
-            target = self._fresh(f"{base}_{'fp32' if dtype == FP32 else 'as_' + dtype.removeprefix('pypto.DT_').lower()}")
-            setup, statements = templates.cast(target, value.dtype, dtype)
-            self.setup.append(setup)
-            self._emit(f"{target} = {value.text}\n" + statements, [value])
-            self._casts[key] = Operand(target, value.role, dtype, value.deps, value.width)
-        return self._casts[key]
-
-    # --- ops -------------------------------------------------------------------------------
-
-    def apply(
-        self,
-        op: str,
-        steps: Sequence[Apply],
-        operands: Mapping[str, Operand],
-        *,
-        fp32: bool = False,
-        bools: Sequence[str] = (),
-        result: str | None = None,
-        renames: Mapping[str, str] = {},
-        dtypes: Sequence[str] = (),
-    ) -> Operand:
-        """Apply one torch op's ``steps``; ``operands`` maps the names the steps read to values.
-
-        ``fp32``: torch computes the op in FP32 (the steps run on FP32 tiles, the result is
-        rounded to its dtype); ``bools``: operands that are bool masks; ``result`` "bool": a
-        comparison. ``renames``: other names the steps read (constants) and their kernel text.
-        ``dtypes``: the entry's (torch names): an op of other float dtypes runs torch, as its own
-        wrapper would (div_rounded's FP32 only).
-        """
-        operands = self._leaves(dict(operands))
-        self._filled([v for v in operands.values() if v.is_tile])
-        tiles = {k: v for k, v in operands.items() if v.is_tile and k not in bools}
-        if not tiles:
-            raise Unfusible("no tensor operand")
-        for k in bools:
-            if operands[k].dtype != BOOL:
-                raise Unfusible(f"{k} of {op} is no bool tile")
-        if any(v.dtype == BOOL for v in tiles.values()):  # torch's bool promotion is not modelled
-            raise Unfusible(f"a bool tile as an operand of {op}")
-        dtype = self.promote([v.dtype for v in tiles.values()])
-        self._takes(dtype, dtypes, op)
-        width = self._width([v for v in tiles.values() if v.role != COLUMN], op)
-        compute = FP32 if fp32 or any(a.step.fp32 for a in steps) or len(steps) > 1 else dtype
-        names = {k: self.cast(v, compute) if k in tiles else v for k, v in operands.items()}
-        kinds = {k: v for k, v in names.items() if v.is_tile}
-        text = {k: v.text for k, v in names.items()}
-        text.update(renames)
-        last = None
-        for a in steps:
-            roles = [kinds[o].role for o in a.operands if o in kinds]
-            role = _combined(roles, op)
-            if _reduces(a.step):
-                if width != "cols":
-                    raise Unfusible(f"{op} reduces a last-dim slice")
-                if role != ROWS:
-                    raise Unfusible(f"{op} reduces a {role}: only rows reduce along the row")
-                role = COLUMN
-                self.reduces = True
-            if a.step.op in templates.WHOLE_TILE_OPS:
-                self.whole = True
-            if self.sliced and (self.reduces or self.whole):
-                raise Unfusible("a row reduction or a whole-tile op in a kernel of last-dim slices")
-            if self.reduces and self.whole:
-                raise Unfusible(f"pypto.{'/'.join(sorted(templates.WHOLE_TILE_OPS))} reads whole tiles, a row reduction masked rows")
-            target = self._fresh("t")
-            out_dtype = BOOL if a.step.result == "bool" else compute
-            self._emit(a.step.render(target, [text.get(o, o) for o in a.operands]), [kinds[o] for o in a.operands if o in kinds])
-            deps = frozenset().union(*(kinds[o].deps for o in a.operands if o in kinds))
-            last = kinds[a.target] = Operand(target, role, out_dtype, deps, width if role == ROWS else "cols")
-            text[a.target] = target
-            self.pypto.append(f"pypto.{a.step.op}")
-        self.ops.append(op)
-        if result == "bool" or last.dtype == BOOL:
-            return last
-        return self.cast(last, dtype)
-
-    def to(self, op: str, value: Operand, dtype: str) -> Operand:
-        """A cast op: ``value`` rounded to ``dtype``."""
-        if not value.is_tile:
-            raise Unfusible("a cast of a number")
-        self.ops.append(op)
-        self.pypto.append("pypto.cast")
-        result = self.cast(value, dtype)
-        if result is not value and not {value.dtype, dtype} <= set(_TORCH_OF) - {BOOL}:  # equal dtypes at run time
-            self._same[result.text] = value.text
-        return result
-
-    def slice(self, value: Operand, start: str, stop: str) -> Operand:
-        """``value[..., start:stop]`` (kernel expressions of cols): a view of its tile."""
-        if value.role != ROWS:
-            raise Unfusible("a slice of no rows tile")
-        self._sliced()
-        value = self._leaves({"x": value})["x"]
-        self._filled([value])
-        self.sources[value.width] = None
-        width = _simplified(f"{stop} - {_grouped(start)}", self.sources)
-        target = self._fresh(f"{value.text.removesuffix('_tile')}_part")
-        view = f"{target} = pypto.view({value.text}, [rows, {width}], [0, {start}], valid_shape=[valid[0], {width}])\n"
-        leaf = any(value.text == f"{p.name}_tile" for p in self.params)
-        indexed = leaf and any(re.search(rf"\b{name}\b", f"{start} {stop}") for name in self.indices)
-        if indexed:  # phi3's q[..., rotary_dim:], 0 wide at a rotary factor of 1: a cat drops it, any other op needs it
-            self.empty[target] = (width, len(self.body))
-        self.checks += [f"{start} >= 0", f"{stop} {'>=' if indexed else '>'} {_grouped(start)}", f"{stop} <= {_grouped(value.width)}",
-                        *_aligned(start, width)]
-        self._emit(view, [value])
-        self.ops.append("x[..., a:b]")
-        self.pypto.append("pypto.view")
-        return Operand(target, ROWS, value.dtype, value.deps, width)
-
-    def concat(self, op: str, values: Sequence[Operand]) -> Operand:
-        """torch.cat of rows tiles along the last dim, in their promoted dtype."""
-        if len(values) < 2 or any(v.role != ROWS for v in values):
-            raise Unfusible("a cat of fewer than two rows tiles")
-        self._sliced()
-        values = [self._leaves({"x": v})["x"] for v in values]
-        dtype = self.promote([v.dtype for v in values])
-        optional = [v for v in values if v.text in self.empty][:1]
-        self._filled([v for v in values if v not in optional])  # one piece may be 0 wide: the cat of the others then
-        guarded = []  # the statements that read the piece that may be 0 wide: its view, its cast
-        for k, v in enumerate(values):
-            before = len(self.body)
-            values[k] = self.cast(v, dtype)
-            if v in optional:
-                empty, at = self.empty.pop(v.text)
-                guarded += [at, *range(before, len(self.body))]
-                optional = [values[k]]
-        width = _simplified(" + ".join(_grouped(v.width) for v in values), self.sources)
-        self.checks += _aligned(*(v.width for v in values[:-1]))
-        target = self._fresh("joined")
-        joined = (f"{target} = pypto.view(pypto.concat([{', '.join(v.text for v in values)}], -1), [rows, {width}], [0, 0], "
-                  f"valid_shape=[valid[0], {width}])\n")
-        if optional:  # its view and the cat only where it has columns
-            for at in guarded:
-                self.body[at] = f"if {_grouped(empty)} > 0:  # else 0 wide: no tile\n" + textwrap.indent(self.body[at], "    ")
-            rest = [v for v in values if v is not optional[0]]
-            other = rest[0].text if len(rest) == 1 else (
-                f"pypto.view(pypto.concat([{', '.join(v.text for v in rest)}], -1), [rows, {width}], [0, 0], valid_shape=[valid[0], {width}])")
-            joined = f"if {_grouped(empty)} > 0:\n    {joined}else:  # {optional[0].text} is 0 wide\n    {target} = {other}\n"
-        self._emit(joined, values)
-        self.ops.append(op)
-        self.pypto.append("pypto.concat")
-        return Operand(target, ROWS, dtype, frozenset().union(*(v.deps for v in values)), width)
-
-    def _filled(self, values: Sequence[Operand]) -> None:
-        """An op reads ``values``: a slice among them that may be 0 wide must not be (the wrapper checks)."""
-        for v in values:
-            empty = self.empty.pop(v.text, None)
-            if empty is not None:
-                self.checks.append(f"{_grouped(empty[0])} > 0")
-
-    def _sliced(self) -> None:
-        if self.reduces or self.whole:
-            raise Unfusible("last-dim slices in a kernel of whole tiles or of a row reduction")
-        self.sliced = True
-
-    def _width(self, values: Sequence[Operand], op: str) -> str:
-        """The one width of an op's rows and vector operands (equal at run time: the wrapper checks)."""
-        widths = list(dict.fromkeys(v.width for v in values))
-        if len(widths) > 1:
-            if VECTOR in {v.role for v in values} or not _same_widths(widths):
-                raise Unfusible(f"{op} of tiles of other widths")
-            self.checks += [f"{_grouped(w)} == {_grouped(widths[0])}" for w in widths[1:]]
-        return widths[0] if widths else "cols"
-
-    def origin(self, value: Operand) -> str:
-        """The tile torch may return for ``value``: a cast to its own dtype returns its operand itself."""
-        text = value.text
-        while text in self._same:
-            text = self._same[text]
-        return text
-
-    # --- helpers ---------------------------------------------------------------------------
-
-    def _fresh(self, base: str) -> str:
-        self._temps += 1
-        name = f"{base}{self._temps}" if base == "t" else base
-        k = 1
-        while name in self._names:
-            name, k = f"{base}_{k}", k + 1
-        self._names.add(name)
-        return name
-
-    def _emit(self, statements: str, reads: Sequence[Operand]) -> None:
-        self.body.append(statements)
-        for value in reads:
-            self.live[value.text] = len(self.body) - 1
-
-    def buffers(self, inputs: Sequence[str], outputs: Sequence[str]) -> int:
-        """Rows tiles live at once, at most (inputs and outputs included): the tile's FP32 copies."""
-        starts: dict[str, int] = {i: 0 for i in inputs}
-        for k, statements in enumerate(self.body):
-            target = next((line.strip() for line in statements.splitlines() if " = " in line), statements).split(" = ", 1)[0]
-            starts.setdefault(target, k)
-        ends = {**self.live, **{o: len(self.body) for o in outputs}}
-        peak = 0
-        for k in range(len(self.body) + 1):
-            peak = max(peak, sum(1 for t, s in starts.items() if s <= k <= ends.get(t, s)))
-        return max(peak, 2)
-
-
-_ALIGN = 16  # elements: a tile's last dim starts and spans 32 bytes (16 FP16/BF16 values, 2 blocks of FP32)
-
-
-def _aligned(*widths: str) -> list[str]:
-    return [f"{_grouped(w)} % {_ALIGN} == 0" for w in widths if w not in ("0", "cols")]
-
-
-def _grouped(expression: str) -> str:
-    return expression if expression.isidentifier() or expression.isdigit() else f"({expression})"
-
-
-def _simplified(expression: str, sources=()) -> str:
-    """A width expression of cols, short: ``cols`` where it is cols whatever cols is (checked on
-    every width up to 1024: a concatenation of a row's slices), else one of ``sources`` (the
-    widths sliced: rotate_half's halves of a slice ``rotary_dim`` wide add up to it), ``w`` for
-    ``w - 0``."""
-    if _same_widths([expression, "cols"], range(1, 1025)):
-        return "cols"
-    for source in sources:
-        if source != expression and source != "cols" and _same_widths([expression, source], range(1, 1025)):
-            return source
-    return expression.removesuffix(" - 0")
-
-
-def _same_widths(widths: Sequence[str], values=(32, 64, 96, 128, 256)) -> bool:
-    """Whether width expressions of cols agree at typical head and row widths."""
-    return _agree(tuple(widths), tuple(values))
-
-
-_INDEX_VALUES = (0, 1, 7, 16, 48)  # values tried for a run-time int in a width (a slice bound: rotary_dim), unaligned ones too
-
-
-@functools.lru_cache(maxsize=4096)
-def _agree(widths: tuple[str, ...], values: tuple[int, ...]) -> bool:
-    """Whether the widths agree at every cols of ``values``; the run-time ints they read (slice
-    bounds) at each combination of :data:`_INDEX_VALUES` too: ``n + (cols - n)`` is cols."""
-    try:
-        codes = [compile(w, "<width>", "eval") for w in dict.fromkeys(widths)]
-        free = sorted({name for code in codes for name in code.co_names} - {"cols"})
-        for ints in itertools.product(_INDEX_VALUES, repeat=len(free)):
-            scope = dict(zip(free, ints))
-            if not all(len({eval(code, {"__builtins__": {}}, {**scope, "cols": c}) for code in codes}) == 1 for c in values):
-                return False
-        return True
-    except (ArithmeticError, NameError, SyntaxError, TypeError):
-        return False
-
-
-def _combined(roles: Sequence[str], op: str) -> str:
-    kinds = set(roles)
-    if ROWS in kinds:
-        if {VECTOR, COLUMN} <= kinds:
-            raise Unfusible(f"{op} mixes a vector and a column")
-        return ROWS
-    if kinds == {VECTOR, COLUMN}:
-        raise Unfusible(f"{op} broadcasts a vector against a column")
-    return kinds.pop() if kinds else ROWS
-
-
-@dataclasses.dataclass(frozen=True)
-class Output:
-    """A value the region's call returns: its tile and the name it is assigned to."""
-
-    name: str
-    value: Operand
+from torch2pypto.rules.fused_kernel import kernel_source
+from torch2pypto.rules.tile_program import FP32, INDEX, ROWS, VECTOR, Output, Program, Unfusible, torch_dtype
+from torch2pypto.rules.widths import needed
 
 
 def name_of(function: str, torch_source: str, sites: int) -> str:
@@ -546,31 +68,31 @@ def definitions(
     blocked = not program.reduces  # rows read in place as blocks (_row_blocks); a reduction's rows are padded
     maps = ["blocks", "heads", *(f"{p.name}_map" for p in rows)] if blocked else []
     factory = [*dtypes, *promoted, "cols", *(["width"] if program.reduces else []), *(p.name for p in (*numbers, *indices)), *maps, "max_rows"]
-    source = _kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
+    source = kernel_source(kernel, where, program, rows, vectors, outputs, factory, buffers)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     # autograd may record: torch's gradients of the fallback (_with_torch_grad, _with_torch_grads
     # of several results; through a submodule, whose fallback reads its parameters from it,
     # _with_held_grads, which gives them theirs)
     narrow = program.narrow()
     names = {p.name for p in rows} - set(narrow)
-    results = ", ".join(f"({_tuple(sorted(o.value.deps & names))})" for o in outputs)
-    guard = (f"_fused_shape(({_tuple(p.name for p in rows if p.name not in narrow)}), ({_tuple(p.name for p in vectors)}), "
-             f"numbers=({_tuple(p.name for p in numbers)}), dtypes=({_tuple(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({_tuple(p.name for p in params if p.kind == 'like')}), results=({results},){narrow_shape(narrow)})")
+    results = ", ".join(f"({tuple_text(sorted(o.value.deps & names))})" for o in outputs)
+    guard = (f"_fused_shape(({tuple_text(p.name for p in rows if p.name not in narrow)}), ({tuple_text(p.name for p in vectors)}), "
+             f"numbers=({tuple_text(p.name for p in numbers)}), dtypes=({tuple_text(p.name for p in params if p.kind == 'dtype')}), "
+             f"like=({tuple_text(p.name for p in params if p.kind == 'like')}), results=({results},){narrow_shape(narrow)})")
     prologue = f"shape = {guard}\n"
     if program.modules:
         pairs = ", ".join(f"({m}, {c})" for m, c in program.modules)
         prologue = (f"if not _inlined({pairs}):\n    return {fallback}({torch_args})\n"
                     + "".join(f"{p} = {read}\n" for p, read in program.derived.items()) + prologue)
-    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
+    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
     first = rows[0].name
     body = "cols = shape[-1]\n"
     expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # a reduction's: on the host
     if program.reduces:
         body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
     else:
-        body += f"heads, blocks, n, operands = _row_blocks(shape, {_tuple(narrow_rows(p.name, narrow) for p in rows)})\n"
-        body += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in rows)} = operands\n"
+        body += f"heads, blocks, n, operands = _row_blocks(shape, {tuple_text(narrow_rows(p.name, narrow) for p in rows)})\n"
+        body += f"{tuple_text(f'({p.name}_rows, {p.name}_map)' for p in rows)} = operands\n"
         body += "".join(f"{p.name}_rows = {p.name}.reshape(1, cols).contiguous()\n" for p in vectors)
     for symbol in promoted:
         body += f"{symbol} = {program.symbols[symbol]}\n"
@@ -579,7 +101,7 @@ def definitions(
         if o.value.role != ROWS and blocked:
             raise Unfusible("a column result of a kernel without a row reduction")
         size = "blocks * n, cols" if blocked else f"{first}_rows.shape[0], {width if o.value.role == ROWS else '1'}"
-        body += f"{o.name}_out = torch.empty({size}, dtype={_torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
+        body += f"{o.name}_out = torch.empty({size}, dtype={torch_dtype(program, o.value.dtype)}, device={first}.device)\n"
     args = [f"_PYPTO_ALL_DTYPES[{program.symbols[s]}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
     spread = "n, cols" if blocked else f"*{first}_rows.shape"
     args += ["cols", *([width] if program.reduces else []), *(f"float({p.name})" for p in numbers), *(p.name for p in indices), *maps,
@@ -614,7 +136,7 @@ def definitions(
     else:
         held = [p for p in params if p.name in program.derived]
         source += (f"\n    def kernel_path({', '.join([*torch_args.split(', '), *(p.name for p in held)])}):\n" + textwrap.indent(body, " " * 8)
-                   + f"\n    return _with_held_grads(kernel_path, {fallback}, {torch_args}, held=({_tuple(p.name for p in held)}))\n")
+                   + f"\n    return _with_held_grads(kernel_path, {fallback}, {torch_args}, held=({tuple_text(p.name for p in held)}))\n")
         requires.append("_with_held_grads")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
     extra = (templates.ALIGNED_ROWS,) if program.reduces else (templates.ROW_BLOCKS,)
@@ -626,7 +148,7 @@ def narrow_shape(narrow: Mapping[str, str], named=lambda name: name) -> str:
     """_fused_shape's ``narrow=`` argument (the wrapper's names of the narrow operands, ``named``,
     and their widths at run time), or nothing."""
     pairs = [f"({named(name)}, {_run_time(width)})" for name, width in narrow.items()]
-    return f", narrow=({_tuple(pairs)})" if pairs else ""
+    return f", narrow=({tuple_text(pairs)})" if pairs else ""
 
 
 def narrow_rows(name: str, narrow: Mapping[str, str], named=lambda name: name) -> str:
@@ -644,99 +166,10 @@ def fallback_definition(name: str, signature: str, where: str, torch_source: str
                       + textwrap.indent(torch_source.rstrip("\n") + "\n", "    "))
 
 
-def _needed(checks: Sequence[str]) -> list[str]:
-    """The width checks that do not hold for every cols (those that do say nothing; one that
-    reads a run-time int, a slice bound, is needed)."""
-    return [c for c in dict.fromkeys(checks) if not _always(c)]
-
-
-@functools.lru_cache(maxsize=None)
-def _always(check: str) -> bool:
-    """Whether a check holds at every cols, and at every run-time int of :data:`_INDEX_VALUES` and
-    their negatives (``rotary_dim <= rotary_dim``)."""
-    code = compile(check, "<width check>", "eval")
-    free = sorted(set(code.co_names) - {"cols"})
-    widths = range(1, 257 if free else 4097)
-    try:
-        for ints in itertools.product((*_INDEX_VALUES, *(-v for v in _INDEX_VALUES if v)), repeat=len(free)):
-            if not all(eval(code, {"__builtins__": {}}, {**dict(zip(free, ints)), "cols": n}) for n in widths):
-                return False
-        return True
-    except (NameError, TypeError, AttributeError):
-        return False
-
-
-def _tuple(names) -> str:
+def tuple_text(names) -> str:
+    """The names as a tuple's items (one with its comma)."""
     names = list(names)
     return ", ".join(names) + ("," if len(names) == 1 else "")
-
-
-def _torch_dtype(program: Program, symbol: str) -> str:
-    """The torch dtype of a symbol in the wrapper (a promoted one is a local there)."""
-    return _TORCH_OF.get(symbol) or (symbol if symbol.startswith("promoted_dtype") else program.symbols[symbol])
-
-
-def _kernel_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
-    if not program.reduces:
-        return _blocks_source(name, where, program, rows, vectors, outputs, factory, buffers)
-    width = "width" if program.reduces else "cols"
-    # a loop iteration is one task: whole rows (a reduction's) leave the unified buffer few rows of
-    # a wide tile, so a task takes max_rows (the launch's spread) in tiles of `rows`, not 1024 tasks at 4096x4096
-    block = "max_rows" if program.reduces else "rows"
-    valid = "" if program.whole else ", valid_shape=valid"
-    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {width}], {p.name}_dtype),\n" for p in rows)
-    params += "".join(f"        {p.name}: pypto.Tensor([1, {width}], {p.name}_dtype),\n" for p in vectors)
-    params += "".join(
-        f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, {width if o.value.role == ROWS else 1}], {o.value.dtype}),\n" for o in outputs
-    )
-    body = "".join(f"{p.name}_tile = pypto.view({p.name}, [{block}, {width}], [r, 0]{valid})\n" for p in rows)
-    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, {width}], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
-    body += "".join(program.body)
-    body += "".join(f"pypto.assemble({o.value.text}, [r, 0], {o.name}_out)\n" for o in outputs)
-    if program.whole:
-        start = "r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n"
-    else:
-        start = f"r = i * {block}\nvalid = [(n - r).min({block}), cols]\n"
-    tile_dtypes = ", ".join([*(f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")), FP32])
-    mode = "width, max_rows, {}, ({}), whole_rows=True" if program.reduces else "cols, max_rows, {}, ({}), split_cols=True"
-    tile = f"_tile_shape({mode.format(buffers, tile_dtypes)})"
-    setup = "".join(s for s in dict.fromkeys(program.setup) if s)
-    setup = ("count = cols  # the real cols a row reduction counts\n" if program.reduces else "") + setup
-    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles, one launch."
-    kernel_body = f'''\
-        n = {rows[0].name}.shape[0]
-        for i in pypto.loop((n + {block} - 1) // {block}, name="row_tiles", unroll_list=[1]):{"  # a task: max_rows rows, a tile: rows" if program.reduces else ""}
-{textwrap.indent(start, " " * 12)}            pypto.set_vec_tile_shapes(rows, tile_cols)
-{textwrap.indent(body, " " * 12)}'''
-    source = templates.kernel_factory(name, ", ".join(factory), doc, f"rows, tile_cols = {tile}\n" + setup, params, kernel_body)
-    return source.replace("\n\n\n", "\n\n")
-
-
-def _blocks_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
-    """The kernel of a region without a row reduction: its result, [blocks * n, cols], is walked
-    in the row tiles of every block (templates.blocks_loop) and each rows operand read in place where its map
-    places the block (templates.ROW_BLOCKS)."""
-    tile_dtypes = [f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")]
-    prelude, params, kernel_body = block_group(program, rows, vectors, outputs, tile_dtypes, buffers, "max_rows")
-    doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks * n, cols], one launch."
-    source = templates.kernel_factory(name, ", ".join(factory), doc, prelude, params, kernel_body)
-    return source.replace("\n\n\n", "\n\n")
-
-
-def block_group(program: Program, rows, vectors, outputs, dtypes, buffers, max_rows: str) -> tuple[str, str, str]:
-    """A blocked kernel's pieces for one program's rows: the factory's statements (its tile shape
-    for ``max_rows``, a factory expression, and tiles of ``dtypes``), the kernel's parameters and
-    its loops."""
-    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, {p.name}_width], {program.dtype_symbol(p)}),\n" for p in rows)
-    params += "".join(f"        {p.name}: pypto.Tensor([1, cols], {program.dtype_symbol(p)}),\n" for p in vectors)
-    params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
-    body = templates.block_tiles([p.name for p in rows], program.whole, program.narrow())
-    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, cols], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
-    body += "".join(program.body)
-    body += templates.block_stores([(o.value.text, f"{o.name}_out") for o in outputs], program.whole)
-    tile = f"_tile_shape(cols, {max_rows}, {buffers}, ({', '.join([*dtypes, FP32])}), split_cols=True)"
-    setup = "".join(s for s in dict.fromkeys(program.setup) if s) + templates.block_setup([p.name for p in rows])
-    return f"rows, tile_cols = {tile}\n" + setup, params, templates.blocks_loop(f"{outputs[0].name}_out", body, program.whole)
 
 
 INLINED = copied("launch", "_inlined")

@@ -4,7 +4,7 @@ A grouped region (:mod:`torch2pypto.translator.engine.groups`: q's and k's RoPE)
 group of rows, built in one namespace (:meth:`Program.after`: no kernel name twice). Its kernel
 runs each group's blocked loop (templates.blocks_loop) one after the other: each group walks its
 own result [blocks * n, cols] with its own blocks, heads and tile shape, reading its own window of every
-rows operand (:func:`fusion.block_group`); the groups share the last dim ``cols``. The wrapper
+rows operand (:func:`fused_kernel.block_group`); the groups share the last dim ``cols``. The wrapper
 takes each source once, checks each group's operands as a region's wrapper does and that their
 last dims agree, and otherwise runs the statements as written; when autograd records, the
 results carry torch's gradients of those statements (``_with_torch_grads``).
@@ -17,10 +17,10 @@ from typing import Sequence
 
 from torch2pypto.rules import templates
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.fusion import (
-    FP32, FUSED_SHAPE, INDEX, ROWS, VECTOR, Output, Param, Program, Unfusible, _needed, _torch_dtype, _tuple, block_group, fallback_definition,
-    narrow_rows, narrow_shape,
-)
+from torch2pypto.rules.fused_kernel import block_group
+from torch2pypto.rules.fusion import FUSED_SHAPE, fallback_definition, narrow_rows, narrow_shape, tuple_text
+from torch2pypto.rules.tile_program import FP32, INDEX, ROWS, VECTOR, Output, Param, Program, Unfusible, torch_dtype
+from torch2pypto.rules.widths import needed
 
 Group = tuple[Program, Sequence[Output]]
 
@@ -66,9 +66,9 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     source = templates.kernel_factory(kernel, ", ".join(factory), doc, prelude, kernel_params, loops).replace("\n\n\n", "\n\n")
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     args = [f"_PYPTO_ALL_DTYPES[{_symbol_of(groups, s)}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
-    args += ["cols", *(f"float({p.source})" for p in numbers), *(p.source for p in indices), f"({_tuple(f'blocks{g.suffix}' for g in pieces)})",
-             f"({_tuple(f'heads{g.suffix}' for g in pieces)})", *maps,
-             f"({_tuple(g.spread for g in pieces)})"]
+    args += ["cols", *(f"float({p.source})" for p in numbers), *(p.source for p in indices), f"({tuple_text(f'blocks{g.suffix}' for g in pieces)})",
+             f"({tuple_text(f'heads{g.suffix}' for g in pieces)})", *maps,
+             f"({tuple_text(g.spread for g in pieces)})"]
     body = "cols = shape[-1]\n" + "".join(g.host() for g in pieces)
     body += f"_launch({kernel}({', '.join(args)}), {', '.join(a for g in pieces for a in g.launched)})\n"
     body += f"return {', '.join(f'{o.name}_out.reshape(shape{g.suffix})' for g in pieces for o in g.results)}\n"
@@ -102,7 +102,7 @@ class _Group:
         # a number's factory parameter: its own name (the body's), its source the wrapper's name
         self.numbers = [Param(p.name, p.kind, self.named(p)) for p in program.params if p.kind == "number"]
         self.indices = [Param(p.name, p.kind, self.named(p)) for p in program.params if p.kind == INDEX]
-        self.checks = [*(c.replace("cols", "shape[-1]") for c in _needed(program.checks)), *program.dtype_checks]
+        self.checks = [*(c.replace("cols", "shape[-1]") for c in needed(program.checks)), *program.dtype_checks]
         self.spread = f"_spread_rows(n{self.suffix}, cols{', whole=True' if program.whole else ''})"
         self.launched = [*(f"{p.name}_rows" for p in (*self.rows, *self.vectors)), *(f"{o.name}_out" for o in results)]
 
@@ -112,14 +112,14 @@ class _Group:
         return self.program.aliases.get(name, name)
 
     def names(self, kind: str) -> str:
-        return _tuple(self.named(p) for p in self.program.params if p.kind == kind)
+        return tuple_text(self.named(p) for p in self.program.params if p.kind == kind)
 
     def guard(self) -> str:
         """The wrapper's check of the group's operands: the shape of its rows, or None."""
         narrow = self.program.narrow()
         rows = {p.name for p in self.rows} - set(narrow)
-        results = ", ".join(f"({_tuple(sorted(self.named(d) for d in o.value.deps & rows))})" for o in self.results)
-        full = _tuple(self.named(p) for p in self.rows if p.name not in narrow)
+        results = ", ".join(f"({tuple_text(sorted(self.named(d) for d in o.value.deps & rows))})" for o in self.results)
+        full = tuple_text(self.named(p) for p in self.rows if p.name not in narrow)
         return (f"shape{self.suffix} = _fused_shape(({full}), ({self.names(VECTOR)}), numbers=({self.names('number')}), "
                 f"dtypes=({self.names('dtype')}), like=({self.names('like')}), results=({results},){narrow_shape(narrow, self.named)})")
 
@@ -127,12 +127,12 @@ class _Group:
         """The kernel path's statements for the group: its windows, promoted dtypes and outputs."""
         sfx = self.suffix
         narrow = self.program.narrow()
-        operands = _tuple(narrow_rows(p.name, narrow, self.named) for p in self.rows)
+        operands = tuple_text(narrow_rows(p.name, narrow, self.named) for p in self.rows)
         lines = f"heads{sfx}, blocks{sfx}, n{sfx}, operands = _row_blocks(shape{sfx}, {operands})\n"
-        lines += f"{_tuple(f'({p.name}_rows, {p.name}_map)' for p in self.rows)} = operands\n"
+        lines += f"{tuple_text(f'({p.name}_rows, {p.name}_map)' for p in self.rows)} = operands\n"
         lines += "".join(f"{p.name}_rows = {self.named(p)}.reshape(1, cols).contiguous()\n" for p in self.vectors)
         lines += "".join(f"{s} = {self.program.symbols[s]}\n" for s in self.promoted)
-        return lines + "".join(f"{o.name}_out = torch.empty(blocks{sfx} * n{sfx}, cols, dtype={_torch_dtype(self.program, o.value.dtype)}, "
+        return lines + "".join(f"{o.name}_out = torch.empty(blocks{sfx} * n{sfx}, cols, dtype={torch_dtype(self.program, o.value.dtype)}, "
                                f"device={self.named(self.rows[0])}.device)\n" for o in self.results)
 
     def kernel(self) -> tuple[str, str, str]:

@@ -31,9 +31,9 @@ from typing import Literal, Mapping
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.fusion import Operand
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
+from torch2pypto.rules.tile_program import Operand
 from torch2pypto.schema.entry import Entry, Fields, field
 from torch2pypto.schema.family import Family, length_over, register
 

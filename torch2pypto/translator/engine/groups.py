@@ -35,9 +35,10 @@ import copy
 import dataclasses
 
 from torch2pypto.rules import groups
-from torch2pypto.rules.fusion import ROWS, VECTOR, Param, Program, Unfusible
-from torch2pypto.translator.engine.lowering import Built, assigned_names, bindings, candidate
+from torch2pypto.rules.tile_program import ROWS, VECTOR, Param, Program, Unfusible
+from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.scopes import walk
+from torch2pypto.translator.engine.syntax import assigned_names, bindings, candidate
 
 
 @dataclasses.dataclass(frozen=True)

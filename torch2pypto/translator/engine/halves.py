@@ -18,7 +18,8 @@ from __future__ import annotations
 import ast
 
 from torch2pypto.rules import gated
-from torch2pypto.rules.fusion import ROWS, Param, name_of
+from torch2pypto.rules.fusion import name_of
+from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.linears import BIAS, MODULE, WEIGHT, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED

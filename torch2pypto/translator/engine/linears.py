@@ -9,7 +9,7 @@ import ast
 
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.rules import gated
-from torch2pypto.rules.fusion import Param
+from torch2pypto.rules.tile_program import Param
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
 
 FACTS = load_facts()

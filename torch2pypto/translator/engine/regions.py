@@ -47,11 +47,13 @@ import io
 import tokenize
 
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, definitions, name_of
+from torch2pypto.rules.fusion import definitions, name_of
+from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
 from torch2pypto.translator.engine import epilogues, groups, halves, siblings
-from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, assigned_names, bindings, candidate, own_nodes
+from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
+from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function

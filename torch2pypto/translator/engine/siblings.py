@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 
 from torch2pypto.rules import siblings
-from torch2pypto.rules.fusion import ROWS, Param, name_of
+from torch2pypto.rules.fusion import name_of
+from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.linears import BIAS, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
 

@@ -22,7 +22,7 @@ from rich.table import Table
 from torch2pypto.mapping import installed, load_table, samples
 from torch2pypto.mapping.tolerance import equal_nan, region_tolerance, tolerance
 from torch2pypto.rules.calls import literal, source_of
-from torch2pypto.rules.fusion import ROWS, VECTOR
+from torch2pypto.rules.tile_program import ROWS, VECTOR
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
 from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT
