@@ -35,6 +35,14 @@ def softmax(x: torch.Tensor):
     return F.softmax(x, dim=-1)
 
 
+def softmax_float(x: torch.Tensor):
+    return F.softmax(x, dim=-1, dtype=torch.float)
+
+
+def log_softmax_to(x: torch.Tensor, dtype: torch.dtype):
+    return F.log_softmax(x, dim=-1, dtype=dtype)
+
+
 def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
     return F.layer_norm(x, (x.shape[-1],), w, b)
 
@@ -178,6 +186,25 @@ def test_a_row_composite_reads_and_writes_rows_of_any_width_in_place(modules, dt
     assert host(modules, "softmax", sample(2, 4, 7, 7, dtype=dtype)) == {}  # attention's scores over 7 positions
     x, w, b = sample(3, 5, 37, dtype=dtype), sample(37, seed=1, dtype=dtype), sample(37, seed=2, dtype=dtype)
     assert host(modules, "layer_norm", x, w, b) == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_row_composite_casts_to_its_dtype_on_chip(modules, dtype):
+    # qwen3_moe's router: F.softmax(logits, dim=-1, dtype=torch.float) of BF16 logits; before: a
+    # _to_copy of the input to FP32 on the host
+    for shape in ((5, 37), (3, 7, 64), (11, 200)):
+        x = sample(*shape, dtype=dtype)
+        assert host(modules, "softmax_float", x) == {}, shape
+        assert modules[0].softmax_float(x).dtype == torch.float32
+
+
+def test_a_row_composite_casts_on_the_host_only_where_the_cast_rounds(modules):
+    # to FP32 or the input's dtype: on chip (an FP32 input needs no cast); to BF16 from FP32 the
+    # input is rounded first, as torch does
+    assert host(modules, "log_softmax_to", sample(37, 5, dtype=torch.float16), torch.float32) == {}
+    assert host(modules, "log_softmax_to", sample(37, 5, dtype=torch.bfloat16), torch.bfloat16) == {}
+    assert host(modules, "log_softmax_to", sample(37, 5), torch.float32) == {}
+    assert host(modules, "log_softmax_to", sample(37, 5), torch.bfloat16) == {"_to_copy": 1}
 
 
 def test_a_row_composite_of_aligned_rows_copies_nothing(modules):
