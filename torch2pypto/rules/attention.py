@@ -7,8 +7,9 @@ run on the cube, accumulated in FP32; softmax runs in FP32; fp16/bf16 P is round
 dtype for the P.V product (as flash kernels do) and the output once.
 
 The kernel reads q/k/v as 2-D rows, each as it lies: a tensor laid out [..., S, heads, D] (a
-projection's output viewed per head, as models make q, k and v) as [... * S, heads * D], its
-heads side by side in the columns; any other as [... * heads * S, D] (a copy unless contiguous,
+projection's output viewed per head, as models make q, k and v) as [... * S, width] rows, its
+heads side by side in the columns from a first column (the window: GPT-2's q, k and v are column
+slices of c_attn's [... * S, 3 * heads * D] rows, read there); any other as [... * heads * S, D] (a copy unless contiguous,
 D zero-padded to 16). The output is written [..., S, heads, D] and returned as its [..., heads, S, D]
 view (as torch's CPU flash kernel returns it for a query laid out so), so the usual
 ``.transpose(1, 2).contiguous()`` after it copies nothing; with D not a multiple of 16, as the
@@ -72,13 +73,13 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
 
 def _kernel(name: str) -> Definition:
     doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows "
-           "([batch * s, heads * d] where q_/k_/v_/out_columns say the heads lie in the columns), "
+           "([batch * s, width] where q_/k_/v_/out_window (width, first column) say the heads lie in the columns), "
            "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
            "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say).")
     prelude = [
         Assign("batch, kv_heads", "bh // heads, heads // group"),
-        Assign("q_cols, k_cols, v_cols, out_cols", "(n * d if columns else d for n, columns in (\n"
-               "    (heads, q_columns), (kv_heads, k_columns), (kv_heads, v_columns), (heads, out_columns)))"),
+        Assign("(q_cols, q_start), (k_cols, k_start), (v_cols, v_start), (out_cols, out_start)",
+               "(window or (d, 0) for window in (q_window, k_window, v_window, out_window))"),
         Assign("qk_k, qk_n", call("_cube_tiles", "d", "kv_tile", "dtype", "tile")),
         Assign("pv_k, pv_n", call("_cube_tiles", "kv_tile", "d", "dtype", "tile")),
         Assign("score_rows, _", call("_tile_shape", "kv_tile", "tile", "4", "(pypto.DT_FP32,)", whole_rows="True")),
@@ -89,15 +90,15 @@ def _kernel(name: str) -> Definition:
               templates.tensor("bias", items("pypto.DYNAMIC", "pypto.DYNAMIC"), FP32),
               templates.tensor("out", items("pypto.DYNAMIC", "out_cols"), "dtype")]
     body = [
-        Assign("sq", "q.shape[0] // (batch if q_columns else bh)"),
-        Assign("skv", "k.shape[0] // (batch if k_columns else bh // group)"),
+        Assign("sq", "q.shape[0] // (batch if q_window else bh)"),
+        Assign("skv", "k.shape[0] // (batch if k_window else bh // group)"),
         loop("h", pypto("loop", "bh", name='"heads"'),
              Comment("where head h starts: row and column in q, k, v and out"),
              *_head_starts(),
              loop("i", pypto("loop", "(sq + tile - 1) // tile", name='"q_tiles"'), *_query_tile())),
     ]
     factory = ("dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads, "
-               "q_columns, k_columns, v_columns, out_columns, merge")
+               "q_window, k_window, v_window, out_window, merge")
     source = templates.factory(name, [factory], doc, prelude, params, body, JIT)
     return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
 
@@ -105,14 +106,14 @@ def _kernel(name: str) -> Definition:
 def _head_starts() -> list[Stmt]:
     """Where head ``h`` starts: its row and column in q, k, v and out (heads in the columns or in the rows)."""
     return [
-        Assign("q_row", "(h // heads) * sq if q_columns else h * sq"),
-        Assign("q_col", "(h % heads) * d if q_columns else 0"),
-        Assign("k_row", "(h // heads) * skv if k_columns else (h // group) * skv"),
-        Assign("k_col", "(h % heads // group) * d if k_columns else 0"),
-        Assign("v_row", "(h // heads) * skv if v_columns else (h // group) * skv"),
-        Assign("v_col", "(h % heads // group) * d if v_columns else 0"),
-        Assign("out_row", "(h // heads) * sq if out_columns else h * sq"),
-        Assign("out_col", "(h % heads) * d if out_columns else 0"),
+        Assign("q_row", "(h // heads) * sq if q_window else h * sq"),
+        Assign("q_col", "q_start + (h % heads) * d if q_window else 0"),
+        Assign("k_row", "(h // heads) * skv if k_window else (h // group) * skv"),
+        Assign("k_col", "k_start + (h % heads // group) * d if k_window else 0"),
+        Assign("v_row", "(h // heads) * skv if v_window else (h // group) * skv"),
+        Assign("v_col", "v_start + (h % heads // group) * d if v_window else 0"),
+        Assign("out_row", "(h // heads) * sq if out_window else h * sq"),
+        Assign("out_col", "(h % heads) * d if out_window else 0"),
     ]
 
 
@@ -195,14 +196,14 @@ bh = {q}.numel() // (sq * d)
 tile = _sdpa_tile(sq, _SDPA_ROWS)
 kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
 bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
-(q_rows, q_columns), (k_rows, k_columns), (v_rows, v_columns) = (_sdpa_rows(t) for t in ({q}, {k}, {v}))
-out_columns = d % 16 == 0  # out [..., sq, heads, d]: the model's .transpose(1, 2).contiguous() copies nothing
-out = q_rows.new_empty((bh // heads * sq, heads * d)) if out_columns else torch.empty_like(q_rows)
+(q_rows, q_window), (k_rows, k_window), (v_rows, v_window) = (_sdpa_rows(t) for t in ({q}, {k}, {v}))
+out_window = (heads * d, 0) if d % 16 == 0 else None  # out [..., sq, heads, d]: the model's .transpose(1, 2).contiguous() copies nothing
+out = q_rows.new_empty((bh // heads * sq, heads * d)) if out_window else torch.empty_like(q_rows)
 factor = float(d ** -0.5 if {scale} is None else {scale})
 merge = bh * -(-sq // tile) * -(-skv // kv_tile) >= _SDPA_MERGE  # kv tiles enough to merge the kernel's tasks
-kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_columns, k_columns, v_columns, out_columns, merge)
+kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_window, k_window, v_window, out_window, merge)
 _launch(kernel, q_rows, k_rows, v_rows, bias, out)
-if out_columns:
+if out_window:
     return out.reshape(*{q}.shape[:-3], sq, heads, d).transpose(-3, -2)
 return out[:, :d].reshape({q}.shape)
 '''

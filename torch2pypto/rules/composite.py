@@ -15,7 +15,9 @@ operand (a norm without weight).
 ``along`` makes a row recipe: the parameter naming the row its reductions run along, a dim
 (``int``: moved last on the host) or a normalized shape (``Dims``: the trailing dims, folded
 into the row; the other tensors are rows of that shape, the norm's weight and bias). A ``dtype``
-parameter casts the input first (torch's ``softmax(dtype=)``). A Number constant that may be
+parameter (torch's ``softmax(dtype=)``) makes the recipe compute in FP32 and store that dtype:
+the kernel casts its tiles on chip where the cast is exact (to FP32, or to the input's dtype);
+the host casts the input first where it rounds (an FP32 input to BF16), as torch does. A Number constant that may be
 None (``F.rms_norm``'s eps) is FP32's epsilon when it is, as in torch. ``compute = "float32"``
 computes the whole recipe in FP32.
 
@@ -357,24 +359,30 @@ def _kernel(
     steps = _on_tiles(entry, steps, given)
     row = bool(entry.fields.along)
     numbers = _in_order(entry, given)
+    cast = _casts(entry)
     told = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors] + [f"{n} a Python number" for n in numbers]
     return templates.row_kernel(
         name,
         f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(told) + ')' if told else ''}"
         + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.",
-        ", ".join(["dtype", "cols", *(["width"] if row else []), *constants(entry), *numbers]),
+        ", ".join(["dtype", *(["out_dtype"] if cast else []), "cols", *(["width"] if row else []), *constants(entry), *numbers]),
         [_tile(i) for i in inputs],
         steps,
         buffers=len(inputs) + len(vectors) + sum(not a.step.reduces for a in steps),  # a reduced row is one column
         vectors=[_tile(v) for v in vectors],
-        out_dtype=templates.BOOL if entry.fields.output == "bool" else "dtype",
+        out_dtype=templates.BOOL if entry.fields.output == "bool" else "out_dtype" if cast else "dtype",
     )
+
+
+def _casts(entry: Entry) -> bool:
+    """Whether a row recipe takes a ``dtype`` for its result (``softmax(dtype=)``)."""
+    return bool(entry.fields.along) and "dtype" in {p.name for p in wrapper_params(entry)}
 
 
 def _on_tiles(entry: Entry, steps: tuple[Apply, ...], given=frozenset()) -> tuple[Apply, ...]:
     """The steps over the kernel's tiles (``x_tile``...), in FP32 where the entry computes so."""
     rename = {n: f"{_tile(n)}_tile" for n in _tiles(entry) if n not in given}
-    fp32 = entry.fields.compute == "float32"  # the whole recipe computes in FP32
+    fp32 = entry.fields.compute == "float32" or _casts(entry)  # the whole recipe computes in FP32
     return tuple(
         Apply(a.target, dataclasses.replace(a.step, fp32=a.step.fp32 or fp32), tuple(rename.get(o, o) for o in a.operands))
         for a in steps
@@ -525,14 +533,17 @@ tiles 32 bytes wide (_row_width) whose valid shape is the row."""
     names = [p.name for p in operands(entry)]
     rows = names[1:]
     defined = [_kernel(entry, name, choice, steps, ["input"], [r for r in rows if r not in absent]) for name, choice, absent, _, steps in kernels]
-    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "_row_width(cols, x.dtype)", *_factory_constants(entry)])
+    casts = _casts(entry)
+    out_dtype = "x.dtype if dtype is None else dtype" if casts else "x.dtype"
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", *(["_PYPTO_DTYPES[out.dtype]"] if casts else []), "cols", "_row_width(cols, x.dtype)", *_factory_constants(entry)])
     dim = entry.param(entry.fields.along).kinds == ("int",)
-    cast = "input if dtype is None else input.to(dtype)" if "dtype" in {p.name for p in params} else "input"
+    # a cast to FP32 (or to the input's dtype) is exact: the kernel makes it on chip
+    cast = "input if dtype in (None, torch.float32, input.dtype) else input.to(dtype)" if casts else "input"
     guards = _accepted(entry)
     if dim:
         prologue = ""
         guards += [f"{entry.fields.along} is not None", "input.dim() > 0"]
-        if "dtype" in {p.name for p in params}:
+        if casts:
             guards.append("(dtype is None or dtype in _PYPTO_DTYPES)")
         guards += ["_on_kernel_path(input)"]
         body = (
@@ -553,7 +564,7 @@ tiles 32 bytes wide (_row_width) whose valid shape is the row."""
         shaped = "out.reshape(input.shape)"
     body += (
         _defaults(entry)
-        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + f"out = torch.empty(x.shape, dtype={out_dtype}, device=x.device)\n"
         + _choose(entry, kernels, factory)
         + f"_launch(kernel, x, {'*rows, ' if rows and not dim else ''}out)\n"
         f"return _in_layout_of({shaped}, input)\n"

@@ -9,6 +9,7 @@ import functools
 import torch
 
 from torch2pypto.runtime.launch import _on_kernel_path
+from torch2pypto.runtime.layout import _row_window
 
 
 # Query and kv tiles: a power of two from 16 up to 512 query rows and 1024 keys. In the cost
@@ -104,11 +105,18 @@ def _sdpa_mask_bias(q, k, mask, is_causal):
 
 
 def _sdpa_rows(t):
-    """t [..., heads, s, d] as the kernel's rows, and whether its heads lie in the columns: laid
-    out [..., s, heads, d], as [... * s, heads * d] as it is; else [... * heads * s, d], a copy
-    unless contiguous, d zero-padded to 16."""
+    """t [..., heads, s, d] as the kernel's rows and their window. Laid out [..., s, heads, d]
+    (a projection's output viewed per head): rows [... * s, width] read in place, the heads side
+    by side from the window's first column, window (width, first column); in wider rows
+    (GPT-2's q, k and v, column slices of c_attn's output), those rows (_row_window). Else
+    [... * heads * s, d], a copy unless contiguous, d zero-padded to 16, window None."""
     d = t.shape[-1]
-    if d % 16 == 0 and t.transpose(-3, -2).is_contiguous():
-        return t.transpose(-3, -2).reshape(-1, t.shape[-3] * d), True
+    laid = t.transpose(-3, -2)
+    if d % 16 == 0 and laid.stride(-1) == 1 and laid.stride(-2) == d:
+        try:
+            rows, start = _row_window(laid, laid.view(-1, laid.shape[-2] * d).shape[0])
+            return rows, (rows.shape[1], start)
+        except RuntimeError:  # leading dims that fold into no rows
+            pass
     rows = t.reshape(-1, d)
-    return (torch.nn.functional.pad(rows, (0, -d % 16)) if d % 16 else rows).contiguous(), False
+    return (torch.nn.functional.pad(rows, (0, -d % 16)) if d % 16 else rows).contiguous(), None
