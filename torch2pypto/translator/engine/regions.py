@@ -55,6 +55,10 @@ from torch2pypto.translator.engine.scopes import children, walk
 
 _BLOCKS = ("body", "orelse", "finalbody")
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
+_NO_OPS = frozenset({  # nodes of no op inside (names, constants, contexts, operator symbols): bound 0
+    ast.Name, ast.Constant,
+    *(kind for base in (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop) for kind in base.__subclasses__()),
+})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -400,7 +404,8 @@ class Finder:
         for child in children(node):
             if count >= 2:
                 break
-            count += self._ops_at_most(child)
+            if type(child) not in _NO_OPS:
+                count += self._ops_at_most(child)
         self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
         return count
 
