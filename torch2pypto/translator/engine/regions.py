@@ -51,14 +51,11 @@ from torch2pypto.rules.fusion import ROWS, VECTOR, Output, Param, Unfusible, def
 from torch2pypto.translator.engine import epilogues, groups, halves, siblings
 from torch2pypto.translator.engine.lowering import FUNCTIONS, OPERATORS, Built, assigned_names, bindings, candidate, own_nodes
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import children, walk
+from torch2pypto.translator.engine.scopes import INERT, children, walk
 
 _BLOCKS = ("body", "orelse", "finalbody")
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
-_NO_OPS = frozenset({  # nodes of no op inside (names, constants, contexts, operator symbols): bound 0
-    ast.Name, ast.Constant,
-    *(kind for base in (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop) for kind in base.__subclasses__()),
-})
+_NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
 
 
 @dataclasses.dataclass(frozen=True)

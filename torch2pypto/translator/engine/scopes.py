@@ -178,7 +178,8 @@ class ModuleIndex:
                     handler(node, scope, push)
                     continue
             for child in children(node):
-                push((child, scope))
+                if type(child) not in INERT:
+                    push((child, scope))
 
     def _handlers(self):
         return {
@@ -399,6 +400,12 @@ def walk(node: ast.AST) -> list[ast.AST]:
                 extend(value if None not in value else [v for v in value if v is not None])  # a dict's keys: None for **
     return nodes
 
+
+# nodes the index records nothing of, nor of anything inside: constants, contexts, operator symbols
+INERT = frozenset({
+    ast.Constant,
+    *(kind for base in (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop) for kind in base.__subclasses__()),
+})
 
 # fields that never hold a node (names, flags, a constant's value), left out of the visits: the
 # other lists hold nodes only, None aside
