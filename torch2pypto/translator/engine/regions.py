@@ -52,11 +52,12 @@ from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusibl
 from torch2pypto.translator.engine import epilogues, groups, halves, siblings
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import children, walk
+from torch2pypto.translator.engine.scopes import INERT, children, walk
 from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
+_NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -402,7 +403,8 @@ class Finder:
         for child in children(node):
             if count >= 2:
                 break
-            count += self._ops_at_most(child)
+            if type(child) not in _NO_OPS:
+                count += self._ops_at_most(child)
         self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
         return count
 
