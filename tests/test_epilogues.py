@@ -39,6 +39,36 @@ class MLP(nn.Module):
         return down_proj
 """
 
+PHI3_MLP = """\
+import torch
+from torch import nn
+import torch.nn.functional as F
+from transformers.activations import ACT2FN
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden, intermediate, bias=False, act="silu", rows=None):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(hidden, rows or 2 * intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.activation_fn = ACT2FN[act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        up_states = self.gate_up_proj(hidden_states)
+
+        gate, up_states = up_states.chunk(2, dim=-1)
+        up_states = up_states * self.activation_fn(gate)
+
+        return self.down_proj(up_states)
+
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    y = F.linear(x, w)
+    g, u = torch.chunk(y, 2, dim=-1)
+    h = F.silu(g) * u
+    return h
+"""
+
 FUNCTIONAL = """\
 import torch
 import torch.nn.functional as F
@@ -98,22 +128,30 @@ def test_what_is_no_gated_pair_stays_per_call():
         assert not any("gated" in r.kernel for r in translated(code).regions), expression
 
 
+MLPS = {"llama": (LLAMA_MLP, 70), "phi3 chunked": (PHI3_MLP, 35)}  # the source, an odd intermediate size
+
+
 @pytest.mark.interpreter
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("bias", [False, True])
-def test_llama_mlp_is_two_launches_and_matches_torch(dtype, bias):
-    mod, reference = module(translated(LLAMA_MLP).code), original(LLAMA_MLP)["MLP"]
-    for rows, hidden, intermediate in ((1, 37, 70), (2 * 7, 64, 48), (130, 200, 33)):
+@pytest.mark.parametrize("mlp", MLPS)
+def test_gated_mlp_is_two_launches_and_matches_torch(mlp, dtype, bias):
+    """Odd rows, hidden and intermediate sizes: the gated kernel (phi3's on the two halves of the
+    one weight: views, no copy) and the down projection, no torch op on the host."""
+    source = MLPS[mlp][0]
+    mod, reference = module(translated(source).code), original(source)["MLP"]
+    for rows, hidden, intermediate in ((1, 37, MLPS[mlp][1]), (2 * 7, 64, 48), (130, 200, 33)):
         torch.manual_seed(rows)
         model = mod.MLP(hidden, intermediate, bias).to(dtype)
         expected = reference(hidden, intermediate, bias).to(dtype)
         expected.load_state_dict(model.state_dict())
         x = (torch.randn(rows, hidden) * 3).to(dtype).reshape(-1, 7, hidden) if rows % 7 == 0 else (torch.randn(rows, hidden) * 3).to(dtype)
         ran = counting()
-        with torch2pypto.interpreted(mod), torch.no_grad():
+        with torch2pypto.interpreted(mod), torch.no_grad(), host_ops(mod) as ops:
             got = model(x)
         linear = "linear_bias_kernel.kernel" if bias else "linear_kernel.kernel"
         assert ran() == {f"gated_silu{'_bias' if bias else ''}_kernel.kernel": 1, linear: 1}, (rows, ran())
+        assert dict(ops) == {}
         with torch.no_grad():
             want = expected(x)
         assert got.dtype == want.dtype and got.shape == want.shape
@@ -122,11 +160,13 @@ def test_llama_mlp_is_two_launches_and_matches_torch(dtype, bias):
 
 
 @pytest.mark.interpreter
-def test_gated_kernel_keeps_torch_gradients():
-    mod, reference = module(translated(LLAMA_MLP).code), original(LLAMA_MLP)["MLP"]
+@pytest.mark.parametrize("mlp", MLPS)
+def test_gated_kernel_keeps_torch_gradients(mlp):
+    source, intermediate = MLPS[mlp]
+    mod, reference = module(translated(source).code), original(source)["MLP"]
     torch.manual_seed(0)
-    model = mod.MLP(37, 70, True)
-    expected = reference(37, 70, True)
+    model = mod.MLP(37, intermediate, True)
+    expected = reference(37, intermediate, True)
     expected.load_state_dict(model.state_dict())
     x = torch.randn(2, 5, 37, requires_grad=True)
     ran = counting()
@@ -324,37 +364,6 @@ def test_linear_activation_is_one_launch(act, dtype):
         torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])
 
 
-PHI3_MLP = """\
-import torch
-from torch import nn
-import torch.nn.functional as F
-from transformers.activations import ACT2FN
-
-
-class MLP(nn.Module):
-    def __init__(self, hidden, intermediate, bias=False, act="silu", rows=None):
-        super().__init__()
-        self.gate_up_proj = nn.Linear(hidden, rows or 2 * intermediate, bias=bias)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
-        self.activation_fn = ACT2FN[act]
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        up_states = self.gate_up_proj(hidden_states)
-
-        gate, up_states = up_states.chunk(2, dim=-1)
-        up_states = up_states * self.activation_fn(gate)
-
-        return self.down_proj(up_states)
-
-
-def f(x: torch.Tensor, w: torch.Tensor):
-    y = F.linear(x, w)
-    g, u = torch.chunk(y, 2, dim=-1)
-    h = F.silu(g) * u
-    return h
-"""
-
-
 def test_chunked_gated_pair_is_one_call():
     """phi3's MLP: the projection, its chunk and the gated product are one call of a gated wrapper
     that takes the one weight; what reads a half elsewhere, or chunks along another dim, stays."""
@@ -368,50 +377,6 @@ def test_chunked_gated_pair_is_one_call():
         assert not any("gated" in r.kernel for r in translated(code).regions if r.function == "f"), changed
     code = PHI3_MLP.replace("chunk(y, 2, dim=-1)", "chunk(y, 2, dim=0)")
     assert not any("gated" in r.kernel for r in translated(code).regions if r.function == "f")
-
-
-@pytest.mark.interpreter
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("bias", [False, True])
-def test_chunked_gated_mlp_is_two_launches_and_matches_torch(dtype, bias):
-    """Odd rows, hidden and intermediate sizes: the gated kernel on the two halves of the one
-    weight (views, no copy: no torch op on the host) and the down projection."""
-    mod, reference = module(translated(PHI3_MLP).code), original(PHI3_MLP)["MLP"]
-    for rows, hidden, intermediate in ((1, 37, 35), (2 * 7, 64, 48), (130, 200, 33)):
-        torch.manual_seed(rows)
-        model = mod.MLP(hidden, intermediate, bias).to(dtype)
-        expected = reference(hidden, intermediate, bias).to(dtype)
-        expected.load_state_dict(model.state_dict())
-        x = (torch.randn(rows, hidden) * 3).to(dtype).reshape(-1, 7, hidden) if rows % 7 == 0 else (torch.randn(rows, hidden) * 3).to(dtype)
-        ran = counting()
-        with torch2pypto.interpreted(mod), torch.no_grad(), host_ops(mod) as ops:
-            got = model(x)
-        linear = "linear_bias_kernel.kernel" if bias else "linear_kernel.kernel"
-        assert ran() == {f"gated_silu{'_bias' if bias else ''}_kernel.kernel": 1, linear: 1}, (rows, ran())
-        assert dict(ops) == {}
-        with torch.no_grad():
-            want = expected(x)
-        assert got.dtype == want.dtype and got.shape == want.shape
-        tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}[dtype]  # bf16: one rounding apart at most
-        torch.testing.assert_close(got, want, atol=tol[0], rtol=tol[1])
-
-
-@pytest.mark.interpreter
-def test_chunked_gated_kernel_keeps_torch_gradients():
-    mod, reference = module(translated(PHI3_MLP).code), original(PHI3_MLP)["MLP"]
-    torch.manual_seed(0)
-    model = mod.MLP(37, 33, True)
-    expected = reference(37, 33, True)
-    expected.load_state_dict(model.state_dict())
-    x = torch.randn(2, 5, 37, requires_grad=True)
-    ran = counting()
-    with torch2pypto.interpreted(mod):
-        model(x).square().sum().backward()
-    assert ran()["gated_silu_bias_kernel.kernel"] == 1
-    got = [x.grad, *(p.grad for p in model.parameters())]
-    x.grad = None
-    expected(x).square().sum().backward()
-    torch.testing.assert_close(got, [x.grad, *(p.grad for p in expected.parameters())], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.interpreter
