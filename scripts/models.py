@@ -18,6 +18,10 @@ file's own eager code). Then, the translated model under ``torch2pypto.interpret
 - bfloat16: one forward without grad, judged by :class:`LowPrecision` against the FP32 forward
   of the same (rounded) weights.
 
+Both FP32 models run one forward without grad first, so that the forwards measured are a
+process's steady state: what the translation does once per process (the sdpa wrapper's causal
+band, made once per tile) is printed apart, not counted as the forward's.
+
 Prints per model its modeling file's call sites (converted / total, left as torch, ambiguous),
 the kernels launched and wrappers called, the launches in each decoder layer, the share of the
 original forward's matmul FLOPs (torch's FlopCounterMode) that the translated bfloat16 one ran
@@ -119,6 +123,7 @@ class Training:
     gradients: float  # max |diff| over every parameter's gradient (inf: one has a gradient, the other not)
     seconds: float
     torch_ops: tuple[TorchOps, TorchOps] | None = None  # the forward's: original, translated (outside launches)
+    once: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # ops of a first call only
 
     @property
     def ok(self) -> bool:
@@ -409,12 +414,16 @@ def train(model: str, module: types.ModuleType, layers: int = 2) -> Training:
     """One FP32 forward and backward of the original and (interpreted) the translated `model`."""
     original, translated = twins(model, module, torch.float32, layers)
     ids = token_ids(original.config.vocab_size)
+    modules = running(module)
+    with torch.no_grad(), interpreted(*modules):  # what a process does once
+        original(ids)
+        with host_work(*modules) as first:
+            translated(ids)
     with host_work() as whole:
         expected = original(ids, labels=ids)
     expected.loss.backward()
     launched = counting()
     start = time.perf_counter()
-    modules = running(module)
     with interpreted(*modules):
         with host_work(*modules) as left:
             got = translated(ids, labels=ids)
@@ -422,7 +431,8 @@ def train(model: str, module: types.ModuleType, layers: int = 2) -> Training:
     seconds = time.perf_counter() - start
     gradients = [_max_diff(p.grad, q.grad) for p, q in zip(translated.parameters(), original.parameters())]
     return Training(launched(), _max_diff(got.logits, expected.logits), _max_diff(got.loss, expected.loss),
-                    max(gradients), seconds, (TorchOps.of(whole), TorchOps.of(left)))
+                    max(gradients), seconds, (TorchOps.of(whole), TorchOps.of(left)),
+                    collections.Counter(first.ops) - left.ops)
 
 
 def _max_diff(a: torch.Tensor | None, b: torch.Tensor | None) -> float:
@@ -485,6 +495,9 @@ def print_result(result: Result, top: int = 6) -> None:
     for dtype, torch_ops in ((torch.float32, training.torch_ops), (low.dtype, low.torch_ops)):
         if torch_ops:
             print(f"    {str(dtype).removeprefix('torch.')} forward: {_left_to_torch(*torch_ops, top)}")
+    if training.once:
+        print("    once per process, before the forwards measured (both models ran one first): "
+              + ", ".join(f"{name} x{n}" for name, n in training.once.most_common()))
 
 
 def _left_to_torch(original: TorchOps, translated: TorchOps, top: int = 6) -> str:
