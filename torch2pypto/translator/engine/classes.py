@@ -10,7 +10,7 @@ from typing import Mapping
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.rules.site import Expression
 from torch2pypto.translator.engine.hierarchy import Hierarchy
-from torch2pypto.translator.engine.scopes import ModuleIndex, children, walk
+from torch2pypto.translator.engine.scopes import ModuleIndex, statements, walk
 
 FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -273,15 +273,6 @@ def _literals(values: list[ast.expr]) -> tuple[tuple[str | int, object], ...]:
     return tuple(sorted(((k, one(given)) for k, given in passed.items()), key=lambda item: (type(item[0]) is str, str(item[0]))))
 
 
-def _statements(node: ast.AST) -> list[ast.AST]:
-    """``node`` and the statements (handlers and cases too) inside it, nested definitions' included:
-    what can hold an assignment, found without walking expressions."""
-    found = [node]
-    for current in found:
-        found.extend(c for c in children(current) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
-    return found
-
-
 class SelfStores:
     """What one class does with ``self``: values stored per attribute, calls per method."""
 
@@ -294,7 +285,7 @@ class SelfStores:
             if isinstance(method, FUNCTION_DEFS) and method.name != "__init__":
                 params = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
                 self.replacements |= {
-                    id(n.value) for n in _statements(method)
+                    id(n.value) for n in statements(method)
                     if type(n) is ast.Assign and type(n.value) is ast.Name and n.value.id in params
                 }  # fmt: skip
         for node in walk(cls):

@@ -52,11 +52,10 @@ from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusibl
 from torch2pypto.translator.engine import epilogues, groups, halves, siblings
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import INERT, children, walk
+from torch2pypto.translator.engine.scopes import INERT, children, statements, walk
 from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
-_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)  # what can hold a function
 _NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
 
 
@@ -123,14 +122,8 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
 
 
 def _functions(tree: ast.Module):
-    """The functions of a module, nested ones too, in ``ast.walk``'s order; only statements (and
-    their handlers and cases) can hold one, so expressions are not walked."""
-    queue = collections.deque([tree])
-    while queue:
-        node = queue.popleft()
-        if isinstance(node, FUNCTIONS):
-            yield node
-        queue.extend(c for c in children(node) if isinstance(c, _STATEMENTS))
+    """The functions of a module, nested ones too, in ``ast.walk``'s order."""
+    return (node for node in statements(tree) if isinstance(node, FUNCTIONS))
 
 
 def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: Built) -> bool:

@@ -401,6 +401,15 @@ def walk(node: ast.AST) -> list[ast.AST]:
     return nodes
 
 
+def statements(node: ast.AST) -> list[ast.AST]:
+    """``node`` and the statements (handlers and cases too) inside it, nested definitions' included,
+    breadth first: what can hold an assignment or a function, found without walking expressions."""
+    found = [node]
+    for current in found:
+        found.extend(c for c in children(current) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
+    return found
+
+
 # nodes the index records nothing of, nor of anything inside: constants, contexts, operator symbols
 INERT = frozenset({
     ast.Constant,
