@@ -23,7 +23,7 @@ process's steady state: what the translation does once per process (the sdpa wra
 band, made once per tile) is printed apart, not counted as the forward's.
 
 Prints per model its modeling file's call sites (converted / total, left as torch, ambiguous),
-the kernels launched and wrappers called, the launches in each decoder layer, the share of the
+the kernels launched and wrappers called, the launches in each decoder layer (and those of the cache update in it), the share of the
 original forward's matmul FLOPs (torch's FlopCounterMode) that the translated bfloat16 one ran
 in PyPTO kernels rather than in torch, the aten compute ops (views and allocations left out) and
 the bytes they write that each translated forward left to torch outside its kernel launches
@@ -166,6 +166,7 @@ class LowPrecision:
     agreeing: int  # of those, where the translated argmax is the reference's
     seconds: float
     per_layer: tuple[collections.Counter, ...] = ()  # the launches in each decoder (encoder) layer
+    cache: tuple[collections.Counter, ...] = ()  # the launches in each cache update (one a decoder layer)
     matmul_flops: tuple[int, int] = (0, 0)  # the original forward's, and those the translated one left to torch
     torch_ops: tuple[TorchOps, TorchOps] | None = None  # the forward's: original, translated (outside launches)
 
@@ -374,6 +375,32 @@ def layer_launches(model: torch.nn.Module):
             hook.remove()
 
 
+@contextlib.contextmanager
+def cache_launches(modules: list[types.ModuleType]):
+    """Inside the block, the kernel launches of each call of a translated cache's ``update`` (a
+    DynamicCache's: the cats of the keys and values kept): yields the list of Counters."""
+    calls: list[collections.Counter] = []
+    saved = [(m.Cache, m.Cache.update) for m in modules if isinstance(getattr(m, "Cache", None), type)]
+
+    def counted(update):
+        @functools.wraps(update)
+        def run(*args, **kwargs):
+            launched = counting()
+            try:
+                return update(*args, **kwargs)
+            finally:
+                calls.append(launched())
+        return run
+
+    try:
+        for cls, update in saved:
+            cls.update = counted(update)
+        yield calls
+    finally:
+        for cls, update in saved:
+            cls.update = update
+
+
 class _Untracked:
     """A module tracker that tracks nothing: FlopCounterMode's own registers global module hooks,
     which every submodule call would run, so that a fused region inlining a submodule's forward
@@ -456,7 +483,7 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
         in_kernels = []
         modules = running(module)
         with counted_calls(wrappers_of(module, translation)) as wrappers, interpreted(*modules), total_flops() as ran, \
-                layer_launches(translated) as per_layer:
+                layer_launches(translated) as per_layer, cache_launches(modules) as cache:
             for one in modules:
                 one.PYPTO_LAUNCHER = flops_counted(one.PYPTO_LAUNCHER, in_kernels)
             with host_work(*modules) as left:
@@ -465,7 +492,7 @@ def low_precision(model: str, module: types.ModuleType, translation: Translation
     assert logits.dtype == expected.dtype and logits.shape == expected.shape
     flops = (total.get_total_flops(), ran.get_total_flops() - sum(in_kernels))
     return LowPrecision.judge(logits, expected, reference, kernels=launched(), wrappers=wrappers, seconds=seconds,
-                              per_layer=tuple(per_layer), matmul_flops=flops, torch_ops=(TorchOps.of(whole), TorchOps.of(left)))
+                              per_layer=tuple(per_layer), cache=tuple(cache), matmul_flops=flops, torch_ops=(TorchOps.of(whole), TorchOps.of(left)))
 
 
 def compare(model: str, folder: Path, layers: int = 2) -> Result:
@@ -490,7 +517,8 @@ def print_result(result: Result, top: int = 6) -> None:
           f"{'' if low.ok else '  FAILED'}", flush=True)
     print("    " + ", ".join(f"{name.removesuffix('.kernel')} x{n}" for name, n in sorted(low.kernels.items())))
     if low.per_layer:
-        print(f"    launches per layer: {', '.join(str(sum(n.values())) for n in low.per_layer)}; in the first: "
+        cache = f" ({', '.join(str(sum(n.values())) for n in low.cache)} of them the cache's update)" if low.cache else ""
+        print(f"    launches per layer: {', '.join(str(sum(n.values())) for n in low.per_layer)}{cache}; in the first: "
               + ", ".join(f"{name.removesuffix('.kernel')} x{n}" for name, n in sorted(low.per_layer[0].items())))
     for dtype, torch_ops in ((torch.float32, training.torch_ops), (low.dtype, low.torch_ops)):
         if torch_ops:
