@@ -22,14 +22,14 @@ Both FP32 models run one forward without grad first, so that the forwards measur
 process's steady state: what the translation does once per process (the sdpa wrapper's causal
 band, made once per tile) is printed apart, not counted as the forward's.
 
-Prints per model its modeling file's call sites (converted / total, left as torch, ambiguous),
-the kernels launched and wrappers called, the launches in each decoder layer (and those of the cache update in it), the share of the
-original forward's matmul FLOPs (torch's FlopCounterMode) that the translated bfloat16 one ran
-in PyPTO kernels rather than in torch, the aten compute ops (views and allocations left out) and
-the bytes they write that each translated forward left to torch outside its kernel launches
-against the original forward's, and which ops those are, the training differences and the
-bfloat16 figures, and the seconds of each. Exits 1 if a model fails either check or launched no
-kernel.
+Prints per model its modeling file's call sites (converted / total, left as torch, ambiguous), the
+kernels launched and wrappers called, the launches in each decoder layer (and those of the cache
+update in it), the share of the original forward's matmul FLOPs (torch's FlopCounterMode) that the
+translated bfloat16 one ran in PyPTO kernels rather than in torch, the aten compute ops (views and
+allocations left out) and the bytes they write that each translated forward left to torch outside
+its kernel launches against the original forward's, and which ops those are, the training
+differences and the bfloat16 figures, and the seconds of each. Exits 1 if a model fails either
+check or launched no kernel.
 """
 
 from __future__ import annotations
