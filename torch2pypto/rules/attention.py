@@ -16,10 +16,12 @@ view (as torch's CPU flash kernel returns it for a query laid out so), so the us
 query's rows. A GQA/MQA query head ``h``
 reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
 [T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
-diagonal tile adds the band's right half); an attention mask is an FP32 additive tensor of
-[mask heads * S_q, S_kv] (a bool mask becomes 0 / -1e30; is_causal with a mask adds the causal
-triangle to it), read per tile. Dropout, masks of other shapes, value dims other than key's, and
-rows a bool mask masks wholly run torch.
+diagonal tile adds the band's right half); a bool mask of [mask heads * S_q, S_kv] rows (a dim
+it broadcasts read once: transformers' sliding-window mask, expanded over the batch) is read as
+it lies, its False scores -1e30, a row it wholly masks zeros as torch gives; any other attention
+mask is an FP32 additive tensor of those rows (a bool mask with is_causal 0 / -1e30 plus the
+causal triangle), read per tile. Dropout, masks of other shapes, value dims other than key's,
+and rows a bool mask with is_causal masks wholly run torch.
 
 The family takes the rest (Family.takes_rest): a call with ``**kwargs`` (transformers'
 ``**sdpa_kwargs``, which carries ``enable_gqa``) or ``*args`` passes them to the wrapper as

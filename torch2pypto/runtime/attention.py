@@ -85,9 +85,9 @@ def _sdpa_kept(mask, name, key, make):
 
 def _sdpa_bias(q, k, mask, is_causal, tile):
     """The kernel's bias, its kind and whether a mask varies by batch and by head: a causal
-    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else -1e30),
-    a bool mask's rows read in place (_sdpa_mask_rows), or the mask as FP32 additive [mask batches * mask heads * sq, skv] rows (leading dims all 1
-    or all the query's; a bool mask's False is -1e30; with is_causal, -1e30 above the diagonal
+    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else -1e30), a
+    bool mask's rows read in place without is_causal (_sdpa_mask_rows), or the mask as FP32
+    additive [mask batches * mask heads * sq, skv] rows (leading dims all 1 or all the query's; a bool mask's False is -1e30; with is_causal, -1e30 above the diagonal
     too, as torch adds them), skv padded to 32 bytes, kept on the mask; else a dummy."""
     if mask is None:
         return _sdpa_band(tile if is_causal else 0, q.device), "causal" if is_causal else None, False, False
