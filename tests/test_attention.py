@@ -218,7 +218,9 @@ WINDOWS = [
     pytest.param((2, 2, 2, 1, 13, 64, torch.float32, 20, 0), id="decode-window20"),
     pytest.param((2, 4, 4, 9, 9, 64, torch.float32, 3, 4), id="window3-padding-wholly-masked-rows"),
     pytest.param((2, 2, 1, 5, 19, 128, torch.bfloat16, 8, 2), id="window8-padding-sq-ne-skv-bf16"),
-    pytest.param((1, 2, 2, 130, 130, 64, torch.float32, 50, 0), id="window50-two-kv-tiles", marks=pytest.mark.matrix),
+    # the window across two kv tiles of 1024 (a query row's first tile wholly masked or not)
+    pytest.param((1, 4, 2, 40, 1100, 64, torch.float32, 50, 0), id="window50-across-two-kv-tiles"),
+    pytest.param((1, 4, 2, 1, 1100, 64, torch.bfloat16, 50, 0), id="decode-window50-second-kv-tile-bf16", marks=pytest.mark.matrix),
 ]
 
 
