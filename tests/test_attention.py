@@ -159,6 +159,8 @@ def test_attention_reads_q_k_v_as_they_lie(module, case):
     bias = 0 if mask is None else mask.numel() // s_kv * (s_kv + -s_kv % 8) * 4
     copies = {op: n for op, n in work.written.items() if op in {"clone", "copy_", "constant_pad_nd", "_to_copy"}}
     assert all(n <= bias for n in copies.values()) and len(copies) <= 2, copies
+    if mask is not None and mask.dtype == torch.bool:  # a bool mask is read in place: nothing at all on the host
+        assert not work.ops, work.ops
     names = {"mask": "attn_mask", "causal": "is_causal", "gqa": "enable_gqa"}
     expected = torch.nn.functional.scaled_dot_product_attention(*tensors, **{names[n]: a for n, a in kwargs.items()})
     atol, rtol = tolerance(ENTRY, dtype, tensors[0].shape)
@@ -169,25 +171,98 @@ def test_attention_reads_q_k_v_as_they_lie(module, case):
 
 
 @pytest.mark.interpreter
-def test_a_mask_is_converted_once_until_it_changes(module):
+@pytest.mark.parametrize("causal", [False, True], ids=["float-mask", "bool-mask-and-causal"])
+def test_a_mask_is_converted_once_until_it_changes(module, causal):
     """The layers of a forward share one mask: the second call checks and converts nothing on the
-    host; a mask changed in place (its version counter moves) is converted again."""
+    host; a mask changed in place (its version counter moves) is converted again. (A float mask,
+    and a bool mask with is_causal: the kernel adds an FP32 bias. A bool mask alone is read in place.)"""
     from torch2pypto.translator.verification.hostops import host_ops
 
     q, k, v = qkv(2, 2, 2, 7, 7, 64)
-    mask = _mask("bool", 2, 2, 7, 7, torch.float32)
-    check(module, q, k, v, mask=mask)
+    mask = _mask("bool", 2, 2, 7, 7, torch.float32) if causal else _mask("float", 2, 2, 7, 7, torch.float32)
+    check(module, q, k, v, mask=mask, causal=causal)
     with torch2pypto.interpreted(module), host_ops(module) as ops:
-        module.f(q, k, v, mask=mask)
-    assert not {"any", "all", "masked_fill", "zeros", "constant_pad_nd"} & set(ops), ops
-    mask[:, :, :, 1:] = ~mask[:, :, :, 1:]  # every row keeps its first key
-    check(module, q, k, v, mask=mask)
+        module.f(q, k, v, mask=mask, causal=causal)
+    assert not ops, ops
+    if causal:
+        mask[:, :, :, 1:] = ~mask[:, :, :, 1:]  # every row keeps its first key
+    else:
+        mask.mul_(2)
+    with torch2pypto.interpreted(module), host_ops(module) as ops:
+        module.f(q, k, v, mask=mask, causal=causal)
+    assert {"any", "masked_fill"} <= set(ops) if causal else "clamp" in ops, ops
+    check(module, q, k, v, mask=mask, causal=causal)
+
+
+def _window(b, s_q, s_kv, window, padding=0):
+    """transformers' sliding-window causal mask (masking_utils: kv_idx <= q_idx and kv_idx > q_idx
+    - window, queries at the last s_q positions of s_kv), [1, 1, s_q, s_kv] expanded over the
+    batch as sdpa_mask expands it; with `padding`, batch row 1's first `padding` keys masked
+    too (a left-padded prompt), so the mask is [b, 1, s_q, s_kv] of its own."""
+    rows, cols = torch.arange(s_q)[:, None] + s_kv - s_q, torch.arange(s_kv)[None, :]
+    mask = ((cols <= rows) & (cols > rows - window))[None, None]
+    if not padding:
+        return mask.expand(b, 1, s_q, s_kv)
+    keys = torch.ones(b, s_kv, dtype=torch.bool)
+    keys[1, :padding] = False
+    return mask & keys[:, None, None, :]
+
+
+# (b, h, h_kv, s_q, s_kv, d, dtype, window, padding): windows smaller and larger than S, decode
+# (s_q 1 after a cache), odd lengths, padding (a row of batch 1 may be wholly masked: zeros, as torch)
+WINDOWS = [
+    pytest.param((2, 4, 2, 7, 7, 64, torch.float32, 4, 0), id="window4-s7-gqa"),
+    pytest.param((2, 4, 2, 7, 7, 64, torch.bfloat16, 4, 0), id="window4-s7-gqa-bf16"),
+    pytest.param((1, 2, 2, 33, 33, 80, torch.float32, 40, 0), id="window40-s33-d80"),
+    pytest.param((2, 4, 2, 1, 13, 64, torch.bfloat16, 5, 0), id="decode-window5-bf16"),
+    pytest.param((2, 2, 2, 1, 13, 64, torch.float32, 20, 0), id="decode-window20"),
+    pytest.param((2, 4, 4, 9, 9, 64, torch.float32, 3, 4), id="window3-padding-wholly-masked-rows"),
+    pytest.param((2, 2, 1, 5, 19, 128, torch.bfloat16, 8, 2), id="window8-padding-sq-ne-skv-bf16"),
+    # the window across two kv tiles of 1024 (a query row's first tile wholly masked or not)
+    pytest.param((1, 4, 2, 40, 1100, 64, torch.float32, 50, 0), id="window50-across-two-kv-tiles"),
+    pytest.param((1, 4, 2, 1, 1100, 64, torch.bfloat16, 50, 0), id="decode-window50-second-kv-tile-bf16", marks=pytest.mark.matrix),
+]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("case", WINDOWS)
+def test_a_bool_mask_is_read_in_place(module, case):
+    """A sliding-window (and padding) bool mask as transformers makes it: one launch, torch's values
+    (a row the mask wholly masks gives zeros), and no torch op on the host: no bias, no check."""
+    from torch2pypto.translator.verification.hostops import host_ops
+
+    b, h, h_kv, s_q, s_kv, d, dtype, window, padding = case
+    q, k, v = qkv(b, h, h_kv, s_q, s_kv, d, dtype)
+    mask = _window(b, s_q, s_kv, window, padding)
+    ran = counting()
+    with torch2pypto.interpreted(module), host_ops(module) as ops:
+        got = module.f(q, k, v, mask=mask, gqa=h != h_kv)
+    assert ran() == KERNEL and not ops, ops
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=h != h_kv)
+    torch.testing.assert_close(got, expected, atol=(tol := tolerance(ENTRY, dtype, q.shape))[0], rtol=tol[1])
+    dead = ~mask[-1, 0].any(-1)  # queries that see no key (window3-padding: batch row 1's first four): zeros
+    assert dead.any() == (window < padding + 1) and not got[-1][:, dead].any()
+
+
+@pytest.mark.interpreter
+def test_gradients_through_a_window_mask_are_torchs(module):
+    q, k, v = (t.requires_grad_() for t in qkv(2, 4, 2, 9, 9, 64))
+    mask = _window(2, 9, 9, 3, padding=4)
+    ran = counting()
+    with torch2pypto.interpreted(module):
+        module.f(q, k, v, mask=mask, gqa=True).square().sum().backward()
+    assert ran() == KERNEL
+    got = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True).square().sum().backward()
+    torch.testing.assert_close(got, [t.grad for t in (q, k, v)])
 
 
 @pytest.mark.interpreter
 def test_what_the_kernel_does_not_take_runs_torch(module):
-    """A dropout known at run time, a bool mask with a wholly masked row (torch gives zeros); and
-    heads that differ without enable_gqa raise torch's error."""
+    """A dropout known at run time, a bool mask with a wholly masked row and is_causal (torch gives
+    zeros; the kernel's FP32 bias cannot tell); and heads that differ without enable_gqa raise torch's error."""
     q, k, v = qkv(1, 4, 4, 7, 7, 64)
     ran = counting()
     torch.manual_seed(0)
@@ -195,7 +270,7 @@ def test_what_the_kernel_does_not_take_runs_torch(module):
         got = module.f(q, k, v, p=0.5)
     torch.manual_seed(0)
     torch.testing.assert_close(got, torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5))
-    check(module, q, k, v, launches={}, mask=torch.ones(7, 7, dtype=torch.bool).index_fill(0, torch.tensor([3]), False))
+    check(module, q, k, v, launches={}, mask=torch.ones(7, 7, dtype=torch.bool).index_fill(0, torch.tensor([3]), False), causal=True)
     assert ran() == {}
     with pytest.raises(RuntimeError) as expected:
         torch.nn.functional.scaled_dot_product_attention(q, k[:, :2], v[:, :2])

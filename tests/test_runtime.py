@@ -546,8 +546,10 @@ def test_sdpa_takes_masks_that_broadcast_to_the_scores_with_a_key_in_every_row(l
     assert not attention._sdpa_takes(q, k, v, torch.randn(3, 5).half(), False, None, False)
     assert not attention._sdpa_takes(q, k, v, torch.randn(4, 5), False, None, False)
     holes = torch.ones(3, 5, dtype=torch.bool)
-    holes[1] = False  # a row with no key: torch gives zeros there
-    assert not attention._sdpa_takes(q, k, v, holes, False, None, False)
+    holes[1] = False  # a row with no key: torch gives zeros there, and so does the kernel reading the mask in place
+    assert attention._sdpa_takes(q, k, v, holes, False, None, False)
+    assert not attention._sdpa_takes(q, k, v, holes, True, None, False)  # with is_causal: an FP32 bias, which cannot tell
+    assert not attention._sdpa_takes(q, k, v, holes[:, None].expand(3, 3, 5).transpose(0, 1), True, None, False)
 
 
 def test_sdpa_takes_nothing_off_the_kernel_path():
@@ -567,10 +569,18 @@ def test_sdpa_bias_is_a_causal_band_or_the_mask_as_additive_fp32_rows():
     assert torch.equal(band, torch.where(cols - 4 <= rows, 0.0, -1e30))
     assert attention._sdpa_bias(q, k, None, False, 4)[1] is None
     mask = torch.rand(2, 4, 6) > 0.3  # per head
-    bias, kind, by_batch, by_head = attention._sdpa_bias(q, k, mask, False, 4)
+    bias, kind, by_batch, by_head = attention._sdpa_bias(q, k, mask, True, 4)  # with is_causal: FP32 rows
     assert (kind, by_batch, by_head) == ("mask", False, True) and bias.shape == (8, 8)  # skv padded to 32 bytes
-    assert torch.equal(bias[:, :6], torch.where(mask.reshape(8, 6), 0.0, -1e30)) and not bias[:, 6:].any()
-    assert attention._sdpa_bias(q, k, mask, False, 4)[0] is bias  # kept on the mask until it changes
+    assert torch.equal(bias[:, :6], torch.where(mask & torch.ones(4, 6, dtype=torch.bool).tril(), 0.0, -1e30).reshape(8, 6))
+    assert not bias[:, 6:].any() and attention._sdpa_bias(q, k, mask, True, 4)[0] is bias  # kept on the mask until it changes
+    rows, kind, by_batch, by_head = attention._sdpa_bias(q, k, mask, False, 4)  # a bool mask alone: its rows in place
+    assert (kind, by_batch, by_head) == ("keep", False, True) and rows.shape == (8, 6) and rows.data_ptr() == mask.data_ptr()
+    window = (torch.rand(1, 1, 4, 6) > 0.3).expand(3, 1, 4, 6)  # one mask over the batch, as transformers expands it
+    rows, kind, by_batch, by_head = attention._sdpa_bias(torch.randn(3, 2, 4, 8), k, window, False, 4)
+    assert (kind, by_batch, by_head) == ("keep", False, False) and rows.shape == (4, 6) and rows.data_ptr() == window.data_ptr()
+    padded = torch.rand(3, 1, 4, 6) > 0.3  # per batch row (a padding mask)
+    assert attention._sdpa_bias(torch.randn(3, 2, 4, 8), k, padded, False, 4)[1:] == ("keep", True, False)
+    assert attention._sdpa_bias(q, k, torch.rand(1, 6) > 0.3, False, 4)[1] == "mask"  # broadcast along sq: FP32 rows
     causal = attention._sdpa_bias(q, k, torch.zeros(4, 6), True, 4)[0]
     assert torch.equal(causal[:, :6], torch.zeros(4, 6).masked_fill(torch.ones(4, 6, dtype=torch.bool).triu(1), -1e30))
 

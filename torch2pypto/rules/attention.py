@@ -16,10 +16,12 @@ view (as torch's CPU flash kernel returns it for a query laid out so), so the us
 query's rows. A GQA/MQA query head ``h``
 reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
 [T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
-diagonal tile adds the band's right half); an attention mask is an FP32 additive tensor of
-[mask heads * S_q, S_kv] (a bool mask becomes 0 / -1e30; is_causal with a mask adds the causal
-triangle to it), read per tile. Dropout, masks of other shapes, value dims other than key's, and
-rows a bool mask masks wholly run torch.
+diagonal tile adds the band's right half); a bool mask of [mask heads * S_q, S_kv] rows (a dim
+it broadcasts read once: transformers' sliding-window mask, expanded over the batch) is read as
+it lies, its False scores -1e30, a row it wholly masks zeros as torch gives; any other attention
+mask is an FP32 additive tensor of those rows (a bool mask with is_causal 0 / -1e30 plus the
+causal triangle), read per tile. Dropout, masks of other shapes, value dims other than key's,
+and rows a bool mask with is_causal masks wholly run torch.
 
 The family takes the rest (Family.takes_rest): a call with ``**kwargs`` (transformers'
 ``**sdpa_kwargs``, which carries ``enable_gqa``) or ``*args`` passes them to the wrapper as
@@ -75,7 +77,8 @@ def _kernel(name: str) -> Definition:
     doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows "
            "([batch * s, width] where q_/k_/v_/out_window (width, first column) say the heads lie in the columns), "
            "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
-           "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say).")
+           "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say) or "
+           "\"keep\" (a bool mask of those rows, read as it lies: False scores -1e30).")
     prelude = [
         Assign("batch, kv_heads", "bh // heads, heads // group"),
         Assign("(q_cols, q_start), (k_cols, k_start), (v_cols, v_start), (out_cols, out_start)",
@@ -85,9 +88,10 @@ def _kernel(name: str) -> Definition:
         Assign("score_rows, _", call("_tile_shape", "kv_tile", "tile", "4", "(pypto.DT_FP32,)", whole_rows="True")),
         Assign("out_rows, _", call("_tile_shape", "d", "tile", "4", "(pypto.DT_FP32,)", whole_rows="True")),
         Assign("passes", f'{{"pg_skip_partition": False, **({MERGED} if merge else {{}})}}'),
+        Assign("bias_dtype", f'{templates.BOOL} if bias_kind == "keep" else {FP32}'),
     ]
     params = [*(templates.tensor(t, items("pypto.DYNAMIC", f"{t}_cols"), "dtype") for t in ("q", "k", "v")),
-              templates.tensor("bias", items("pypto.DYNAMIC", "pypto.DYNAMIC"), FP32),
+              templates.tensor("bias", items("pypto.DYNAMIC", "pypto.DYNAMIC"), "bias_dtype"),
               templates.tensor("out", items("pypto.DYNAMIC", "out_cols"), "dtype")]
     body = [
         Assign("sq", "q.shape[0] // (batch if q_window else bh)"),
@@ -140,11 +144,13 @@ def _query_tile() -> list[Stmt]:
                                        valid_shape=items("q_len", "kv_len"))),
                   Assign("s", pypto("add", "s", "band"))),
              comment="the last tile: the band's right half on the diagonal, zeros left of it"),
-        when('bias_kind == "mask"',
+        when('bias_kind in ("mask", "keep")',
              Assign("mask_row", "((h // heads if mask_batch else 0) * (heads if mask_heads else 1)\n"
                                 "            + (h % heads if mask_heads else 0)) * sq + i * tile"),
-             Assign("s", pypto("add", "s", pypto("view", "bias", items("tile", "kv_tile"), items("mask_row", "j * kv_tile"),
-                                                 valid_shape=items("q_len", "kv_len"))))),
+             Assign("mask_tile", pypto("view", "bias", items("tile", "kv_tile"), items("mask_row", "j * kv_tile"),
+                                       valid_shape=items("q_len", "kv_len"))),
+             If('bias_kind == "mask"', (Assign("s", pypto("add", "s", "mask_tile")),),
+                (Assign("s", pypto("where", "mask_tile", "s", "-1e30")),), else_comment="a bool mask: False scores -1e30")),
         Assign("m_new", pypto("amax", "s", dim="-1", keepdim="True")),
         Assign("p", pypto("exp", pypto("sub", "s", "m_new"))),
         Assign("l_new", pypto("sum", "p", dim="-1", keepdim="True")),
@@ -175,6 +181,9 @@ def _query_tile() -> list[Stmt]:
         loop("j", pypto("loop", "kv_tiles", name='"kv_tiles"', unroll_list=items("1")), *kv),
         Do(pypto("set_vec_tile_shapes", "out_rows", "d")),
         Assign("result", Call("pypto.div", (_accumulated("o_acc", "d"), _accumulated("l_acc", "1")), lines=True)),
+        when('bias_kind == "keep"',
+             Assign("result", pypto("where", pypto("gt", _accumulated("m_acc", "1"), "-5e29"), "result", "0.0")),
+             comment="rows the mask wholly masks (their max stayed -1e30): zeros, as torch gives"),
         when(f"dtype != {FP32}", Assign("result", pypto("cast", "result", "dtype"))),
         Do(pypto("assemble", "result", items("out_row + i * tile", "out_col"), "out")),
     ]

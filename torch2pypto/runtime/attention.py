@@ -27,12 +27,28 @@ def _sdpa_tile(n, most):
     return min(most, max(16, 1 << (n - 1).bit_length()))
 
 
+def _sdpa_mask_rows(q, k, mask):
+    """A bool mask as the kernel reads it in place ("keep"): its [mask batches * mask heads * sq, skv]
+    rows, a dim it broadcasts (size 1 or stride 0: transformers expands one mask over the batch)
+    read once; None where they are no such view (a mask broadcast along sq or skv, some batch
+    dims broadcast and others not, other strides)."""
+    mask = mask.reshape((1,) * (q.dim() - mask.dim()) + tuple(mask.shape))
+    if tuple(mask.shape[-2:]) != (q.shape[-2], k.shape[-2]):
+        return None
+    spread = [n != 1 and step != 0 for n, step in zip(mask.shape[:-2], mask.stride()[:-2])]
+    mask = mask[tuple(slice(None) if own else slice(0, 1) for own in spread)]
+    if len(set(spread[:-1])) > 1 or not mask.is_contiguous():  # the kernel reads all batch dims or none
+        return None
+    return mask.view(-1, mask.shape[-1]), "keep", any(spread[:-1]), spread[-1]
+
+
 def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
     """Whether the attention kernel computes torch's sdpa of these: q [..., hq, sq, d], k and v
     [..., hkv, skv, d] of one PyPTO dtype on the kernel path, hq == hkv (or a multiple with
     enable_gqa; hkv 1 broadcasts either way), d up to 256; a mask of the query's dtype or bool, broadcastable to the
-    scores, no row of a bool mask wholly False (torch gives zeros there); a Python number or None
-    as scale."""
+    scores, no row of a bool mask wholly False (torch gives zeros there) unless the kernel reads the
+    mask in place (_sdpa_mask_rows, no is_causal), and zeroes such rows itself; a Python number or
+    None as scale."""
     if not all(isinstance(t, torch.Tensor) and t.dtype == q.dtype for t in (k, v)) or not _on_kernel_path(q, k, v):
         return False
     if q.dim() < 3 or k.shape != v.shape or k.dim() != q.dim() or q.shape[:-3] != k.shape[:-3] or q.shape[-1] != k.shape[-1]:
@@ -52,7 +68,9 @@ def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
             return False
     except RuntimeError:
         return False
-    return mask.dtype != torch.bool or _sdpa_kept(mask, "_pypto_sdpa_rows", (), lambda: bool(mask.any(-1).all()))
+    if mask.dtype != torch.bool or not is_causal and _sdpa_mask_rows(q, k, mask):
+        return True
+    return _sdpa_kept(mask, "_pypto_sdpa_rows", (), lambda: bool(mask.any(-1).all()))
 
 
 def _sdpa_kept(mask, name, key, make):
@@ -67,12 +85,14 @@ def _sdpa_kept(mask, name, key, make):
 
 def _sdpa_bias(q, k, mask, is_causal, tile):
     """The kernel's bias, its kind and whether a mask varies by batch and by head: a causal
-    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else -1e30),
-    or the mask as FP32 additive [mask batches * mask heads * sq, skv] rows (leading dims all 1
-    or all the query's; a bool mask's False is -1e30; with is_causal, -1e30 above the diagonal
+    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else -1e30), a
+    bool mask's rows read in place without is_causal (_sdpa_mask_rows), or the mask as FP32
+    additive [mask batches * mask heads * sq, skv] rows (leading dims all 1 or all the query's; a bool mask's False is -1e30; with is_causal, -1e30 above the diagonal
     too, as torch adds them), skv padded to 32 bytes, kept on the mask; else a dummy."""
     if mask is None:
         return _sdpa_band(tile if is_causal else 0, q.device), "causal" if is_causal else None, False, False
+    if mask.dtype == torch.bool and not is_causal and (kept := _sdpa_mask_rows(q, k, mask)):
+        return kept
     key = (tuple(q.shape[:-1]), k.shape[-2], is_causal)
     return _sdpa_kept(mask, "_pypto_sdpa_bias", key, lambda: _sdpa_mask_bias(q, k, mask, is_causal))
 
