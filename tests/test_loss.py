@@ -26,10 +26,24 @@ def smoothed(x, t):
     return F.cross_entropy(x, t, label_smoothing=0.1)
 
 
+def shifted(labels, fill: int = -100):
+    labels = F.pad(labels, (0, 1), value=fill)
+    return labels[..., 1:]
+
+
 class Loss(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.loss = torch.nn.CrossEntropyLoss()
+
+    def forward(self, x, t):
+        return self.loss(x, t)
+
+
+class Summed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loss = torch.nn.CrossEntropyLoss(ignore_index=0, reduction="sum")
 
     def forward(self, x, t):
         return self.loss(x, t)
@@ -87,6 +101,25 @@ def test_module(translated):
         got = translated.Loss()(x, t)
     assert sum(count().values()) == 2, dict(count())
     torch.testing.assert_close(got, torch.nn.CrossEntropyLoss()(x, t))
+
+
+def test_module_with_arguments(translated):
+    x, t = sample(13, 37), targets(13, 37)
+    t[:4] = 0
+    count = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated):
+        got = translated.Summed()(x, t)
+    assert sum(count().values()) == 2, dict(count())
+    torch.testing.assert_close(got, torch.nn.CrossEntropyLoss(ignore_index=0, reduction="sum")(x, t))
+
+
+def test_causal_labels_shift_in_a_kernel(translated):
+    """transformers' ForCausalLMLoss pads int64 labels with ignore_index: pypto moves int64 data, the
+    fill passes through FP32 (exact to 2^24; a larger one runs torch)."""
+    labels = targets(2 * 7, 1000).reshape(2, 7)
+    got = launched(translated, "shifted", labels, launches=1)
+    assert torch.equal(got, F.pad(labels, (0, 1), value=-100)[..., 1:])
+    assert torch.equal(launched(translated, "shifted", labels, 2**25, launches=0), F.pad(labels, (0, 1), value=2**25)[..., 1:])
 
 
 def test_at_vocab_width(translated):
