@@ -10,6 +10,7 @@ import torch.nn.functional as F
 import torch2pypto
 from helpers import load, sample, translate
 from torch2pypto.translator.verification import interpreter
+from torch2pypto.translator.verification.hostops import host_ops
 
 pytestmark = pytest.mark.interpreter
 
@@ -85,6 +86,24 @@ def test_cross_entropy(translated, dtype, reduction, rows, classes, ignored):
     assert got.dtype == expected.dtype and got.shape == expected.shape
     tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-5
     torch.testing.assert_close(got, expected, atol=tolerance, rtol=tolerance, equal_nan=True)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_the_wrapper_runs_no_torch_op(translated, reduction):
+    """Logits of odd rows and an unaligned vocab and int64 targets are read in place: no host op."""
+    x, t = sample(13, 37), targets(13, 37, (2,))
+    with torch.no_grad(), torch2pypto.interpreted(translated), host_ops(translated) as ops:
+        got = translated.cross_entropy(x, t, reduction)
+    assert dict(ops) == {}
+    torch.testing.assert_close(got, F.cross_entropy(x, t, reduction=reduction))
+
+
+def test_a_target_that_is_no_class_gives_nan(translated):
+    """torch raises on it; the kernel cannot, and marks the row NaN rather than a wrong loss."""
+    x, t = sample(7, 37), targets(7, 37)
+    t[3] = 37
+    got = launched(translated, "cross_entropy", x, t, "none", launches=1)
+    assert got[3].isnan() and not got[[0, 1, 2, 4, 5, 6]].isnan().any()
 
 
 def test_other_ignore_index(translated):
