@@ -275,6 +275,24 @@ def sdpa_attention() -> tuple[Translation, types.ModuleType]:
     return translation, import_written("transformers.integrations._pypto_sdpa_attention", translation.code, folder / source.name)
 
 
+@functools.cache
+def loss_utils() -> tuple[Translation, types.ModuleType]:
+    """transformers' losses, ``loss/loss_utils.py`` (a model's ``loss_function`` resolves its loss
+    in LOSS_MAPPING: ForCausalLMLoss, the cross entropy of the shifted labels), translated and
+    imported as ``transformers.loss._pypto_loss_utils``, once per process."""
+    setup()
+    source = Path(importlib.import_module("transformers.loss.loss_utils").__file__)
+    translation = translate_source(source.read_bytes(), str(source))
+    folder = Path(tempfile.mkdtemp(prefix="torch2pypto-loss-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return translation, import_written("transformers.loss._pypto_loss_utils", translation.code, folder / source.name)
+
+
+def translated_loss(model: torch.nn.Module):
+    """The translation of the loss function `model` resolves (the same name in :func:`loss_utils`)."""
+    return getattr(loss_utils()[1], model.loss_function.__name__)
+
+
 def import_written(name: str, code: str, path: Path) -> types.ModuleType:
     """``code`` written to ``path`` and imported as module ``name`` (PyPTO reads a kernel's source
     from its file)."""
@@ -289,8 +307,8 @@ def import_written(name: str, code: str, path: Path) -> types.ModuleType:
 
 def running(module: types.ModuleType) -> list[types.ModuleType]:
     """The translated modules a translated model runs: its modeling module, the translated
-    attention its interface dispatches to and its layer modules."""
-    return [module, sdpa_attention()[1], *KERNEL_MODULES.get(module.__name__, ())]
+    attention its interface dispatches to, the translated losses and its layer modules."""
+    return [module, sdpa_attention()[1], loss_utils()[1], *KERNEL_MODULES.get(module.__name__, ())]
 
 
 def wrappers_of(module: types.ModuleType, translation: Translation) -> dict[types.ModuleType, set[str]]:
@@ -323,6 +341,7 @@ def twins(model: str, module: types.ModuleType, dtype: torch.dtype = torch.float
     original = getattr(importlib.import_module(f"transformers.models.{model}.modeling_{model}"), spec.model)(config)
     translated = getattr(module, spec.model)(config)
     translated.load_state_dict(original.state_dict())
+    translated.loss_function = translated_loss(original)
     return original.to(dtype).eval(), translated.to(dtype).eval()
 
 

@@ -76,6 +76,18 @@ def test_the_cache_and_the_ids_leave_no_cat_or_cast_to_torch(model, translated):
     assert not {"_to_copy"} & set(left.ops) and left.ops["cat"] <= original.ops["cat"] - 2, left.ops
 
 
+def test_the_causal_lm_loss_runs_on_kernels(translated):
+    """transformers' ForCausalLMLoss (loss/loss_utils.py, translated, the model's loss_function):
+    the int64 labels' pad and the cross entropy, its mean over the labels not ignored, on kernels;
+    the shifted labels' contiguous() copy stays torch's (a host-side layout change, by the table)."""
+    _, module = translated("llama")
+    training = models.train("llama", module, LAYERS)
+    assert training.ok, training
+    _, left = training.torch_ops
+    assert not {"_log_softmax", "nll_loss_forward", "constant_pad_nd"} & set(left.ops), left.ops
+    assert training.kernels["cross_entropy_kernel.kernel"] == 1 and training.kernels["cross_entropy_total_kernel.kernel"] == 1
+
+
 def test_eager_attention_trains_and_runs_bfloat16(translated, monkeypatch):
     """The modeling file's own eager attention: scores and weights on the kernels, softmax(FP32)
     and its cast to the query's dtype one fused kernel."""

@@ -163,7 +163,7 @@ def test_a_module_built_with_arguments_reads_a_rejected_attribute_and_stays_torc
 
 LEFT = [  # held modules the table leaves as torch, the arguments of their call, and their reason
     ("nn.Sequential(nn.ReLU())", "x", "a container"), ("nn.MultiheadAttention(4, 2)", "x, x, x", "multi_head_attention_forward"),
-    ("nn.CrossEntropyLoss()", "x, x", "a loss over all rows"), ("nn.AdaptiveAvgPool2d(1)", "x", "adaptive average pooling"),
+    ("nn.AdaptiveAvgPool2d(1)", "x", "adaptive average pooling"),
     ("nn.ConvTranspose2d(4, 4, 2)", "x", "a transposed convolution"), ("nn.Conv3d(4, 4, 1)", "x", "a 3-D convolution"),
 ]
 
@@ -180,6 +180,7 @@ def test_a_held_module_the_table_leaves_as_torch_says_why(construction, args, re
 def test_every_module_class_of_the_table_is_tried():
     # test_indexing.py: its input is indices; test_activation.py: a module chosen by its class at run time
     tried_elsewhere = {"torch.nn.Embedding", "transformers.activations.ACT2FN"}
+    tried_elsewhere |= {"torch.nn.CrossEntropyLoss"}  # test_loss.py: its target is class indices
     tried_elsewhere |= {"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d", "torch.nn.GroupNorm"}  # test_norms.py
     tried = {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, *_ in [*HELD, *LEFT]}
     assert tried | tried_elsewhere == set(load_table().by_module)

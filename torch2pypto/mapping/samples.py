@@ -58,6 +58,8 @@ def index_shape(entry: Entry, shape, dim: int | None = None) -> tuple[int, ...]:
         return (2, INDEX_LENGTH)
     if kind == "row":
         return (INDEX_LENGTH,)
+    if kind == "target":
+        return tuple(n for d, n in enumerate(shape) if d != dim % len(shape))
     size = shape[dim] if -len(shape) <= dim < len(shape) else 1
     return _along(shape, dim, entry, min(size, INDEX_LENGTH) if kind == "unique" else INDEX_LENGTH)
 

@@ -20,6 +20,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     cube,
     elementwise,
     indexing,
+    loss,
     movement,
     onehot,
     reduction,

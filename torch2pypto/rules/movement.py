@@ -78,8 +78,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     names = tuple(p.name for p in wrapper_params(entry))
     if names != PARAMS[kind]:
         return f"a {kind} takes ({', '.join(PARAMS[kind])}) once rejected arguments are gone, not ({', '.join(names)})"
-    if set(entry.dtypes) - {"float32", "float16", "bfloat16"}:
-        return "movement kernels take float dtypes"
+    if set(entry.dtypes) - {"float32", "float16", "bfloat16", *(("int64",) if kind == "pad" else ())}:
+        return "movement kernels take float dtypes (a pad int64 too: _moved_along's kernel casts its FP32 fill)"
     return None
 
 
@@ -173,7 +173,9 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
     params = wrapper_params(entry)
     args = ", ".join(p.name for p in params)
     value = ", 0.0 if value is None else float(value)" if kind == "pad" else ""
-    prologue = f"moved = {host.name}({args}) if isinstance(input, torch.Tensor) and _on_kernel_path(input) else None\n"
+    floats = all(d in ("float32", "float16", "bfloat16") for d in entry.dtypes)
+    declared = "" if floats else f", dtypes=({', '.join(f'torch.{d}' for d in entry.dtypes)})"  # others run torch
+    prologue = f"moved = {host.name}({args}) if isinstance(input, torch.Tensor) and _on_kernel_path(input{declared}) else None\n"
     body = (
         "x, moves, shape = moved\n"
         "for dim, size, runs in moves:  # one kernel per dim\n"

@@ -5,7 +5,7 @@ import math
 import torch
 
 from torch2pypto.runtime.generated import assemble1_kernel
-from torch2pypto.runtime.launch import _PYPTO_DTYPES, _UB_BYTES, _launch, _on_kernel_path
+from torch2pypto.runtime.launch import _PYPTO_ALL_DTYPES, _PYPTO_DTYPES, _UB_BYTES, _launch, _on_kernel_path
 
 
 def _as_rows(t):
@@ -396,6 +396,8 @@ def _padded(input, pad, mode, value):
         return None
     if not all(type(p) is int for p in pad) or len(pad) // 2 > input.dim() or value is not None and type(value) not in (int, float):
         return None
+    if not input.is_floating_point() and not (value is None or type(value) is int and abs(value) <= 2**24):
+        return None  # an integer fill passes through FP32 (pypto.full), exact up to 2^24
     moves = []
     for i in range(len(pad) // 2):
         d, before, after = input.dim() - 1 - i, pad[2 * i], pad[2 * i + 1]
@@ -420,6 +422,6 @@ def _moved_along(x, dim, size, runs, value=0.0):
     matrix, start = _row_window(x, rows)
     places = tuple((source + start, count, at) for source, count, at in places)
     out = torch.empty(rows, size * inner, dtype=x.dtype, device=x.device)
-    kernel = assemble1_kernel(_PYPTO_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
+    kernel = assemble1_kernel(_PYPTO_ALL_DTYPES[x.dtype], (matrix.shape[1],), size * inner, (places,), tuple(fills), value)
     _launch(kernel, matrix, out)
     return out.reshape(*x.shape[:dim], size, *x.shape[dim + 1:])
