@@ -26,10 +26,12 @@ submodule. One call of a wrapper of :func:`torch2pypto.rules.epilogue.submodule_
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from torch2pypto.rules import epilogue, gated
+from torch2pypto.rules import prologue as prologue_rules
 from torch2pypto.rules.fusion import name_of
-from torch2pypto.rules.tile_program import ROWS, Param
+from torch2pypto.rules.tile_program import ROWS, Param, Unfusible
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
 from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
@@ -170,7 +172,7 @@ def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gat
     ops = ("linear", kind or source_text(finder, activated_node.func), "linear", "x * y")
     kernel = f"gated_{kind}_kernel" if kind else "gated_<activation>_kernel"
     _record(finder, node, attempts, wrapper, Region, ops, kernel, params, tuple(op for op in ("linear", kind) if op), definitions, found)
-    found.calls[finder.lines.span(node)] = (wrapper, tuple(params.values()), definitions)
+    found.calls[finder.lines.span(node)] = (wrapper, tuple(params.values()), definitions, spec)
 
 
 def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int:
@@ -293,10 +295,10 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
         return x if source == parameter else None
 
     if gated_call is None:
-        inner, definitions, needs, inner_params = x, (), (), ()
+        inner, definitions, needs, inner_params, pair_args = x, (), (), (), ()
     else:
-        wrapper, inner_params, definitions = gated_call
-        read = [outer(p.source) for p in inner_params]
+        wrapper, inner_params, definitions, _ = gated_call
+        read = pair_args = tuple(outer(p.source) for p in inner_params)
         if None in read:
             return 0
         inner, needs = f"{wrapper}({', '.join(read)})", (wrapper,)
@@ -331,4 +333,76 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     new = "".join(f"{c}{newline}{indent}" for c in _comments(finder.text[start:end]))
     found.edits.append((start, end, new + f"{last.targets[0].id} = {name}({', '.join(p.source for p in params.values())})"))
     found.definitions.extend((start, d) for d in definitions)
+    if gated_call is not None:
+        epilogue_call = f"{name.rpartition('_')[0]}_epilogue_1sites({{x}}, {', '.join(r for r in linear if r)}, {{residual}})"
+        found.submodules[start] = Submodule(name, tuple(params.values()), gated_call, pair_args, epilogue_call)
     return 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Submodule:
+    """A submodule epilogue's call (:func:`submodule_epilogue`) whose forward makes a gated pair:
+    its wrapper and parameters (x, the residual, the submodule, its class), the pair's call
+    (``Fused.calls``) and the pair's arguments as the wrapper reads them, and the epilogue's
+    call of the pair's result ``{x}`` and ``{residual}``."""
+
+    wrapper: str
+    params: tuple[Param, ...]
+    pair: tuple
+    read: tuple[str, ...]
+    epilogue: str
+
+
+def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
+    """After a region (``built``) of the statements before ``end``: how many statements from
+    ``end`` a submodule epilogue takes (:func:`submodule_epilogue`: 0 or 2). Where its submodule's
+    forward makes a gated pair of one of the region's two results and the add reads the other,
+    and neither is read after the add, the region runs as the prologue of the pair's kernel
+    (:mod:`torch2pypto.rules.prologue`): one call of one wrapper stands for all the statements."""
+    from torch2pypto.translator.engine.regions import _comments  # regions calls this module
+
+    edits = len(found.edits)
+    taken = submodule_epilogue(finder, statements, end, found)
+    sub = found.submodules.get(found.edits[-1][0]) if taken else None
+    if sub is None or edits < 1 or getattr(built, "groups", None) is not None:
+        return taken
+    first, second = statements[end], statements[end + 1]
+    outputs = [o.name for o in built.outputs]
+    x, residual = (p.source for p in sub.params[:2])
+    if sorted(outputs) != sorted({x, residual}) or x == residual or built.returned is not None:
+        return taken
+    target = second.targets[0].id
+    if any(n != target and _read_after(finder, n, first, second) for n in (x, residual)):
+        return taken
+    wrapper, pair_params, _, spec = sub.pair
+    module, cls = sub.params[2], sub.params[3]
+    program = built.program
+    region_call, region_wrapper = found.edits[edits - 1], found.regions[-2].wrapper
+    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
+    region = prologue_rules.Region(region_wrapper, program, tuple(built.outputs), x)
+    called = [p for p in program.params if p.name not in program.derived]
+    where = f"{finder.function.name}'s region and {cls.source}.forward"
+    name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{sub.wrapper}\n", len(built.attempts) + 1)
+    inner = f"{name.rpartition('_')[0]}_prologue_1sites"
+    try:
+        definitions = prologue_rules.definitions(inner, where, region, pair)
+    except Unfusible:
+        return taken
+    if {p.name for p in called} & {module.name, cls.name}:
+        return taken
+    params = [*(p.name for p in called), module.name, cls.name]
+    own = [r for r, p in zip(sub.read, pair_params) if p.name != spec.x]
+    separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
+                f"return {sub.wrapper}({', '.join(p.name for p in sub.params[:2])}, {module.name}, {cls.name})\n")
+    fused = (f"{x}, {residual} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
+             f"return {sub.epilogue.format(x=x, residual=residual)}\n")
+    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused)
+    start, end_offset = region_call[0], found.edits[-1][1]
+    del found.edits[edits - 1 :]
+    segment = finder.text[start:end_offset]
+    indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
+    newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
+    new = "".join(f"{c}{newline}{indent}" for c in _comments(segment))
+    found.edits.append((start, end_offset, new + f"{target} = {name}({', '.join([*(p.source for p in called), module.source, cls.source])})"))
+    found.definitions.extend((start, d) for d in (*definitions, top))
+    return taken

@@ -97,6 +97,8 @@ class Fused:
     # a gated pair's call by span: (wrapper, parameters, definitions), for a caller that inlines
     # the forward holding it (epilogues.submodule_epilogue)
     calls: dict = dataclasses.field(default_factory=dict)
+    # a submodule epilogue's call by its offset: its gated pair's, for a region before it (epilogues.prologue)
+    submodules: dict = dataclasses.field(default_factory=dict)
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -290,7 +292,8 @@ class Finder:
                 continue
             end, built, ahead = groups.joined(self, statements, i, best)
             self.emit(statements[i:end], built, found)
-            i = end
+            taken = epilogues.prologue(self, statements, end, built, found)  # the region and an MLP after it
+            i, ahead = (end + taken, None) if taken else (end, ahead)
 
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
