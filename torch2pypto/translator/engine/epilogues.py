@@ -397,6 +397,16 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     fused = (f"{x}, {residual} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
              f"return {sub.epilogue.format(x=x, residual=residual)}\n")
     top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused)
+    first_region, sub_region = found.regions[-2:]
+    region_params = [p for p in first_region.params if p.name not in {x.name for x in called} or p in called]
+    sub_params = [p for p in sub_region.params if p not in sub.params[:2]]
+    if len({p.name for p in (*region_params, *sub_params)}) != len(region_params) + len(sub_params):
+        return taken  # --verify's instances: one name each
+    found.regions[-2:] = [dataclasses.replace(
+        first_region, span=first_region.span[:2] + sub_region.span[2:], ops=(*first_region.ops, *sub_region.ops), wrapper=name,
+        kernel=prologue_rules.kernel_name(region_wrapper), params=(*region_params, *sub_params),
+        entries=tuple(dict.fromkeys((*first_region.entries, *sub_region.entries))), modules=(*first_region.modules, *sub_region.modules),
+        derived=(*first_region.derived, *sub_region.derived))]
     start, end_offset = region_call[0], found.edits[-1][1]
     del found.edits[edits - 1 :]
     segment = finder.text[start:end_offset]
