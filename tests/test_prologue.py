@@ -147,10 +147,6 @@ def test_under_grad_the_kernels_run_and_every_gradient_is_torchs(tmp_path, dtype
         _matches(g, e)
 
 
-class _Sub(torch.nn.Module):
-    pass
-
-
 @pytest.mark.interpreter
 @pytest.mark.parametrize("change", ["mlp hook", "mlp subclass", "norm hook", "norm of another class"])
 def test_a_call_that_runs_more_than_the_forward_runs_as_written(tmp_path, change):

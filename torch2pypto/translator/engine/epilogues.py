@@ -21,6 +21,10 @@ A residual add after a submodule whose forward returns a linear (llama's ``h = s
 ``h = residual + h``, :func:`submodule_epilogue`): the add in that linear's epilogue, the forward's
 gated pair (found in its own function, ``regions.Fused.calls``) run before it, both read from the
 submodule. One call of a wrapper of :func:`torch2pypto.rules.epilogue.submodule_definitions`.
+
+A row region right before that pair whose two results are the submodule's input and the residual
+(llama's add and post-attention RMSNorm, :func:`prologue`): the region as the prologue of the
+gated kernel (:mod:`torch2pypto.rules.prologue`), one call for all the statements.
 """
 
 from __future__ import annotations
@@ -388,23 +392,22 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
         definitions = prologue_rules.definitions(inner, where, region, pair)
     except Unfusible:
         return taken
-    if {p.name for p in called} & {module.name, cls.name}:
-        return taken
+    if {*(p.name for p in called), *outputs} & {module.name, cls.name}:
+        return taken  # the outer wrapper binds them all
     params = [*(p.name for p in called), module.name, cls.name]
     own = [r for r, p in zip(sub.read, pair_params) if p.name != spec.x]
     separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
-                f"return {sub.wrapper}({', '.join(p.name for p in sub.params[:2])}, {module.name}, {cls.name})\n")
+                f"return {sub.wrapper}({x}, {residual}, {module.name}, {cls.name})\n")
     fused = (f"{x}, {residual} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
              f"return {sub.epilogue.format(x=x, residual=residual)}\n")
     top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused)
     first_region, sub_region = found.regions[-2:]
-    region_params = [p for p in first_region.params if p.name not in {x.name for x in called} or p in called]
-    sub_params = [p for p in sub_region.params if p not in sub.params[:2]]
-    if len({p.name for p in (*region_params, *sub_params)}) != len(region_params) + len(sub_params):
+    sub_params = [p for p in sub_region.params if p not in sub.params[:2]]  # x and the residual: the region's results
+    if len({p.name for p in (*first_region.params, *sub_params)}) != len(first_region.params) + len(sub_params):
         return taken  # --verify's instances: one name each
     found.regions[-2:] = [dataclasses.replace(
         first_region, span=first_region.span[:2] + sub_region.span[2:], ops=(*first_region.ops, *sub_region.ops), wrapper=name,
-        kernel=prologue_rules.kernel_name(region_wrapper), params=(*region_params, *sub_params),
+        kernel=prologue_rules.kernel_name(region_wrapper), params=(*first_region.params, *sub_params),
         entries=tuple(dict.fromkeys((*first_region.entries, *sub_region.entries))), modules=(*first_region.modules, *sub_region.modules),
         derived=(*first_region.derived, *sub_region.derived))]
     start, end_offset = region_call[0], found.edits[-1][1]
