@@ -195,12 +195,13 @@ def _kernel(name: str, where: str, program: Program, x: Output, stored: Output, 
     return Definition(name, text.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
-def outer(name: str, where: str, params: list[str], module: tuple[str, str], separate: str, fused: str) -> Definition:
-    """The wrapper ``name`` of the five statements: ``fused`` (the prologue's call, then the
-    MLP's linear with the residual add in its epilogue) unless the MLP's call would run more than
-    its class's forward, where ``separate`` (the region's call, then the submodule's)."""
+def outer(name: str, where: str, params: list[str], module: tuple[str, str], separate: str, fused: str,
+          then: str = "then its linear with the residual add in the epilogue") -> Definition:
+    """The wrapper ``name`` of the statements: ``fused`` (the prologue's call, then the MLP's
+    linear: ``then``) unless the MLP's call would run more than its class's forward, where
+    ``separate`` (the region's call, then the submodule's or its call)."""
     doc = textwrap.fill(f"{where} as two PyPTO kernels: the region as the prologue of {module[1]}.forward's gated pair, "
-                        f"then its linear with the residual add in the epilogue.", 92, subsequent_indent="    ")
+                        f"{then}.", 92, subsequent_indent="    ")
     text = (f'def {name}({", ".join(params)}):\n    """{doc}"""\n'
             f"    if not _inlined(({module[0]}, {module[1]})):\n" + textwrap.indent(separate, " " * 8) + textwrap.indent(fused, "    "))
     return Definition(name, text, ("_inlined",))
