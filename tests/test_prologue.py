@@ -10,7 +10,9 @@ Each interpreter case runs the translated layer under ``interpreted()`` against 
 under autograd the kernels run and the gradients of the input, the residual, the norm's gamma
 and every weight are torch's. A norm or an MLP whose call would run more than its class's
 forward, biases, and an activation of no gated kernel run the region's and the pair's own
-wrappers (or the statements as written), still torch's values.
+wrappers (or the statements as written), still torch's values. gemma3's order (a norm between
+the MLP and the add) runs the prologue kernel and then the MLP's down projection: three
+launches for four.
 """
 
 import pytest
@@ -207,11 +209,60 @@ def test_a_value_read_after_the_add_or_no_fuse_keeps_the_calls_apart():
 
 
 @pytest.mark.interpreter
-def test_verify_runs_the_prologue_kernel_on_instances_of_both_classes():
+@pytest.mark.parametrize("code", ["LAYER", "NORMED"])
+def test_verify_runs_the_prologue_kernel_on_instances_of_both_classes(code):
     from test_verify import verified_translation
 
-    translation = translate_source(LAYER, "layer.py")
+    translation = translate_source(globals()[code], "layer.py")
     (region,) = [r for r in translation.regions if r.function == "forward" and len(r.modules) == 2]
     assert region.modules == (("post_attention_layernorm", "RMSNorm"), ("mlp", "MLP")) and region.kernel.endswith("_gated_kernel")
     ok, out = verified_translation(translation)
     assert ok and "not exercised" not in out, out
+
+
+# gemma3's: a norm after the MLP, before the add; the MLP's result is the norm's input
+NORMED = LAYER.replace(
+    "        self.post_attention_layernorm = RMSNorm(hidden_size)\n",
+    "        self.post_attention_layernorm = RMSNorm(hidden_size)\n        self.post_feedforward_layernorm = RMSNorm(hidden_size)\n",
+).replace(
+    "        hidden_states = self.mlp(hidden_states)\n",
+    "        hidden_states = self.mlp(hidden_states)\n        hidden_states = self.post_feedforward_layernorm(hidden_states)\n",
+)
+NO_ADD = {"gated_kernel": 1, "linear_kernel": 1, "norm": 1}  # the norm and the add after the MLP: a region of their own
+
+
+def _no_add(launched: dict[str, int]) -> dict[str, int]:
+    return {("norm" if k.startswith("fused_") else k): n for k, n in launched.items()}
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
+def test_without_the_add_the_prologue_kernel_then_the_linear(tmp_path, dtype):
+    translation, original, module = translated(NORMED, tmp_path)
+    assert "hidden_states, residual = pypto_fused_forward_" in translation.code.split("class Layer")[1]
+    a, b = twins(original, module, 40, dtype)
+    assert _no_add(_run(a, b, module, _inputs((2, 7, 40), dtype))) == NO_ADD  # 4 launches before
+    results = []
+    for layer, interpreted in ((a, None), (b, module)):
+        x = _inputs((2, 7, 40), dtype, grad=True)
+        with torch2pypto.interpreted(*([interpreted] if interpreted else [])):
+            out = layer(*x)
+            (out.float().square().sum() + out.float().sum()).backward()
+        results.append((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())))
+    expected, got = results
+    assert all(g is not None for g in expected) and len(got) == len(expected) == 8  # x, residual, 3 weights, 2 gammas
+    for g, e in zip(got, expected):
+        _matches(g, e)
+
+
+@pytest.mark.interpreter
+def test_without_the_add_an_mlp_hook_runs_the_region_then_the_call(tmp_path):
+    _, original, module = translated(NORMED, tmp_path)
+    a, b = twins(original, module, 32, torch.float32)
+    handles = [layer.mlp.register_forward_hook(lambda m, args, out: out * 2) for layer in (a, b)]
+    try:
+        launched = _run(a, b, module, _inputs((3, 32), torch.float32))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert "gated_kernel" not in launched and launched.get("gated_silu_kernel") == 1, launched
