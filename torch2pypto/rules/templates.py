@@ -329,10 +329,30 @@ def gated_kernel(name: str, doc: str, activation: Sequence[Stmt], *, bias: bool)
     params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), tensor("wg", items("n", "k"), "dtype"), tensor("wu", items("n", "k"), "dtype")]
     params += [tensor(b, items("1", "n"), "dtype") for b in ("bg", "bu")] if bias else []
     params.append(tensor("out", items("pypto.DYNAMIC", "n"), "dtype"))
-    matmul = Step("matmul", (("b_trans", "True"),))
     body: list[Stmt] = [
         Do(pypto("set_cube_tile_shapes", items("rows", "rows"), "k_tiles", "n_tiles")),
         Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("(m - r).min(rows)", "k"))),
+    ]
+    setup, tail = gated_tail(activation, bias=bias)
+    body += tail
+    prelude = [
+        Assign("k16, n16", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "rows")),
+        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "rows", "4", "(pypto.DT_FP32,)"), "gate, up and two temporaries"),
+        *setup,
+    ]
+    loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
+    text = factory(name, ["dtype, k, n, rows"], doc, prelude, params, loops, CUBE)
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
+
+
+def gated_tail(activation: Sequence[Stmt], *, bias: bool) -> tuple[tuple[Stmt, ...], list[Stmt]]:
+    """The factory setup and the kernel statements of the gated pair after its row tile ``a_tile``
+    ([rows, k16], valid [rows of it, k]) under the cube's tile shapes: both projections (``wg``,
+    ``wu`` [n, k] read transposed), then on the vector cores the biases (given ``bias``), the
+    rounding where torch rounds, ``activation`` on ``gate``, the product and its store into ``out``."""
+    matmul = Step("matmul", (("b_trans", "True"),))
+    body: list[Stmt] = [
         *(Assign(f"{w}_tile", pypto("view", w, items("n16", "k16"), items("0", "0"), valid_shape=items("n", "k"))) for w in ("wg", "wu")),
         matmul.statement("gate", ("a_tile", "wg_tile", FP32)),
         matmul.statement("up", ("a_tile", "wu_tile", FP32)),
@@ -350,15 +370,7 @@ def gated_kernel(name: str, doc: str, activation: Sequence[Stmt], *, bias: bool)
         *store,
         Do(pypto("assemble", "result", items("r", "0"), "out")),
     ]
-    prelude = [
-        Assign("k16, n16", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
-        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "rows")),
-        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "rows", "4", "(pypto.DT_FP32,)"), "gate, up and two temporaries"),
-        *setup,
-    ]
-    loops = [Assign("m", "a.shape[0]"), row_tiles("m", Assign("r", "i * rows"), *body)]
-    text = factory(name, ["dtype, k, n, rows"], doc, prelude, params, loops, CUBE)
-    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
+    return setup, body
 
 
 def linears_kernel(name: str, count: int, *, bias: bool) -> Definition:

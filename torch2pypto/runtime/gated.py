@@ -46,6 +46,15 @@ def _gated_takes(x, wg, bg, wu, bu):
     return x.shape[-1] == k <= 65535 and all(b.shape == (n,) for b in biases)
 
 
+def _gated_weights(dtype, k, wg, wu):
+    """Whether a gated kernel whose prologue computes its rows (`dtype`, `k` wide) takes the
+    weights `wg` and `wu`: tensors [n, k] of that dtype on the kernel path (k at most 65535)."""
+    weights = [wg, wu]
+    if not all(isinstance(w, torch.Tensor) and w.dtype == dtype and w.dim() == 2 for w in weights) or wu.shape != wg.shape:
+        return False
+    return wg.shape[1] == k <= 65535 and _on_kernel_path(*weights)
+
+
 def _halves(t):
     """The gate and up halves of a chunked gated pair's weight or bias `t` (its first dim split in
     two, as `chunk(2, dim=-1)` splits the projection): views, no copy. (None, None) for no bias;

@@ -134,6 +134,13 @@ def _aligned_rows(t, cols):
     return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
 
 
+def _cube_aligned(t, cols):
+    """`t` as [rows, cols], each row zero-padded to a multiple of 16 columns: rows a prologue
+    computes on the vector cores and the cube then reads as [rows, k16] tiles (its 32-byte
+    aligned k); a view of a contiguous `t` whose cols are a multiple of 16 (hidden 4096)."""
+    return _padded_cols(t.reshape(-1, cols), -cols % 16)
+
+
 def _fused_shape(rows, vectors=(), numbers=(), dtypes=(), like=(), results=(), narrow=()):
     """The shape of a fused kernel's rows for these operands, or None if it does not take them.
 

@@ -21,15 +21,21 @@ A residual add after a submodule whose forward returns a linear (llama's ``h = s
 ``h = residual + h``, :func:`submodule_epilogue`): the add in that linear's epilogue, the forward's
 gated pair (found in its own function, ``regions.Fused.calls``) run before it, both read from the
 submodule. One call of a wrapper of :func:`torch2pypto.rules.epilogue.submodule_definitions`.
+
+A row region right before that pair whose two results are the submodule's input and the residual
+(llama's add and post-attention RMSNorm, :func:`prologue`): the region as the prologue of the
+gated kernel (:mod:`torch2pypto.rules.prologue`), one call for all the statements.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 
-from torch2pypto.rules import epilogue, gated
+from torch2pypto.rules import cube, epilogue, gated
+from torch2pypto.rules import prologue as prologue_rules
 from torch2pypto.rules.fusion import name_of
-from torch2pypto.rules.tile_program import ROWS, Param
+from torch2pypto.rules.tile_program import ROWS, Param, Unfusible
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
 from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
@@ -170,7 +176,7 @@ def _emit(finder, node: ast.BinOp, activated_node: ast.Call, mul, act, kind, gat
     ops = ("linear", kind or source_text(finder, activated_node.func), "linear", "x * y")
     kernel = f"gated_{kind}_kernel" if kind else "gated_<activation>_kernel"
     _record(finder, node, attempts, wrapper, Region, ops, kernel, params, tuple(op for op in ("linear", kind) if op), definitions, found)
-    found.calls[finder.lines.span(node)] = (wrapper, tuple(params.values()), definitions)
+    found.calls[finder.lines.span(node)] = (wrapper, tuple(params.values()), definitions, spec)
 
 
 def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int:
@@ -293,22 +299,15 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
         return x if source == parameter else None
 
     if gated_call is None:
-        inner, definitions, needs, inner_params = x, (), (), ()
+        inner, definitions, needs, inner_params, pair_args = x, (), (), (), ()
     else:
-        wrapper, inner_params, definitions = gated_call
-        read = [outer(p.source) for p in inner_params]
+        wrapper, inner_params, definitions, _ = gated_call
+        read = pair_args = tuple(outer(p.source) for p in inner_params)
         if None in read:
             return 0
         inner, needs = f"{wrapper}({', '.join(read)})", (wrapper,)
     linear = outer(source_text(finder, bound["weight"])), outer(source_text(finder, bound["bias"])) if "bias" in bound else None
-    # what the wrapper reads from the submodule, for --verify's instance of its class
-    derived: dict[str, Param] = {}
-    back = (BACK_WEIGHT if gated_call else SQUARE_WEIGHT, BACK_BIAS)
-    for kind_of, read in [*((p.kind, outer(p.source)) for p in inner_params if p.source.startswith("self.")), *zip(back, linear)]:
-        if read is not None and read not in derived:
-            taken = {p.name for p in (*params.values(), *derived.values())}
-            derived[read] = Param(unique_name(read.rpartition(".")[0].rpartition(".")[2] + "_" + read.rpartition(".")[2]
-                                              if read.count(".") > 1 else read.rpartition(".")[2], taken), kind_of, read)
+    derived = _derived(params, inner_params, outer, linear, gated_call is not None)
     linear_first = value.left is not other
     where = f"{finder.function.name}'s residual add in {cls.name}.forward's linear"
     called = f"{module}({x})"
@@ -331,4 +330,183 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     new = "".join(f"{c}{newline}{indent}" for c in _comments(finder.text[start:end]))
     found.edits.append((start, end, new + f"{last.targets[0].id} = {name}({', '.join(p.source for p in params.values())})"))
     found.definitions.extend((start, d) for d in definitions)
+    if gated_call is not None:
+        epilogue_call = f"{name.rpartition('_')[0]}_epilogue_1sites({{x}}, {', '.join(r for r in linear if r)}, {{residual}})"
+        found.submodules[start] = Submodule(name, tuple(params.values()), gated_call, pair_args, epilogue_call)
     return 2
+
+
+def _derived(params: dict, inner_params, outer, linear, gated: bool) -> dict[str, Param]:
+    """What a wrapper reads from the submodule (its gated pair's ``self`` operands, the linear's
+    weight and bias), for --verify's instance of its class: parameters by what they read."""
+    derived: dict[str, Param] = {}
+    back = (BACK_WEIGHT if gated else SQUARE_WEIGHT, BACK_BIAS)
+    for kind_of, read in [*((p.kind, outer(p.source)) for p in inner_params if p.source.startswith("self.")), *zip(back, linear)]:
+        if read is not None and read not in derived:
+            taken = {p.name for p in (*params.values(), *derived.values())}
+            derived[read] = Param(unique_name(read.rpartition(".")[0].rpartition(".")[2] + "_" + read.rpartition(".")[2]
+                                              if read.count(".") > 1 else read.rpartition(".")[2], taken), kind_of, read)
+    return derived
+
+
+@dataclasses.dataclass(frozen=True)
+class Submodule:
+    """A submodule epilogue's call (:func:`submodule_epilogue`) whose forward makes a gated pair:
+    its wrapper and parameters (x, the residual, the submodule, its class), the pair's call
+    (``Fused.calls``) and the pair's arguments as the wrapper reads them, and the epilogue's
+    call of the pair's result ``{x}`` and ``{residual}``."""
+
+    wrapper: str
+    params: tuple[Param, ...]
+    pair: tuple
+    read: tuple[str, ...]
+    epilogue: str
+
+
+def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
+    """After a region (``built``) of the statements before ``end``: how many statements from
+    ``end`` a submodule epilogue takes (:func:`submodule_epilogue`: 0 or 2). Where its submodule's
+    forward makes a gated pair of one of the region's two results and the add reads the other,
+    and neither is read after the add, the region runs as the prologue of the pair's kernel
+    (:mod:`torch2pypto.rules.prologue`): one call of one wrapper stands for all the statements."""
+    from torch2pypto.translator.engine.regions import _comments  # regions calls this module
+
+    edits = len(found.edits)
+    taken = submodule_epilogue(finder, statements, end, found)
+    if not taken:
+        return _mlp_after(finder, statements[end], built, found) if end < len(statements) else 0
+    sub = found.submodules.get(found.edits[-1][0]) if taken else None
+    if sub is None or edits < 1 or getattr(built, "groups", None) is not None:
+        return taken
+    first, second = statements[end], statements[end + 1]
+    outputs = [o.name for o in built.outputs]
+    x, residual = (p.source for p in sub.params[:2])
+    if sorted(outputs) != sorted({x, residual}) or x == residual or built.returned is not None:
+        return taken
+    target = second.targets[0].id
+    if any(n != target and _read_after(finder, n, first, second) for n in (x, residual)):
+        return taken
+    wrapper, pair_params, _, spec = sub.pair
+    module, cls = sub.params[2], sub.params[3]
+    program = built.program
+    region_call, region_wrapper = found.edits[edits - 1], found.regions[-2].wrapper
+    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
+    region = prologue_rules.Region(region_wrapper, program, tuple(built.outputs), x)
+    called = [p for p in program.params if p.name not in program.derived]
+    where = f"{finder.function.name}'s region and {cls.source}.forward"
+    name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{sub.wrapper}\n", len(built.attempts) + 1)
+    inner = f"{name.rpartition('_')[0]}_prologue_1sites"
+    try:
+        definitions = prologue_rules.definitions(inner, where, region, pair)
+    except Unfusible:
+        return taken
+    if {*(p.name for p in called), *outputs} & {module.name, cls.name}:
+        return taken  # the outer wrapper binds them all
+    params = [*(p.name for p in called), module.name, cls.name]
+    own = [r for r, p in zip(sub.read, pair_params) if p.name != spec.x]
+    separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
+                f"return {sub.wrapper}({x}, {residual}, {module.name}, {cls.name})\n")
+    fused = (f"{x}, {residual} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
+             f"return {sub.epilogue.format(x=x, residual=residual)}\n")
+    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused)
+    first_region, sub_region = found.regions[-2:]
+    sub_params = [p for p in sub_region.params if p not in sub.params[:2]]  # x and the residual: the region's results
+    if len({p.name for p in (*first_region.params, *sub_params)}) != len(first_region.params) + len(sub_params):
+        return taken  # --verify's instances: one name each
+    found.regions[-2:] = [dataclasses.replace(
+        first_region, span=first_region.span[:2] + sub_region.span[2:], ops=(*first_region.ops, *sub_region.ops), wrapper=name,
+        kernel=prologue_rules.kernel_name(region_wrapper), params=(*first_region.params, *sub_params),
+        entries=tuple(dict.fromkeys((*first_region.entries, *sub_region.entries))), modules=(*first_region.modules, *sub_region.modules),
+        derived=(*first_region.derived, *sub_region.derived))]
+    start, end_offset = region_call[0], found.edits[-1][1]
+    del found.edits[edits - 1 :]
+    segment = finder.text[start:end_offset]
+    indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
+    newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
+    new = "".join(f"{c}{newline}{indent}" for c in _comments(segment))
+    found.edits.append((start, end_offset, new + f"{target} = {name}({', '.join([*(p.source for p in called), module.source, cls.source])})"))
+    found.definitions.extend((start, d) for d in (*definitions, top))
+    return taken
+
+
+def _mlp_after(finder, first: ast.stmt, built, found) -> int:
+    """1 if ``first`` is ``t = self.mlp(x)`` with no residual add after it (gemma3's, whose norm
+    comes between), ``x`` one of the region's two results and not read after: the region as the
+    prologue of the forward's gated pair, then its linear (``pypto_linear``); one call assigns
+    ``t`` and the region's other result. Else 0, nothing done."""
+    from torch2pypto.translator.engine.regions import Region, _comments  # regions calls this module
+
+    call = _assigned(first)
+    if call is None or type(call) is not ast.Call or len(call.args) != 1 or call.keywords or type(call.args[0]) is not ast.Name:
+        return 0
+    cls = finder.sites.inference.held_class(call.func)
+    outputs = [o.name for o in built.outputs]
+    x, target = call.args[0].id, first.targets[0].id
+    others = [n for n in outputs if n != x]
+    if cls is None or getattr(built, "groups", None) is not None or built.returned is not None or x not in outputs or len(others) != 1:
+        return 0
+    if target in others or {x, target} & finder.declared or x != target and _read_after(finder, x, first, first):
+        return 0
+    inlined = _forward_linear(finder, cls)
+    gated_call = found.calls.get(finder.lines.span(inlined[1]["input"])) if inlined is not None else None
+    if gated_call is None or cls.name in {n.id for n in ast.walk(finder.function) if type(n) is ast.Name and type(n.ctx) is not ast.Load} \
+            | {a.arg for a in ast.walk(finder.function.args) if type(a) is ast.arg}:
+        return 0  # no gated pair, or the class's name is a local where it is called
+    linear_attempt, bound, parameter = inlined
+    program = built.program
+    called = [p for p in program.params if p.name not in program.derived]
+    params: dict[str, Param] = {p.source: p for p in program.params}
+    module = wrapper_param(finder, params, call.func, MODULE)
+    kind = unique_name(cls.name, {p.name for p in params.values()} | set(outputs))
+    if module in outputs:
+        return 0
+
+    def outer(source: str) -> str | None:
+        if source == "self" or source.startswith("self."):
+            return module + source.removeprefix("self")
+        return x if source == parameter else None
+
+    wrapper, pair_params, _, spec = gated_call
+    read = [outer(p.source) for p in pair_params]
+    linear = outer(source_text(finder, bound["weight"])), outer(source_text(finder, bound["bias"])) if "bias" in bound else None
+    if None in read or linear[0] is None:
+        return 0
+    region_wrapper = found.regions[-1].wrapper
+    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
+    where = f"{finder.function.name}'s region and {cls.name}.forward"
+    called_site = finder.pending.get(finder.lines.span(call))  # the submodule's call, if a site
+    attempts = [*built.attempts, *([called_site] if called_site is not None else [])]
+    name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{cls.name}\n", len(attempts))
+    inner = f"{name.rpartition('_')[0]}_prologue_1sites"
+    try:
+        definitions = prologue_rules.definitions(inner, where, prologue_rules.Region(region_wrapper, program, tuple(built.outputs), x), pair)
+    except Unfusible:
+        return 0
+    own = [r for r, p in zip(read, pair_params) if p.name != spec.x]
+    entry = linear_attempt.resolved.entry
+    projected = f"pypto_{entry.op}({x}, {linear[0]}, bias={linear[1] or 'None'})"
+    separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
+                f"return {module}({x}), {others[0]}\n")
+    fused = (f"{x}, {others[0]} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
+             f"return {projected}, {others[0]}\n")
+    top = prologue_rules.outer(name, where, [*(p.name for p in called), module, kind], (module, kind), separate, fused,
+                               f"then its linear ({projected.partition('(')[0]})")
+    derived = _derived({**params, f"class {cls.name}": Param(kind, "class", cls.name)}, pair_params, outer, linear, True)
+    region = found.regions[-1]
+    found.regions[-1] = dataclasses.replace(
+        region, span=region.span[:2] + finder.lines.span(first)[2:], ops=(*region.ops, f"{cls.name}.forward"), wrapper=name,
+        kernel=prologue_rules.kernel_name(region_wrapper),
+        params=(*region.params, params[source_text(finder, call.func)], Param(kind, "class", cls.name), *derived.values()),
+        entries=tuple(dict.fromkeys((*region.entries, "linear"))), modules=(*region.modules, (module, kind)),
+        derived=(*region.derived, *((p.name, p.source) for p in derived.values())))
+    for a in attempts:
+        a.status, a.reason, a.pypto_api = CONVERTED, "", f"{name} (fused)"
+    start, _, _ = found.edits.pop()
+    end = finder.lines.offset(*finder.lines.span(first)[2:])
+    segment = finder.text[start:end]
+    indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
+    newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
+    new = "".join(f"{c}{newline}{indent}" for c in _comments(segment))
+    found.edits.append((start, end, new + f"{target}, {others[0]} = {name}({', '.join([*(p.source for p in called), source_text(finder, call.func), cls.name])})"))
+    found.definitions.extend((start, d) for d in (*definitions, *cube.definitions(entry), top))
+    return 1

@@ -26,7 +26,8 @@ of one shape); where that region shares an operand with the one before it and de
 of it, the two run as groups of rows of one kernel, a loop each (:mod:`groups`); so do such
 regions written interleaved (phi3's RoPE: q's slices, k's slices, then q's and k's products).
 A linear, its chunk in two along the last dim and the gated product of the halves (phi3's MLP)
-are one gated kernel (:mod:`halves`).
+are one gated kernel (:mod:`halves`). A region right before an MLP whose residual add goes into its
+down projection's epilogue is the gated kernel's prologue (:func:`epilogues.prologue`).
 A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
 (a call's argument, a list item) become calls standing where they were written. In a region's
 first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
@@ -96,6 +97,8 @@ class Fused:
     # a gated pair's call by span: (wrapper, parameters, definitions), for a caller that inlines
     # the forward holding it (epilogues.submodule_epilogue)
     calls: dict = dataclasses.field(default_factory=dict)
+    # a submodule epilogue's call by its offset: its gated pair's, for a region before it (epilogues.prologue)
+    submodules: dict = dataclasses.field(default_factory=dict)
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -283,7 +286,8 @@ class Finder:
                 continue
             end, built, ahead = groups.joined(self, statements, i, best)
             self.emit(statements[i:end], built, found)
-            i = end
+            taken = epilogues.prologue(self, statements, end, built, found)  # the region and an MLP after it
+            i, ahead = (end + taken, None) if taken else (end, ahead)
 
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
