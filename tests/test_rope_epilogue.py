@@ -88,7 +88,8 @@ def test_what_is_no_rope_epilogue_stays_as_today(change):
     assert any(k.startswith("linears_3") for k in kernels) or "q_norm(" in code, kernels
 
 
-CASES = ((1, 1, 64, 4, 2, 32), (2, 7, 48, 4, 2, 32), (1, 5, 64, 2, 2, 64))
+# (batch, seq, hidden, heads, kv_heads, head_dim, angles' batch): decode, odd S, GQA, [1, S, D] angles shared by a batch
+CASES = ((1, 1, 64, 4, 2, 32, 1), (2, 7, 48, 4, 2, 32, 2), (2, 5, 64, 2, 2, 64, 1), (3, 1, 64, 4, 1, 32, 1))
 
 
 @pytest.mark.interpreter
@@ -98,13 +99,13 @@ def test_one_launch_matches_torch(dtype, bias):
     translation = translated(ATTENTION)
     [kernel] = [r.kernel for r in translation.regions if r.function == "forward"]
     mod, reference = module(translation.code), original(ATTENTION)["Attention"]
-    for batch, seq, hidden, heads, kv_heads, head_dim in CASES:
+    for batch, seq, hidden, heads, kv_heads, head_dim, angled in CASES:
         torch.manual_seed(seq)
         model = mod.Attention(hidden, heads, kv_heads, head_dim, bias).to(dtype)
         expected = reference(hidden, heads, kv_heads, head_dim, bias).to(dtype)
         expected.load_state_dict(model.state_dict())
         x = (torch.randn(batch, seq, hidden) * 3).to(dtype)
-        rotary = angles(batch, seq, head_dim, dtype)
+        rotary = angles(angled, seq, head_dim, dtype)
         ran = counting()
         with torch2pypto.interpreted(mod), torch.no_grad():
             got = model(x, rotary)

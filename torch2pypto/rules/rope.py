@@ -27,7 +27,7 @@ from torch2pypto.rules.widths import needed
 
 RoPE_TAKES = copied("rope", "_rope_takes")
 # the kernel's own names, which a RoPE program's statements must not assign
-_OWN = {"a", "a_tile", "m", "r", "i", "h", "valid", "rows", "cols", "k", "k16", "dtype", "projected", "kernel"}
+_OWN = {"a", "a_tile", "n", "o", "t", "tiles", "blocks", "r", "i", "h", "valid", "rows", "cols", "k", "k16", "dtype", "projected", "kernel"}
 
 
 class Group:
@@ -54,7 +54,7 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     count = 3
     rotated = len(groups)
     cos, sin = (next(p.name for p in groups[0].rows if groups[0].roles[p.name] == role) for role in ("cos", "sin"))
-    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", *dtypes, *promoted]
+    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", "blocks", *dtypes, *promoted]
     prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
     for j in range(count):
         prelude += (f"n{j}_16 = -(-n{j} // 16) * 16\nk_tiles{j}, n_tiles{j} = _cube_tiles(k16, n{j}_16, dtype, rows)\n"
@@ -73,9 +73,10 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     params += "".join(f"{p}: pypto.Tensor([pypto.DYNAMIC, cols], {symbol[p]}),\n" for p in (cos, sin))
     outs = [g.output.value.dtype for g in groups] + ["dtype"] * (count - rotated)
     params += "".join(f"out{j}: pypto.Tensor([pypto.DYNAMIC, n{j}], {d}),\n" for j, d in enumerate(outs))
-    body = ("r = i * rows\nvalid = [(m - r).min(rows), cols]\n"
+    body = ("o, i = t // tiles, t % tiles\nr = o * n + i * rows\nvalid = [(n - i * rows).min(rows), cols]\n"
             "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[valid[0], k])\n"
-            + "".join(f"{p}_tile = pypto.view({p}, [rows, cols], [r, 0], valid_shape=valid)  # the tokens' angles\n" for p in (cos, sin)))
+            + "".join(f"{p}_tile = pypto.view({p}, [rows, cols], [r if blocks == 1 else i * rows, 0], valid_shape=valid)  # the tokens' angles\n"
+                      for p in (cos, sin)))
     for j in range(count):
         body += (f"pypto.set_cube_tile_shapes([rows, rows], k_tiles{j}, n_tiles{j})\n"
                  f"w{j}_tile = pypto.view(w{j}, [n{j}_16, k16], [0, 0], valid_shape=[n{j}, k])\n"
@@ -98,8 +99,9 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
         inner += "".join(g.program.body) + f"pypto.assemble({g.output.value.text}, [r, h * cols], out{j})\n"
         body += (f"pypto.set_vec_tile_shapes(rope_rows{j}, rope_cols{j})\n"
                  f"for h in range(heads{j}):  # each head of the tile: the rotary embedding's steps\n" + textwrap.indent(inner, "    "))
-    loop = ("m = a.shape[0]\n"
-            'for i in pypto.loop((m + rows - 1) // rows, name="row_tiles", unroll_list=[1]):\n' + textwrap.indent(body, "    "))
+    loop = ("n = a.shape[0] // blocks  # rows per block: a sequence whose angles all its batch shares, or all rows\n"
+            "tiles = (n + rows - 1) // rows\n"
+            'for t in pypto.loop(blocks * tiles, name="row_tiles", unroll_list=[1]):\n' + textwrap.indent(body, "    "))
     ops = " + ".join(dict.fromkeys(op for g in groups for op in g.program.pypto))
     doc = (f"a @ w0.T, a @ w1.T, a @ w2.T{' plus biases' if bias else ''} of one read of a's row tiles, "
            f"then {ops} on each head of the first {rotated} (the rotary embedding), one launch.")
@@ -136,7 +138,7 @@ def definitions(wrapper: str, where: str, params: list[str], torch_source: str, 
     takes = (f"all(_epilogue_takes({x}, w, b) for w, b in projections) and "
              f"_rope_takes({x}, {cos}, {sin}, {view}, *(w.shape[0] for w, _ in projections))")
     takes = " and ".join([takes, *dict.fromkeys(checks)])
-    factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), _cube_rows(a.shape[0]), cols, "
+    factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), _cube_rows(a.shape[0] // blocks), cols, blocks, "
                + "".join(f"_PYPTO_ALL_DTYPES[{s}], " for s in [*(symbols[d] for d in dtypes), *promoted]))
     out_dtypes = [torch_dtype(g.program, g.output.value.dtype) for g in groups] + [f"{x}.dtype"] * (3 - len(groups))
     angles = f"{cos}.reshape(-1, cols), {sin}.reshape(-1, cols)"
@@ -148,6 +150,7 @@ def definitions(wrapper: str, where: str, params: list[str], torch_source: str, 
                   f"    _launch({kernels[1].name}(*factory), a, *weights, *biases, {angles}, *out)\n")
     body = (f"k, cols = {x}.shape[-1], {cos}.shape[-1]\n" + wrappers.ROWS.format(x=x)
             + "weights = [_kept_contiguous(w) for w, _ in projections]\n"
+            + f"blocks = {x}.shape[0] if {cos}.shape[0] != {x}.shape[0] else 1  # [1, S, D] angles: each sequence reads them\n"
             + "".join(f"{s} = {symbols[s]}\n" for s in promoted)
             + f"factory = ({factory.rstrip(', ')})\n"
             + f"out = [torch.empty(a.shape[0], w.shape[0], dtype=d, device={x}.device) for w, d in zip(weights, ({', '.join(out_dtypes)}))]\n"

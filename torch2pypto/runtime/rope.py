@@ -8,11 +8,11 @@ from torch2pypto.runtime.launch import _on_kernel_path
 def _rope_takes(x, cos, sin, view, *widths):
     """Whether the projections of x ([B, S, k]) that are `widths` wide, each viewed as
     `.view(view).transpose(1, 2)`, are [B, heads, S, D] views of their rows, D the last dim of
-    cos and sin: contiguous [B, S, D] tensors of a float dtype on the kernel path, whose rows
-    are x's (a token's angles beside its projection's row)."""
+    cos and sin: contiguous [B, S, D] tensors (or [1, S, D]: one sequence's, which the batch
+    shares) of a float dtype on the kernel path, a token's angles beside its projection's row."""
     if not (isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor) and _on_kernel_path(cos, sin)):
         return False
-    if x.dim() != 3 or cos.dim() != 3 or cos.shape != sin.shape or cos.shape[:2] != x.shape[:2]:
+    if x.dim() != 3 or cos.dim() != 3 or cos.shape != sin.shape or cos.shape[0] not in (1, x.shape[0]) or cos.shape[1] != x.shape[1]:
         return False
     if not (cos.is_contiguous() and sin.is_contiguous()):
         return False
