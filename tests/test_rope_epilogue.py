@@ -135,9 +135,31 @@ def test_keeps_torch_gradients():
     ran = counting()
     with torch2pypto.interpreted(mod):
         results = model(x, rotary)
-        assert ran() == {"fused_forward_06e24a_bias_kernel.kernel": 1}  # backward recomputes the statements as written
+        [kernel] = [r.kernel for r in translation.regions if r.function == "forward"]
+        assert ran() == {kernel.replace("_kernel", "_bias_kernel.kernel"): 1}  # backward recomputes the statements as written
         sum((t * (i + 1)).square().sum() for i, t in enumerate(results)).backward()
     got = [x.grad, *(p.grad for p in model.parameters())]
     x.grad = None
     sum((t * (i + 1)).square().sum() for i, t in enumerate(expected(x, rotary))).backward()
     torch.testing.assert_close(got, [x.grad, *(p.grad for p in expected.parameters())], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.interpreter
+def test_operands_it_does_not_take_run_as_today():
+    """A head_dim of 16: the halves are not 32-byte blocks. The projections' kernel, then the
+    RoPE helper (whose region's kernel does not take them either: its statements, rotate_half's
+    neg and cat each a kernel), as without the epilogue."""
+    translation = translated(ATTENTION)
+    mod, reference = module(translation.code), original(ATTENTION)["Attention"]
+    torch.manual_seed(0)
+    model = mod.Attention(48, 4, 2, 16, True)
+    expected = reference(48, 4, 2, 16, True)
+    expected.load_state_dict(model.state_dict())
+    x = torch.randn(2, 7, 48)
+    rotary = angles(1, 7, 16, torch.float32)
+    ran = counting()
+    with torch2pypto.interpreted(mod), torch.no_grad():
+        got = model(x, rotary)
+    assert ran() == {"linears_3_bias_kernel.kernel": 1, "neg_kernel.kernel": 2, "join2_kernel.kernel": 2}, ran()  # rotate_half's ops
+    with torch.no_grad():
+        torch.testing.assert_close(got, expected(x, rotary), atol=1e-5, rtol=1e-5)

@@ -112,13 +112,16 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
 
 
 def definitions(wrapper: str, where: str, params: list[str], torch_source: str, roles: tuple[str, list[tuple[str, str | None]], str, str, str],
-                groups: Sequence[Group], names: dict[str, str]) -> tuple[Definition, ...]:
-    """The kernels, the torch fallback and the wrapper. ``roles``: the parameters holding x, the
+                groups: Sequence[Group], names: dict[str, str], separate: tuple[Definition, ...]) -> tuple[Definition, ...]:
+    """The kernels, the fallback and the wrapper. ``roles``: the parameters holding x, the
     projections' (weight, bias), the view's shape, cos and sin; ``names``: each RoPE parameter's
-    wrapper expression of its dtype's tensor (q, k: x; cos, sin: theirs)."""
+    wrapper expression of its dtype's tensor (q, k: x; cos, sin: theirs); ``separate``: the
+    definitions of the sibling projections' wrapper (the last), which the fallback
+    (``torch_source``: the statements as they translate without this kernel) calls."""
     x, projections, view, cos, sin = roles
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]
-    fallback = wrappers.region_fallback(wrapper, where, params, torch_source, "statements")
+    fallback = wrappers.region_fallback(wrapper, where, params, torch_source, "statements as they translate without the epilogue")
+    fallback = Definition(fallback.name, fallback.source, (separate[-1].name,))
 
     def spelt(text: str) -> str:
         return re.sub(r"\b(\w+)\.dtype\b", lambda m: f"{names.get(m.group(1), m.group(1))}.dtype", text)
@@ -173,5 +176,5 @@ def definitions(wrapper: str, where: str, params: list[str], torch_source: str, 
               + f"\n    return _with_torch_grads(kernel_path, {fallback.name}, {signature})\n")
     requires = ("_epilogue_takes", "_rope_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grads", fallback.name,
                 *(k.name for k in kernels))
-    return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, RoPE_TAKES, fallback,
+    return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, RoPE_TAKES, *separate, fallback,
             Definition(wrapper, source, requires))

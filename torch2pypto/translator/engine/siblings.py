@@ -280,7 +280,8 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
     params: dict[str, Param] = {}
     x = wrapper_param(finder, params, group[0][1]["input"], ROWS)
     projections = [(wrapper_param(finder, params, b["weight"], WEIGHT), wrapper_param(finder, params, b.get("bias"), BIAS)) for _, b, _ in group]
-    taken = {p.name for p in params.values()}
+    own = [p.name for p in params.values()]  # the sibling projections' parameters
+    taken = set(own)
     for source, kind in ((view, "shape"), (cos, "angles"), (sin, "angles"), (helper.name, "callee")):
         name = unique_name(source, taken)
         taken.add(name)
@@ -289,8 +290,18 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
         return False
     view_name, cos_name, sin_name, helper_name = (params[s].name for s in (view, cos, sin, helper.name))
     q, k, v = names
-    torch_source = "".join(f"{n} = torch.nn.functional.linear({x}, {w}, {b or 'None'}).view({view_name}).transpose(1, 2)\n"
-                           for n, (w, b) in zip(names, projections))
+    # the fallback: the statements as they translate without the RoPE epilogue (the sibling projections' call)
+    linears = ", ".join(f"torch.nn.functional.linear({x}, {w}, {b or 'None'})" for w, b in projections)
+    sibling_source = f"return {linears}\n"
+    sibling = name_of(finder.function.name, sibling_source, len(group))
+    separate = siblings.definitions(sibling, f"{finder.function.name}'s sibling projections", x, projections, own, sibling_source)
+    taken |= set(names)
+    results = []
+    for w, _ in projections:
+        results.append(unique_name(w.removesuffix("_weight"), taken))
+        taken.add(results[-1])
+    torch_source = f"{', '.join(results)} = {sibling}({', '.join(own)})\n"
+    torch_source += "".join(f"{n} = {r}.view({view_name}).transpose(1, 2)\n" for n, r in zip(names, results))
     torch_source += f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
     attempts = [a for a, _, _ in group]
     wrapper = name_of(finder.function.name, torch_source, len(attempts))
@@ -299,7 +310,7 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
     dtype_of |= {p.name: {"cos": cos_name, "sin": sin_name}[g.roles[p.name]] for g in groups for p in g.rows if g.roles[p.name] != "x"}
     dtype_of |= {alias: dtype_of[name] for g in groups for name, alias in g.program.aliases.items() if name in dtype_of}
     definitions = rope.definitions(wrapper, where, [p.name for p in params.values()], torch_source,
-                                   (x, projections, view_name, cos_name, sin_name), groups, dtype_of)
+                                   (x, projections, view_name, cos_name, sin_name), groups, dtype_of, separate)
     for a in attempts:
         a.status, a.reason, a.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
         finder.pending.pop(a.span, None)
