@@ -26,6 +26,7 @@ from torch2pypto.rules.tile_program import FP32, ROWS, Output, Program, torch_dt
 from torch2pypto.rules.widths import needed
 
 RoPE_TAKES = copied("rope", "_rope_takes")
+HEADS, ANGLES = "heads", "angles"  # the wrapper's parameter kinds of the heads' view shape and of cos and sin
 # the kernel's own names, which a RoPE program's statements must not assign
 _OWN = {"a", "a_tile", "n", "o", "t", "tiles", "blocks", "r", "i", "h", "valid", "rows", "cols", "k", "k16", "dtype", "projected", "kernel"}
 

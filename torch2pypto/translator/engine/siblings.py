@@ -282,7 +282,7 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
     projections = [(wrapper_param(finder, params, b["weight"], WEIGHT), wrapper_param(finder, params, b.get("bias"), BIAS)) for _, b, _ in group]
     own = [p.name for p in params.values()]  # the sibling projections' parameters
     taken = set(own)
-    for source, kind in ((view, "shape"), (cos, "angles"), (sin, "angles"), (helper.name, "callee")):
+    for source, kind in ((view, rope.HEADS), (cos, rope.ANGLES), (sin, rope.ANGLES), (helper.name, "callee")):
         name = unique_name(source, taken)
         taken.add(name)
         params[source] = Param(name, kind, source)
