@@ -112,17 +112,20 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
-def definitions(wrapper: str, where: str, params: list[str], torch_source: str, roles: tuple[str, list[tuple[str, str | None]], str, str, str],
+def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str, str], roles: tuple[str, list[tuple[str, str | None]], str, str, str],
                 groups: Sequence[Group], names: dict[str, str], separate: tuple[Definition, ...]) -> tuple[Definition, ...]:
-    """The kernels, the fallback and the wrapper. ``roles``: the parameters holding x, the
-    projections' (weight, bias), the view's shape, cos and sin; ``names``: each RoPE parameter's
-    wrapper expression of its dtype's tensor (q, k: x; cos, sin: theirs); ``separate``: the
-    definitions of the sibling projections' wrapper (the last), which the fallback
-    (``torch_source``: the statements as they translate without this kernel) calls."""
+    """The kernels, the fallbacks and the wrapper. ``sources``: the statements as written (torch's
+    gradients) and as they translate without this kernel (``separate``: the definitions of the
+    sibling projections' wrapper, the last, which it calls: operands the kernel does not take);
+    ``roles``: the parameters holding x, the projections' (weight, bias), the view's shape, cos
+    and sin; ``names``: each RoPE parameter's wrapper expression of its dtype's tensor (q, k: x;
+    cos, sin: theirs)."""
     x, projections, view, cos, sin = roles
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]
-    fallback = wrappers.region_fallback(wrapper, where, params, torch_source, "statements as they translate without the epilogue")
-    fallback = Definition(fallback.name, fallback.source, (separate[-1].name,))
+    fallback = wrappers.region_fallback(wrapper, where, params, sources[0], "statements")
+    unfused = f"_unfused_{base.removeprefix('fused_')}"
+    unfused = Definition(unfused, f'def {unfused}({", ".join(params)}):\n    """{where}: the statements as they translate without the '
+                                  f'epilogue."""\n' + textwrap.indent(sources[1], "    "), (separate[-1].name,))
 
     def spelt(text: str) -> str:
         return re.sub(r"\b(\w+)\.dtype\b", lambda m: f"{names.get(m.group(1), m.group(1))}.dtype", text)
@@ -168,14 +171,14 @@ def definitions(wrapper: str, where: str, params: list[str], torch_source: str, 
         f"Every projection of one read of each row tile of {x} on the cube (FP32 accumulation), plus its bias, rounded "
         f"as torch's linear rounds; then {ops} on each head of q's and k's tiles in torch's dtypes, rounded where torch "
         f"rounds; the results are the [B, heads, S, D] views torch gives. Operands the kernel does not take (other "
-        f"shapes or dtypes, off the NPU) run {fallback.name}; autograd gets its gradients.",
+        f"shapes or dtypes, off the NPU) run {unfused.name}; autograd gets the gradients of {fallback.name}.",
         92, initial_indent="    ", subsequent_indent="    ")
     source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
               f"    projections = [{pairs}]\n"
-              f"    if not ({takes}):\n        return {fallback.name}({signature})\n"
+              f"    if not ({takes}):\n        return {unfused.name}({signature})\n"
               f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
               + f"\n    return _with_torch_grads(kernel_path, {fallback.name}, {signature})\n")
-    requires = ("_epilogue_takes", "_rope_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grads", fallback.name,
+    requires = ("_epilogue_takes", "_rope_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grads", fallback.name, unfused.name,
                 *(k.name for k in kernels))
-    return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, RoPE_TAKES, *separate, fallback,
+    return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, RoPE_TAKES, *separate, fallback, unfused,
             Definition(wrapper, source, requires))

@@ -300,16 +300,18 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
     for w, _ in projections:
         results.append(unique_name(w.removesuffix("_weight"), taken))
         taken.add(results[-1])
-    torch_source = f"{', '.join(results)} = {sibling}({', '.join(own)})\n"
-    torch_source += "".join(f"{n} = {r}.view({view_name}).transpose(1, 2)\n" for n, r in zip(names, results))
-    torch_source += f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
+    rotated = f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
+    unfused = f"{', '.join(results)} = {sibling}({', '.join(own)})\n"
+    unfused += "".join(f"{n} = {r}.view({view_name}).transpose(1, 2)\n" for n, r in zip(names, results)) + rotated
+    torch_source = "".join(f"{n} = torch.nn.functional.linear({x}, {w}, {b or 'None'}).view({view_name}).transpose(1, 2)\n"
+                           for n, (w, b) in zip(names, projections)) + rotated
     attempts = [a for a, _, _ in group]
     wrapper = name_of(finder.function.name, torch_source, len(attempts))
     where = f"{finder.function.name}'s projections and {helper.name}"
     dtype_of = {p.name: x for g in groups for p in g.program.params if g.roles.get(p.name) == "x"}
     dtype_of |= {p.name: {"cos": cos_name, "sin": sin_name}[g.roles[p.name]] for g in groups for p in g.rows if g.roles[p.name] != "x"}
     dtype_of |= {alias: dtype_of[name] for g in groups for name, alias in g.program.aliases.items() if name in dtype_of}
-    definitions = rope.definitions(wrapper, where, [p.name for p in params.values()], torch_source,
+    definitions = rope.definitions(wrapper, where, [p.name for p in params.values()], (torch_source, unfused),
                                    (x, projections, view_name, cos_name, sin_name), groups, dtype_of, separate)
     for a in attempts:
         a.status, a.reason, a.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
