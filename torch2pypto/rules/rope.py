@@ -39,16 +39,19 @@ class Group:
         self.program, self.output, self.roles = program, output, roles
         self.rows = [p for p in program.params if p.kind == ROWS]
 
-    def assigned(self) -> set[str]:
-        return {m.group(1) for s in self.program.body for m in re.finditer(r"^\s*(\w+) = ", s, re.M)}
+    def names(self) -> set[str]:
+        """What the group's statements assign, its operands' tiles, cos and sin (kernel parameters), and its dtypes."""
+        assigned = {m.group(1) for s in self.program.body for m in re.finditer(r"^\s*(\w+) = ", s, re.M)}
+        angles = {p.name for p in self.rows if self.roles[p.name] != "x"}
+        return assigned | {f"{p.name}_tile" for p in self.rows} | angles | set(self.program.symbols)
 
 
 def fits(groups: Sequence[Group], count: int) -> bool:
-    """Whether the groups' statements name nothing the kernel names itself."""
+    """Whether the groups name nothing the kernel names itself."""
     own = _OWN | {f"{b}{j}{s}" for j in range(count) for b in ("w", "b", "out") for s in ("", "_tile")}
     own |= {f"{b}{j}" for j in range(count) for b in ("n", "k_tiles", "n_tiles", "vec_rows", "vec_cols", "heads", "rope_rows", "rope_cols")}
     own |= {f"n{j}_16" for j in range(count)}
-    return not any(g.assigned() & own for g in groups)
+    return not any(g.names() & own for g in groups)
 
 
 def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: list[str], bias: bool) -> Definition:
