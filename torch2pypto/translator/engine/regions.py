@@ -99,6 +99,9 @@ class Fused:
     calls: dict = dataclasses.field(default_factory=dict)
     # a submodule epilogue's call by its offset: its gated pair's, for a region before it (epilogues.prologue)
     submodules: dict = dataclasses.field(default_factory=dict)
+    # a module function's grouped region (id of the function -> its statements and Grouped), for a
+    # caller that composes its groups into a projection's epilogue (siblings' RoPE)
+    grouped: dict = dataclasses.field(default_factory=dict)
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -488,6 +491,8 @@ class Finder:
         where = f"{self.function.name}'s region"
         if isinstance(built, groups.Grouped):
             defined = built.definitions(wrapper, where, torch_source)
+            if self.owner is None and not inline:
+                found.grouped[id(self.function)] = (statements, built)
         else:
             defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"

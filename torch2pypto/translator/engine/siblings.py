@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 
-from torch2pypto.rules import siblings
+from torch2pypto.rules import rope, siblings
 from torch2pypto.rules.fusion import name_of
 from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.linears import BIAS, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
@@ -43,6 +43,10 @@ def sibling_linears(finder, statements: list[ast.stmt], i: int, found) -> int:
         if not all(type(n) in (ast.Name, ast.Tuple, ast.List, ast.Store) for n in targets):
             break  # assigns an attribute or an item: the last of the group
         assigned |= {n.id for n in targets if type(n) is ast.Name}
+    if len(group) == 3:
+        rotated = _rotated(finder, statements, i, group, found)
+        if rotated:
+            return rotated
     return _emit(finder, statements[i : i + len(group)], group, found) if len(group) > 1 else 0
 
 
@@ -130,3 +134,199 @@ def _emit(finder, statements: list[ast.stmt], group: list, found) -> int:
     found.edits.extend(edits)
     found.definitions.extend((start, d) for d in definitions)
     return len(group)
+
+
+_BETWEEN = 3  # statements that may stand between the projections and the rotary embedding
+
+
+def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> int:
+    """How many statements from ``i`` are q's, k's and v's projections viewed as heads, then
+    the rotary embedding of q and k by a module function whose body is that grouped region (0:
+    none); if so, one call of a :mod:`torch2pypto.rules.rope` wrapper replaces them::
+
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = ...; value_states = ...
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+
+    The statements between (at most ``_BETWEEN``) only rename (``a, b = name``) what the
+    projections neither read nor assign: the call stands where the rotary embedding stood."""
+    views = [_heads(statement, node) for (_, _, node), statement in zip(group, statements[i : i + 3])]
+    if None in views or len({v for _, v in views}) != 1:
+        return 0
+    names, view = [n for n, _ in views], views[0][1]
+    reads = {view, *(_root(v) for _, b, _ in group for v in b.values() if v is not None)}
+    for j in range(i + 3, min(i + 3 + _BETWEEN + 1, len(statements))):
+        statement = statements[j]
+        call = _rope_call(finder, statement, names)
+        if call is not None:
+            break
+        if type(statement) is not ast.Assign or type(statement.value) is not ast.Name or statement.value.id in names:
+            return 0
+        if not all(type(n) in (ast.Name, ast.Tuple, ast.Store) for t in statement.targets for n in ast.walk(t)):
+            return 0
+        if {n.id for t in statement.targets for n in ast.walk(t) if type(n) is ast.Name} & (set(names) | reads):
+            return 0
+    else:
+        return 0
+    helper, cos, sin = call
+    groups = _rope_groups(finder, helper, found)
+    if groups is None or {cos, sin} & (set(names) | reads) or cos == sin:
+        return 0
+    return _emit_rotated(finder, statements[i : i + 3], statement, group, names, view, call, groups, found) and j + 1 - i
+
+
+def _heads(statement: ast.stmt, node: ast.expr) -> tuple[str, str] | None:
+    """(target, shape) of ``target = <node>.view(shape).transpose(1, 2)``, else None."""
+    value = statement.value
+    if len(statement.targets) != 1 or type(statement.targets[0]) is not ast.Name:
+        return None
+    if not (type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr == "transpose" and not value.keywords
+            and [type(a) is ast.Constant and a.value for a in value.args] == [1, 2]):
+        return None
+    inner = value.func.value
+    if not (type(inner) is ast.Call and type(inner.func) is ast.Attribute and inner.func.attr == "view" and inner.func.value is node
+            and not inner.keywords and len(inner.args) == 1 and type(inner.args[0]) is ast.Name):
+        return None
+    return statement.targets[0].id, inner.args[0].id
+
+
+def _rope_call(finder, statement: ast.stmt, names: list[str]):
+    """(the helper, cos, sin) of ``q, k = helper(q, k, cos, sin)`` (q and k: the projections'
+    names), else None."""
+    if type(statement) is not ast.Assign or len(statement.targets) != 1 or type(statement.targets[0]) is not ast.Tuple:
+        return None
+    targets, value = statement.targets[0].elts, statement.value
+    if [type(t) is ast.Name and t.id for t in targets] != names[:2]:
+        return None
+    if type(value) is not ast.Call or type(value.func) is not ast.Name or value.keywords or len(value.args) != 4:
+        return None
+    if not all(type(a) is ast.Name for a in value.args) or [a.id for a in value.args[:2]] != names[:2]:
+        return None
+    helper = finder.helpers.get(value.func.id)
+    return (helper, value.args[2].id, value.args[3].id) if type(helper) is ast.FunctionDef else None
+
+
+def _rope_groups(finder, helper: ast.FunctionDef, found):
+    """The :class:`rope.Group` of q and of k of ``helper``, a function ``(q, k, cos, sin, d=1)``
+    whose body is ``cos = cos.unsqueeze(d)``, ``sin = sin.unsqueeze(d)``, one grouped region
+    of a group for q (reading q, cos and sin) and one for k, and ``return q_embed, k_embed``; else None."""
+    recorded = found.grouped.get(id(helper))
+    arguments = helper.args
+    if recorded is None or arguments.vararg or arguments.kwarg or arguments.posonlyargs or arguments.kwonlyargs:
+        return None
+    params = [a.arg for a in arguments.args]
+    if len(params) < 4 or len(arguments.defaults) < len(params) - 4:
+        return None
+    defaults = dict(zip(params[len(params) - len(arguments.defaults):], arguments.defaults))
+    q, k, cos, sin = params[:4]
+    body = helper.body[1:] if ast.get_docstring(helper) is not None else helper.body
+    region, built = recorded
+    if len(body) != len(region) + 3 or any(a is not b for a, b in zip(body[2:-1], region)):
+        return None
+    for statement, name in zip(body[:2], (cos, sin)):
+        dim = _dim(statement, name)
+        if dim != 1 and not (dim in defaults and type(defaults[dim]) is ast.Constant and defaults[dim].value == 1 and dim not in params[:4]):
+            return None
+    returned = body[-1]
+    outputs = [b.outputs for b in built.groups]
+    if len(built.groups) != 2 or any(len(o) != 1 for o in outputs):
+        return None
+    if type(returned) is not ast.Return or ast.dump(returned.value) != ast.dump(ast.parse(f"{outputs[0][0].name}, {outputs[1][0].name}", mode="eval").body):
+        return None
+    groups = []
+    for b, own in zip(built.groups, (q, k)):
+        program = b.program
+        if program.reduces or program.whole or program.narrow() or program.indices or program.modules:
+            return None
+        roles = {own: "x", cos: "cos", sin: "sin"}
+        rows = [p for p in program.params if p.kind == ROWS]
+        if any(p.kind not in (ROWS, "callee") for p in program.params) or sorted(roles.get(p.source, "") for p in rows) != ["cos", "sin", "x"]:
+            return None
+        groups.append(rope.Group(program, outputs[len(groups)][0], {p.name: roles[p.source] for p in rows}))
+    return groups if rope.fits(groups, 3) else None
+
+
+def _dim(statement: ast.stmt, name: str):
+    """The argument of ``name = name.unsqueeze(arg)``: a name's id or a literal's value, else None."""
+    value = getattr(statement, "value", None)
+    if not (type(statement) is ast.Assign and [type(t) is ast.Name and t.id for t in statement.targets] == [name]
+            and type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr == "unsqueeze"
+            and type(value.func.value) is ast.Name and value.func.value.id == name and len(value.args) == 1 and not value.keywords):
+        return None
+    arg = value.args[0]
+    return arg.id if type(arg) is ast.Name else arg.value if type(arg) is ast.Constant else None
+
+
+def _alone(finder, statement: ast.stmt) -> tuple[int, int] | None:
+    """The offsets of the whole lines of ``statement`` if it stands alone on them, else None."""
+    s = finder.lines.span(statement)
+    start, end = finder.lines.offset(*s[:2]), finder.lines.offset(*s[2:])
+    line = finder.text.rfind("\n", 0, start) + 1
+    stop = finder.text.find("\n", end)
+    stop = len(finder.text) if stop < 0 else stop
+    if finder.text[line:start].strip() or finder.text[end:stop].strip():
+        return None
+    return line, stop + 1
+
+
+def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call, groups, found) -> bool:
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
+
+    lines = [_alone(finder, s) for s in (*projected, rotary)]
+    if None in lines:
+        return False
+    helper, cos, sin = call
+    params: dict[str, Param] = {}
+    x = wrapper_param(finder, params, group[0][1]["input"], ROWS)
+    projections = [(wrapper_param(finder, params, b["weight"], WEIGHT), wrapper_param(finder, params, b.get("bias"), BIAS)) for _, b, _ in group]
+    own = [p.name for p in params.values()]  # the sibling projections' parameters
+    taken = set(own)
+    for source, kind in ((view, rope.HEADS), (cos, rope.ANGLES), (sin, rope.ANGLES), (helper.name, "callee")):
+        name = unique_name(source, taken)
+        taken.add(name)
+        params[source] = Param(name, kind, source)
+    if taken & set(names):
+        return False
+    view_name, cos_name, sin_name, helper_name = (params[s].name for s in (view, cos, sin, helper.name))
+    q, k, v = names
+    # the fallback: the statements as they translate without the RoPE epilogue (the sibling projections' call)
+    linears = ", ".join(f"torch.nn.functional.linear({x}, {w}, {b or 'None'})" for w, b in projections)
+    sibling_source = f"return {linears}\n"
+    sibling = name_of(finder.function.name, sibling_source, len(group))
+    separate = siblings.definitions(sibling, f"{finder.function.name}'s sibling projections", x, projections, own, sibling_source)
+    taken |= set(names)
+    results = []
+    for w, _ in projections:
+        results.append(unique_name(w.removesuffix("_weight"), taken))
+        taken.add(results[-1])
+    rotated = f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
+    unfused = f"{', '.join(results)} = {sibling}({', '.join(own)})\n"
+    unfused += "".join(f"{n} = {r}.view({view_name}).transpose(1, 2)\n" for n, r in zip(names, results)) + rotated
+    torch_source = "".join(f"{n} = torch.nn.functional.linear({x}, {w}, {b or 'None'}).view({view_name}).transpose(1, 2)\n"
+                           for n, (w, b) in zip(names, projections)) + rotated
+    attempts = [a for a, _, _ in group]
+    wrapper = name_of(finder.function.name, torch_source, len(attempts))
+    where = f"{finder.function.name}'s projections and {helper.name}"
+    dtype_of = {p.name: x for g in groups for p in g.program.params if g.roles.get(p.name) == "x"}
+    dtype_of |= {p.name: {"cos": cos_name, "sin": sin_name}[g.roles[p.name]] for g in groups for p in g.rows if g.roles[p.name] != "x"}
+    dtype_of |= {alias: dtype_of[name] for g in groups for name, alias in g.program.aliases.items() if name in dtype_of}
+    definitions = rope.definitions(wrapper, where, [p.name for p in params.values()], (torch_source, unfused),
+                                   (x, projections, view_name, cos_name, sin_name), groups, dtype_of, separate)
+    for a in attempts:
+        a.status, a.reason, a.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
+        finder.pending.pop(a.span, None)
+    span = (*finder.lines.span(projected[0])[:2], *finder.lines.span(rotary)[2:])
+    base = wrapper.removeprefix("pypto_").rpartition("_")[0]
+    found.regions.append(Region(finder.path, span, finder.function.name, ("linear",) * 3, wrapper, f"{base}_kernel",
+                                tuple(params.values()), ("linear",)))
+    (first, _), (_, last) = lines[0], lines[-2]
+    if finder.text[finder.text.rfind("\n", 0, first - 1) + 1 : first].strip() == "" and finder.text[last : finder.text.find("\n", last) + 1].strip() == "":
+        lines[-2] = (lines[-2][0], finder.text.find("\n", last) + 1)  # blank lines around them: one stays
+    for start, stop in lines[:-1]:
+        found.edits.append((start, stop, ""))
+    s = finder.lines.span(rotary)
+    call_text = f"{wrapper}({', '.join(p.source for p in params.values())})"
+    found.edits.append((finder.lines.offset(*s[:2]), finder.lines.offset(*s[2:]), f"{q}, {k}, {v} = {call_text}"))
+    found.definitions.extend((lines[0][0], d) for d in definitions)
+    return True

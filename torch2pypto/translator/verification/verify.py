@@ -21,6 +21,7 @@ from rich.table import Table
 
 from torch2pypto.mapping import installed, load_table, samples
 from torch2pypto.mapping.tolerance import equal_nan, region_tolerance, tolerance
+from torch2pypto.rules import rope
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR
 from torch2pypto.schema.family import family
@@ -141,6 +142,8 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     entry = next((e for d in _DOMAINS for e in entries if e.sample.domain == d), entries[0])
     if any(p.kind == "self" for p in region.params) and region.owner is None:
         return []
+    if any(p.kind == rope.ANGLES for p in region.params):
+        return _rope_cases(region, key, entry, seed)
     result = []
     sliced = any(op in ("x[..., a:b]", "cat") for op in region.ops)  # rows of 64: halves on 32-byte blocks (RoPE)
     for dtype in FUSED_DTYPES:
@@ -159,6 +162,33 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
                 attrs = tuple((p.source.removeprefix("self."), i) for i, p in enumerate(params) if p.source.startswith("self."))
                 args = [Instance(region.owner, attrs) if p.kind == "self" else a for p, a in zip(params, args)]
             label = f"{key} {dtype_name(dtype)} {list(shape)}"
+            result.append(Case(label, region.wrapper, tuple(args), {}, region_tolerance(dtype), equal_nan(entry)))
+    return result
+
+
+def _rope_cases(region: Region, key: str, entry, seed: int) -> list[Case]:
+    """Cases of the projections with RoPE in their epilogue (rules.rope): x [B, S, 37] (decode and
+    an odd S), q 4 heads and k, v 2 of a head_dim of 32, angles [B, S, 32]."""
+    result = []
+    for dtype in FUSED_DTYPES:
+        for batch, seq in ((1, 1), (2, 7)):
+            generator = torch.Generator().manual_seed(seed)
+            widths = iter((128, 64, 64))
+            args = []
+            for param in region.params:
+                if param.kind == ROWS:
+                    args.append(samples.tensor(entry, (batch, seq, 37), dtype, generator))
+                elif param.kind == WEIGHT:
+                    args.append(samples.tensor(entry, (next(widths), 37), dtype, generator) / 37 ** 0.5)
+                elif param.kind == BIAS:
+                    args.append(samples.tensor(entry, (args[-1].shape[0],), dtype, generator))
+                elif param.kind == rope.HEADS:
+                    args.append((batch, seq, -1, 32))
+                elif param.kind == rope.ANGLES:
+                    args.append(samples.tensor(entry, (batch, seq, 32), dtype, generator))
+                else:
+                    args.append(Function(param.source))
+            label = f"{key} {dtype_name(dtype)} {[batch, seq, 37]}"
             result.append(Case(label, region.wrapper, tuple(args), {}, region_tolerance(dtype), equal_nan(entry)))
     return result
 
