@@ -452,7 +452,7 @@ class Finder:
         return built
 
     def outputs(self, statements, built: Built) -> list[Output]:
-        inside = {id(n) for s in statements for n in walk(s)}
+        inside = {id(n) for s in statements for n in self.nodes(s)}
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
             n.id for n in self.loads
