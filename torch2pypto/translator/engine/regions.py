@@ -275,7 +275,8 @@ class Finder:
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
                 continue
             best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
-            woven = groups.interleaved(self, statements, i) if not grouped and (best is None or len(best[1].program.ops) < 2) else None
+            woven = groups.interleaved(self, statements, i) if not grouped and (best is None or len(best[1].program.ops) < 2) \
+                and self._ops_ahead(statements, i) >= 2 else None  # no chain from i makes two ops either
             if woven is not None:  # chains of statements written interleaved (phi3's RoPE): a group each
                 self.emit(statements[i : woven[0]], woven[1], found)
                 i, ahead = woven[0], None
