@@ -9,7 +9,6 @@ from torch2pypto.mapping import load_table
 from torch2pypto.rules import conv, cube, movement, reduction
 from torch2pypto.rules.tile_program import FP32, ROWS, Program
 from torch2pypto.translator.engine import syntax, transform
-from torch2pypto.translator.engine.scopes import walk
 from torch2pypto.translator.engine.transform import Options
 from torch2pypto.translator.engine.translate import translate_source
 
@@ -64,20 +63,6 @@ def test_literal_of_long_chains():
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             expected = "failed"
         assert syntax.literal_of(node, failed="failed") == expected
-
-
-_SYMBOLS = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
-
-
-def test_walk_is_ast_walk_without_symbols():
-    """scopes.walk visits what ast.walk does, in its order, but contexts and operator symbols."""
-    tree = ast.parse(
-        "def f(x, *a, k=1, **kw):\n    global g\n    y = -x + x * 2 if x < 1 and not x else {**kw, 'a': [i async for i in a]}\n"
-        "    x += 1\n    del y\n    return lambda z: (z := z or 2)\n"
-        "match x:\n    case {'a': [1, *r]} | C(b=2):\n        pass\n"
-        "try:\n    pass\nexcept* E as e:\n    raise\n"
-    )
-    assert walk(tree) == [n for n in ast.walk(tree) if not isinstance(n, _SYMBOLS)]
 
 
 def test_definitions_built_once_per_entry_and_arguments():
