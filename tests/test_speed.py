@@ -1,9 +1,13 @@
 """Shortcuts of the translator's speed work give what the long way gives."""
 
 import ast
+import copy
 
 import pytest
 
+from torch2pypto.mapping import load_table
+from torch2pypto.rules import conv, cube, movement, reduction
+from torch2pypto.rules.tile_program import FP32, ROWS, Program
 from torch2pypto.translator.engine import syntax, transform
 from torch2pypto.translator.engine.transform import Options
 from torch2pypto.translator.engine.translate import translate_source
@@ -48,3 +52,40 @@ def test_outcomes_shared_across_modules_change_nothing(options):
     for _ in range(2):
         assert [translate_source(source, options=options).code for source in _MODULES] == alone
         assert [translate_source(source, options=options).code for source in reversed(_MODULES)] == alone[::-1]
+
+
+def test_literal_of_long_chains():
+    """A long operator chain is checked part by part in linear time, and agrees with literal_eval."""
+    for text in ("1" + " + 1" * 300, "x" + " + 1" * 300, "1" + " + 1" * 300 + " + x", "-(" * 50 + "2" + ")" * 50):
+        node = ast.parse(text, mode="eval").body
+        try:
+            expected = ast.literal_eval(node)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            expected = "failed"
+        assert syntax.literal_of(node, failed="failed") == expected
+
+
+def test_definitions_built_once_per_entry_and_arguments():
+    """A family's kernels and wrapper, built once per entry (and per other argument), are those
+    built afresh; other arguments get their own."""
+    entries = load_table().entries
+    for module, op in ((cube, "linear"), (conv, "conv2d"), (reduction, "sum")):
+        entry = entries[op]
+        assert module.definitions(entry) is module.definitions(entry)
+        assert module.definitions(entry) == module.definitions.__wrapped__(entry)
+    cat = entries["cat"]
+    two, three = movement._join(cat, "pypto_cat2", 2), movement._join(cat, "pypto_cat3", 3)
+    assert two is movement._join(cat, "pypto_cat2", 2) and two != three
+    assert three == movement._join.__wrapped__(cat, "pypto_cat3", 3)
+
+
+def test_program_snapshot_is_a_deep_copy_in_effect():
+    """A snapshot holds what the program held when it was taken, whatever the program does after."""
+    program = Program()
+    program.cast(program.tensor(program.param("x", ROWS, "x")), FP32)
+    before = copy.deepcopy(program)
+    kept = program.snapshot()
+    program.cast(program.tensor(program.param("y", ROWS, "y")), FP32)
+    program.ops.append("add")
+    program.aliases["y"] = "x"
+    assert vars(kept) == vars(before) and vars(program) != vars(before)

@@ -35,7 +35,7 @@ from typing import Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.kernel_ir import Assign, Call, Comment, Do, If, Stmt, call, items, loop, pypto, when
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
@@ -68,6 +68,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return convert(site, definitions)
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The flash-attention kernel, its host helpers, and the wrapper."""
     return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, ROWS, _wrapper(entry)

@@ -29,17 +29,18 @@ class Definition:
     imports: tuple[str, ...] = ()
 
 
-def per_entry(build: Callable[[object], T]) -> Callable[[object], T]:
-    """``build(entry)``, computed once per table entry: an entry's kernels and wrapper depend on no
-    call site, and building them for every call was a tenth of a translation. Entries are keyed by
-    identity (they hold mappings, so they do not hash)."""
-    built: dict[int, tuple[object, T]] = {}
+def per_entry(build: Callable[..., T]) -> Callable[..., T]:
+    """``build(entry, *args, **kwargs)``, computed once per table entry and arguments (hashable): an entry's
+    kernels and wrapper depend on no call site, and building them for every call was a tenth of a
+    translation. Entries are keyed by identity (they hold mappings, so they do not hash)."""
+    built: dict[tuple, tuple[object, T]] = {}
 
     @functools.wraps(build)
-    def once(entry):
-        hit = built.get(id(entry))
+    def once(entry, *args, **kwargs):
+        key = (id(entry), args, tuple(kwargs.items()))
+        hit = built.get(key)
         if hit is None or hit[0] is not entry:
-            hit = built[id(entry)] = (entry, build(entry))
+            hit = built[key] = (entry, build(entry, *args, **kwargs))
         return hit[1]
 
     return once

@@ -166,6 +166,7 @@ def _tree(entry: Entry) -> tuple[list[tuple[str, ast.expr]], ast.expr]:
     return assigned, body[-1].value
 
 
+@per_entry
 def _choices(entry: Entry) -> dict[str, tuple[str, ...]]:
     """str parameter -> the values the recipe's conditions name (its default first)."""
     seen: dict[str, list[str]] = {}
@@ -209,6 +210,7 @@ def _names(entry: Entry) -> tuple[str, ...]:
     return (*(p.name for p in wrapper_params(entry) if "Tensor" not in p.kinds and p.name != entry.fields.along), "cols")
 
 
+@per_entry
 def constants(entry: Entry) -> tuple[str, ...]:
     """The constants the recipe uses, in signature order (the kernel factory's parameters)."""
     used = {n.id for n in ast.walk(ast.parse(entry.fields.recipe or "")) if isinstance(n, ast.Name)}

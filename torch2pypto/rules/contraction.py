@@ -19,7 +19,7 @@ from typing import Mapping
 
 from torch2pypto.rules import cube
 from torch2pypto.rules.calls import literal, replacement, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.runtime.contraction import _einsum_plan
 from torch2pypto.schema.entry import Entry, Fields, TableError, field
@@ -68,6 +68,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), f"pypto.{entry.pypto}", wrapper_params(entry))
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     via = entry.parts[entry.fields.via]
     wrapper = f'''\

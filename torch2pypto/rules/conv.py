@@ -20,7 +20,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import fallback, source_of, static_value, wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pypto
 from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -136,6 +136,7 @@ CONV_TAKES = copied("conv", "_conv_takes")
 CONV_COLUMNS = copied("conv", "_conv_columns")
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The kernels (with and without a bias) and the wrapper of a conv op."""
     return (kernel(entry, False), kernel(entry, True), templates.CUBE_TILES, templates.CUBE_OPERANDS,

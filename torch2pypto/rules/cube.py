@@ -19,7 +19,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import fallback, fallback_checks, wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -76,6 +76,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return fallback(site) or wrapped(site, definitions)
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The kernels (one right matrix, a stack of them; with a bias) and the wrapper of a cube op."""
     transposed = _transposed(entry)

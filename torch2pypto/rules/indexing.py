@@ -30,7 +30,7 @@ from typing import Mapping
 
 from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
@@ -88,6 +88,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return convert(site, definitions)
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     b = _bound(entry)
     op = entry.pypto

@@ -27,7 +27,7 @@ import libcst as cst
 
 from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
 from torch2pypto.schema.family import Family, register
@@ -115,6 +115,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return Converted(replacement(site, name), _moved(entry, name), "pypto.assemble", wrapper_params(entry))
 
 
+@per_entry
 def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
     """The wrapper joining ``count`` tensors in one launch, or (count None or above MAX_INPUTS)
     any number of them in launches of ARITIES tensors each."""
@@ -167,6 +168,7 @@ HOSTS = {  # host code: the dims an op moves, one kernel each, or None where tor
 }
 
 
+@per_entry
 def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
     kind = layout(entry)
     host = HOSTS[kind]

@@ -30,7 +30,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.rules.tile_program import Operand
@@ -179,6 +179,7 @@ def _how(entry: Entry) -> str:
     return " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for a in program(entry)))
 
 
+@per_entry
 def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
     """The kernel and the wrapper; ``values``: an index entry's call without dim, which gives the
     extreme's value (``torch.max(x)``)."""

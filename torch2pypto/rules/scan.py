@@ -12,7 +12,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -48,6 +48,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return wrapped(site, definitions)
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     fp32 = ", in FP32" if entry.fields.compute == "float32" else ""
     kernel = templates.scan_kernel(

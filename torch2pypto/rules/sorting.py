@@ -17,7 +17,7 @@ from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import convert, fallback_checks, wrapper_params
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
@@ -58,6 +58,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return convert(site, definitions)
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     x = entry.params[0].name
     indices_only = entry.fields.output == "int64"

@@ -16,6 +16,7 @@ that the widths agree and start and span 32-byte blocks, and runs torch where th
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 import textwrap
@@ -102,6 +103,15 @@ class Program:
         self.sources: dict[str, None] = {}  # the widths of the values sliced: what a cat of their slices may add up to
         self.indices: set[str] = set()  # the run-time int parameters bounding slices
         self.empty: dict[str, tuple[str, int]] = {}  # a slice that may be 0 wide (of a leaf, by a run-time int) -> its width, its view's statement
+
+    def snapshot(self) -> Program:
+        """A copy to go back to: its lists, dicts and sets copied, their items (strings, frozen
+        operands and parameters) shared; as a deep copy is, at a fraction of its cost."""
+        kept = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, (list, dict, set)):
+                setattr(kept, name, value.copy())
+        return kept
 
     @classmethod
     def after(cls, programs: Sequence[Program]) -> Program:

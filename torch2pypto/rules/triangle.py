@@ -13,7 +13,7 @@ from typing import Mapping
 
 from torch2pypto.rules import walks, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Step
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -48,6 +48,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return wrapped(site, definitions)
 
 
+@per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     keep = entry.fields.args["keep"]
     kernel = f"{entry.op}_kernel"

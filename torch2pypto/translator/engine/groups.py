@@ -144,7 +144,7 @@ def interleaved(finder, statements: list[ast.stmt], start: int) -> tuple[int, Gr
     while stop < len(statements) and stop - start < _WOVEN and candidate(statements[stop]):
         stop += 1
     for end in range(stop, start + 2, -1):
-        chains = _chains(statements[start:end])
+        chains = _chains(statements[start:end], finder.nodes)
         builds: list[Built] = []
         for chain in chains or ():
             try:
@@ -164,15 +164,16 @@ def interleaved(finder, statements: list[ast.stmt], start: int) -> tuple[int, Gr
     return None
 
 
-def _chains(statements: list[ast.stmt]) -> list[list[ast.stmt]] | None:
+def _chains(statements: list[ast.stmt], nodes) -> list[list[ast.stmt]] | None:
     """``statements`` as chains that interleave (at least two), each statement in the chain whose
     names it reads (a new chain if none); None where a statement reads two chains' names, a chain
-    reads or assigns what another assigns, or the chains do not interleave."""
+    reads or assigns what another assigns, or the chains do not interleave. ``nodes``: a node's
+    walk (the finder's, kept across the windows tried)."""
     chains: list[list[ast.stmt]] = []
     owner: dict[str, int] = {}  # name -> the chain assigning it
     order = []
     for statement in statements:
-        reads = {n.id for n in walk(statement.value) if type(n) is ast.Name}
+        reads = {n.id for n in nodes(statement.value) if type(n) is ast.Name}
         found = {owner[name] for name in reads if name in owner}
         if len(found) > 1:
             return None
@@ -187,7 +188,7 @@ def _chains(statements: list[ast.stmt]) -> list[list[ast.stmt]] | None:
     if len(chains) < 2 or order == sorted(order):
         return None
     for k, chain in enumerate(chains):
-        touched = {n.id for s in chain for n in walk(s) if type(n) is ast.Name}
+        touched = {n.id for s in chain for n in nodes(s) if type(n) is ast.Name}
         if any(owner[name] != k for name in touched if name in owner):
             return None
     return chains

@@ -12,7 +12,6 @@ of the module's classes inlined (:mod:`inlining`). What no kernel can carry rais
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
 from typing import TYPE_CHECKING
 
@@ -75,10 +74,10 @@ class Built(Leaves, Inlining):
     def inference(self):
         return self.contexts[-1].inference if self.contexts else self.finder.sites.inference
 
-    _STATE = ("program", "by_source", "replacements", "attempts", "entries")
-
     def _state(self):
-        return copy.deepcopy({name: getattr(self, name) for name in self._STATE if name != "attempts"}) | {"attempts": list(self.attempts)}
+        """What a failed inlining restores: the program and the containers of frozen values, copied."""
+        return {"program": self.program.snapshot(), "by_source": dict(self.by_source), "replacements": dict(self.replacements),
+                "attempts": list(self.attempts), "entries": list(self.entries)}
 
     def _restore(self, state) -> None:
         for name, value in state.items():

@@ -118,10 +118,11 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     contexts: dict[int, Context] = {}
     for name, load in (elsewhere or {}).items():
         helpers[name] = functools.partial(_loaded, load, contexts)
+    spans = sorted(pending)  # the pending spans in source order, a site no longer pending left out where read
     for function in _functions(tree):
         finder = Finder(sites, pending, lines, text, function)
         finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
-        finder.contexts, finder.at = contexts, at
+        finder.contexts, finder.at, finder.spans = contexts, at, spans
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
     return found
@@ -229,6 +230,7 @@ class Finder:
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
         self.contexts: dict[int, Context] = {}  # id of a helper of another chunk -> that chunk's
         self.at: dict = {}  # every call site's attempt by span, decided or pending
+        self.spans: list = []  # the module's pending spans (when the finder was made), in source order
 
     # what the function reads and declares: walked only for a function with a region to try
 
@@ -248,8 +250,11 @@ class Finder:
 
     @functools.cached_property
     def starts(self) -> list:
-        """The pending spans in source order (a call site holding an expression is in its statement)."""
-        return sorted(self.pending)
+        """The pending spans on the function's lines in source order (a call site holding an
+        expression is in its statement): of the module's, sorted once (``spans``)."""
+        first = bisect.bisect_left(self.spans, (self.function.lineno,))
+        last = bisect.bisect_left(self.spans, (self.function.end_lineno + 1,))
+        return [s for s in self.spans[first:last] if s in self.pending]
 
     @property
     def loop(self) -> set[int]:
@@ -274,7 +279,8 @@ class Finder:
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
                 continue
             best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
-            woven = groups.interleaved(self, statements, i) if not grouped and (best is None or len(best[1].program.ops) < 2) else None
+            woven = groups.interleaved(self, statements, i) if not grouped and (best is None or len(best[1].program.ops) < 2) \
+                and self._ops_ahead(statements, i) >= 2 else None  # no chain from i makes two ops either
             if woven is not None:  # chains of statements written interleaved (phi3's RoPE): a group each
                 self.emit(statements[i : woven[0]], woven[1], found)
                 i, ahead = woven[0], None
@@ -452,7 +458,7 @@ class Finder:
         return built
 
     def outputs(self, statements, built: Built) -> list[Output]:
-        inside = {id(n) for s in statements for n in walk(s)}
+        inside = {id(n) for s in statements for n in self.nodes(s)}
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
             n.id for n in self.loads

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 
-from torch2pypto.translator.engine.scopes import children, walk
+from torch2pypto.translator.engine.scopes import children
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare)
@@ -76,12 +76,15 @@ def literal_of(node: ast.expr | None, failed=Ellipsis):
     other than ``set()`` (its name aside), a ``+``/``-`` of no number on the right; its raising costs more)."""
     if node is None:
         return None
-    for n in walk(node):
+    stack = [node]  # depth first, left at the first such node: a value's lowering asks of each of its parts
+    while stack:
+        n = stack.pop()
         kind = type(n)
         if kind in _NO_LITERAL and not (kind is ast.Name and n.id == "set") or kind is ast.BinOp and type(n.right) is not ast.Constant or kind is ast.Call and not (
             type(n.func) is ast.Name and n.func.id == "set" and not n.args and not n.keywords
         ):
             return failed
+        stack += children(n)
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
