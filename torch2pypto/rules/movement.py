@@ -86,8 +86,6 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if set(entry.dtypes) - {"float32", "float16", "bfloat16", *(("int64",) if kind in ("pad", "contiguous") else ())}:
         return ("movement kernels take float dtypes (a pad int64 too: _moved_along's kernel casts its FP32 fill; "
                 "contiguous int64 too: the join kernel only views and assembles)")
-    if kind == "contiguous" and set(entry.reject) != {"memory_format"}:
-        return "a contiguous rejects memory_format (only torch.contiguous_format, which the wrapper drops, is a copy into row-major order)"
     return None
 
 
