@@ -203,7 +203,7 @@ def test_view_ops_of_an_unknown_receiver_are_host_side_and_state_queries_no_site
         "import torch\n\n\ndef f(x, y: torch.Tensor):\n"
         "    if torch.is_autocast_enabled():\n"
         "        y = y.float()\n"
-        "    return x.view(2, -1).transpose(0, 1).contiguous(), torch.exp(y)\n"
+        "    return x.view(2, -1).transpose(0, 1).t(), torch.exp(y)\n"
     )
     assert main([str(source), "--analyze", "--strict"]) == 0
     err = capsys.readouterr().err

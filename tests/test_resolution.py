@@ -132,7 +132,7 @@ H = "host-side"
         ("def f(x: torch.Tensor):\n    return x.view(2, -1)\n", "torch.Tensor.view"),
         ("def f(x: torch.Tensor):\n    return x.permute(0, 2, 1)\n", "torch.Tensor.permute"),
         ("def f(x: torch.Tensor):\n    return torch.transpose(x, 1, 2)\n", "torch.transpose"),
-        ("def f(x: torch.Tensor):\n    return x.unsqueeze(-1).contiguous()\n", "torch.Tensor.unsqueeze"),
+        ("def f(x: torch.Tensor):\n    return x.unsqueeze(-1).squeeze(-1)\n", "torch.Tensor.unsqueeze"),
         ("def f(x: torch.Tensor):\n    return x.flatten(1).t()\n", "torch.Tensor.flatten"),
         ("y = torch.zeros(3, dtype=torch.float16)\n", "torch.zeros"),
         ("y = torch.arange(8)\n", "torch.arange"),

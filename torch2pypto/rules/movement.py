@@ -1,5 +1,5 @@
 """The movement family: data copied into place, column run by column run (cat, stack, roll,
-repeat_interleave, F.pad's constant mode).
+repeat_interleave, F.pad's constant mode, Tensor.contiguous).
 
 ``args.layout`` names the layout. cat and stack read each tensor in place, as blocks of rows of a window of its storage (a
 DynamicCache's transposed key, a column slice), and :func:`walks.join_kernel` assembles them
@@ -13,7 +13,9 @@ comprehension, a starred literal: its length is known at run time only) ``pypto_
 kernels of :data:`ARITIES` tensors, the largest the tensors left fill, each assembling its
 tensors into their columns of the one output. roll and pad launch once per dim they move
 (:data:`ALONG`); repeat_interleave fills a new dim with up to 64 copies (column runs, each an
-unrolled view and assemble; the runtime's ``_repeated``). Calls torch refuses or promotes
+unrolled view and assemble; the runtime's ``_repeated``). ``x.contiguous()`` is a cat of one
+tensor along its last dim (the runtime's ``_copied``): the same join kernel copies a tensor that is
+not contiguous from its window of storage; a contiguous one is returned as is, as torch does. Calls torch refuses or promotes
 (mismatched shapes, dims out of range, mixed dtypes, no list or tuple of tensors) run torch,
 which raises or promotes as it does.
 """
@@ -46,6 +48,7 @@ ARITIES = (8, 4, 2, 1)  # the kernels a cat or stack of a run-time count launche
 ALONG = copied("layout", "_moved_along")
 
 JOINED = copied("layout", "_joined", last="_joined_window")
+COPIED = copied("layout", "_copied")
 
 LAYOUTS = {
     "cat": "tensors joined along dim",
@@ -53,6 +56,7 @@ LAYOUTS = {
     "roll": "input rolled along dims",
     "repeat_interleave": "input's slices along dim repeated",
     "pad": "input padded with a constant",
+    "contiguous": "input copied into a contiguous tensor",
 }
 PARAMS = {  # the parameters each layout reads
     "cat": ("tensors", "dim"),
@@ -60,6 +64,7 @@ PARAMS = {  # the parameters each layout reads
     "roll": ("input", "shifts", "dims"),
     "repeat_interleave": ("input", "repeats", "dim"),
     "pad": ("input", "pad", "mode", "value"),
+    "contiguous": ("input",),
 }
 
 
@@ -78,8 +83,9 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     names = tuple(p.name for p in wrapper_params(entry))
     if names != PARAMS[kind]:
         return f"a {kind} takes ({', '.join(PARAMS[kind])}) once rejected arguments are gone, not ({', '.join(names)})"
-    if set(entry.dtypes) - {"float32", "float16", "bfloat16", *(("int64",) if kind == "pad" else ())}:
-        return "movement kernels take float dtypes (a pad int64 too: _moved_along's kernel casts its FP32 fill)"
+    if set(entry.dtypes) - {"float32", "float16", "bfloat16", *(("int64",) if kind in ("pad", "contiguous") else ())}:
+        return ("movement kernels take float dtypes (a pad int64 too: _moved_along's kernel casts its FP32 fill; "
+                "contiguous int64 too: the join kernel only views and assembles)")
     return None
 
 
@@ -92,10 +98,16 @@ def wrapper_names(entry: Entry) -> tuple[str, ...]:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
+    entry, kind = site.entry, layout(site.entry)
+    if kind == "contiguous":
+        given = site.args.get("memory_format")
+        if given is not None and not _contiguous_format(site, given):
+            return Unsupported(entry.reject["memory_format"])
+        name = f"pypto_{entry.op}"
+        return Converted(replacement(site, name), _copy(entry, name), "pypto.assemble", wrapper_params(entry))
     rejected = rejection(site)
     if rejected:
         return rejected
-    entry, kind = site.entry, layout(site.entry)
     if kind in ("cat", "stack"):
         tensors = site.args["tensors"]
         literal_count = isinstance(tensors, (cst.List, cst.Tuple)) and not any(
@@ -161,6 +173,34 @@ def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
     return *(walks.join_kernel(k, n) for k, n in zip(kernels, arities)), templates.ROW_BLOCKS, JOINED, wrapper
 
 
+def _contiguous_format(site: CallSite, given: cst.BaseExpression) -> bool:
+    """Whether ``given`` is ``torch.contiguous_format`` (the default, which the wrapper drops)."""
+    torch_name = site.torch_name()
+    return (isinstance(given, cst.Attribute) and given.attr.value == "contiguous_format"
+            and isinstance(given.value, cst.Name) and given.value.value == torch_name)
+
+
+def _copy(entry: Entry, name: str) -> tuple[Definition, ...]:
+    """The wrapper of ``x.contiguous()``: a join of one tensor (join1_kernel), launched only for a
+    tensor that is not contiguous and that a window of its storage holds (runtime ``_copied``)."""
+    params = wrapper_params(entry)
+    body = (
+        "windows, maps, rows, width, shape = copied\n"
+        "out = torch.empty(rows, width, dtype=input.dtype, device=input.device)\n"
+        "_launch(join1_kernel(_PYPTO_ALL_DTYPES[out.dtype], (width,), width, maps), *windows, out)\n"
+        "return out.view(shape)\n"
+    )
+    how = (f"{LAYOUTS['contiguous']}: a tensor that is not contiguous, read in place as blocks of rows of its "
+           "storage, is assembled into the rows of the output (pypto.view and pypto.assemble); a contiguous one "
+           "is returned as is, and one that no window of its storage holds (x.mT) is copied by torch")
+    prologue = "copied = _copied(input)\n"
+    wrapper = wrappers.wrapper(
+        entry, name, wrappers.signature(params), how, "input", wrappers.torch_call(entry, params), "copied", body,
+        ("_copied", "join1_kernel"), prologue=prologue,
+    )
+    return walks.join_kernel("join1_kernel", 1), templates.ROW_BLOCKS, JOINED, COPIED, wrapper
+
+
 HOSTS = {  # host code: the dims an op moves, one kernel each, or None where torch refuses or differs
     "roll": copied("layout", "_rolled"),
     "repeat_interleave": copied("layout", "_repeated"),
@@ -195,7 +235,7 @@ def _moved(entry: Entry, name: str) -> tuple[Definition, ...]:
 
 def fuse(builder, entry: Entry, bound, env):
     """torch.cat along the last dim in a fused region: the tiles joined; other moves do not fuse."""
-    return builder.join(entry, bound, env) if layout(entry) == "cat" else None
+    return builder.join(entry, bound, env) if layout(entry) == "cat" else None  # a contiguous: its own launch
 
 
 register(Family("movement", MovementFields, rewrite, problem, wrapper_names, fuse=fuse))

@@ -319,14 +319,14 @@ def _joined(tensors, dim, stacked):
     return windows, maps, math.prod(shape) // width, width, shape
 
 
-def _joined_window(t, dim, along_rows, at):
+def _joined_window(t, dim, along_rows, at, copy=True):
     """`t`'s window of its storage and its map for a join kernel along `dim` (_joined): (span, X,
     blocks, heads, xo, xh, co, ch, c0, row, col). Its dims before `dim` merged as _row_blocks merges
     them, into blocks (outer x heads) of n rows: along_rows, n its size along `dim` and a row
     its dims after it, placed at row `at` of each output block (row); else n the innermost of
     them and a row its size along `dim`, placed at column `at` (col). Block o of it is read at rows
     (outer * xo + inner * xh) * n.. of the window (X * n rows), column outer * co + inner * ch +
-    c0. A tensor that no window holds is copied, contiguous."""
+    c0. A tensor that no window holds is copied, contiguous (`copy`; else None)."""
     span = math.prod(t.shape[dim + 1:]) if along_rows else t.shape[dim]
     rest = [(t.shape[d], t.stride(d)) for d in range(dim + 1 if along_rows else dim, t.dim()) if t.shape[d] > 1]
     # a row's elements lie in one run: its dims merge into one of stride 1
@@ -349,10 +349,26 @@ def _joined_window(t, dim, along_rows, at):
         window, (_, _, xo, xh, co, ch, c0, _) = placed
         (outer, _), (heads, _) = dims[:2]
         place = (span, xo * (outer - 1) + xh * (heads - 1) + 1, outer * heads, heads, xo, xh, co, ch, c0)
+    elif not copy:
+        return None
     else:
         blocks = math.prod(t.shape[:dim]) if along_rows else 1
         window, place = t.contiguous().view(-1, span), (span, blocks, blocks, blocks, 0, 1, 0, 0, 0)
     return window, (*place, *((at, 0) if along_rows else (0, at)))
+
+
+def _copied(t):
+    """Whether a join kernel makes `t` contiguous (Tensor.contiguous) and if so as _joined says: a
+    torch.cat of `t` alone along its last dim, read in place from its window of storage (a
+    transposed [b, s, h, d], a column slice x[..., 1:]), of a float dtype or int64 on the kernel
+    path. None where torch returns `t` itself (contiguous) or no window holds it (x.mT: torch copies)."""
+    if not isinstance(t, torch.Tensor) or not t.dim() or t.is_contiguous() or not _on_kernel_path(t, dtypes=(*_PYPTO_DTYPES, torch.int64)):
+        return None
+    placed = _joined_window(t, t.dim() - 1, False, 0, copy=False)
+    if placed is None:
+        return None
+    window, map = placed
+    return (window,), (map,), t.numel() // t.shape[-1], t.shape[-1], t.shape
 
 
 def _rolled(input, shifts, dims):
