@@ -21,9 +21,17 @@ CASES = [
     ("x = 1\nif c:\n    x += 2\n    seen(x)", [3]),  # in an enclosing block too
     ("for x in r:\n    x += 1\n    seen(x)", [2]),
     ("x += 1\nseen(x)", [1]),
+    # after an if: what ends each branch; a branch that binds nothing passes on what came before
+    ("x = 1\nif c:\n    x = 2\nseen(x)", [1, 3]),
+    ("if c:\n    x = 2\nelse:\n    x = 3\nseen(x)", [2, 4]),
+    ("x = 1\nif c:\n    x = 2\n    x = 3\nelif d:\n    x = 5\nseen(x)", [1, 4, 6]),
+    ("x = 1\nx = 2\nif c:\n    if d:\n        x = 5\n    else:\n        x = 7\nseen(x)", [2, 5, 7]),
+    ("if c:\n    x = 2\nseen(x)", [0, 2]),  # the parameter passes through
+    ("x = 1\nif c:\n    raise E\nseen(x)", [1]),
+    ("x = 1\nif c:\n    x: int\nseen(x)", [1, 3]),
     # conditional bindings before the read: every binding
-    ("x = 1\nif c:\n    x = 2\nseen(x)", [0, 1, 3]),
-    ("if c:\n    x = 2\nelse:\n    x = 3\nseen(x)", [0, 2, 4]),
+    ("x = 1\nif c:\n    for i in r:\n        x = 4\nseen(x)", [0, 1, 4]),
+    ("x = 1\nif c:\n    x = 3\nelse:\n    try:\n        x = 6\n    except E:\n        pass\nseen(x)", [0, 1, 3, 6]),
     ("try:\n    x = 1\nexcept E:\n    pass\nseen(x)", [0, 2]),
     # a read in a branch sees what comes before it on its way, not the other branch or what follows
     ("if c:\n    x = 2\n    seen(x)\nelse:\n    x = 3", [2]),

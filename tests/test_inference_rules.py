@@ -318,6 +318,40 @@ def test_self_referencing_assignments(code, expected):
 CHAIN = "def f(x: torch.Tensor):\n" + "".join(f"    {n} = {p}.exp()\n    {n} = {n} * 2\n" for p, n in zip("xabcdefghijk", "abcdefghijkl"))
 
 
+GPT2_BLOCK = """\
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(4)
+
+    def forward(self, h: tuple[torch.Tensor] | None, e: torch.Tensor | None = None):
+        r = h
+        h = self.ln(h) + r
+        if e is not None:
+            r = h
+            h = r.exp()
+        r = h
+        return r.exp()
+"""
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        (GPT2_BLOCK, [C, C]),
+        # the parameter's tuple annotation reaches the read past an `if` that binds h in one branch
+        (GPT2_BLOCK.replace("        h = self.ln(h) + r\n", ""), [A]),  # r = h in the branch: a tuple
+        (GPT2_BLOCK.replace("        if e is not None:\n            r = h\n            h = r.exp()\n",
+                            "        if e is not None:\n            h = [h]\n"), [A]),
+    ],
+    ids=["every branch ends in a tensor", "the parameter passes through", "a list in a branch"],
+)
+def test_a_read_after_an_if_sees_what_ends_its_branches(code, expected):
+    # GPT-2's block: `hidden_states: tuple[torch.Tensor] | None` (a tensor in fact) is rebound to a
+    # tensor before the cross-attention `if`; the residual read after it is that tensor
+    assert fates(code) == expected
+
+
 def test_self_referencing_names_in_a_chain_of_any_length():
     # nllb_moe: the checks of assumed kinds had a budget per question, so the far end of a chain
     # was unknown; translated again, the converted calls (wrappers) cost nothing and it converted

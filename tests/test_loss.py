@@ -41,6 +41,16 @@ class Loss(torch.nn.Module):
         return self.loss(x, t)
 
 
+def local(scores, labels):  # BERT's heads: a loss module held in a local name
+    loss_fct = torch.nn.CrossEntropyLoss()
+    return loss_fct(scores, labels)
+
+
+def local_summed(x, t):
+    loss_fct = torch.nn.CrossEntropyLoss(ignore_index=0, reduction="sum")
+    return loss_fct(x, t)
+
+
 class Summed(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -129,6 +139,17 @@ def test_module_with_arguments(translated):
     with torch.no_grad(), torch2pypto.interpreted(translated):
         got = translated.Summed()(x, t)
     assert sum(count().values()) == 2, dict(count())
+    torch.testing.assert_close(got, torch.nn.CrossEntropyLoss(ignore_index=0, reduction="sum")(x, t))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_a_module_in_a_local_name(translated, dtype):
+    scores, labels = sample(15, 37, dtype=dtype), targets(15, 37, (4,))
+    got = launched(translated, "local", scores, labels, launches=2)
+    torch.testing.assert_close(got, torch.nn.CrossEntropyLoss()(scores, labels))
+    x, t = sample(13, 37, dtype=dtype), targets(13, 37)
+    t[:4] = 0
+    got = launched(translated, "local_summed", x, t, launches=2)
     torch.testing.assert_close(got, torch.nn.CrossEntropyLoss(ignore_index=0, reduction="sum")(x, t))
 
 

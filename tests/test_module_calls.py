@@ -216,3 +216,46 @@ def test_a_held_module_runs_its_kernel_and_matches_the_module_with_its_gradient(
     torch.testing.assert_close(x.grad, y.grad)
     for mine, theirs in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(mine.grad, theirs.grad)
+
+
+LOCAL = "import torch\nfrom torch import nn\nfrom torch.nn import CrossEntropyLoss, MSELoss\n\n\ndef f(x, t, c):\n"
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("    loss_fct = CrossEntropyLoss()\n    return loss_fct(x, t)\n", "return pypto_cross_entropy(x, t)"),
+        ("    loss_fct = nn.CrossEntropyLoss(ignore_index=0)\n    return loss_fct(x, t)\n",
+         "return pypto_cross_entropy(x, t, weight=loss_fct.weight, ignore_index=loss_fct.ignore_index, reduction=loss_fct.reduction, label_smoothing=loss_fct.label_smoothing)"),
+        ("    loss_fct = MSELoss()\n    loss_fct = CrossEntropyLoss()\n    return loss_fct(x, t)\n", "return pypto_cross_entropy(x, t)"),  # the binding that reaches
+        ("    if c:\n        loss_fct = CrossEntropyLoss()\n        return loss_fct(x, t)\n    loss_fct = MSELoss()\n", "return pypto_cross_entropy(x, t)"),
+        ("    if c:\n        loss_fct = CrossEntropyLoss()\n    else:\n        loss_fct = CrossEntropyLoss()\n    return loss_fct(x, t)\n", "return pypto_cross_entropy(x, t)"),
+    ],
+    ids=["bare", "with arguments", "rebound before", "in its branch", "same class in each branch"],
+)
+def test_a_module_in_a_local_name_is_a_site_of_its_class(body, expected):
+    translation = translate(LOCAL + body)
+    assert [(r.api, r.status) for r in translation.records] == [("torch.nn.CrossEntropyLoss", "converted")]
+    assert expected in translation.code
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    if c:\n        loss_fct = CrossEntropyLoss()\n    else:\n        loss_fct = MSELoss()\n    return loss_fct(x, t)\n",
+        "    loss_fct = CrossEntropyLoss()\n    if c:\n        loss_fct = MSELoss()\n    return loss_fct(x, t)\n",
+        "    loss_fct = CrossEntropyLoss()\n    loss_fct.ignore_index = 3\n    return loss_fct(x, t)\n",
+        "    loss_fct = CrossEntropyLoss()\n    g(loss_fct)\n    return loss_fct(x, t)\n",
+        "    loss_fct = CrossEntropyLoss()\n    return (lambda: loss_fct(x, t))()\n",
+        "    for loss_fct in (CrossEntropyLoss(), MSELoss()):\n        return loss_fct(x, t)\n",
+        "    loss_fct = CrossEntropyLoss() if c else MSELoss()\n    return loss_fct(x, t)\n",
+        "    loss_fct = nn.functional.softmax(x)\n    return loss_fct(x, t)\n",
+        "    return c(x, t)\n",
+    ],
+    ids=["another class in a branch", "rebound in a branch", "attribute set", "passed on", "in a lambda",
+         "a loop's target", "either of two", "no class", "a parameter"],
+)
+def test_a_local_name_not_provably_one_module_is_no_module_site(body):
+    code = LOCAL + body
+    line = next(i for i, text in enumerate(code.splitlines(), 1) if "(x, t)" in text)
+    assert [r.api for r in translate(code).records if r.line == line] == []

@@ -10,7 +10,7 @@ from typing import Mapping
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.rules.site import Expression
 from torch2pypto.translator.engine.hierarchy import Hierarchy
-from torch2pypto.translator.engine.scopes import ModuleIndex, statements, walk
+from torch2pypto.translator.engine.scopes import ASSIGN, ModuleIndex, statements, walk
 
 FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -179,6 +179,31 @@ class Classes:
         if len(names) != 1 or not next(iter(names)).startswith(("torch.nn.", *FACTS.module_activation_registries)):
             return None
         return HeldModule(names.pop(), all(self.activation(v) or not v.args and not v.keywords for v in values), _literals(values))
+
+    def named_module(self, func: ast.Name) -> HeldModule | None:
+        """The torch.nn class a function's local name holds where it is called (``loss_fct =
+        CrossEntropyLoss()``, then ``loss_fct(x, y)``): every binding that reaches the call an
+        assignment of a construction of that one class in the same function, and the name read
+        there only as a callee (no attribute of the module set or read, the module passed nowhere)."""
+        bindings = self._index.bindings(func)
+        scope = self._index.scope_of.get(func)
+        function = scope.node if scope is not None else None
+        if not bindings or not isinstance(function, FUNCTION_DEFS):
+            return None
+        values = []
+        for binding in bindings:
+            if binding.kind != ASSIGN or type(binding.value) is not ast.Call or self._index.scope_of.get(binding.node) is not scope:
+                return None
+            values.append(binding.value)
+        names = set().union(*(self._index.import_names(v.func) for v in values))
+        name = names.pop() if len(names) == 1 else ""
+        if not name.startswith("torch.nn.") or not name.rpartition(".")[2][:1].isupper():
+            return None
+        callees = {id(n.func) for n in walk(function) if type(n) is ast.Call}
+        reads = (n for n in walk(function) if type(n) is ast.Name and n.id == func.id and type(n.ctx) is not ast.Store)
+        if any(id(n) not in callees for n in reads):
+            return None
+        return HeldModule(name, all(not v.args and not v.keywords for v in values), _literals(values))
 
     def super_module(self, func: ast.Attribute, is_super: bool) -> HeldModule | None:
         """The torch.nn class whose forward ``super().forward`` (``is_super``: func's value is a

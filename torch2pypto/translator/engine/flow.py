@@ -5,11 +5,12 @@ sees that one only. The rule is dominance along a block: the nearest statement b
 in the read's block or an enclosing one, that binds the name unconditionally (an assignment)
 runs on every path to the read and kills every binding before it (an augmented assignment
 ``h += x`` too: its value is ``h + x``, whose ``h`` reads the bindings before it); a bare
-annotation (``h: Tensor``) keeps what came before it. A ``for`` loop's
-target is what a read in its body sees, unless the body binds the name before the read.
-Anything less certain (a binding inside an ``if`` or ``try`` before the read, a loop that binds
-the name again after it, a walrus, a read in a lambda, a generator or a nested function, which
-run later) answers every binding, as scope alone does.
+annotation (``h: Tensor``) keeps what came before it. After an ``if``, a read sees what reaches
+the end of each branch (a branch that binds nothing passes on what came before it). A ``for``
+loop's target is what a read in its body sees, unless the body binds the name before the read.
+Anything less certain (a binding inside a ``try`` before the read, a loop that binds the name
+again after it, a walrus, a read in a lambda, a generator or a nested function, which run
+later) answers every binding, as scope alone does.
 """
 
 from __future__ import annotations
@@ -75,6 +76,17 @@ def _before(bindings: list, block: list[ast.stmt], index: int, augmented: list) 
             continue
         if type(statement) is ast.AnnAssign and statement.value is None:
             augmented += found  # keeps the value before it: a bare annotation binds nothing
+            continue
+        if type(statement) is ast.If:  # what reaches the end of each branch; one that binds nothing passes on
+            ends = []
+            for branch in (statement.body, statement.orelse):
+                end = _before(bindings, branch, len(branch), augmented)
+                if end is bindings:
+                    return bindings
+                ends.append(end)
+                augmented += end or []
+            if None not in ends:
+                return []  # every branch binds: nothing before the `if` reaches
             continue
         return found if isinstance(statement, (*_ASSIGNMENTS, ast.AugAssign)) else bindings
     return None

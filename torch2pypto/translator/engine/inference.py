@@ -114,9 +114,10 @@ class Inference:
         """Whether :meth:`torch_name` answered a ``torch`` the module must import."""
         return self._statics.spelt_free_torch
 
-    def held_module(self, func: ast.Attribute) -> HeldModule | None:
-        """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's instance."""
-        return self._classes.held_module(func)
+    def held_module(self, func: ast.Attribute | ast.Name) -> HeldModule | None:
+        """The torch.nn class that ``self.<name>`` always holds, if every value stored there is one's
+        instance; for a local name, the one its assignments in the function build (``Classes.named_module``)."""
+        return self._classes.named_module(func) if type(func) is ast.Name else self._classes.held_module(func)
 
     def super_module(self, func: ast.Attribute) -> HeldModule | None:
         """``super().forward`` in a subclass of a torch.nn layer (transformers' scaled embeddings:

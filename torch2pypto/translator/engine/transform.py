@@ -25,7 +25,7 @@ from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held,
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.schema import operators
 from torch2pypto.schema.family import family
-from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, UNKNOWN, Inference, is_dotted, is_tensor_function
+from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, UNKNOWN, HeldModule, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.emit import KERNELS_MODULE
 from torch2pypto.translator.engine.scopes import IMPORT, ModuleIndex
@@ -144,17 +144,15 @@ class Sites:
             if wrapper is not None and wrapper.startswith(FUSED_PREFIX):
                 return Resolved(FUSED_API, None, wrapper=True)
             entry = self.table.by_wrapper.get(wrapper) if wrapper is not None else None
-            return Resolved(wrapper_api(entry), entry, wrapper=True) if entry else None
+            if entry:
+                return Resolved(wrapper_api(entry), entry, wrapper=True)
+            module = self.inference.held_module(func) if wrapper is None else None  # loss_fct = nn.CrossEntropyLoss()
+            return self._module_call(module) if module is not None else None
         if type(func) is not ast.Attribute:
             return None
         module = self.inference.held_module(func) or self.inference.super_module(func)
         if module is not None:
-            entry = self.table.by_module.get(module.name)
-            if entry is None:  # whatever its class, torch runs it: a site under its class name
-                return None if module.name in FACTS.module_no_ops else Resolved(module.name, None)
-            required = frozenset(p.name for p in entry.params if p.required)
-            attributes = entry.modules[module.name]
-            return Resolved(module.name, entry, held=module.held(attributes, required), built=module.built(attributes))
+            return self._module_call(module)
         entry = self.table.method(func.attr)
         if is_dotted(func.value) and self.index.import_names(func.value):
             return None
@@ -169,6 +167,15 @@ class Sites:
         if kind == NOT_TENSOR:
             return None
         return Resolved(api, entry, method=True, ambiguous=True)
+
+    def _module_call(self, module: HeldModule) -> Resolved | None:
+        """The call of a torch.nn module: its table entry, with what it reads from the module."""
+        entry = self.table.by_module.get(module.name)
+        if entry is None:  # whatever its class, torch runs it: a site under its class name
+            return None if module.name in FACTS.module_no_ops else Resolved(module.name, None)
+        required = frozenset(p.name for p in entry.params if p.required)
+        attributes = entry.modules[module.name]
+        return Resolved(module.name, entry, held=module.held(attributes, required), built=module.built(attributes))
 
     def operator(self, node: ast.AST) -> tuple[ast.Call, Resolved] | None:
         """An operator on a known tensor (``a + b``, ``2 < x``, ``-x``, ``x += y``) as the method
