@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-from torch2pypto.rules import gated, templates
+from torch2pypto.rules import epilogue, gated, templates
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.fusion import INLINED, FUSED_SHAPE, tuple_text
 from torch2pypto.rules.kernel_ir import expression, source, when
@@ -196,12 +196,13 @@ def _kernel(name: str, where: str, program: Program, x: Output, stored: Output, 
 
 
 def outer(name: str, where: str, params: list[str], module: tuple[str, str], separate: str, fused: str,
-          then: str = "then its linear with the residual add in the epilogue") -> Definition:
+          then: str = "then its linear with the residual add in the epilogue", dropout: str | None = None) -> Definition:
     """The wrapper ``name`` of the statements: ``fused`` (the prologue's call, then the MLP's
-    linear: ``then``) unless the MLP's call would run more than its class's forward, where
+    linear: ``then``) unless the MLP's call would run more than its class's forward, or
+    ``dropout`` (an nn.Dropout between the call and the add) is not the identity, where
     ``separate`` (the region's call, then the submodule's or its call)."""
     doc = textwrap.fill(f"{where} as two PyPTO kernels: the region as the prologue of {module[1]}.forward's gated pair, "
                         f"{then}.", 92, subsequent_indent="    ")
     text = (f'def {name}({", ".join(params)}):\n    """{doc}"""\n'
-            f"    if not _inlined(({module[0]}, {module[1]})):\n" + textwrap.indent(separate, " " * 8) + textwrap.indent(fused, "    "))
+            f"    if {epilogue.not_inlined((module,), dropout)}:\n" + textwrap.indent(separate, " " * 8) + textwrap.indent(fused, "    "))
     return Definition(name, text, ("_inlined",))

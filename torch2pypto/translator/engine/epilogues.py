@@ -202,7 +202,8 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     if {name, second.targets[0].id} & finder.declared:
         return 0  # global or nonlocal: the statements bind it there
     sides = [(value.left, value.right), (value.right, value.left)]
-    other = next((o for h, o in sides if type(h) is ast.Name and h.id == name and dotted(o) and not _reads(o, name)), None)
+    side = next(((h, o) for h, o in sides if _result(finder, h, name) is not None and dotted(o) and not _reads(o, name)), None)
+    other, dropout = (side[1], _result(finder, *side[:1], name)) if side is not None else (None, None)
     add = finder.pending.get(finder.lines.span(value))
     if other is None or add is None or name != second.targets[0].id and _read_after(finder, name, first, second):
         return 0
@@ -217,7 +218,22 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     gated_call = found.calls.get(finder.lines.span(inner)) if not (type(inner) is ast.Name and inner.id == parameter) else None
     if gated_call is None and not (type(inner) is ast.Name and inner.id == parameter):
         return 0
-    return _emit_submodule(finder, (first, second), call, cls, other, value, add, bound, parameter, gated_call, found)
+    return _emit_submodule(finder, (first, second), call, cls, other, value, add, bound, parameter, gated_call, dropout or None, found)
+
+
+def _result(finder, node: ast.expr, name: str):
+    """() if ``node`` reads ``name``; (the call's site, its module) if it is ``self.drop(name)`` of a
+    held nn.Dropout (phi3's ``self.resid_mlp_dropout(hidden_states)``); else None."""
+    if type(node) is ast.Name:
+        return () if node.id == name else None
+    if type(node) is not ast.Call or len(node.args) != 1 or node.keywords or type(node.args[0]) is not ast.Name or node.args[0].id != name:
+        return None
+    site = finder.at.get(finder.lines.span(node))
+    held = site.resolved.held if site is not None else None
+    if held is None or site.resolved.entry is None or site.resolved.entry.op != "dropout" or not dotted(node.func) \
+            or source_text(finder, node.func).partition(".")[0] != "self":
+        return None
+    return site, node.func
 
 
 def _assigned(statement: ast.stmt) -> ast.expr | None:
@@ -280,7 +296,7 @@ def _self_rooted(node: ast.expr) -> bool:
     return type(node) is ast.Name and node.id == "self"
 
 
-def _emit_submodule(finder, statements, call, cls, other, value, add, bound, parameter, gated_call, found) -> int:
+def _emit_submodule(finder, statements, call, cls, other, value, add, bound, parameter, gated_call, dropout, found) -> int:
     from torch2pypto.translator.engine.regions import Region, _comments  # regions calls this module
 
     if cls.name in {n.id for n in ast.walk(finder.function) if type(n) is ast.Name and type(n.ctx) is not ast.Load} \
@@ -292,6 +308,9 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     module = wrapper_param(finder, params, call.func, MODULE)
     kind = unique_name(cls.name, {p.name for p in params.values()})
     params[f"class {cls.name}"] = Param(kind, "class", cls.name)
+    drop = wrapper_param(finder, params, dropout[1], MODULE) if dropout else None
+    if drop is not None and drop in (x, residual, module):
+        return 0
 
     def outer(source: str) -> str | None:  # a value of the forward, as the wrapper reads it
         if source == "self" or source.startswith("self."):
@@ -310,18 +329,18 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     derived = _derived(params, inner_params, outer, linear, gated_call is not None)
     linear_first = value.left is not other
     where = f"{finder.function.name}'s residual add in {cls.name}.forward's linear"
-    called = f"{module}({x})"
+    called = f"{drop}({module}({x}))" if drop else f"{module}({x})"
     torch_source = f"return {called} + {residual}\n" if linear_first else f"return {residual} + {called}\n"
-    attempts = [add]
+    attempts = [add, *([dropout[0]] if dropout else [])]
     name = name_of(finder.function.name, f"{cls.name}\n{torch_source}", len(attempts))
     definitions = (*definitions, *epilogue.submodule_definitions(
-        name, where, [p.name for p in params.values()], torch_source, (x, residual, module, kind), inner, linear, linear_first, needs))
+        name, where, [p.name for p in params.values()], torch_source, (x, residual, module, kind), inner, linear, linear_first, needs, drop))
     first, last = statements
     span = finder.lines.span(first)[:2] + finder.lines.span(last)[2:]
     start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
     for a in attempts:
         a.status, a.reason, a.pypto_api = CONVERTED, "", f"{name} (fused)"
-    ops = (f"{cls.name}.forward", "linear", "x + y")
+    ops = (f"{cls.name}.forward", *(["dropout"] if drop else []), "linear", "x + y")
     found.regions.append(Region(finder.path, span, finder.function.name, ops, name, epilogue.kernel_name("add", epilogue.TENSOR, False),
                                 (*params.values(), *derived.values()), ("linear", "add"), None, ((module, kind),),
                                 tuple((p.name, p.source) for p in derived.values())))
@@ -387,7 +406,7 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     if any(n != target and _read_after(finder, n, first, second) for n in (x, residual)):
         return taken
     wrapper, pair_params, _, spec = sub.pair
-    module, cls = sub.params[2], sub.params[3]
+    module, cls, *dropout = sub.params[2:]  # the dropout between the call and the add, if any
     program = built.program
     region_call, region_wrapper = found.edits[edits - 1], found.regions[-2].wrapper
     pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
@@ -400,15 +419,16 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
         definitions = prologue_rules.definitions(inner, where, region, pair)
     except Unfusible:
         return taken
-    if {*(p.name for p in called), *outputs} & {module.name, cls.name}:
+    held = [module, cls, *dropout]
+    if {*(p.name for p in called), *outputs} & {p.name for p in held}:
         return taken  # the outer wrapper binds them all
-    params = [*(p.name for p in called), module.name, cls.name]
+    params = [*(p.name for p in called), *(p.name for p in held)]
     own = [r for r, p in zip(sub.read, pair_params) if p.name != spec.x]
     separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
-                f"return {sub.wrapper}({x}, {residual}, {module.name}, {cls.name})\n")
+                f"return {sub.wrapper}({', '.join([x, residual, *(p.name for p in held)])})\n")
     fused = (f"{x}, {residual} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
              f"return {sub.epilogue.format(x=x, residual=residual)}\n")
-    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused)
+    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused, dropout=dropout[0].name if dropout else None)
     first_region, sub_region = found.regions[-2:]
     sub_params = [p for p in sub_region.params if p not in sub.params[:2]]  # x and the residual: the region's results
     if len({p.name for p in (*first_region.params, *sub_params)}) != len(first_region.params) + len(sub_params):
@@ -424,7 +444,7 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
     newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
     new = "".join(f"{c}{newline}{indent}" for c in _comments(segment))
-    found.edits.append((start, end_offset, new + f"{target} = {name}({', '.join([*(p.source for p in called), module.source, cls.source])})"))
+    found.edits.append((start, end_offset, new + f"{target} = {name}({', '.join([*(p.source for p in called), *(p.source for p in held)])})"))
     found.definitions.extend((start, d) for d in (*definitions, top))
     return taken
 

@@ -1,0 +1,120 @@
+"""phi3's ``hidden_states = residual + self.resid_mlp_dropout(hidden_states)``: the submodule
+epilogue and the prologue see through an nn.Dropout held in an attribute between the MLP's call
+and the residual add where it is the identity at run time (eval, or p == 0), checked by the
+wrapper as ``_inlined`` checks the MLP; in training with p > 0 the statements run as written,
+torch's dropout drawing the same random numbers (same seed, torch's result).
+
+Each interpreter case runs the translated layer under ``interpreted()`` against the original
+(fp32 and bf16, odd token counts) and counts the launches.
+"""
+
+import pytest
+import torch
+
+import torch2pypto
+from test_prologue import FUSED, LAYER, _launched, _matches
+from test_submodule_epilogue import MLP
+from test_submodules import translated, twins
+from torch2pypto import translate_source
+from torch2pypto.translator.verification.interpreter import counting
+
+
+def _dropped(code: str) -> str:
+    held = "        self.mlp = MLP(hidden_size, 48, bias)\n"
+    code = code.replace(held, held + "        self.resid_mlp_dropout = nn.Dropout(0.25)\n")
+    added = "        hidden_states = residual + hidden_states\n        return hidden_states\n"
+    assert code.count(added) == 1
+    return code.replace(added, "        hidden_states = residual + self.resid_mlp_dropout(hidden_states)\n        return hidden_states\n")
+
+
+PROLOGUE, EPILOGUE = _dropped(LAYER), _dropped(MLP)
+CASES = {"prologue": (PROLOGUE, FUSED), "epilogue": (EPILOGUE, {"gated_silu_kernel": 1, "linear_add_tensor_kernel": 1})}
+SHAPES = [(2, 7, 40), (7, 64), (1, 3, 96)]  # odd token counts; 40 is no multiple of 16
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def _inputs(shape, dtype, grad=False):
+    g = torch.Generator().manual_seed(1)
+    return tuple(torch.randn(*shape, generator=g).to(dtype).requires_grad_(grad) for _ in range(2))
+
+
+def _layers(case, width, dtype, training, p):
+    code, fused = CASES[case]
+    _, original, module = translated(code, _layers.tmp)
+    layers = twins(original, module, width, dtype)
+    for layer in layers:
+        layer.train(training)
+        layer.resid_mlp_dropout.p = p
+    return (*layers, module, fused)
+
+
+@pytest.fixture(autouse=True)
+def _tmp(tmp_path):
+    _layers.tmp = tmp_path
+
+
+def _forward(layer, module, x, seed):
+    launched = counting()
+    torch.manual_seed(seed)
+    with torch2pypto.interpreted(*([module] if module else [])):
+        out = layer(*x)
+    return out, _launched(launched())
+
+
+def test_the_call_passes_the_dropout_to_one_wrapper():
+    epilogue = translate_source(EPILOGUE, "layer.py").code.split("class Layer")[1]
+    assert "hidden_states = pypto_fused_forward_" in epilogue and "(hidden_states, residual, self.mlp, MLP, self.resid_mlp_dropout)" in epilogue
+    prologue = translate_source(PROLOGUE, "layer.py").code
+    layer = prologue.split("class Layer")[1]
+    assert "(residual, hidden_states, self.post_attention_layernorm, RMSNorm, self.mlp, MLP, self.resid_mlp_dropout)" in layer
+    assert layer.count("pypto_") == 1 and "resid_mlp_dropout(" not in layer
+    assert "or resid_mlp_dropout.training and resid_mlp_dropout.p != 0:" in prologue
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_in_eval_the_dropout_is_seen_through(case, shape, dtype):
+    a, b, module, fused = _layers(case, shape[-1], dtype, False, 0.25)
+    x = _inputs(shape, dtype)
+    with torch.no_grad():
+        expected, _ = _forward(a, None, x, 0)
+        got, launched = _forward(b, module, x, 0)
+    _matches(got, expected)
+    assert launched == fused, launched
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
+def test_in_training_with_p_0_the_kernels_run_and_every_gradient_is_torchs(case, dtype):
+    a, b, module, fused = _layers(case, 40, dtype, True, 0.0)
+    results = []
+    for layer, interpreted in ((a, None), (b, module)):
+        x = _inputs((2, 7, 40), dtype, grad=True)
+        out, launched = _forward(layer, interpreted, x, 0)
+        (out.float().square().sum() + out.float().sum()).backward()
+        results.append(((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())), launched))
+    (expected, _), (got, launched) = results
+    assert launched == fused, launched
+    assert all(g is not None for g in expected) and len(got) == len(expected)
+    for g, e in zip(got, expected):
+        _matches(g, e)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
+def test_in_training_with_p_above_0_the_statements_run_as_written(case, dtype):
+    """The same seed gives torch's mask: the result is torch's, not the identity's."""
+    a, b, module, _ = _layers(case, 40, dtype, True, 0.25)
+    x = _inputs((3, 40), dtype)
+    with torch.no_grad():
+        expected, _ = _forward(a, None, x, 7)
+        got, launched = _forward(b, module, x, 7)
+        a.eval()
+        identity, _ = _forward(a, None, x, 7)
+    _matches(got, expected)
+    assert "linear_add_tensor_kernel" not in launched and "gated_kernel" not in launched, launched  # the add: torch's, as written
+    assert (expected != identity).any()
