@@ -2,7 +2,9 @@
 epilogue and the prologue see through an nn.Dropout held in an attribute between the MLP's call
 and the residual add where it is the identity at run time (eval, or p == 0), checked by the
 wrapper as ``_inlined`` checks the MLP; in training with p > 0 the statements run as written,
-torch's dropout drawing the same random numbers (same seed, torch's result).
+torch's dropout drawing the same random numbers (same seed, torch's result). phi3's MLP (one
+projection chunked in two halves, engine/halves.py) is taken too: its gated kernel reads the
+halves of the one weight, views of it, with or without the dropout.
 
 Each interpreter case runs the translated layer under ``interpreted()`` against the original
 (fp32 and bf16, odd token counts) and counts the launches.
@@ -27,8 +29,22 @@ def _dropped(code: str) -> str:
     return code.replace(added, "        hidden_states = residual + self.resid_mlp_dropout(hidden_states)\n        return hidden_states\n")
 
 
+def _chunked(code: str) -> str:
+    """phi3's MLP: one projection chunked in two halves (engine/halves.py)."""
+    pair = ("        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)\n"
+            "        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)\n")
+    forward = "        down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))\n        return down_proj\n"
+    assert pair in code and forward in code
+    return code.replace(pair, "        self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)\n").replace(forward, (
+        "        up_states = self.gate_up_proj(x)\n        gate, up_states = up_states.chunk(2, dim=-1)\n"
+        "        up_states = up_states * self.act_fn(gate)\n        return self.down_proj(up_states)\n"))
+
+
 PROLOGUE, EPILOGUE = _dropped(LAYER), _dropped(MLP)
-CASES = {"prologue": (PROLOGUE, FUSED), "epilogue": (EPILOGUE, {"gated_silu_kernel": 1, "linear_add_tensor_kernel": 1})}
+EPILOGUE_LAUNCHES = {"gated_silu_kernel": 1, "linear_add_tensor_kernel": 1}
+CASES = {"prologue": (PROLOGUE, FUSED), "epilogue": (EPILOGUE, EPILOGUE_LAUNCHES),
+         "prologue, chunked": (_chunked(PROLOGUE), FUSED), "epilogue, chunked": (_chunked(EPILOGUE), EPILOGUE_LAUNCHES)}
+PLAIN = {"prologue, chunked, no dropout": (_chunked(LAYER), FUSED), "epilogue, chunked, no dropout": (_chunked(MLP), EPILOGUE_LAUNCHES)}
 SHAPES = [(2, 7, 40), (7, 64), (1, 3, 96)]  # odd token counts; 40 is no multiple of 16
 DTYPES = [torch.float32, torch.bfloat16]
 
@@ -39,12 +55,13 @@ def _inputs(shape, dtype, grad=False):
 
 
 def _layers(case, width, dtype, training, p):
-    code, fused = CASES[case]
+    code, fused = {**CASES, **PLAIN}[case]
     _, original, module = translated(code, _layers.tmp)
     layers = twins(original, module, width, dtype)
     for layer in layers:
         layer.train(training)
-        layer.resid_mlp_dropout.p = p
+        if case in CASES:
+            layer.resid_mlp_dropout.p = p
     return (*layers, module, fused)
 
 
@@ -61,18 +78,21 @@ def _forward(layer, module, x, seed):
     return out, _launched(launched())
 
 
-def test_the_call_passes_the_dropout_to_one_wrapper():
-    epilogue = translate_source(EPILOGUE, "layer.py").code.split("class Layer")[1]
+@pytest.mark.parametrize("chunk", [False, True], ids=["two projections", "chunked"])
+def test_the_call_passes_the_dropout_to_one_wrapper(chunk):
+    change = _chunked if chunk else (lambda code: code)
+    epilogue = translate_source(change(EPILOGUE), "layer.py").code.split("class Layer")[1]
     assert "hidden_states = pypto_fused_forward_" in epilogue and "(hidden_states, residual, self.mlp, MLP, self.resid_mlp_dropout)" in epilogue
-    prologue = translate_source(PROLOGUE, "layer.py").code
+    prologue = translate_source(change(PROLOGUE), "layer.py").code
     layer = prologue.split("class Layer")[1]
     assert "(residual, hidden_states, self.post_attention_layernorm, RMSNorm, self.mlp, MLP, self.resid_mlp_dropout)" in layer
     assert layer.count("pypto_") == 1 and "resid_mlp_dropout(" not in layer
     assert "or resid_mlp_dropout.training and resid_mlp_dropout.p != 0:" in prologue
+    assert ("gate_weight, up_weight = _halves(gate_up_proj_weight)" in prologue) is chunk
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, *PLAIN])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
 def test_in_eval_the_dropout_is_seen_through(case, shape, dtype):
@@ -86,7 +106,7 @@ def test_in_eval_the_dropout_is_seen_through(case, shape, dtype):
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, *PLAIN])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "bfloat16"])
 def test_in_training_with_p_0_the_kernels_run_and_every_gradient_is_torchs(case, dtype):
     a, b, module, fused = _layers(case, 40, dtype, True, 0.0)

@@ -213,8 +213,7 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     later = finder.run(statements, i + 1)
     if later is not None and len(later[1].program.ops) > 1:
         return 0  # the add starts a row region (deimv2's add + norm): as many launches either way
-    linear, bound, parameter = inlined
-    inner = bound["input"]
+    linear, bound, parameter, inner = inlined
     gated_call = found.calls.get(finder.lines.span(inner)) if not (type(inner) is ast.Name and inner.id == parameter) else None
     if gated_call is None and not (type(inner) is ast.Name and inner.id == parameter):
         return 0
@@ -259,9 +258,11 @@ def _read_after(finder, name: str, first: ast.stmt, second: ast.stmt) -> bool:
 
 
 def _forward_linear(finder, cls: ast.ClassDef):
-    """(the linear's attempt, its bound arguments, the forward's parameter) if ``cls``'s forward
-    takes one parameter and returns a linear of a held nn module, written ``return linear(...)``
-    or ``v = linear(...); return v``, whose weight and bias are ``self`` attributes; else None."""
+    """(the linear's attempt, its bound arguments, the forward's parameter, what it projects) if
+    ``cls``'s forward takes one parameter and returns a linear of a held nn module, written
+    ``return linear(...)`` or ``v = linear(...); return v``, or after a chunked gated pair
+    (:mod:`halves`, phi3's: what it projects is then the pair's product), whose weight and bias are
+    ``self`` attributes; else None."""
     inference = finder.sites.inference
     forward = inference.method(cls, "forward")
     if forward is None or inference.method(cls, "__call__") is not None or forward.decorator_list:
@@ -275,6 +276,8 @@ def _forward_linear(finder, cls: ast.ClassDef):
         node = body[0].value
     elif len(body) == 1 and type(body[0]) is ast.Return:
         node = body[0].value
+    elif len(body) == 4 and all(type(s) is ast.Assign for s in body[:2]) and _assigned(body[2]) is not None and type(body[3]) is ast.Return:
+        node = body[3].value  # the chunked pair's three statements, then the linear of its product
     else:
         return None
     attempt = finder.pending.get(finder.lines.span(node)) if type(node) is ast.Call else None
@@ -287,7 +290,11 @@ def _forward_linear(finder, cls: ast.ClassDef):
         return None
     if not all(_self_rooted(bound[p]) for p in ("weight", "bias") if p in bound) or "input" not in bound:
         return None
-    return attempt, bound, args.args[1].arg
+    if len(body) == 4:
+        if type(bound["input"]) is not ast.Name or bound["input"].id != body[2].targets[0].id:
+            return None
+        return attempt, bound, args.args[1].arg, body[2].value
+    return attempt, bound, args.args[1].arg, bound["input"]
 
 
 def _self_rooted(node: ast.expr) -> bool:
@@ -409,7 +416,8 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     module, cls, *dropout = sub.params[2:]  # the dropout between the call and the add, if any
     program = built.program
     region_call, region_wrapper = found.edits[edits - 1], found.regions[-2].wrapper
-    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
+    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases,
+                               spec.halves)
     region = prologue_rules.Region(region_wrapper, program, tuple(built.outputs), x)
     called = [p for p in program.params if p.name not in program.derived]
     where = f"{finder.function.name}'s region and {cls.source}.forward"
@@ -468,11 +476,11 @@ def _mlp_after(finder, first: ast.stmt, built, found) -> int:
     if target in others or {x, target} & finder.declared or x != target and _read_after(finder, x, first, first):
         return 0
     inlined = _forward_linear(finder, cls)
-    gated_call = found.calls.get(finder.lines.span(inlined[1]["input"])) if inlined is not None else None
+    gated_call = found.calls.get(finder.lines.span(inlined[3])) if inlined is not None else None
     if gated_call is None or cls.name in {n.id for n in ast.walk(finder.function) if type(n) is ast.Name and type(n.ctx) is not ast.Load} \
             | {a.arg for a in ast.walk(finder.function.args) if type(a) is ast.arg}:
         return 0  # no gated pair, or the class's name is a local where it is called
-    linear_attempt, bound, parameter = inlined
+    linear_attempt, bound, parameter, _ = inlined
     program = built.program
     called = [p for p in program.params if p.name not in program.derived]
     params: dict[str, Param] = {p.source: p for p in program.params}
@@ -492,7 +500,8 @@ def _mlp_after(finder, first: ast.stmt, built, found) -> int:
     if None in read or linear[0] is None:
         return 0
     region_wrapper = found.regions[-1].wrapper
-    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
+    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases,
+                               spec.halves)
     where = f"{finder.function.name}'s region and {cls.name}.forward"
     called_site = finder.pending.get(finder.lines.span(call))  # the submodule's call, if a site
     attempts = [*built.attempts, *([called_site] if called_site is not None else [])]
