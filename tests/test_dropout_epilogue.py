@@ -41,9 +41,14 @@ def _chunked(code: str) -> str:
 
 
 PROLOGUE, EPILOGUE = _dropped(LAYER), _dropped(MLP)
+# emu3's: one dropout before the region's add too, the region's argument "dropout" as the wrapper's
+SHARED = _chunked(PROLOGUE).replace("self.resid_mlp_dropout", "self.dropout").replace(
+    "        hidden_states = residual + hidden_states\n        residual = hidden_states\n",
+    "        hidden_states = residual + self.dropout(hidden_states)\n        residual = hidden_states\n")
 EPILOGUE_LAUNCHES = {"gated_silu_kernel": 1, "linear_add_tensor_kernel": 1}
 CASES = {"prologue": (PROLOGUE, FUSED), "epilogue": (EPILOGUE, EPILOGUE_LAUNCHES),
-         "prologue, chunked": (_chunked(PROLOGUE), FUSED), "epilogue, chunked": (_chunked(EPILOGUE), EPILOGUE_LAUNCHES)}
+         "prologue, chunked": (_chunked(PROLOGUE), FUSED), "epilogue, chunked": (_chunked(EPILOGUE), EPILOGUE_LAUNCHES),
+         "shared": (SHARED, FUSED)}
 PLAIN = {"prologue, chunked, no dropout": (_chunked(LAYER), FUSED), "epilogue, chunked, no dropout": (_chunked(MLP), EPILOGUE_LAUNCHES)}
 SHAPES = [(2, 7, 40), (7, 64), (1, 3, 96)]  # odd token counts; 40 is no multiple of 16
 DTYPES = [torch.float32, torch.bfloat16]
@@ -60,8 +65,9 @@ def _layers(case, width, dtype, training, p):
     layers = twins(original, module, width, dtype)
     for layer in layers:
         layer.train(training)
-        if case in CASES:
-            layer.resid_mlp_dropout.p = p
+        for m in layer.modules():
+            if type(m) is torch.nn.Dropout:
+                m.p = p
     return (*layers, module, fused)
 
 
@@ -89,6 +95,9 @@ def test_the_call_passes_the_dropout_to_one_wrapper(chunk):
     assert layer.count("pypto_") == 1 and "resid_mlp_dropout(" not in layer
     assert "or resid_mlp_dropout.training and resid_mlp_dropout.p != 0:" in prologue
     assert ("gate_weight, up_weight = _halves(gate_up_proj_weight)" in prologue) is chunk
+    shared = translate_source(SHARED, "layer.py").code
+    assert "(residual, self.dropout(hidden_states), self.post_attention_layernorm, RMSNorm, self.mlp, MLP, self.dropout)" in shared
+    assert "or dropout_1.training and dropout_1.p != 0:" in shared
 
 
 @pytest.mark.interpreter

@@ -427,7 +427,9 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
         definitions = prologue_rules.definitions(inner, where, region, pair)
     except Unfusible:
         return taken
-    held = [module, cls, *dropout]
+    bound_names = {*(p.name for p in (*program.params, *pair_params)), *outputs, module.name, cls.name}
+    renamed = [dataclasses.replace(d, name=unique_name(d.name, bound_names)) for d in dropout]  # emu3's self.dropout(h) is the region's "dropout"
+    held = [module, cls, *renamed]
     if {*(p.name for p in called), *outputs} & {p.name for p in held}:
         return taken  # the outer wrapper binds them all
     params = [*(p.name for p in called), *(p.name for p in held)]
@@ -436,9 +438,9 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
                 f"return {sub.wrapper}({', '.join([x, residual, *(p.name for p in held)])})\n")
     fused = (f"{x}, {residual} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
              f"return {sub.epilogue.format(x=x, residual=residual)}\n")
-    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused, dropout=dropout[0].name if dropout else None)
+    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused, dropout=renamed[0].name if renamed else None)
     first_region, sub_region = found.regions[-2:]
-    sub_params = [p for p in sub_region.params if p not in sub.params[:2]]  # x and the residual: the region's results
+    sub_params = [dict(zip(dropout, renamed)).get(p, p) for p in sub_region.params if p not in sub.params[:2]]  # x and the residual: the region's results
     if len({p.name for p in (*first_region.params, *sub_params)}) != len(first_region.params) + len(sub_params):
         return taken  # --verify's instances: one name each
     found.regions[-2:] = [dataclasses.replace(
