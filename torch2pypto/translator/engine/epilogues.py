@@ -203,7 +203,7 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
         return 0  # global or nonlocal: the statements bind it there
     sides = [(value.left, value.right), (value.right, value.left)]
     side = next(((h, o) for h, o in sides if _result(finder, h, name) is not None and dotted(o) and not _reads(o, name)), None)
-    other, dropout = (side[1], _result(finder, *side[:1], name)) if side is not None else (None, None)
+    other, dropout = (side[1], _result(finder, side[0], name) or None) if side is not None else (None, None)
     add = finder.pending.get(finder.lines.span(value))
     if other is None or add is None or name != second.targets[0].id and _read_after(finder, name, first, second):
         return 0
@@ -217,12 +217,12 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     gated_call = found.calls.get(finder.lines.span(inner)) if not (type(inner) is ast.Name and inner.id == parameter) else None
     if gated_call is None and not (type(inner) is ast.Name and inner.id == parameter):
         return 0
-    return _emit_submodule(finder, (first, second), call, cls, other, value, add, bound, parameter, gated_call, dropout or None, found)
+    return _emit_submodule(finder, (first, second), call, cls, other, value, add, bound, parameter, gated_call, dropout, found)
 
 
 def _result(finder, node: ast.expr, name: str):
-    """() if ``node`` reads ``name``; (the call's site, its module) if it is ``self.drop(name)`` of a
-    held nn.Dropout (phi3's ``self.resid_mlp_dropout(hidden_states)``); else None."""
+    """() if ``node`` reads ``name``; the module if it is ``self.drop(name)`` of a held nn.Dropout
+    (phi3's ``self.resid_mlp_dropout(hidden_states)``); else None."""
     if type(node) is ast.Name:
         return () if node.id == name else None
     if type(node) is not ast.Call or len(node.args) != 1 or node.keywords or type(node.args[0]) is not ast.Name or node.args[0].id != name:
@@ -232,7 +232,7 @@ def _result(finder, node: ast.expr, name: str):
     if held is None or site.resolved.entry is None or site.resolved.entry.op != "dropout" or not dotted(node.func) \
             or source_text(finder, node.func).partition(".")[0] != "self":
         return None
-    return site, node.func
+    return node.func
 
 
 def _assigned(statement: ast.stmt) -> ast.expr | None:
@@ -315,7 +315,7 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     module = wrapper_param(finder, params, call.func, MODULE)
     kind = unique_name(cls.name, {p.name for p in params.values()})
     params[f"class {cls.name}"] = Param(kind, "class", cls.name)
-    drop = wrapper_param(finder, params, dropout[1], MODULE) if dropout else None
+    drop = wrapper_param(finder, params, dropout, MODULE) if dropout is not None else None
     if drop is not None and drop in (x, residual, module):
         return 0
 
@@ -338,7 +338,7 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     where = f"{finder.function.name}'s residual add in {cls.name}.forward's linear"
     called = f"{drop}({module}({x}))" if drop else f"{module}({x})"
     torch_source = f"return {called} + {residual}\n" if linear_first else f"return {residual} + {called}\n"
-    attempts = [add, *([dropout[0]] if dropout else [])]
+    attempts = [add]  # a dropout stays the host's (seen through in eval), as the table says
     name = name_of(finder.function.name, f"{cls.name}\n{torch_source}", len(attempts))
     definitions = (*definitions, *epilogue.submodule_definitions(
         name, where, [p.name for p in params.values()], torch_source, (x, residual, module, kind), inner, linear, linear_first, needs, drop))
