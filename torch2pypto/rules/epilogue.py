@@ -129,15 +129,18 @@ def activation_definitions(wrapper: str, where: str, kind: str | None, act: str 
 
 
 def submodule_definitions(wrapper: str, where: str, params: list[str], torch_source: str, roles: tuple[str, str, str, str],
-                          inner: str, linear: tuple[str, str | None], linear_first: bool, needs: tuple[str, ...]) -> tuple[Definition, ...]:
+                          inner: str, linear: tuple[str, str | None], linear_first: bool, needs: tuple[str, ...],
+                          dropout: str | None = None) -> tuple[Definition, ...]:
     """A residual add in the linear a submodule's forward returns (``out = residual + self.mlp(x)``):
     the wrapper runs ``inner`` (the forward's value the linear takes: its parameter, or its gated
     pair's call, ``needs``), then the linear with the add in its epilogue (:func:`definitions`),
     unless the call would run more than that class's forward (``_inlined``), where it runs
     ``torch_source``. ``roles``: the parameters holding x, the residual, the submodule and its
-    class; ``linear``: the weight and bias as the wrapper reads them from the submodule."""
+    class; ``linear``: the weight and bias as the wrapper reads them from the submodule;
+    ``dropout``: an nn.Dropout between the call and the add (phi3's), which the wrapper sees
+    through where it is the identity (:func:`not_inlined`), else it runs ``torch_source``."""
     x, residual, module, cls = roles
-    fallback = wrappers.region_fallback(wrapper, where, [x, residual, module], torch_source)
+    fallback = wrappers.region_fallback(wrapper, where, [x, residual, module, *([dropout] if dropout else [])], torch_source)
     epilogue = f"{wrapper.rpartition('_')[0]}_epilogue_1sites"
     names = ("x", "weight", "bias" if linear[1] else None, "residual")
     linear_call = f"torch.nn.functional.linear(x, weight, {names[2] or 'None'})"
@@ -153,7 +156,17 @@ def submodule_definitions(wrapper: str, where: str, params: list[str], torch_sou
     weight, bias = linear
     source = (
         f'def {wrapper}({", ".join(params)}):\n    """{doc}\n\n{more}\n    """\n'
-        f"    if not _inlined(({module}, {cls})):\n        return {fallback.name}({x}, {residual}, {module})\n"
+        f"    if {not_inlined(((module, cls),), dropout)}:\n"
+        f"        return {fallback.name}({x}, {residual}, {module}{', ' + dropout if dropout else ''})\n"
         f"    return {epilogue}({inner}, {weight}, {', '.join([bias] if bias else [])}{', ' if bias else ''}{residual})\n"
     )
     return (*built, INLINED, fallback, Definition(wrapper, source, ("_inlined", fallback.name, epilogue, *needs)))
+
+
+def not_inlined(modules: tuple[tuple[str, str], ...], dropout: str | None) -> str:
+    """The run-time test that the fused path may not run: calling some (module, cls) would run more
+    than cls.forward (``_inlined``), or ``dropout`` (an nn.Dropout, if any) is not the identity
+    (in training with p > 0; in eval or with p == 0 torch returns its input, drawing no random
+    numbers)."""
+    pairs = ", ".join(f"({m}, {c})" for m, c in (*modules, *([(dropout, "torch.nn.Dropout")] if dropout else [])))
+    return f"not _inlined({pairs})" + (f" or {dropout}.training and {dropout}.p != 0" if dropout else "")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-from torch2pypto.rules import gated, templates
+from torch2pypto.rules import epilogue, gated, templates
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.fusion import INLINED, FUSED_SHAPE, tuple_text
 from torch2pypto.rules.kernel_ir import expression, source, when
@@ -43,7 +43,8 @@ class Region:
 @dataclasses.dataclass(frozen=True)
 class Pair:
     """The gated pair the MLP's forward makes: its wrapper, its parameters (``x`` among them), the
-    activation's parameter (None: a function's) and its kind if static, the weights' and biases'."""
+    activation's parameter (None: a function's) and its kind if static, the weights' and biases',
+    and where they are the halves of one projection's (phi3's), its weight and bias parameters."""
 
     wrapper: str
     params: tuple[str, ...]
@@ -52,6 +53,7 @@ class Pair:
     activation: str | None
     weights: tuple[str, str]
     biases: tuple[str | None, str | None]
+    halves: tuple[str, str | None] | None = None
 
 
 def kernel_name(region: str) -> str:
@@ -102,7 +104,10 @@ def definitions(name: str, where: str, region: Region, pair: Pair) -> tuple[Defi
     dtype = _host(program, x.value.dtype)
     guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in needed(program.checks)),
                           *dict.fromkeys(program.dtype_checks), f"_gated_weights({dtype}, shape[-1], {wg}, {wu})"])
-    body = "cols = shape[-1]\n"
+    split = ""
+    if pair.halves is not None:  # views of the one weight (and bias), taken on each call: no copy
+        split = f"{wg}, {wu} = _halves({pair.halves[0]})\n" + (f"{bg}, {bu} = _halves({pair.halves[1]})\n" if pair.halves[1] else "")
+    body = split + "cols = shape[-1]\n"
     body += "".join(f"{p.name}_rows = _cube_aligned({p.name if len(rows) == 1 else f'{p.name}.expand(shape)'}, cols)\n" for p in rows)
     body += "".join(f"{p.name}_rows = _cube_aligned({p.name}, cols)\n" for p in vectors)
     body += "".join(f"{s} = {program.symbols[s]}\n" for s in program.symbols if s.startswith("promoted_dtype"))
@@ -129,7 +134,7 @@ def definitions(name: str, where: str, region: Region, pair: Pair) -> tuple[Defi
         f"dtypes, off the NPU) run the region's and the pair's own wrappers.", 92, initial_indent="    ", subsequent_indent="    ")
     text = (
         f'def {name}({", ".join([*called, *own])}):\n    """{doc}\n\n{more}\n    """\n'
-        f"    activation = {activation}\n    shape = None\n"
+        + textwrap.indent(split, "    ") + f"    activation = {activation}\n    shape = None\n"
         f"    if {' and '.join([f'_inlined({modules})' if modules else 'True', 'activation is not None', *takes])}:\n"
         + textwrap.indent(read, "    ") + f"        shape = {fits}\n"
         + f"    if not ({guard}):\n" + textwrap.indent(separate, "        ")
@@ -137,9 +142,10 @@ def definitions(name: str, where: str, region: Region, pair: Pair) -> tuple[Defi
         + f"\n    return _with_held_grads(kernel_path, {fallback.name}, {', '.join(signature)}, held=({tuple_text(held)}))\n"
     )
     requires = ("_inlined", "_fused_shape", "_gated_weights", "_cube_aligned", "_cube_tiles", "_cube_operands", "_launch",
-                "_with_held_grads", "_activation_kind", kernel.name, fallback.name, region.wrapper, pair.wrapper)
+                "_with_held_grads", "_activation_kind", kernel.name, fallback.name, region.wrapper, pair.wrapper,
+                *(["_halves"] if split else []))
     return (INLINED, FUSED_SHAPE, CUBE_ALIGNED, GATED_WEIGHTS, gated.ACTIVATION_KIND, templates.CUBE_TILES, templates.CUBE_OPERANDS,
-            kernel, fallback, Definition(name, text, requires))
+            *([gated.HALVES] if split else []), kernel, fallback, Definition(name, text, requires))
 
 
 def _host(program: Program, symbol: str) -> str:
@@ -196,12 +202,13 @@ def _kernel(name: str, where: str, program: Program, x: Output, stored: Output, 
 
 
 def outer(name: str, where: str, params: list[str], module: tuple[str, str], separate: str, fused: str,
-          then: str = "then its linear with the residual add in the epilogue") -> Definition:
+          then: str = "then its linear with the residual add in the epilogue", dropout: str | None = None) -> Definition:
     """The wrapper ``name`` of the statements: ``fused`` (the prologue's call, then the MLP's
-    linear: ``then``) unless the MLP's call would run more than its class's forward, where
+    linear: ``then``) unless the MLP's call would run more than its class's forward, or
+    ``dropout`` (an nn.Dropout between the call and the add) is not the identity, where
     ``separate`` (the region's call, then the submodule's or its call)."""
     doc = textwrap.fill(f"{where} as two PyPTO kernels: the region as the prologue of {module[1]}.forward's gated pair, "
                         f"{then}.", 92, subsequent_indent="    ")
     text = (f'def {name}({", ".join(params)}):\n    """{doc}"""\n'
-            f"    if not _inlined(({module[0]}, {module[1]})):\n" + textwrap.indent(separate, " " * 8) + textwrap.indent(fused, "    "))
+            f"    if {epilogue.not_inlined((module,), dropout)}:\n" + textwrap.indent(separate, " " * 8) + textwrap.indent(fused, "    "))
     return Definition(name, text, ("_inlined",))

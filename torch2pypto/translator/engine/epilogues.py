@@ -202,7 +202,8 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     if {name, second.targets[0].id} & finder.declared:
         return 0  # global or nonlocal: the statements bind it there
     sides = [(value.left, value.right), (value.right, value.left)]
-    other = next((o for h, o in sides if type(h) is ast.Name and h.id == name and dotted(o) and not _reads(o, name)), None)
+    side = next(((h, o) for h, o in sides if _result(finder, h, name) is not None and dotted(o) and not _reads(o, name)), None)
+    other, dropout = (side[1], _result(finder, side[0], name) or None) if side is not None else (None, None)
     add = finder.pending.get(finder.lines.span(value))
     if other is None or add is None or name != second.targets[0].id and _read_after(finder, name, first, second):
         return 0
@@ -212,12 +213,26 @@ def submodule_epilogue(finder, statements: list[ast.stmt], i: int, found) -> int
     later = finder.run(statements, i + 1)
     if later is not None and len(later[1].program.ops) > 1:
         return 0  # the add starts a row region (deimv2's add + norm): as many launches either way
-    linear, bound, parameter = inlined
-    inner = bound["input"]
+    linear, bound, parameter, inner = inlined
     gated_call = found.calls.get(finder.lines.span(inner)) if not (type(inner) is ast.Name and inner.id == parameter) else None
     if gated_call is None and not (type(inner) is ast.Name and inner.id == parameter):
         return 0
-    return _emit_submodule(finder, (first, second), call, cls, other, value, add, bound, parameter, gated_call, found)
+    return _emit_submodule(finder, (first, second), call, cls, other, value, add, bound, parameter, gated_call, dropout, found)
+
+
+def _result(finder, node: ast.expr, name: str):
+    """() if ``node`` reads ``name``; the module if it is ``self.drop(name)`` of a held nn.Dropout
+    (phi3's ``self.resid_mlp_dropout(hidden_states)``); else None."""
+    if type(node) is ast.Name:
+        return () if node.id == name else None
+    if type(node) is not ast.Call or len(node.args) != 1 or node.keywords or type(node.args[0]) is not ast.Name or node.args[0].id != name:
+        return None
+    site = finder.at.get(finder.lines.span(node))
+    held = site.resolved.held if site is not None else None
+    if held is None or site.resolved.entry is None or site.resolved.entry.op != "dropout" or not dotted(node.func) \
+            or source_text(finder, node.func).partition(".")[0] != "self":
+        return None
+    return node.func
 
 
 def _assigned(statement: ast.stmt) -> ast.expr | None:
@@ -243,9 +258,11 @@ def _read_after(finder, name: str, first: ast.stmt, second: ast.stmt) -> bool:
 
 
 def _forward_linear(finder, cls: ast.ClassDef):
-    """(the linear's attempt, its bound arguments, the forward's parameter) if ``cls``'s forward
-    takes one parameter and returns a linear of a held nn module, written ``return linear(...)``
-    or ``v = linear(...); return v``, whose weight and bias are ``self`` attributes; else None."""
+    """(the linear's attempt, its bound arguments, the forward's parameter, what it projects) if
+    ``cls``'s forward takes one parameter and returns a linear of a held nn module, written
+    ``return linear(...)`` or ``v = linear(...); return v``, or after a chunked gated pair
+    (:mod:`halves`, phi3's: what it projects is then the pair's product), whose weight and bias are
+    ``self`` attributes; else None."""
     inference = finder.sites.inference
     forward = inference.method(cls, "forward")
     if forward is None or inference.method(cls, "__call__") is not None or forward.decorator_list:
@@ -259,6 +276,8 @@ def _forward_linear(finder, cls: ast.ClassDef):
         node = body[0].value
     elif len(body) == 1 and type(body[0]) is ast.Return:
         node = body[0].value
+    elif len(body) == 4 and all(type(s) is ast.Assign for s in body[:2]) and _assigned(body[2]) is not None and type(body[3]) is ast.Return:
+        node = body[3].value  # the chunked pair's three statements, then the linear of its product
     else:
         return None
     attempt = finder.pending.get(finder.lines.span(node)) if type(node) is ast.Call else None
@@ -271,7 +290,11 @@ def _forward_linear(finder, cls: ast.ClassDef):
         return None
     if not all(_self_rooted(bound[p]) for p in ("weight", "bias") if p in bound) or "input" not in bound:
         return None
-    return attempt, bound, args.args[1].arg
+    if len(body) == 4:
+        if type(bound["input"]) is not ast.Name or bound["input"].id != body[2].targets[0].id:
+            return None
+        return attempt, bound, args.args[1].arg, body[2].value
+    return attempt, bound, args.args[1].arg, bound["input"]
 
 
 def _self_rooted(node: ast.expr) -> bool:
@@ -280,7 +303,7 @@ def _self_rooted(node: ast.expr) -> bool:
     return type(node) is ast.Name and node.id == "self"
 
 
-def _emit_submodule(finder, statements, call, cls, other, value, add, bound, parameter, gated_call, found) -> int:
+def _emit_submodule(finder, statements, call, cls, other, value, add, bound, parameter, gated_call, dropout, found) -> int:
     from torch2pypto.translator.engine.regions import Region, _comments  # regions calls this module
 
     if cls.name in {n.id for n in ast.walk(finder.function) if type(n) is ast.Name and type(n.ctx) is not ast.Load} \
@@ -292,6 +315,9 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     module = wrapper_param(finder, params, call.func, MODULE)
     kind = unique_name(cls.name, {p.name for p in params.values()})
     params[f"class {cls.name}"] = Param(kind, "class", cls.name)
+    drop = wrapper_param(finder, params, dropout, MODULE) if dropout is not None else None
+    if drop is not None and drop in (x, residual, module):
+        return 0
 
     def outer(source: str) -> str | None:  # a value of the forward, as the wrapper reads it
         if source == "self" or source.startswith("self."):
@@ -310,18 +336,18 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     derived = _derived(params, inner_params, outer, linear, gated_call is not None)
     linear_first = value.left is not other
     where = f"{finder.function.name}'s residual add in {cls.name}.forward's linear"
-    called = f"{module}({x})"
+    called = f"{drop}({module}({x}))" if drop else f"{module}({x})"
     torch_source = f"return {called} + {residual}\n" if linear_first else f"return {residual} + {called}\n"
-    attempts = [add]
+    attempts = [add]  # a dropout stays the host's (seen through in eval), as the table says
     name = name_of(finder.function.name, f"{cls.name}\n{torch_source}", len(attempts))
     definitions = (*definitions, *epilogue.submodule_definitions(
-        name, where, [p.name for p in params.values()], torch_source, (x, residual, module, kind), inner, linear, linear_first, needs))
+        name, where, [p.name for p in params.values()], torch_source, (x, residual, module, kind), inner, linear, linear_first, needs, drop))
     first, last = statements
     span = finder.lines.span(first)[:2] + finder.lines.span(last)[2:]
     start, end = finder.lines.offset(*span[:2]), finder.lines.offset(*span[2:])
     for a in attempts:
         a.status, a.reason, a.pypto_api = CONVERTED, "", f"{name} (fused)"
-    ops = (f"{cls.name}.forward", "linear", "x + y")
+    ops = (f"{cls.name}.forward", *(["dropout"] if drop else []), "linear", "x + y")
     found.regions.append(Region(finder.path, span, finder.function.name, ops, name, epilogue.kernel_name("add", epilogue.TENSOR, False),
                                 (*params.values(), *derived.values()), ("linear", "add"), None, ((module, kind),),
                                 tuple((p.name, p.source) for p in derived.values())))
@@ -387,10 +413,11 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     if any(n != target and _read_after(finder, n, first, second) for n in (x, residual)):
         return taken
     wrapper, pair_params, _, spec = sub.pair
-    module, cls = sub.params[2], sub.params[3]
+    module, cls, *dropout = sub.params[2:]  # the dropout between the call and the add, if any
     program = built.program
     region_call, region_wrapper = found.edits[edits - 1], found.regions[-2].wrapper
-    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
+    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases,
+                               spec.halves)
     region = prologue_rules.Region(region_wrapper, program, tuple(built.outputs), x)
     called = [p for p in program.params if p.name not in program.derived]
     where = f"{finder.function.name}'s region and {cls.source}.forward"
@@ -400,17 +427,20 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
         definitions = prologue_rules.definitions(inner, where, region, pair)
     except Unfusible:
         return taken
-    if {*(p.name for p in called), *outputs} & {module.name, cls.name}:
+    bound_names = {*(p.name for p in (*program.params, *pair_params)), *outputs, module.name, cls.name}
+    renamed = [dataclasses.replace(d, name=unique_name(d.name, bound_names)) for d in dropout]  # emu3's self.dropout(h) is the region's "dropout"
+    held = [module, cls, *renamed]
+    if {*(p.name for p in called), *outputs} & {p.name for p in held}:
         return taken  # the outer wrapper binds them all
-    params = [*(p.name for p in called), module.name, cls.name]
+    params = [*(p.name for p in called), *(p.name for p in held)]
     own = [r for r, p in zip(sub.read, pair_params) if p.name != spec.x]
     separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
-                f"return {sub.wrapper}({x}, {residual}, {module.name}, {cls.name})\n")
+                f"return {sub.wrapper}({', '.join([x, residual, *(p.name for p in held)])})\n")
     fused = (f"{x}, {residual} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
              f"return {sub.epilogue.format(x=x, residual=residual)}\n")
-    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused)
+    top = prologue_rules.outer(name, where, params, (module.name, cls.name), separate, fused, dropout=renamed[0].name if renamed else None)
     first_region, sub_region = found.regions[-2:]
-    sub_params = [p for p in sub_region.params if p not in sub.params[:2]]  # x and the residual: the region's results
+    sub_params = [dict(zip(dropout, renamed)).get(p, p) for p in sub_region.params if p not in sub.params[:2]]  # x and the residual: the region's results
     if len({p.name for p in (*first_region.params, *sub_params)}) != len(first_region.params) + len(sub_params):
         return taken  # --verify's instances: one name each
     found.regions[-2:] = [dataclasses.replace(
@@ -424,7 +454,7 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
     newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
     new = "".join(f"{c}{newline}{indent}" for c in _comments(segment))
-    found.edits.append((start, end_offset, new + f"{target} = {name}({', '.join([*(p.source for p in called), module.source, cls.source])})"))
+    found.edits.append((start, end_offset, new + f"{target} = {name}({', '.join([*(p.source for p in called), *(p.source for p in held)])})"))
     found.definitions.extend((start, d) for d in (*definitions, top))
     return taken
 
@@ -448,11 +478,11 @@ def _mlp_after(finder, first: ast.stmt, built, found) -> int:
     if target in others or {x, target} & finder.declared or x != target and _read_after(finder, x, first, first):
         return 0
     inlined = _forward_linear(finder, cls)
-    gated_call = found.calls.get(finder.lines.span(inlined[1]["input"])) if inlined is not None else None
+    gated_call = found.calls.get(finder.lines.span(inlined[3])) if inlined is not None else None
     if gated_call is None or cls.name in {n.id for n in ast.walk(finder.function) if type(n) is ast.Name and type(n.ctx) is not ast.Load} \
             | {a.arg for a in ast.walk(finder.function.args) if type(a) is ast.arg}:
         return 0  # no gated pair, or the class's name is a local where it is called
-    linear_attempt, bound, parameter = inlined
+    linear_attempt, bound, parameter, _ = inlined
     program = built.program
     called = [p for p in program.params if p.name not in program.derived]
     params: dict[str, Param] = {p.source: p for p in program.params}
@@ -472,7 +502,8 @@ def _mlp_after(finder, first: ast.stmt, built, found) -> int:
     if None in read or linear[0] is None:
         return 0
     region_wrapper = found.regions[-1].wrapper
-    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases)
+    pair = prologue_rules.Pair(wrapper, tuple(p.name for p in pair_params), spec.x, spec.act, spec.activation, spec.weights, spec.biases,
+                               spec.halves)
     where = f"{finder.function.name}'s region and {cls.name}.forward"
     called_site = finder.pending.get(finder.lines.span(call))  # the submodule's call, if a site
     attempts = [*built.attempts, *([called_site] if called_site is not None else [])]

@@ -10,7 +10,9 @@ one half and an activation (:func:`linears.find_activation`) of the other, in ei
 assigned to a name. They become one statement assigning the product's name, a call of a wrapper of
 :mod:`torch2pypto.rules.gated` that takes the one weight (and bias) and hands the gated kernel its
 two halves, views of it (gate the first, as chunk gives it). The projection's and the halves'
-names may be read nowhere else in the function (the product's name may be one of them).
+names may be read nowhere else in the function (the product's name may be one of them). The call
+is recorded (``Fused.calls``, by the product's span) for a submodule epilogue and a prologue of
+the module whose forward this is (:mod:`epilogues`).
 """
 
 from __future__ import annotations
@@ -126,3 +128,4 @@ def _emit(finder, statements, linear, halves, activated, act_found, mul, result,
                                 tuple(op for op in ("linear", kind) if op)))
     found.edits.append((start, end, "".join(f"{c}{newline}{indent}" for c in _comments(finder.text[start:end])) + call))
     found.definitions.extend((start, d) for d in definitions)
+    found.calls[finder.lines.span(statements[2].value)] = (wrapper, tuple(params.values()), definitions, spec)
