@@ -211,7 +211,7 @@ HOW = {
 
 def elementwise_definitions(entry: Entry) -> tuple[Definition, ...]:
     term = entry.fields.term
-    terms, total = f"{entry.op}_kernel", f"{entry.op}_total_kernel"
+    terms, total = f"{entry.op}_kernel", "loss_total_kernel"  # the total: one kernel for every elementwise loss
     body = (
         "cols = input.shape[-1] if input.dim() else 1\n"
         "x, y = input.contiguous().reshape(-1, cols), target.contiguous().reshape(-1, cols)\n"
