@@ -226,6 +226,15 @@ class Held(nn.Module):
 
     def forward(self, x, y):
         return self.loss(x, y)
+
+
+class HeldSquared(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loss = nn.MSELoss(reduction="none")
+
+    def forward(self, x, y):
+        return self.loss(x, y)
 """
 
 
@@ -292,6 +301,11 @@ def test_elementwise_modules(elementwise):
         got = elementwise.Held()(x, y)
     assert sum(count().values()) == 2, dict(count())
     torch.testing.assert_close(got, F.binary_cross_entropy_with_logits(x, y))
+    count = interpreter.counting()
+    with torch.no_grad(), torch2pypto.interpreted(elementwise):
+        got = elementwise.HeldSquared()(x, y)
+    assert sum(count().values()) == 1, dict(count())
+    torch.testing.assert_close(got, F.mse_loss(x, y, reduction="none"))
 
 
 def test_what_the_kernels_do_not_take_runs_torch(elementwise):
