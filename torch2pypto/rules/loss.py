@@ -1,12 +1,14 @@
 """The loss family: each row's or element's loss term and its reduction in kernels.
 
 An entry's ``term`` says which: ``cross_entropy`` (below), or an element's term of two same-shape
-tensors, ``squared_error`` (mse_loss) or ``logistic`` (binary_cross_entropy_with_logits), for which
-:func:`terms_kernel` writes the terms (``reduction="none"``) or each row's FP32 sum, and
-:func:`total_kernel` their sum or mean over the elements.
+tensors, ``squared_error`` (mse_loss) or ``logistic`` (binary_cross_entropy_with_logits). For
+those, the tensors are rows of their last dim read in place: :func:`terms_kernel` writes each
+element's term in FP32 (``reduction="none"``, rounded once to the input's dtype) or each row's
+FP32 sum, and :func:`total_kernel` (one for both) the sum of the rows, or their mean over the
+elements. Their wrappers run torch for weight, pos_weight, size_average / reduce, and tensors of
+another shape (torch broadcasts with a warning, or raises) or dtype (torch promotes).
 
-cross_entropy:
-The logits are [n, classes] rows read in place, the targets [n] int64 read as [n, 1] (PyPTO
+For cross_entropy, the logits are [n, classes] rows read in place, the targets [n] int64 read as [n, 1] (PyPTO
 casts INT64 to FP32 on chip: class indices are exact up to 2^24). A row kernel
 (:func:`rows_kernel`) computes ``logsumexp(row) - row[target]`` in FP32: the logit at the target
 is the row's sum where an arange of the columns equals it, so no gather needs the whole row in a
@@ -204,8 +206,9 @@ ELEMENTWISE_GUARD = (
 HOW = {
     "squared_error": "(input - target)^2 of same-shape tensors in FP32; broadcast shapes (torch warns), weight and "
                      "size_average / reduce run torch",
-    "logistic": "(1 - target) * input + log1p(exp(-|input|)) + max(-input, 0) of same-shape tensors in FP32, as torch; "
-                "weight, pos_weight and size_average / reduce run torch",
+    "logistic": "(1 - target) * input + log1p(exp(-|input|)) + max(-input, 0) of same-shape tensors in FP32, as "
+                "torch's FP32 (BF16 and FP16 rounded once, where torch rounds each step); weight, pos_weight and "
+                "size_average / reduce run torch",
 }
 
 
