@@ -181,6 +181,7 @@ def test_every_module_class_of_the_table_is_tried():
     # test_indexing.py: its input is indices; test_activation.py: a module chosen by its class at run time
     tried_elsewhere = {"torch.nn.Embedding", "transformers.activations.ACT2FN"}
     tried_elsewhere |= {"torch.nn.CrossEntropyLoss"}  # test_loss.py: its target is class indices
+    tried_elsewhere |= {"torch.nn.MSELoss", "torch.nn.BCEWithLogitsLoss"}  # test_loss.py: a call of two tensors
     tried_elsewhere |= {"torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d", "torch.nn.GroupNorm"}  # test_norms.py
     tried = {f"torch.nn.{c.split('(')[0].removeprefix('nn.')}" for c, *_ in [*HELD, *LEFT]}
     assert tried | tried_elsewhere == set(load_table().by_module)
