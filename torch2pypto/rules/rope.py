@@ -25,10 +25,10 @@ from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.tile_program import FP32, ROWS, Output, Program, torch_dtype
 from torch2pypto.rules.widths import needed
 
-RoPE_TAKES = copied("rope", "_rope_takes")
+RoPE_TAKES = copied("rope", "_rope_takes", first="_CUBE_CORES")
 HEADS, ANGLES = "heads", "angles"  # the wrapper's parameter kinds of the heads' view shape and of cos and sin
 # the kernel's own names, which a RoPE program's statements must not assign
-_OWN = {"a", "a_tile", "n", "o", "t", "tiles", "blocks", "r", "i", "h", "valid", "rows", "cols", "k", "k16", "dtype", "projected", "kernel"}
+_OWN = {"a", "a_tile", "n", "o", "t", "tiles", "blocks", "r", "i", "h", "valid", "rows", "cols", "k", "k16", "dtype", "projected", "kernel", "row_tiles", "cube_tasks", "reuse"}
 
 
 class Group:
@@ -58,7 +58,7 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     count = 3
     rotated = len(groups)
     cos, sin = (next(p.name for p in groups[0].rows if groups[0].roles[p.name] == role) for role in ("cos", "sin"))
-    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", "blocks", *dtypes, *promoted]
+    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", "blocks", "row_tiles", *dtypes, *promoted]
     prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
     for j in range(count):
         prelude += (f"n{j}_16 = -(-n{j} // 16) * 16\nk_tiles{j}, n_tiles{j} = _cube_tiles(k16, n{j}_16, dtype, rows)\n"
@@ -70,6 +70,8 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
         prelude += (f"rope_rows{j}, rope_cols{j} = _tile_shape(cols, rows, {buffers}, ({tile_dtypes}), split_cols=True)\n"
                     f"rope_cols{j} = -(-rope_cols{j} // 32) * 32  # tiles' last dim spans 32-byte blocks\n"
                     f"heads{j} = n{j} // cols\n")
+    prelude += ("cube_tasks = row_tiles * sum(-(-n // t[0]) for n, t in ((n0_16, n_tiles0), (n1_16, n_tiles1), (n2_16, n_tiles2)))\n"
+                "reuse = max(1, min(_ROPE_REUSE, cube_tasks // _CUBE_CORES))  # cube tasks of one a tile merged: as many as leave each core one\n")
     params = "a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n"
     params += "".join(f"w{j}: pypto.Tensor([n{j}, k], dtype),\n" for j in range(count))
     params += "".join(f"b{j}: pypto.Tensor([1, n{j}], dtype),\n" for j in range(count)) if bias else ""
@@ -90,13 +92,14 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
             body += (f"b{j}_tile = pypto.view(b{j}, [1, n{j}_16], [0, 0], valid_shape=[1, n{j}])\n"
                      f"if dtype != pypto.DT_FP32:\n    b{j}_tile = pypto.cast(b{j}_tile, pypto.DT_FP32)\n"
                      "projected = pypto.add(projected, b" + str(j) + "_tile)\n")
-        body += "if pypto.DT_FP32 != dtype:  # rounded as torch's linear rounds\n    projected = pypto.cast(projected, dtype)\n"
+        rounded = "if pypto.DT_FP32 != dtype:  # rounded as torch's linear rounds\n    {0} = pypto.cast({0}, dtype)\n"
         if j >= rotated:
-            body += f"pypto.assemble(projected, [r, 0], out{j})\n"
+            body += rounded.format("projected") + f"pypto.assemble(projected, [r, 0], out{j})\n"
             continue
         g = groups[j]
         head = next(p.name for p in g.rows if g.roles[p.name] == "x")
-        inner = f"{head}_tile = pypto.view(projected, [rows, cols], [0, h * cols], valid_shape=valid)\n"
+        # each head rounded on its own: a head's RoPE waits for its columns' cube tasks only
+        inner = f"{head}_tile = pypto.view(projected, [rows, cols], [0, h * cols], valid_shape=valid)\n" + rounded.format(f"{head}_tile")
         shared = {"cos": cos, "sin": sin}  # read once: the first group's tiles
         inner += "".join(f"{p.name}_tile = {shared[g.roles[p.name]]}_tile\n" for p in g.rows
                          if g.roles[p.name] != "x" and p.name != shared[g.roles[p.name]])
@@ -109,10 +112,10 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     ops = " + ".join(dict.fromkeys(op for g in groups for op in g.program.pypto))
     doc = (f"a @ w0.T, a @ w1.T, a @ w2.T{' plus biases' if bias else ''} of one read of a's row tiles, "
            f"then {ops} on each head of the first {rotated} (the rotary embedding), one launch.")
-    jit = "@" + templates.expression(templates.CUBE[0])
+    jit = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False, "cube_l1_reuse_setting": {-1: reuse}})'
     source = templates.kernel_factory(name, ", ".join(factory), doc, prelude, textwrap.indent(params, " " * 8),
                                       textwrap.indent(loop, " " * 8), jit=jit)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated", RoPE_TAKES.name))
 
 
 def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str, str], roles: tuple[str, list[tuple[str, str | None]], str, str, str],
@@ -148,7 +151,7 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
     takes = (f"all(_epilogue_takes({x}, w, b) for w, b in projections) and "
              f"_rope_takes({x}, {cos}, {sin}, {view}, *(w.shape[0] for w, _ in projections))")
     takes = " and ".join([takes, *dict.fromkeys(checks)])
-    factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), _cube_rows(a.shape[0] // blocks), cols, blocks, "
+    factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), rows, cols, blocks, row_tiles, "
                + "".join(f"_PYPTO_ALL_DTYPES[{s}], " for s in [*(symbols[d] for d in dtypes), *promoted]))
     out_dtypes = [torch_dtype(g.program, g.output.value.dtype) for g in groups] + [f"{x}.dtype"] * (3 - len(groups))
     angles = f"{cos}.reshape(-1, cols), {sin}.reshape(-1, cols)"
@@ -161,6 +164,8 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
     body = (f"k, cols = {x}.shape[-1], {cos}.shape[-1]\n" + wrappers.ROWS.format(x=x)
             + "weights = [_kept_contiguous(w) for w, _ in projections]\n"
             + f"blocks = {x}.shape[0] if {cos}.shape[0] != {x}.shape[0] else 1  # [1, S, D] angles: each sequence reads them\n"
+            + "rows = _cube_rows(a.shape[0] // blocks)\n"
+            + "row_tiles = min(blocks * -(-(a.shape[0] // blocks) // rows), _ROPE_REUSE)  # as many as set how far the kernel merges\n"
             + "".join(f"{s} = {symbols[s]}\n" for s in promoted)
             + f"factory = ({factory.rstrip(', ')})\n"
             + f"out = [torch.empty(a.shape[0], w.shape[0], dtype=d, device={x}.device) for w, d in zip(weights, ({', '.join(out_dtypes)}))]\n"

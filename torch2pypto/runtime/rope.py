@@ -4,6 +4,12 @@ import torch
 
 from torch2pypto.runtime.launch import _on_kernel_path
 
+# The cube cores of A2/A3, and at most how many of a row tile's cube tasks (one per projection's
+# n tile) PyPTO merges into one that reads the a tile once. In the cost model at llama-7B's q/k/v
+# (bf16, 48 tasks a row tile), µs merging 1 / 2 / 4 / 8 / PyPTO's default: 64 tokens 82.7 / 81.8 /
+# - / - / 105.1; 2048 tokens 1207.1 / 1098.4 / 1078.8 / 1095.8 / 1183.2.
+_CUBE_CORES, _ROPE_REUSE = 24, 4
+
 
 def _rope_takes(x, cos, sin, view, *widths):
     """Whether the projections of x ([B, S, k]) that are `widths` wide, each viewed as
