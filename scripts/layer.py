@@ -28,15 +28,14 @@ attention; causal attention counted in full, as torch counts it). Launch gaps ar
 only widen a per-op chain's time). Figures only, not a test.
 
 Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), µs:
-  64 tokens:   fused 497.8 (6 launches) against per-op 584.5 (38): 1.17x; layer floor 285.8 (HBM:
-               387 MiB of weights), fused 1.74x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
-               q/k/v with RoPE in its epilogue 118.9 (1 launch; the projections 75.7 and RoPE 20.0
-               apart: the epilogue walks 40 heads one after another), o_proj 47.7; residual add +
-               RMSNorm as the gated kernel's prologue 205.6 (4.0 + 193.1 apart), down + add 94.1;
-               sdpa 28.4 (18.9x its floor).
+  64 tokens:   fused 460.7 (6 launches) against per-op 584.5 (38): 1.27x; layer floor 285.8 (HBM:
+               387 MiB of weights), fused 1.61x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
+               q/k/v with RoPE in its epilogue 81.8 (1 launch; the projections 75.7 and RoPE 20.0
+               apart), o_proj 47.7; residual add + RMSNorm as the gated kernel's prologue 205.6
+               (4.0 + 193.1 apart), down + add 94.1; sdpa 28.4 (18.9x its floor).
   2048 tokens: fused 5334.8 (6 launches) against per-op 8239.3: 1.54x; floor 2536.5 (898 GFLOP at
                the cube peak), fused 2.10x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); q/k/v
-               with RoPE 1080.0 (1073.9 + 393.4 apart), o_proj 419.0, add + RMSNorm + gated 1941.0
+               with RoPE 1078.8 (timed alone; 1073.9 + 393.4 apart), o_proj 419.0, add + RMSNorm + gated 1941.0
                (about 25 + 1924.4 apart), down + add 996.8 (1.8-2.2x floor); causal sdpa 873.3 (4.5x
                its floor, FLOPs counted in full).
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
