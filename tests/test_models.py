@@ -137,11 +137,11 @@ def test_the_criterion_passes_a_near_tie_flip_that_later_layers_grow(tmp_path):
 
 
 def test_the_criterion_fails_a_kernel_that_rounds_toward_zero(translated, tmp_path):
-    """Every kernel result scaled by 1 - 2**-8 before its rounding to bf16: rounded down by half
-    an ulp to one, where truncation rounds down by up to one."""
+    """Every kernel's rounding to its dtype (a result's, a projection's before its epilogue) scaled
+    by 1 - 2**-8 first: rounded down by half an ulp to one, where truncation rounds down by up to one."""
     translation, _ = translated("llama")
-    code, n = re.subn(r"^(\s*)result = pypto\.cast\(result, (\w+)\)$",
-                      r"\1result = pypto.cast(pypto.mul(result, 1 - 2**-8), \2)", translation.code, flags=re.M)
+    code, n = re.subn(r"^(\s*)(\w+) = pypto\.cast\(\2, (\w*dtype)\)$",
+                      r"\1\2 = pypto.cast(pypto.mul(\2, 1 - 2**-8), \3)", translation.code, flags=re.M)
     assert n
     low = models.low_precision("llama", models.load("llama", code, tmp_path / "misrounded"), translation, LAYERS)
     assert not low.ok and sum(low.kernels.values()) > 0, low

@@ -94,6 +94,9 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                     value = eval(given[param.name][0], {"torch": torch, **sampled_names})  # noqa: S307 (the table's own example)
                 elif unknown and not param.required and param.default is not None:
                     value = param.default  # known at run time only (an nn module's attribute): its default
+                elif (literal(bound[param.name]) is Ellipsis and not param.required and param.default is None
+                      and not name and any(param.name in attrs for attrs in entry.modules.values())):
+                    value = None  # a module's optional tensor the examples never pass (a loss's class weights): its default
                 elif unknown and "object" in param.kinds and sampled == "other":
                     value = other  # a dtype carrier known at run time only (x.to(dev_or_dtype)): the dtype, which launches
                 else:
