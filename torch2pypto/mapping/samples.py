@@ -41,6 +41,7 @@ def operand_shape(entry: Entry, name: str, shape, dim: int | None = None) -> tup
 
 
 INDEX_LENGTH = 5  # indices along the dim: more than some sample sizes, fewer than others
+GROUPS = 4  # runs of rows that offsets cut
 
 
 def _along(shape, dim: int | None, entry: Entry, size: int) -> tuple[int, ...]:
@@ -54,6 +55,8 @@ def _along(shape, dim: int | None, entry: Entry, size: int) -> tuple[int, ...]:
 def index_shape(entry: Entry, shape, dim: int | None = None) -> tuple[int, ...]:
     """The shape of the sample index ``i`` into x of ``shape`` (see :class:`Sample`)."""
     kind, dim = entry.sample.index, entry.sample.dim if dim is None else dim
+    if kind == "offsets":
+        return (GROUPS,)
     if kind == "any":
         return (2, INDEX_LENGTH)
     if kind == "row":
@@ -66,9 +69,13 @@ def index_shape(entry: Entry, shape, dim: int | None = None) -> tuple[int, ...]:
 
 def index(entry: Entry, shape, generator: torch.Generator, dim: int | None = None) -> torch.Tensor:
     """An int64 index into x of ``shape`` along ``dim`` (the hint's if None), in range (zeros
-    where x has no such dim: torch raises there); ``unique``: no index twice along dim."""
+    where x has no such dim: torch raises there); ``unique``: no index twice along dim;
+    ``offsets``: the int32 ends of GROUPS runs of that dim."""
     dim = entry.sample.dim if dim is None else dim
     count = shape[dim] if -len(shape) <= dim < len(shape) else 0
+    if entry.sample.index == "offsets":  # sorted cuts, the second run empty
+        cuts = torch.randint(0, count + 1, (GROUPS - 1,), generator=generator).sort().values
+        return torch.cat([cuts[:1], cuts[:1], cuts[2:], torch.tensor([count])]).to(torch.int32)
     target = index_shape(entry, shape, dim)
     if not count:
         return torch.zeros(target, dtype=torch.int64)

@@ -19,6 +19,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     conv,
     cube,
     elementwise,
+    grouped,
     indexing,
     loss,
     movement,

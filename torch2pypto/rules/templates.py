@@ -246,13 +246,17 @@ REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
 def cube_kernel(
     name: str, doc: str, product: Apply, epilogue: Sequence[Apply], *, batched: bool, bias: bool,
     others: Sequence[str] = (), constants: Sequence[str] = (), rounded: bool = False, tail: Sequence[Stmt] = (),
+    grouped: bool = False,
 ) -> Definition:
     """A kernel factory ``name(dtype, out_dtype, k, n, rows, transposed)`` multiplying row tiles of ``a`` by ``b``.
 
     ``a`` is [m, k] with a dynamic m walked in tiles of ``rows`` rows (:data:`CUBE_TILES`: the
     host picks them by m); ``b`` is [k, n] (``transposed``: [n, k], read as b.mT), or
     ``batched``: a stack of them whose count splits ``a``'s rows into equal runs of m rows, one per
-    matrix. ``product`` (the matmul step, ``b_trans=transposed``) computes ``result`` in FP32
+    matrix; ``grouped`` (with ``batched``): the runs are data, ``offs`` ([groups] INT32, a
+    cumulative row count per matrix: grouped_mm's) bounds run j at rows [offs[j-1], offs[j]),
+    read in the kernel as loop bounds (an empty run walks no tile), so the host never reads
+    them. ``product`` (the matmul step, ``b_trans=transposed``) computes ``result`` in FP32
     from ``a_tile`` and ``b_tile``; the ``epilogue`` steps work on it (with ``bias_tile``, [1, n]
     in FP32, given ``bias``) under vector tiles; it is stored as ``out_dtype``. An epilogue may also
     read ``others`` (``<name>_tile``: row tiles of [m, n] inputs of ``dtype``, in FP32) and
@@ -265,6 +269,7 @@ def cube_kernel(
     valid shape is the real k and n.
     """
     params = [tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), tensor("b", "b_shape", "dtype")]
+    params += [tensor("offs", items("pypto.DYNAMIC"), "pypto.DT_INT32")] if grouped else []
     params += [tensor("bias", items("1", "n"), "dtype")] if bias else []
     params += [tensor(o, items("pypto.DYNAMIC", "n"), "dtype") for o in others]
     params.append(tensor("out", items("pypto.DYNAMIC", "n"), "out_dtype"))
@@ -286,7 +291,12 @@ def cube_kernel(
         body += [Assign(f"{o}_tile", pypto("view", o, items("rows", "n16"), items("r", "0"), valid_shape=items("(m - i * rows).min(rows)", "n"))),
                  to_fp32([f"{o}_tile"])]
     body += [*statements(epilogue), *tail, *store, Do(pypto("assemble", "result", items("r", "0"), "out"))]
-    if batched:
+    if grouped:
+        loops = [loop("j", pypto("loop", "offs.shape[0]", name='"groups"'),
+                      Assign("start", "offs[(j - 1).max(0)] * j.min(1)", "where the run before ended (0 for the first)"),
+                      Assign("m", "offs[j] - start"),
+                      row_tiles("m", Assign("r", "start + i * rows"), *body))]
+    elif batched:
         loops = [
             Assign("m", "a.shape[0] // (b.shape[0] // b_rows)", "rows per right matrix"),
             loop("j", pypto("loop", "b.shape[0] // b_rows", name='"matrices"'), row_tiles("m", Assign("r", "j * m + i * rows"), *body)),

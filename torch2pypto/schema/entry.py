@@ -28,7 +28,7 @@ HOST_SIDE = "host-side"  # no kernel by design: views, shape ops, creation, devi
 KINDS = ("Tensor", "Tensors", "Number", "Dims", "DType", "Device", "bool", "int", "str", "object")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "bool", "uint8", "int8", "int16", "int32", "int64")
 DOMAINS = ("real", "positive", "unit", "small", "nonfinite", "distinct")
-INDEX_SAMPLES = ("", "row", "like", "unique", "any", "target")  # sample.index: how an index tensor `i` is shaped
+INDEX_SAMPLES = ("", "row", "like", "unique", "any", "target", "offsets")  # sample.index: how an index tensor `i` is shaped
 _NO_DEFAULT = object()
 
 
@@ -150,7 +150,8 @@ class Sample:
     (index_select, index_add: y then is x with that dim's size the index's), ``like`` x's rank
     (gather), ``unique`` x's rank, no index twice along dim (scatter: y is the index's shape),
     ``any`` a 2-D index of x's rows (embedding), ``target`` x's shape without dim (a loss's
-    class per row).
+    class per row), ``offsets`` int32 ends of GROUPS runs of x's rows, one of them empty
+    (grouped_mm's offs: y and w then stack GROUPS matrices).
     """
 
     domain: str = "real"
