@@ -10,7 +10,10 @@ random config in code (no hub access) and gives the original and the translated 
 weights. The attention runs as transformers runs it by default, ``sdpa``: a modeling file calls
 ``integrations/sdpa_attention.py`` through its attention interface, so that file is translated
 too and the translated model's interface dispatches to it (``--attention eager``: the modeling
-file's own eager code). Then, the translated model under ``torch2pypto.interpreted()``:
+file's own eager code). Likewise an MoE model's experts class, decorated with transformers'
+``use_experts_implementation``, runs ``integrations/moe.py``'s default ``grouped_mm`` forward:
+that file is translated too and the translated model's decorator is its. Then, the translated
+model under ``torch2pypto.interpreted()``:
 
 - training: one FP32 forward and backward with grad on (eval mode: no dropout), the loss being
   the model's own on the token ids as labels; compares the logits, the loss and every
@@ -248,6 +251,8 @@ def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType
     """
     path = folder / "models" / model / modeling_path(model).name
     replaced = {f"transformers.{name}": translated for name, translated in (layers or {}).items()}
+    if "use_experts_implementation" in code:
+        replaced["transformers.integrations"] = experts_integrations()
     saved = {name: sys.modules[name] for name in replaced}
     try:
         sys.modules.update(replaced)
@@ -262,30 +267,48 @@ def load(model: str, code: str, folder: Path, layers: dict[str, types.ModuleType
     return module
 
 
-@functools.cache
 def sdpa_attention() -> tuple[Translation, types.ModuleType]:
     """transformers' default attention, ``integrations/sdpa_attention.py`` (the modeling files
-    call it through their attention interface), translated and imported as
-    ``transformers.integrations._pypto_sdpa_attention``, once per process."""
-    setup()
-    source = Path(importlib.import_module("transformers.integrations.sdpa_attention").__file__)
-    translation = translate_source(source.read_bytes(), str(source))
-    folder = Path(tempfile.mkdtemp(prefix="torch2pypto-sdpa-"))
-    atexit.register(shutil.rmtree, folder, True)
-    return translation, import_written("transformers.integrations._pypto_sdpa_attention", translation.code, folder / source.name)
+    call it through their attention interface), translated."""
+    return translated_transformers("integrations.sdpa_attention")
+
+
+def loss_utils() -> tuple[Translation, types.ModuleType]:
+    """transformers' losses, ``loss/loss_utils.py`` (a model's ``loss_function`` resolves its loss
+    in LOSS_MAPPING: ForCausalLMLoss, the cross entropy of the shifted labels), translated."""
+    return translated_transformers("loss.loss_utils")
+
+
+def moe() -> tuple[Translation, types.ModuleType]:
+    """transformers' MoE experts implementations, ``integrations/moe.py``: an experts class
+    decorated with its ``use_experts_implementation`` runs ``grouped_mm_experts_forward`` by
+    default (the tokens sorted by expert, the experts' matmuls grouped_mm's), translated."""
+    return translated_transformers("integrations.moe")
 
 
 @functools.cache
-def loss_utils() -> tuple[Translation, types.ModuleType]:
-    """transformers' losses, ``loss/loss_utils.py`` (a model's ``loss_function`` resolves its loss
-    in LOSS_MAPPING: ForCausalLMLoss, the cross entropy of the shifted labels), translated and
-    imported as ``transformers.loss._pypto_loss_utils``, once per process."""
+def translated_transformers(name: str) -> tuple[Translation, types.ModuleType]:
+    """transformers' module `name` (``integrations.sdpa_attention``) translated and imported in
+    its package as ``_pypto_<module>`` (its relative imports resolve), once per process."""
     setup()
-    source = Path(importlib.import_module("transformers.loss.loss_utils").__file__)
+    source = Path(importlib.import_module(f"transformers.{name}").__file__)
     translation = translate_source(source.read_bytes(), str(source))
-    folder = Path(tempfile.mkdtemp(prefix="torch2pypto-loss-"))
+    folder = Path(tempfile.mkdtemp(prefix="torch2pypto-integration-"))
     atexit.register(shutil.rmtree, folder, True)
-    return translation, import_written("transformers.loss._pypto_loss_utils", translation.code, folder / source.name)
+    package, _, module = f"transformers.{name}".rpartition(".")
+    return translation, import_written(f"{package}._pypto_{module}", translation.code, folder / source.name)
+
+
+def experts_integrations() -> types.ModuleType:
+    """``transformers.integrations`` as a modeling file that decorates its experts class with
+    ``use_experts_implementation`` imports it: that decorator the translated :func:`moe`'s, whose
+    experts interface dispatches ``grouped_mm`` (transformers' default) to the translated forward."""
+    original = importlib.import_module("transformers.integrations")
+    proxy = types.ModuleType(original.__name__)
+    proxy.__path__ = original.__path__
+    proxy.__getattr__ = functools.partial(getattr, original)
+    proxy.use_experts_implementation = moe()[1].use_experts_implementation
+    return proxy
 
 
 def translated_loss(model: torch.nn.Module):
@@ -307,14 +330,15 @@ def import_written(name: str, code: str, path: Path) -> types.ModuleType:
 
 def running(module: types.ModuleType) -> list[types.ModuleType]:
     """The translated modules a translated model runs: its modeling module, the translated
-    attention its interface dispatches to, the translated losses and its layer modules."""
-    return [module, sdpa_attention()[1], loss_utils()[1], *KERNEL_MODULES.get(module.__name__, ())]
+    attention its interface dispatches to, the translated losses and MoE experts, and its layer
+    modules."""
+    return [module, sdpa_attention()[1], loss_utils()[1], moe()[1], *KERNEL_MODULES.get(module.__name__, ())]
 
 
 def wrappers_of(module: types.ModuleType, translation: Translation) -> dict[types.ModuleType, set[str]]:
     """The wrappers each translated module the model runs calls (`translation`: the modeling file's)."""
-    attention, attention_module = sdpa_attention()
-    return {module: wrapper_names(translation), attention_module: wrapper_names(attention)}
+    return {module: wrapper_names(translation),
+            **{m: wrapper_names(t) for t, m in (sdpa_attention(), moe())}}
 
 
 def wrapper_names(translation: Translation) -> set[str]:

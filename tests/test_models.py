@@ -45,8 +45,9 @@ DECODERS = ["llama", "qwen3", "gemma3", "mistral", "qwen3_moe", "phi3"]
 # for q and k there), attention one kernel, the residual add after attention and the norm after it
 # the gated MLP kernel's prologue (gemma3: the norm after the MLP, and its add, a kernel), the
 # residual add after the MLP down_proj's epilogue (phi3's through its dropout); the DynamicCache's
-# cats of keys and values are launches too (2 a layer)
-LAUNCHES = {"llama": 8, "qwen3": 11, "gemma3": 12, "mistral": 8, "qwen3_moe": 15, "phi3": 9}
+# cats of keys and values are launches too (2 a layer); qwen3_moe's experts (integrations/moe.py,
+# translated) launch their two grouped matmuls and the sort's cast, the weighted sum and the cast back
+LAUNCHES = {"llama": 8, "qwen3": 11, "gemma3": 12, "mistral": 8, "qwen3_moe": 19, "phi3": 9}
 
 
 @pytest.mark.parametrize("model", DECODERS)
@@ -75,6 +76,21 @@ def test_the_cache_and_the_ids_leave_no_cat_or_cast_to_torch(model, translated):
     original, left = low.torch_ops
     assert original.ops["cat"] >= 2 and original.ops["_to_copy"] >= 1, original.ops
     assert not {"_to_copy"} & set(left.ops) and left.ops["cat"] <= original.ops["cat"] - 2, left.ops
+
+
+def test_the_moe_experts_matmuls_run_on_grouped_kernels(translated):
+    """qwen3_moe's experts run transformers' default grouped_mm forward (integrations/moe.py,
+    translated): both grouped matmuls of each MoE layer on the grouped kernel, none in torch,
+    in training (its gradients torch's) and in bfloat16."""
+    translation, module = translated("qwen3_moe")
+    training = models.train("qwen3_moe", module, LAYERS)
+    assert training.ok, training
+    low = models.low_precision("qwen3_moe", module, translation, LAYERS)
+    assert low.ok, low
+    for layer in low.per_layer:
+        assert layer["grouped_mm_kernel.kernel"] == 2, layer
+    for original, left in (training.torch_ops, low.torch_ops):
+        assert original.ops["_grouped_mm"] == 2 * LAYERS and "_grouped_mm" not in left.ops, left.ops
 
 
 def test_the_causal_lm_loss_runs_on_kernels(translated):
