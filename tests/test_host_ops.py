@@ -31,6 +31,10 @@ def row_sum(x: torch.Tensor):
     return x.sum(-1)
 
 
+def middle_sum(x: torch.Tensor):
+    return x.sum(dim=1)
+
+
 def softmax(x: torch.Tensor):
     return F.softmax(x, dim=-1)
 
@@ -184,6 +188,22 @@ def test_a_whole_tile_kernel_reads_fewer_rows_than_a_tile_without_padding(module
 
 def test_a_row_reduction_of_aligned_rows_copies_nothing(modules):
     assert host(modules, "row_sum", sample(3, 5, 64)) == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(7, 2, 64), (3, 5, 2, 16), (5, 16, 32)])
+def test_a_sum_over_a_middle_dim_adds_its_runs_in_place(modules, dtype, shape):
+    """integrations/moe.py's weighted experts' outputs [tokens, top_k, hidden] summed over top_k:
+    no permuted copy of the input, no padding."""
+    launched = interpreter.counting()
+    assert host(modules, "middle_sum", sample(*shape, dtype=dtype)) == {}
+    assert launched() == {"sum_runs_kernel.kernel": 1}
+
+
+def test_a_sum_over_a_middle_dim_of_unaligned_runs_moves_it_last(modules):
+    launched = interpreter.counting()
+    assert host(modules, "middle_sum", sample(3, 5, 7)) == {"clone": 1, "constant_pad_nd": 1}
+    assert launched() == {"sum_kernel.kernel": 1}
 
 
 def test_a_row_reduction_pads_only_rows_that_are_not_32_byte_aligned(modules):

@@ -31,6 +31,7 @@ from typing import Literal, Mapping
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition, per_entry
+from torch2pypto.rules.kernel_ir import Assign, Do, call, items, loop, pypto
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.rules.tile_program import Operand
@@ -257,13 +258,54 @@ def definitions(entry: Entry, values: bool = False) -> tuple[Definition, ...]:
         f"return {result}\n"
     )
     how = f"{_how(entry)} over the reduced dims moved last{fp32}"
+    if _sums_runs(entry):  # one middle dim: the input read in place, its runs added
+        body = (f"runs = _reduced_runs({first}, {dim}, {keepdim})\n"
+                "if runs is not None:\n"
+                "    x, count, inner, shape = runs\n"
+                "    out = torch.empty(x.shape[0], inner, dtype=out_dtype, device=x.device)\n"
+                f"    _launch({name}_runs_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], count, inner, _spread_rows(x.shape[0], inner)), x, out)\n"
+                "    return out.reshape(shape)\n" + body)
+        requires += ["_reduced_runs", f"{name}_runs_kernel"]
+        kernels += (_runs_kernel(f"{name}_runs_kernel"),)
+        how += "; over one middle dim, the input's runs along it added in place"
     call_params = params[:1] if values else params
     wrapper = wrappers.wrapper(
         entry, f"pypto_{name}", wrappers.signature(call_params), how, first,
         wrappers.torch_call(entry, torch_params[:1] if values else torch_params), f"({' and '.join(guard)})", body,
         tuple(requires), prologue=prologue,
     )
-    return kernel, *kernels, templates.REDUCTION_ROWS, wrapper
+    return kernel, *kernels, templates.REDUCTION_ROWS, *([templates.REDUCED_RUNS] if _sums_runs(entry) else []), wrapper
+
+
+def _sums_runs(entry: Entry) -> bool:
+    """Whether the entry is a plain sum, which over one middle dim adds that dim's runs in place."""
+    fields = entry.fields
+    return entry.pypto == "sum" and not fields.args and not fields.average and fields.output is None
+
+
+def _runs_kernel(name: str) -> Definition:
+    """The kernel factory of a sum over a middle dim: rows of [rows, runs * inner] tiles, their
+    runs of inner columns added in order, in FP32."""
+    setup, store = templates.casting("result", templates.FP32, "out_dtype")
+
+    def run(j: str) -> Assign:
+        return Assign("run" if j != "0" else "result", pypto("view", "x", items("rows", "inner"), items("r", f"{j} * inner"),
+                                                              valid_shape=items("(n - r).min(rows)", "inner")))
+
+    body = [
+        Assign("r", "i * rows"),
+        Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+        run("0"),
+        templates.to_fp32(["result"]),
+        loop("j", "range(1, runs)", run("j"), templates.to_fp32(["run"]), Assign("result", pypto("add", "result", "run")), comment="unrolled"),
+        *store,
+        Do(pypto("assemble", "result", items("r", "0"), "out")),
+    ]
+    loops = [Assign("n", "x.shape[0]"), templates.row_tiles("n", *body)]
+    prelude = [Assign("rows, tile_cols", call("_tile_shape", "inner", "max_rows", "4", templates.tile_dtypes("dtype", "out_dtype", templates.FP32))), *setup]
+    params = [templates.tensor("x", items("pypto.DYNAMIC", "runs * inner"), "dtype"), templates.tensor("out", items("pypto.DYNAMIC", "inner"), "out_dtype")]
+    doc = "The sum of the runs of inner columns of each row of [rows, runs * inner] tiles, added in order in FP32."
+    return Definition(name, templates.factory(name, ["dtype, out_dtype, runs, inner, max_rows"], doc, prelude, params, loops), ("_tile_shape", "_annotated"))
 
 
 def _norm_kernel(entry: Entry, name: str, norm: str) -> Definition:

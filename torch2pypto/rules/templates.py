@@ -241,6 +241,7 @@ def cast(var: str, src: str, dst: str) -> tuple[str, str]:
 
 
 REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
+REDUCED_RUNS = copied("layout", "_reduced_runs")
 
 
 def cube_kernel(

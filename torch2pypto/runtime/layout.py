@@ -115,6 +115,21 @@ def _reduction_rows(t, dim, keepdim, identity):
     return rows, cols, shape
 
 
+def _reduced_runs(t, dim, keepdim):
+    """A reduction over one middle dim of a contiguous `t` as a kernel reads it in place: (`t` as
+    [outer, runs * inner], runs, inner, the shape torch gives the result); None for other dims
+    (the last, several), layouts or sizes: more than 16 runs (unrolled in the kernel), or inner
+    rows not 32-byte aligned (each run is a column window)."""
+    dims = _reduced_dims(t, dim)
+    if len(dims) != 1 or dims[0] >= t.dim() - 1 or not t.is_contiguous():
+        return None
+    runs, inner = t.shape[dims[0]], math.prod(t.shape[dims[0] + 1:])
+    if not 1 < runs <= 16 or inner * t.element_size() % 32:
+        return None
+    shape = [1 if d == dims[0] else n for d, n in enumerate(t.shape)] if keepdim else [n for d, n in enumerate(t.shape) if d != dims[0]]
+    return t.reshape(-1, runs * inner), runs, inner, shape
+
+
 def _fits_whole_rows(t, dim, buffers):
     """Whether FP32 tiles of whole rows along `dim` (`buffers` of them) fit the unified buffer."""
     return (t.shape[dim] if t.dim() else 1) * 4 * buffers <= _UB_BYTES
