@@ -118,13 +118,14 @@ def _reduction_rows(t, dim, keepdim, identity):
 def _reduced_runs(t, dim, keepdim):
     """A reduction over one middle dim of a contiguous `t` as a kernel reads it in place: (`t` as
     [outer, runs * inner], runs, inner, the shape torch gives the result); None for other dims
-    (the last, several), layouts or sizes: more than 16 runs (unrolled in the kernel), or inner
-    rows not 32-byte aligned (each run is a column window)."""
+    (the last, several), layouts or sizes: more than 16 runs (unrolled in the kernel), inner
+    rows not 32-byte aligned (each run is a column window) or wider than 16384 (a row tile's
+    column tiles stay few)."""
     dims = _reduced_dims(t, dim)
     if len(dims) != 1 or dims[0] >= t.dim() - 1 or not t.is_contiguous():
         return None
     runs, inner = t.shape[dims[0]], math.prod(t.shape[dims[0] + 1:])
-    if not 1 < runs <= 16 or inner * t.element_size() % 32:
+    if not 1 < runs <= 16 or inner > 16384 or inner * t.element_size() % 32:
         return None
     shape = [1 if d == dims[0] else n for d, n in enumerate(t.shape)] if keepdim else [n for d, n in enumerate(t.shape) if d != dims[0]]
     return t.reshape(-1, runs * inner), runs, inner, shape
