@@ -81,8 +81,8 @@ def test_the_experts_matmuls_carry_torchs_gradients(module):
 
 @pytest.mark.interpreter
 def test_forms_the_kernel_does_not_take_run_torch(module):
-    """No offs (a batch of matrices), int64 offs and strides torch refuses run torch, which
-    computes or raises as it does."""
+    """No offs (a batch of matrices), int64 or strided offs and strides torch refuses run torch,
+    which computes or raises as it does."""
     x, offs = routed(7, 4, 2, 64, torch.float32)
     w = torch.randn(4, 32, 64)
     launched = counting()
@@ -90,7 +90,9 @@ def test_forms_the_kernel_does_not_take_run_torch(module):
         batched = module.stacked(torch.randn(4, 7, 64), w.transpose(-2, -1).contiguous(), None)
         with pytest.raises(RuntimeError, match="int32"):
             module.experts(x, w, offs.long())
+        strided = module.experts(x, w, torch.stack([offs, offs], 1)[:, 0])
         with pytest.raises(RuntimeError, match="16 bytes"):
             module.experts(torch.randn(x.shape[0], 65)[:, :63], torch.randn(4, 32, 63), offs)
     assert launched() == {}
     assert batched.shape == (4, 7, 32)
+    torch.testing.assert_close(strided, torch._grouped_mm(x, w.transpose(-2, -1), offs=offs))

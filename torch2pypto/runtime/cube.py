@@ -31,7 +31,7 @@ def _cube_takes(a, b, bias=None, rank=None, transposed=False):
 def _grouped_takes(a, b, offs, bias=None, out_dtype=None):
     """Whether a grouped cube kernel computes torch's grouped_mm(a, b, offs=offs): `a` [s, k]
     and a stack `b` [groups, k, n] of one PyPTO dtype on the kernel path, `offs` the groups'
-    cumulative row counts (1-D int32, one per matrix, on a's device), k and n of at most 65535;
+    cumulative row counts (1-D int32, contiguous, one per matrix, on a's device), k and n of at most 65535;
     no bias and no other out_dtype (torch's other forms: 3-D `a`, 2-D `b`, no offs); the strides
     of both multiples of 16 bytes, as torch requires (it raises on others)."""
     if not all(isinstance(t, torch.Tensor) for t in (a, b, offs)) or bias is not None:
@@ -39,6 +39,8 @@ def _grouped_takes(a, b, offs, bias=None, out_dtype=None):
     if out_dtype not in (None, a.dtype) or a.dtype != b.dtype or not _on_kernel_path(a, b):
         return False
     if a.dim() != 2 or b.dim() != 3 or offs.dtype != torch.int32 or offs.shape != b.shape[:1] or offs.device != a.device:
+        return False
+    if not offs.is_contiguous():  # the kernel reads it as it is
         return False
     aligned = all(s == 1 or s * t.element_size() % 16 == 0 for t in (a, b) for s in t.stride())
     return aligned and a.shape[1] == b.shape[1] and max(b.shape[1:]) <= 65535
