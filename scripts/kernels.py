@@ -17,6 +17,17 @@ the vector tiles' change set the cube kernels' pass option and epilogue tile): m
 best: 128 rows (16 at M = 1), k [128, 512], n [256, 256]. Before that change (--quick): 427.5,
 72.4, 429.6 and 72.4 µs. The first guess (128 rows, k [64, 256], n [128, 256]) took 805.4 and
 226.2 µs.
+
+Since then ``_cube_tiles`` gives the operand with fewer rows in L1 its own, longer L1 k tile
+(k [L0, a's L1, b's L1]; this sweep's k tiles set L0 and b's L1). The kernels are bound by the
+GM-to-L1 copies (each core's MTE_IN pipe runs them one after another, ~1400 cycles + bytes / 96
+each in the cost model; the cube pipe is busy a third of the time): PyPTO 0.2.0 copies L1 tiles
+of the L0 tile's m and n whatever the L1 m and n, so only k grows a copy. linear 2048x4096x11008
+by tiles forced on set_cube_tile_shapes (rows, m, k, n): 128, [128, 128], [128, 1024, 512],
+[256, 256] 932.2 µs (generated); [128, 512] 1006.8 (before); k [64, 256] 1290.2; 256 rows, n
+[128, 128] or [128, 256], k [64, 256] 1328.4; 256 rows, m [128, 256], k [64, 256], n [256, 256]
+1288.4; cube_l1_reuse_setting 4 1011.4. 2048x4096x4096 387.4 (before 419.0), 2048x11008x4096
+900.5 (996.1), 64x4096x11008 (64 rows, k [128, 2048, 512]) 75.0 (82.0).
 """
 
 from __future__ import annotations

@@ -28,16 +28,21 @@ attention; causal attention counted in full, as torch counts it). Launch gaps ar
 only widen a per-op chain's time). Figures only, not a test.
 
 Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), µs:
-  64 tokens:   fused 460.7 (6 launches) against per-op 584.5 (38): 1.27x; layer floor 285.8 (HBM:
-               387 MiB of weights), fused 1.61x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
-               q/k/v with RoPE in its epilogue 81.8 (1 launch; the projections 75.7 and RoPE 20.0
-               apart), o_proj 47.7; residual add + RMSNorm as the gated kernel's prologue 205.6
-               (4.0 + 193.1 apart), down + add 94.1; sdpa 28.4 (18.9x its floor).
-  2048 tokens: fused 5334.8 (6 launches) against per-op 8239.3: 1.54x; floor 2536.5 (898 GFLOP at
-               the cube peak), fused 2.10x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); q/k/v
-               with RoPE 1078.8 (timed alone; 1073.9 + 393.4 apart), o_proj 419.0, add + RMSNorm + gated 1941.0
-               (about 25 + 1924.4 apart), down + add 996.8 (1.8-2.2x floor); causal sdpa 873.3 (4.5x
-               its floor, FLOPs counted in full).
+  64 tokens:   fused 415.8 (6 launches) against per-op 540.0 (38): 1.30x; layer floor 285.8 (HBM:
+               387 MiB of weights), fused 1.45x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
+               q/k/v with RoPE in its epilogue 73.1 (1 launch; the projections 3 x 42.9 and RoPE
+               54.2 apart), o_proj 42.9; residual add + RMSNorm as the gated kernel's prologue 185.4
+               (gate and up 75.0 each apart), down + add 82.9; sdpa 28.4 (18.9x its floor).
+  2048 tokens: fused 4961.8 (6 launches) against per-op 7868.3: 1.59x; floor 2536.5 (898 GFLOP at
+               the cube peak), fused 1.96x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); q/k/v
+               with RoPE 990.1 (1.70x its floor; 3 x 387.4 apart), o_proj 387.4 (2.00x), add + RMSNorm
+               + gated 1789.2 (1.71x the two projections' floor; 932.2 each apart), down + add 897.2
+               (1.72x); causal sdpa 873.3 (4.5x its floor, FLOPs counted in full).
+  The cube kernels are bound by their GM-to-L1 copies (each cube core's MTE_IN pipe runs them one
+  after another, ~1400 cycles + bytes / 96 each; the cube pipe is busy about a third of the
+  time): see runtime/tiles.py's _cube_tiles. Before a's longer L1 k tile (commit a4499fa): 64
+  tokens 460.7 (q/k/v+RoPE 81.8, o_proj 47.7, prologue+gated 205.6, down+add 94.1), 2048 tokens
+  5334.8 (1078.8, 419.0, 1941.0, 996.8).
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
   fallbacks. Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha
   87.0 at B1 H8 S512 (0.68x), 1125.8 against 3290.9 at H32 S2048 (0.34x), same HBM floor;

@@ -135,8 +135,9 @@ def test_verify_samples_matmul_operands_with_matching_k():
 
 
 def test_cube_tiles_obey_the_l0_l1_rules_for_every_k_n_and_row_tile():
-    """kernel-rules §4: 0 < L0 <= L1, L1 % L0 == 0, 16-element aligned k and n tiles, within
-    L0A/L0B/L0C/L1; rows per tile a power of two from 16 to 128."""
+    """kernel-rules §4: 0 < L0 <= L1, L1 % L0 == 0 (a's and b's L1 k tiles alike, neither past
+    k), 16-element aligned k and n tiles, within L0A/L0B/L0C/L1; rows per tile a power of two
+    from 16 to 128."""
     import pypto
 
     from torch2pypto.rules.templates import CUBE_TILES
@@ -147,7 +148,8 @@ def test_cube_tiles_obey_the_l0_l1_rules_for_every_k_n_and_row_tile():
     assert [rows_for(m) for m in (1, 16, 17, 100, 128, 2048)] == [16, 16, 32, 128, 128, 128]
     for dtype, size in ((pypto.DT_FP32, 4), (pypto.DT_BF16, 2)):
         for rows, k, n in [(r, k, n) for r in (16, 32, 64, 128) for k in range(16, 4200, 48) for n in (16, 48, 112, 272, 11008)]:
-            (k0, k1), (n0, n1) = tiles(k, n, dtype, rows)
-            assert 0 < k0 <= k1 and k1 % k0 == 0 == k0 % 16 and 0 < n0 <= n1 and n1 % n0 == 0 == n0 % 16
+            (k0, ka, kb), (n0, n1) = tiles(k, n, dtype, rows)
+            assert all(0 < k0 <= k1 <= max(k0, k) and k1 % k0 == 0 for k1 in (ka, kb)) and k0 % 16 == 0
+            assert 0 < n0 <= n1 and n1 % n0 == 0 == n0 % 16
             assert rows * k0 * size <= 64 * 1024 and k0 * n0 * size <= 64 * 1024 and rows * n0 * 4 <= 128 * 1024
-            assert (rows + n1) * k1 * size <= 512 * 1024
+            assert (rows * ka + n1 * kb) * size <= 512 * 1024

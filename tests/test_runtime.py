@@ -270,9 +270,13 @@ def test_tile_shape(cols, max_rows, buffers, dtypes, options, shape):
 
 def test_cube_rows_and_tiles_fit_the_cube_buffers():
     assert [tiles._cube_rows(m) for m in (1, 64, 100, 1000)] == [16, 64, 128, 128]
-    assert tiles._cube_tiles(4096, 4096, pypto.DT_BF16, 128) == ([128, 512], [256, 256])
-    assert tiles._cube_tiles(4096, 4096, pypto.DT_FP32, 128) == ([64, 320], [256, 256])  # L0B, then L1
-    assert tiles._cube_tiles(16, 32, pypto.DT_FP16, 16) == ([16, 16], [32, 32])
+    # a's row tile, the smaller operand in L1, takes the L1 b's leaves: fewer, larger GM copies
+    assert tiles._cube_tiles(4096, 4096, pypto.DT_BF16, 128) == ([128, 1024, 512], [256, 256])
+    assert tiles._cube_tiles(4096, 11008, pypto.DT_BF16, 64) == ([128, 2048, 512], [256, 256])
+    assert tiles._cube_tiles(4096, 11008, pypto.DT_BF16, 16) == ([128, 4096, 512], [256, 256])  # up to k
+    assert tiles._cube_tiles(512, 128, pypto.DT_BF16, 512) == ([64, 384, 384], [64, 128])  # b's n tile the smaller
+    assert tiles._cube_tiles(4096, 4096, pypto.DT_FP32, 128) == ([64, 320, 320], [256, 256])  # L0B, then L1
+    assert tiles._cube_tiles(16, 32, pypto.DT_FP16, 16) == ([16, 16, 16], [32, 32])
 
 
 # ---- operands: whether a kernel takes a call's operands, and as what

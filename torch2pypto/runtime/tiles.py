@@ -64,9 +64,12 @@ def _cube_rows(m):
 
 
 def _cube_tiles(k, n, dtype, rows):
-    """The [L0, L1] k and n cube tiles of a [rows, k] x [k, n] product (k and n multiples of
-    16): the defaults cut to k and n, L0 shrunk in 16s to fit L0A/L0B/L0C, L1 a multiple of L0
-    within L1."""
+    """The k tiles [L0, a's L1, b's L1] and n tiles [L0, L1] of a [rows, k] x [k, n] product (k
+    and n multiples of 16): the defaults cut to k and n, L0 shrunk in 16s to fit L0A/L0B/L0C, L1
+    a multiple of L0 within L1. The operand with fewer rows in L1 (a's row tile, or b's n tile)
+    then takes the L1 the other leaves, in multiples of its k tile up to k: PyPTO copies each L1
+    tile from GM one after another at a fixed cost besides its bytes (in its cost model about
+    1400 cycles + bytes / 96 per copy, the cube kernels' bound), so fewer, larger copies win."""
     size = 4 if dtype == pypto.DT_FP32 else 2
     k0, n0 = min(_CUBE_K[0], k), min(_CUBE_N[0], n)
     while n0 > 16 and rows * n0 * 4 > _L0C_BYTES:
@@ -76,4 +79,6 @@ def _cube_tiles(k, n, dtype, rows):
     k1, n1 = k0 * max(1, min(_CUBE_K[1], k) // k0), n0 * max(1, min(_CUBE_N[1], n) // n0)
     while k1 > k0 and (rows + n1) * k1 * size > _L1_BYTES:
         k1 -= k0
-    return [k0, k1], [n0, n1]
+    small, large = sorted((rows, n1))
+    wide = k1 * max(1, min(k // k1, (_L1_BYTES // size - large * k1) // (small * k1)))
+    return [k0, wide, k1] if rows <= n1 else [k0, k1, wide], [n0, n1]
