@@ -102,6 +102,9 @@ class Fused:
     # a module function's grouped region (id of the function -> its statements and Grouped), for a
     # caller that composes its groups into a projection's epilogue (siblings' RoPE)
     grouped: dict = dataclasses.field(default_factory=dict)
+    # a method's region that returns its result (id of the method -> its statements and Built), for
+    # a caller that composes its program into a projection's epilogue (siblings' per-head norm)
+    returned: dict = dataclasses.field(default_factory=dict)
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -501,6 +504,8 @@ class Finder:
                 found.grouped[id(self.function)] = (statements, built)
         else:
             defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
+            if self.owner is not None and not inline and built.returned is not None:
+                found.returned[id(self.function)] = (statements, built)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
