@@ -105,6 +105,8 @@ class Fused:
     # a method's region that returns its result (id of the method -> its statements and Built), for
     # a caller that composes its program into a projection's epilogue (siblings' per-head norm)
     returned: dict = dataclasses.field(default_factory=dict)
+    # finds a function's regions before its turn, once (siblings: a norm's forward defined after its caller)
+    ahead: object = None
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -122,12 +124,22 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     for name, load in (elsewhere or {}).items():
         helpers[name] = functools.partial(_loaded, load, contexts)
     spans = sorted(pending)  # the pending spans in source order, a site no longer pending left out where read
-    for function in _functions(tree):
+    functions = list(_functions(tree))
+    left = {id(f) for f in functions}
+
+    def run(function) -> None:
+        if id(function) not in left:
+            return
+        left.remove(id(function))
         finder = Finder(sites, pending, lines, text, function)
         finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
         finder.contexts, finder.at, finder.spans = contexts, at, spans
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
+
+    found.ahead = run
+    for function in functions:
+        run(function)
     return found
 
 

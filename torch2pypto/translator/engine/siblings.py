@@ -212,6 +212,7 @@ def _head_norm(finder, func: ast.Attribute, found):
     forward = inference.method(cls, "forward") if cls is not None else None
     if forward is None or inference.method(cls, "__call__") is not None or cls.name in locals_of(finder.function):
         return None
+    found.ahead(forward)  # its regions found, if not yet
     statements, built = found.returned.get(id(forward), ((), None))
     arguments = forward.args
     if built is None or arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs or len(arguments.args) != 2:
