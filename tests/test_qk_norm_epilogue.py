@@ -41,6 +41,30 @@ QWEN3 = (ATTENTION.replace("\n\ndef rotate_half", NORM + "\n\ndef rotate_half")
          .replace("self.k_proj(hidden_states).view(hidden_shape).transpose", "self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose"))
 
 
+GEMMA3_NORM = """
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+"""
+
+# gemma3's: the norms as statements of their own after the heads' views, x * (1 + w) in FP32
+GEMMA3 = (QWEN3.replace(NORM, GEMMA3_NORM)
+          .replace("self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose", "self.q_proj(hidden_states).view(hidden_shape).transpose")
+          .replace("self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose", "self.k_proj(hidden_states).view(hidden_shape).transpose")
+          .replace("\n\n        cos, sin", "\n\n        query_states = self.q_norm(query_states)\n        key_states = self.k_norm(key_states)\n\n        cos, sin"))
+
+
 def kernel_of(translation):
     [region] = [r for r in translation.regions if r.function == "forward" and r.kernel.startswith("fused_forward_")
                 and "linear" in r.ops]
@@ -51,7 +75,7 @@ def kernel_of(translation):
 AFTER = QWEN3.replace(NORM, "") + NORM
 
 
-@pytest.mark.parametrize("code", [QWEN3, AFTER])
+@pytest.mark.parametrize("code", [QWEN3, AFTER, GEMMA3])
 def test_norms_projections_and_rope_are_one_call(code):
     translation = translated(code)
     region = kernel_of(translation)
@@ -67,10 +91,13 @@ def test_norms_projections_and_rope_are_one_call(code):
     ("        input_dtype = hidden_states.dtype\n", "        input_dtype = hidden_states.dtype\n        print(input_dtype)\n"),  # another forward
     ("        return self.weight * hidden_states.to(input_dtype)", "        return self.weight * hidden_states.to(input_dtype), variance"),
     ("self.v_proj(hidden_states).view(hidden_shape)", "self.q_norm(self.v_proj(hidden_states).view(hidden_shape))"),  # v's heads normed
+    ("        key_states = self.k_norm(key_states)\n", "", GEMMA3),  # gemma3's, no norm of k's heads
+    ("self.k_norm(key_states)", "self.k_norm(query_states)", GEMMA3),
 ])
 def test_what_is_no_norm_epilogue_stays_as_today(change):
-    code = QWEN3.replace(*change)
-    assert code != QWEN3
+    base = change[2] if len(change) > 2 else QWEN3
+    code = base.replace(*change[:2])
+    assert code != base
     kernels = [r.kernel for r in translated(code).regions if r.function == "forward" and "linear" in r.ops]
     assert kernels == ["linears_3_kernel"], kernels
 
@@ -79,8 +106,8 @@ def test_what_is_no_norm_epilogue_stays_as_today(change):
 CASES = ((1, 1, 64, 4, 2, 64, 1), (2, 7, 48, 4, 2, 64, 2), (2, 5, 64, 2, 1, 128, 1))
 
 
-def _models(translation, dtype, bias, hidden, heads, kv_heads, head_dim):
-    mod, reference = module(translation.code), original(QWEN3)
+def _models(code, translation, dtype, bias, hidden, heads, kv_heads, head_dim):
+    mod, reference = module(translation.code), original(code)
     model = mod.Attention(hidden, heads, kv_heads, head_dim, bias)
     expected = reference["Attention"](hidden, heads, kv_heads, head_dim, bias)
     with torch.no_grad():  # gammas apart from 1, as trained ones are
@@ -92,13 +119,14 @@ def _models(translation, dtype, bias, hidden, heads, kv_heads, head_dim):
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("code", [QWEN3, GEMMA3], ids=["qwen3", "gemma3"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_one_launch_matches_torch(dtype):
-    translation = translated(QWEN3)
+def test_one_launch_matches_torch(dtype, code):
+    translation = translated(code)
     kernel = kernel_of(translation).kernel
     for bias, (batch, seq, hidden, heads, kv_heads, head_dim, angled) in zip((False, True, False), CASES):
         torch.manual_seed(seq)
-        mod, model, expected = _models(translation, dtype, bias, hidden, heads, kv_heads, head_dim)
+        mod, model, expected = _models(code, translation, dtype, bias, hidden, heads, kv_heads, head_dim)
         x = (torch.randn(batch, seq, hidden) * 3).to(dtype)
         rotary = angles(angled, seq, head_dim, dtype)
         ran = counting()
@@ -117,10 +145,11 @@ def test_one_launch_matches_torch(dtype):
 
 
 @pytest.mark.interpreter
-def test_keeps_torch_gradients():
-    translation = translated(QWEN3)
+@pytest.mark.parametrize("code", [QWEN3, GEMMA3], ids=["qwen3", "gemma3"])
+def test_keeps_torch_gradients(code):
+    translation = translated(code)
     torch.manual_seed(0)
-    mod, model, expected = _models(translation, torch.float32, True, 64, 4, 2, 64)
+    mod, model, expected = _models(code, translation, torch.float32, True, 64, 4, 2, 64)
     x = torch.randn(2, 5, 64, requires_grad=True)
     rotary = angles(2, 5, 64, torch.float32)
     ran = counting()
@@ -141,7 +170,7 @@ def test_a_norm_call_of_more_than_its_forward_runs_as_today():
     the hook run), then RoPE's, as without the epilogue."""
     translation = translated(QWEN3)
     torch.manual_seed(0)
-    mod, model, expected = _models(translation, torch.float32, False, 64, 4, 2, 64)
+    mod, model, expected = _models(QWEN3, translation, torch.float32, False, 64, 4, 2, 64)
     for m in (model, expected):
         m.k_norm.register_forward_hook(lambda _, __, out: out * 2)
     x = torch.randn(2, 7, 64)

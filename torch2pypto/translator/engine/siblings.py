@@ -160,11 +160,18 @@ def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> 
     if norms[2] is not None or (norms[0] is None) != (norms[1] is None):
         return 0  # a norm of q's heads and one of k's, or none
     reads = {view, *(_root(v) for _, b, _ in group for v in b.values() if v is not None)}
-    for j in range(i + 3, min(i + 3 + _BETWEEN + 1, len(statements))):
+    after = {}  # gemma3's norms as statements of their own: q's and k's index -> (statement, the norm)
+    for j in range(i + 3, min(i + 3 + _BETWEEN + 3, len(statements))):
         statement = statements[j]
         call = _rope_call(finder, statement, names)
         if call is not None:
             break
+        own = _normed(statement, names[:2])
+        if own is not None and own[0] not in after and norms[0] is None:
+            after[own[0]] = (statement, own[1])
+            continue
+        if j - i - 3 - len(after) >= _BETWEEN:
+            return 0
         if type(statement) is not ast.Assign or type(statement.value) is not ast.Name or statement.value.id in names:
             return 0
         if not all(type(n) in (ast.Name, ast.Tuple, ast.Store) for t in statement.targets for n in ast.walk(t)):
@@ -174,6 +181,10 @@ def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> 
     else:
         return 0
     helper, cos, sin = call
+    if after:
+        if len(after) != 2:
+            return 0
+        norms = [after[0][1], after[1][1], None]
     normed = [] if norms[0] is None else [_head_norm(finder, m, found) for m in norms[:2]]
     if None in normed:
         return 0
@@ -181,7 +192,8 @@ def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> 
     if groups is None or {cos, sin} & (set(names) | reads) or cos == sin:
         return 0
     modules = [(m, cls) for m, (cls, _) in zip(norms, normed)]
-    return _emit_rotated(finder, statements[i : i + 3], statement, group, names, view, call, groups, modules, found) and j + 1 - i
+    later = [s for s, _ in sorted(after.values(), key=lambda a: a[0].lineno)]
+    return _emit_rotated(finder, statements[i : i + 3], later, statement, group, names, view, call, groups, modules, found) and j + 1 - i
 
 
 def _heads(statement: ast.stmt, node: ast.expr) -> tuple[str, str, ast.expr | None] | None:
@@ -201,6 +213,17 @@ def _heads(statement: ast.stmt, node: ast.expr) -> tuple[str, str, ast.expr | No
             and not inner.keywords and len(inner.args) == 1 and type(inner.args[0]) is ast.Name):
         return None
     return statement.targets[0].id, inner.args[0].id, norm
+
+
+def _normed(statement: ast.stmt, names: list[str]):
+    """(the index in ``names``, the norm) of ``name = self.norm(name)``, else None."""
+    value = statement.value if type(statement) is ast.Assign and len(statement.targets) == 1 else None
+    target = statement.targets[0] if value is not None else None
+    if not (type(target) is ast.Name and target.id in names and type(value) is ast.Call and type(value.func) is ast.Attribute
+            and type(value.func.value) is ast.Name and value.func.value.id == "self" and not value.keywords
+            and [type(a) is ast.Name and a.id for a in value.args] == [target.id]):
+        return None
+    return names.index(target.id), value.func
 
 
 def _head_norm(finder, func: ast.Attribute, found):
@@ -236,6 +259,8 @@ def _head_norm(finder, func: ast.Attribute, found):
             sources[p.name] = p.source
         elif p.kind == "dtype" and p.source in {s.targets[0].id for s in head}:
             sources[p.name] = "x"
+        elif p.kind == "self":  # its fallback's (gemma3's self._norm): the module
+            sources[p.name] = "self"
         else:
             return None
     if [p.kind for p in program.params if sources[p.name] == "x"].count(ROWS) != 1 or built.outputs[0].value.role != ROWS:
@@ -323,13 +348,16 @@ def _alone(finder, statement: ast.stmt) -> tuple[int, int] | None:
     return line, stop + 1
 
 
-def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call, groups, modules,
-                  found) -> bool:
+def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call,
+                  groups, modules, found) -> bool:
     from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
-    lines = [_alone(finder, s) for s in (*projected, rotary)]
+    lines = [_alone(finder, s) for s in (*projected, *after, rotary)]
     if None in lines:
         return False
+    for k in range(len(lines) - 2, 0, -1):  # removed statements with blank lines between: one removal
+        if lines[k] is not None and finder.text[lines[k - 1][1] : lines[k][0]].strip() == "":
+            lines[k - 1 : k + 1] = [(lines[k - 1][0], lines[k][1])]
     helper, cos, sin = call
     params: dict[str, Param] = {}
     x = wrapper_param(finder, params, group[0][1]["input"], ROWS)
@@ -351,7 +379,11 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
         return False
     view_name, cos_name, sin_name, helper_name = (params[s].name for s in (view, cos, sin, helper.name))
     q, k, v = names
+    rotated = ""
     normed = [f"{m}(" for m, _ in held] + [""] * (3 - len(held))  # each projection's heads: its norm's call, if any
+    if after:  # gemma3's: statements of their own, after the views
+        normed = [""] * 3
+        rotated = "".join(f"{n} = {m}({n})\n" for n, (m, _) in zip(names, held))
     # the fallback: the statements as they translate without the RoPE epilogue (the sibling projections' call)
     linears = ", ".join(f"torch.nn.functional.linear({x}, {w}, {b or 'None'})" for w, b in projections)
     sibling_source = f"return {linears}\n"
@@ -362,7 +394,7 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
     for w, _ in projections:
         results.append(unique_name(w.removesuffix("_weight"), taken))
         taken.add(results[-1])
-    rotated = f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
+    rotated += f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
     unfused = f"{', '.join(results)} = {sibling}({', '.join(own)})\n"
     unfused += "".join(f"{n} = {m}{r}.view({view_name}){')' if m else ''}.transpose(1, 2)\n" for n, r, m in zip(names, results, normed)) + rotated
     torch_source = "".join(f"{n} = {m}torch.nn.functional.linear({x}, {w}, {b or 'None'}).view({view_name}){')' if m else ''}.transpose(1, 2)\n"
