@@ -7,7 +7,9 @@ k). Here each row tile of x ([B * S, k]: a row is a token) is read once and mult
 weight on the cube (FP32 accumulation), plus its bias, rounded to x's dtype as torch's linear
 rounds; on the vector cores each D-wide head of q's and k's tile then runs the RoPE region's own
 tile program (its groups' steps, dtypes and rounding points as that region's kernel has them)
-against the token rows' cos and sin ([B * S, D]), and v is stored as projected. The results are
+against the token rows' cos and sin ([B * S, D]), and v is stored as projected. Where qwen3 and
+gemma3 norm each head first (``self.q_norm``, ``self.k_norm``), the head runs its norm class's
+forward's region program before (:class:`Norm`: its gamma, [1, D], read once a row tile). The results are
 the [B, heads, S, D] views of [B, S, heads * D] rows that torch's statements give. The engine
 (:mod:`torch2pypto.translator.engine.siblings`) finds the pattern and hands over the programs;
 the wrapper runs the statements as written where the operands do not fit, and gives torch's
@@ -261,14 +263,14 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
     grads = f"_with_torch_grads(kernel_path, {fallback.name}, {signature})"
     if normed:  # the fallback reads the norms' vectors from their modules: the kernel path takes them, held
         grads = f"_with_held_grads(kernel_path, {fallback.name}, {signature}, held=({tuple_text(read[v] for v in vectors)}))"
-    ops = " + ".join(dict.fromkeys(op for g in groups for op in g.program.pypto))
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: 3 linears of one read of {x}, the rotary embedding of the first "
-                        f"{len(groups)} in their epilogue.", 92, subsequent_indent="    ")
+    ops = " + ".join(dict.fromkeys(op for g in groups for op in (*(g.norm.program.pypto if g.norm else ()), *g.program.pypto)))
+    doc = textwrap.fill(f"{where} as one PyPTO kernel: 3 linears of one read of {x}, the {'norms and the ' if normed else ''}rotary "
+                        f"embedding of the first {len(groups)} in their epilogue.", 92, subsequent_indent="    ")
     more = textwrap.fill(
         f"Every projection of one read of each row tile of {x} on the cube (FP32 accumulation), plus its bias, rounded "
         f"as torch's linear rounds; then {ops} on each head of q's and k's tiles in torch's dtypes, rounded where torch "
         f"rounds; the results are the [B, heads, S, D] views torch gives. Operands the kernel does not take (other "
-        f"shapes or dtypes, off the NPU) run {unfused.name}; autograd gets the gradients of {fallback.name}.",
+        f"shapes or dtypes, off the NPU{', a norm whose call runs more than its class forward' if normed else ''}) run {unfused.name}; autograd gets the gradients of {fallback.name}.",
         92, initial_indent="    ", subsequent_indent="    ")
     source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
               f"    projections = [{pairs}]\n"

@@ -152,7 +152,11 @@ def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> 
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
 
     The statements between (at most ``_BETWEEN``) only rename (``a, b = name``) what the
-    projections neither read nor assign: the call stands where the rotary embedding stood."""
+    projections neither read nor assign: the call stands where the rotary embedding stood. A norm
+    of each of q's and k's heads, a module whose forward is a recorded region (:func:`_head_norm`),
+    runs in the kernel before their rotary embedding: written around the view (qwen3's
+    ``self.q_norm(self.q_proj(h).view(s)).transpose(1, 2)``) or as statements of their own between
+    (gemma3's ``query_states = self.q_norm(query_states)``)."""
     views = [_heads(statement, node) for (_, _, node), statement in zip(group, statements[i : i + 3])]
     if None in views or len({v for _, v, _ in views}) != 1:
         return 0
@@ -161,7 +165,7 @@ def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> 
         return 0  # a norm of q's heads and one of k's, or none
     reads = {view, *(_root(v) for _, b, _ in group for v in b.values() if v is not None)}
     after = {}  # gemma3's norms as statements of their own: q's and k's index -> (statement, the norm)
-    for j in range(i + 3, min(i + 3 + _BETWEEN + 3, len(statements))):
+    for j in range(i + 3, min(i + 3 + _BETWEEN + 3, len(statements))):  # renames, two norms, the rotary embedding
         statement = statements[j]
         call = _rope_call(finder, statement, names)
         if call is not None:
