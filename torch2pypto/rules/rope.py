@@ -7,7 +7,9 @@ k). Here each row tile of x ([B * S, k]: a row is a token) is read once and mult
 weight on the cube (FP32 accumulation), plus its bias, rounded to x's dtype as torch's linear
 rounds; on the vector cores each D-wide head of q's and k's tile then runs the RoPE region's own
 tile program (its groups' steps, dtypes and rounding points as that region's kernel has them)
-against the token rows' cos and sin ([B * S, D]), and v is stored as projected. The results are
+against the token rows' cos and sin ([B * S, D]), and v is stored as projected. Where qwen3 and
+gemma3 norm each head first (``self.q_norm``, ``self.k_norm``), the head runs its norm class's
+forward's region program before (:class:`Norm`: its gamma, [1, D], read once a row tile). The results are
 the [B, heads, S, D] views of [B, S, heads * D] rows that torch's statements give. The engine
 (:mod:`torch2pypto.translator.engine.siblings`) finds the pattern and hands over the programs;
 the wrapper runs the statements as written where the operands do not fit, and gives torch's
@@ -22,44 +24,105 @@ from typing import Sequence
 
 from torch2pypto.rules import epilogue, templates, wrappers
 from torch2pypto.rules.codegen import Definition, copied
-from torch2pypto.rules.tile_program import FP32, ROWS, Output, Program, torch_dtype
+from torch2pypto.rules.fusion import INLINED, tuple_text
+from torch2pypto.rules.tile_program import FP32, ROWS, VECTOR, Output, Program, torch_dtype
 from torch2pypto.rules.widths import needed
 
 RoPE_TAKES = copied("rope", "_rope_takes", first="_CUBE_CORES")
+NORMS_TAKE = copied("rope", "_norms_take")
 HEADS, ANGLES = "heads", "angles"  # the wrapper's parameter kinds of the heads' view shape and of cos and sin
 # the kernel's own names, which a RoPE program's statements must not assign
 _OWN = {"a", "a_tile", "n", "o", "t", "tiles", "blocks", "r", "i", "h", "valid", "rows", "cols", "k", "k16", "dtype", "projected", "kernel", "row_tiles", "cube_tasks", "reuse"}
 
 
-class Group:
-    """One rotated projection: the RoPE group's program and output, and the role of each of its
-    rows operands (``x``: the projection's head, ``cos``, ``sin``)."""
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 
-    def __init__(self, program: Program, output: Output, roles: dict[str, str]) -> None:
-        self.program, self.output, self.roles = program, output, roles
+
+class Norm:
+    """A norm of each head before its rotary embedding (qwen3's ``self.q_norm``): the program and
+    output of its class's forward's region, and each parameter's source there (the head: ``x``;
+    ``self.weight``, ``self.variance_epsilon``: the module's; a dtype: the head's)."""
+
+    def __init__(self, program: Program, output: Output, sources: dict[str, str]) -> None:
+        self.program, self.output, self.sources = program, output, sources
+        self.head = next(p for p in program.params if sources[p.name] == "x")
+        self.vectors = [p for p in program.params if p.kind == VECTOR]
+        self.numbers = [p for p in program.params if p.kind == "number"]
+
+    def kernel(self, j: int) -> dict[str, str]:
+        """The program's names the kernel holds once per norm (its parameters, their tiles, its
+        dtypes and setup), each prefixed as the ``j``-th group's."""
+        setup = {m.group(1) for s in self.program.setup for m in re.finditer(r"^(\w+) = ", s, re.M)}
+        names = {*(p.name for p in self.program.params), *(f"{p.name}_tile" for p in self.program.params), *setup}
+        return {n: f"norm{j}_{n}" for n in (*names, *(s for s in self.program.symbols if s != FP32))}
+
+    def text(self, j: int, text: str) -> str:
+        """``text`` of the program with its names as the ``j``-th group's kernel holds them."""
+        names = self.kernel(j)
+        return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+
+    def host(self, module: str, x: str, expression: str) -> str:
+        """A host expression of the program's parameters as the wrapper reads them: from
+        ``module`` (the norm) and ``x`` (the projections' input, the heads' dtype)."""
+        read = {p.name: (x if p.kind == ROWS else f"{x}.dtype" if p.kind == "dtype" else module + self.sources[p.name].removeprefix("self"))
+                for p in self.program.params}
+        return _NAME.sub(lambda m: read.get(m.group(0), m.group(0)), expression)
+
+    def symbols(self, j: int, module: str, x: str) -> dict[str, str]:
+        """The kernel's dtype symbols of the norm and their host expressions."""
+        names = self.kernel(j)
+        return {names[s]: self.host(module, x, e) for s, e in self.program.symbols.items() if s != FP32}
+
+    def dtype(self, module: str, x: str) -> str:
+        """The host expression of the norm's result's dtype."""
+        symbol = self.output.value.dtype
+        return self.host(module, x, self.program.symbols.get(symbol) or torch_dtype(self.program, symbol))
+
+
+class Group:
+    """One rotated projection: the RoPE group's program and output, the role of each of its rows
+    operands (``x``: the projection's head, ``cos``, ``sin``), and the norm of each head before
+    it (None: none)."""
+
+    def __init__(self, program: Program, output: Output, roles: dict[str, str], norm: Norm | None = None) -> None:
+        self.program, self.output, self.roles, self.norm = program, output, roles, norm
         self.rows = [p for p in program.params if p.kind == ROWS]
 
     def names(self) -> set[str]:
         """What the group's statements assign, its operands' tiles, cos and sin (kernel parameters), and its dtypes."""
         assigned = {m.group(1) for s in self.program.body for m in re.finditer(r"^\s*(\w+) = ", s, re.M)}
+        return assigned | self.held()
+
+    def held(self) -> set[str]:
+        """The names the kernel holds across a head's steps: the operands' tiles, cos and sin, the
+        dtypes and the setup's, the norm's."""
         angles = {p.name for p in self.rows if self.roles[p.name] != "x"}
-        return assigned | {f"{p.name}_tile" for p in self.rows} | angles | set(self.program.symbols)
+        setup = {m.group(1) for s in self.program.setup for m in re.finditer(r"^(\w+) = ", s, re.M)}
+        return {f"{p.name}_tile" for p in self.rows} | angles | set(self.program.symbols) | setup
+
+    def normed(self) -> set[str]:
+        """What the norm's statements assign: they run before the RoPE group's, which may reuse them."""
+        return {m.group(1) for s in self.norm.program.body for m in re.finditer(r"^\s*(\w+) = ", s, re.M)} if self.norm else set()
 
 
 def fits(groups: Sequence[Group], count: int) -> bool:
     """Whether the groups name nothing the kernel names itself."""
     own = _OWN | {f"{b}{j}{s}" for j in range(count) for b in ("w", "b", "out") for s in ("", "_tile")}
     own |= {f"{b}{j}" for j in range(count) for b in ("n", "k_tiles", "n_tiles", "vec_rows", "vec_cols", "heads", "rope_rows", "rope_cols")}
-    own |= {f"n{j}_16" for j in range(count)}
-    return not any(g.names() & own for g in groups)
+    own |= {f"n{j}_16" for j in range(count)} | {"count"}
+    normed = set().union(*(g.norm.kernel(j).values() for j, g in enumerate(groups) if g.norm))
+    held = set().union(*(g.held() for g in groups)) | normed
+    return not any(g.names() & (own | normed) or g.normed() & (own | held) for g in groups)
 
 
-def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: list[str], bias: bool) -> Definition:
+def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: list[str], numbers: list[str], bias: bool) -> Definition:
     count = 3
     rotated = len(groups)
     cos, sin = (next(p.name for p in groups[0].rows if groups[0].roles[p.name] == role) for role in ("cos", "sin"))
-    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", "blocks", "row_tiles", *dtypes, *promoted]
+    norms = [(j, g.norm) for j, g in enumerate(groups) if g.norm]
+    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", "blocks", "row_tiles", *dtypes, *promoted, *numbers]
     prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
+    prelude += "count = cols  # the real cols a norm's row reduction counts: a head's\n" if norms else ""
     for j in range(count):
         prelude += (f"n{j}_16 = -(-n{j} // 16) * 16\nk_tiles{j}, n_tiles{j} = _cube_tiles(k16, n{j}_16, dtype, rows)\n"
                     f"vec_rows{j}, vec_cols{j} = _tile_shape(n{j}_16, rows, 3, (pypto.DT_FP32,))\n")
@@ -67,7 +130,13 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
         buffers = g.program.buffers([f"{p.name}_tile" for p in g.rows], [g.output.value.text])
         tile_dtypes = ", ".join([*dtypes, *promoted, FP32])
         prelude += "".join(s for s in dict.fromkeys(g.program.setup) if s)
-        prelude += (f"rope_rows{j}, rope_cols{j} = _tile_shape(cols, rows, {buffers}, ({tile_dtypes}), split_cols=True)\n"
+        shape = "split_cols=True"
+        if g.norm:  # its row reduction's tiles span whole heads
+            norm = g.norm.program
+            buffers = max(buffers, norm.buffers([f"{g.norm.head.name}_tile"], [g.norm.output.value.text]))
+            prelude += "".join(g.norm.text(j, s) for s in dict.fromkeys(norm.setup) if s)
+            shape = "whole_rows=True"
+        prelude += (f"rope_rows{j}, rope_cols{j} = _tile_shape(cols, rows, {buffers}, ({tile_dtypes}), {shape})\n"
                     f"rope_cols{j} = -(-rope_cols{j} // 32) * 32  # tiles' last dim spans 32-byte blocks\n"
                     f"heads{j} = n{j} // cols\n")
     prelude += ("cube_tasks = row_tiles * sum(-(-n // t[0]) for n, t in ((n0_16, n_tiles0), (n1_16, n_tiles1), (n2_16, n_tiles2)))\n"
@@ -77,12 +146,15 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     params += "".join(f"b{j}: pypto.Tensor([1, n{j}], dtype),\n" for j in range(count)) if bias else ""
     symbol = {p.name: groups[0].program.dtype_symbol(p) for p in groups[0].rows}
     params += "".join(f"{p}: pypto.Tensor([pypto.DYNAMIC, cols], {symbol[p]}),\n" for p in (cos, sin))
+    vectors = [(norm.text(j, p.name), norm.text(j, norm.program.dtype_symbol(p))) for j, norm in norms for p in norm.vectors]
+    params += "".join(f"{v}: pypto.Tensor([1, cols], {d}),\n" for v, d in vectors)
     outs = [g.output.value.dtype for g in groups] + ["dtype"] * (count - rotated)
     params += "".join(f"out{j}: pypto.Tensor([pypto.DYNAMIC, n{j}], {d}),\n" for j, d in enumerate(outs))
     body = ("o, i = t // tiles, t % tiles\nr = o * n + i * rows\nvalid = [(n - i * rows).min(rows), cols]\n"
             "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[valid[0], k])\n"
             + "".join(f"{p}_tile = pypto.view({p}, [rows, cols], [r if blocks == 1 else i * rows, 0], valid_shape=valid)  # the tokens' angles\n"
-                      for p in (cos, sin)))
+                      for p in (cos, sin))
+            + "".join(f"{v}_tile = pypto.view({v}, [1, cols], [0, 0], valid_shape=[1, cols])  # a norm's, every head's\n" for v, _ in vectors))
     for j in range(count):
         body += (f"pypto.set_cube_tile_shapes([rows, rows], k_tiles{j}, n_tiles{j})\n"
                  f"w{j}_tile = pypto.view(w{j}, [n{j}_16, k16], [0, 0], valid_shape=[n{j}, k])\n"
@@ -99,7 +171,10 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
         g = groups[j]
         head = next(p.name for p in g.rows if g.roles[p.name] == "x")
         # each head rounded on its own: a head's RoPE waits for its columns' cube tasks only
-        inner = f"{head}_tile = pypto.view(projected, [rows, cols], [0, h * cols], valid_shape=valid)\n" + rounded.format(f"{head}_tile")
+        tile = g.norm.text(j, f"{g.norm.head.name}_tile") if g.norm else f"{head}_tile"
+        inner = f"{tile} = pypto.view(projected, [rows, cols], [0, h * cols], valid_shape=valid)\n" + rounded.format(tile)
+        if g.norm:  # the head's norm, its result the rotary embedding's head
+            inner += "".join(g.norm.text(j, s) for s in g.norm.program.body) + f"{head}_tile = {g.norm.text(j, g.norm.output.value.text)}\n"
         shared = {"cos": cos, "sin": sin}  # read once: the first group's tiles
         inner += "".join(f"{p.name}_tile = {shared[g.roles[p.name]]}_tile\n" for p in g.rows
                          if g.roles[p.name] != "x" and p.name != shared[g.roles[p.name]])
@@ -109,9 +184,9 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     loop = ("n = a.shape[0] // blocks  # rows per block: a sequence whose angles all its batch shares, or all rows\n"
             "tiles = (n + rows - 1) // rows\n"
             'for t in pypto.loop(blocks * tiles, name="row_tiles", unroll_list=[1]):\n' + textwrap.indent(body, "    "))
-    ops = " + ".join(dict.fromkeys(op for g in groups for op in g.program.pypto))
+    ops = " + ".join(dict.fromkeys(op for g in groups for op in (*(g.norm.program.pypto if g.norm else ()), *g.program.pypto)))
     doc = (f"a @ w0.T, a @ w1.T, a @ w2.T{' plus biases' if bias else ''} of one read of a's row tiles, "
-           f"then {ops} on each head of the first {rotated} (the rotary embedding), one launch.")
+           f"then {ops} on each head of the first {rotated} ({'its norm, then ' if norms else ''}the rotary embedding), one launch.")
     jit = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False, "cube_l1_reuse_setting": {-1: reuse}})'
     source = templates.kernel_factory(name, ", ".join(factory), doc, prelude, textwrap.indent(params, " " * 8),
                                       textwrap.indent(loop, " " * 8), jit=jit)
@@ -119,13 +194,15 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
 
 
 def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str, str], roles: tuple[str, list[tuple[str, str | None]], str, str, str],
-                groups: Sequence[Group], names: dict[str, str], separate: tuple[Definition, ...]) -> tuple[Definition, ...]:
+                groups: Sequence[Group], names: dict[str, str], separate: tuple[Definition, ...],
+                modules: Sequence[tuple[str, str]] = ()) -> tuple[Definition, ...]:
     """The kernels, the fallbacks and the wrapper. ``sources``: the statements as written (torch's
     gradients) and as they translate without this kernel (``separate``: the definitions of the
     sibling projections' wrapper, the last, which it calls: operands the kernel does not take);
     ``roles``: the parameters holding x, the projections' (weight, bias), the view's shape, cos
-    and sin; ``names``: each RoPE parameter's wrapper expression of its dtype's tensor (q, k: x;
-    cos, sin: theirs)."""
+    and sin; ``names``: each RoPE parameter's wrapper expression of its dtype (q, k: x's, or their
+    norm's result's; cos, sin: theirs); ``modules``: the (norm, its class) parameters of the
+    groups with a norm, in order."""
     x, projections, view, cos, sin = roles
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]
     fallback = wrappers.region_fallback(wrapper, where, params, sources[0], "statements")
@@ -134,27 +211,38 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
                                   f'epilogue."""\n' + textwrap.indent(sources[1], "    "), (separate[-1].name,))
 
     def spelt(text: str) -> str:
-        return re.sub(r"\b(\w+)\.dtype\b", lambda m: f"{names.get(m.group(1), m.group(1))}.dtype", text)
+        return re.sub(r"\b(\w+)\.dtype\b", lambda m: names.get(m.group(1), m.group(0)), text)
 
     symbols: dict[str, str] = {}
     for g in groups:
         for s, expr in g.program.symbols.items():
             if s != FP32:
                 symbols.setdefault(s, spelt(expr))
+    normed = [(j, g.norm, module) for (j, g), module in zip([(j, g) for j, g in enumerate(groups) if g.norm], modules)]
+    read = {}  # the norms' vectors (their wrapper's names) and numbers by their kernel names: what the wrapper reads from the modules
+    for j, norm, (module, _) in normed:
+        symbols |= norm.symbols(j, module, x)
+        read |= {norm.text(j, p.name): norm.host(module, x, p.name) for p in (*norm.vectors, *norm.numbers)}
+    vectors = [n for j, norm, _ in normed for n in (norm.text(j, p.name) for p in norm.vectors)]
+    numbers = [n for j, norm, _ in normed for n in (norm.text(j, p.name) for p in norm.numbers)]
     dtypes = [s for s in symbols if not s.startswith("promoted_dtype")]
     promoted = [s for s in symbols if s.startswith("promoted_dtype")]
     biased = any(b for _, b in projections)
-    kernels = [_kernel(f"{base}{'_bias' if bias else ''}_kernel", groups, dtypes, promoted, bias) for bias in ((False, True) if biased else (False,))]
+    kernels = [_kernel(f"{base}{'_bias' if bias else ''}_kernel", groups, dtypes, promoted, numbers, bias) for bias in ((False, True) if biased else (False,))]
     checks = [spelt(c.replace("cols", f"{cos}.shape[-1]")) for g in groups for c in needed(g.program.checks)]
     checks += [spelt(c) for g in groups for c in g.program.dtype_checks]
     pairs = ", ".join(f"({w}, {b or 'None'})" for w, b in projections)
     takes = (f"all(_epilogue_takes({x}, w, b) for w, b in projections) and "
              f"_rope_takes({x}, {cos}, {sin}, {view}, *(w.shape[0] for w, _ in projections))")
+    if normed:  # each norm module runs its class's forward, its vectors and numbers ones the kernel takes
+        takes = (f"_inlined({', '.join(f'({m}, {c})' for _, _, (m, c) in normed)}) and {takes} and "
+                 f"_norms_take({cos}.shape[-1], ({tuple_text(read[v] for v in vectors)}), ({tuple_text(read[n] for n in numbers)}))")
     takes = " and ".join([takes, *dict.fromkeys(checks)])
     factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), rows, cols, blocks, row_tiles, "
-               + "".join(f"_PYPTO_ALL_DTYPES[{s}], " for s in [*(symbols[d] for d in dtypes), *promoted]))
+               + "".join(f"_PYPTO_ALL_DTYPES[{s}], " for s in [*(symbols[d] for d in dtypes), *promoted])
+               + "".join(f"float({read[n]}), " for n in numbers))
     out_dtypes = [torch_dtype(g.program, g.output.value.dtype) for g in groups] + [f"{x}.dtype"] * (3 - len(groups))
-    angles = f"{cos}.reshape(-1, cols), {sin}.reshape(-1, cols)"
+    angles = ", ".join([f"{cos}.reshape(-1, cols), {sin}.reshape(-1, cols)", *(f"{v}.reshape(1, cols)" for v in vectors)])
     launch = f"_launch({kernels[0].name}(*factory), a, *weights, {angles}, *out)\n"
     if biased:
         launch = (f"if all(b is None for _, b in projections):\n    {launch}else:\n"
@@ -172,21 +260,24 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
             + launch
             + f"return tuple(o.reshape(*{x}.shape[:-1], -1).view({view}).transpose(1, 2) for o in out)\n")
     signature = ", ".join(params)
-    ops = " + ".join(dict.fromkeys(op for g in groups for op in g.program.pypto))
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: 3 linears of one read of {x}, the rotary embedding of the first "
-                        f"{len(groups)} in their epilogue.", 92, subsequent_indent="    ")
+    grads = f"_with_torch_grads(kernel_path, {fallback.name}, {signature})"
+    if normed:  # the fallback reads the norms' vectors from their modules: the kernel path takes them, held
+        grads = f"_with_held_grads(kernel_path, {fallback.name}, {signature}, held=({tuple_text(read[v] for v in vectors)}))"
+    ops = " + ".join(dict.fromkeys(op for g in groups for op in (*(g.norm.program.pypto if g.norm else ()), *g.program.pypto)))
+    doc = textwrap.fill(f"{where} as one PyPTO kernel: 3 linears of one read of {x}, the {'norms and the ' if normed else ''}rotary "
+                        f"embedding of the first {len(groups)} in their epilogue.", 92, subsequent_indent="    ")
     more = textwrap.fill(
         f"Every projection of one read of each row tile of {x} on the cube (FP32 accumulation), plus its bias, rounded "
         f"as torch's linear rounds; then {ops} on each head of q's and k's tiles in torch's dtypes, rounded where torch "
         f"rounds; the results are the [B, heads, S, D] views torch gives. Operands the kernel does not take (other "
-        f"shapes or dtypes, off the NPU) run {unfused.name}; autograd gets the gradients of {fallback.name}.",
+        f"shapes or dtypes, off the NPU{', a norm whose call runs more than its class forward' if normed else ''}) run {unfused.name}; autograd gets the gradients of {fallback.name}.",
         92, initial_indent="    ", subsequent_indent="    ")
     source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
               f"    projections = [{pairs}]\n"
               f"    if not ({takes}):\n        return {unfused.name}({signature})\n"
-              f"\n    def kernel_path({signature}):\n" + textwrap.indent(body, " " * 8)
-              + f"\n    return _with_torch_grads(kernel_path, {fallback.name}, {signature})\n")
-    requires = ("_epilogue_takes", "_rope_takes", "_cube_tiles", "_cube_operands", "_launch", "_with_torch_grads", fallback.name, unfused.name,
-                *(k.name for k in kernels))
-    return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, RoPE_TAKES, *separate, fallback, unfused,
-            Definition(wrapper, source, requires))
+              f"\n    def kernel_path({', '.join([*params, *vectors])}):\n" + textwrap.indent(body, " " * 8)
+              + f"\n    return {grads}\n")
+    requires = ("_epilogue_takes", "_rope_takes", "_cube_tiles", "_cube_operands", "_launch", grads.partition("(")[0], fallback.name, unfused.name,
+                *(["_inlined", "_norms_take"] if normed else []), *(k.name for k in kernels))
+    return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, RoPE_TAKES, *([INLINED, NORMS_TAKE] if normed else []),
+            *separate, fallback, unfused, Definition(wrapper, source, requires))

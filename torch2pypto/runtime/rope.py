@@ -29,3 +29,10 @@ def _rope_takes(x, cos, sin, view, *widths):
     except (RuntimeError, TypeError):
         return False
     return all(n % d == 0 and v.shape == (b, n // d, s, d) for n, v in zip(widths, views))
+
+
+def _norms_take(cols, vectors, numbers):
+    """Whether per-head norms' tensors are [cols] ones (a head's gamma, every head's) of a float
+    dtype on the kernel path, and their numbers ints or floats."""
+    return all(isinstance(v, torch.Tensor) and v.shape == (cols,) and _on_kernel_path(v) for v in vectors) and all(
+        type(n) in (int, float) for n in numbers)

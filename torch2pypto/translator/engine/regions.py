@@ -102,6 +102,11 @@ class Fused:
     # a module function's grouped region (id of the function -> its statements and Grouped), for a
     # caller that composes its groups into a projection's epilogue (siblings' RoPE)
     grouped: dict = dataclasses.field(default_factory=dict)
+    # a method's region that returns its result (id of the method -> its statements and Built), for
+    # a caller that composes its program into a projection's epilogue (siblings' per-head norm)
+    returned: dict = dataclasses.field(default_factory=dict)
+    # finds a function's regions before its turn, once (siblings: a norm's forward defined after its caller)
+    ahead: object = None
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -119,12 +124,22 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     for name, load in (elsewhere or {}).items():
         helpers[name] = functools.partial(_loaded, load, contexts)
     spans = sorted(pending)  # the pending spans in source order, a site no longer pending left out where read
-    for function in _functions(tree):
+    functions = list(_functions(tree))
+    left = {id(f) for f in functions}
+
+    def run(function) -> None:
+        if id(function) not in left:
+            return
+        left.remove(id(function))
         finder = Finder(sites, pending, lines, text, function)
         finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
         finder.contexts, finder.at, finder.spans = contexts, at, spans
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
+
+    found.ahead = run
+    for function in functions:
+        run(function)
     return found
 
 
@@ -501,6 +516,8 @@ class Finder:
                 found.grouped[id(self.function)] = (statements, built)
         else:
             defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
+            if self.owner is not None and not inline and built.returned is not None:
+                found.returned[id(self.function)] = (statements, built)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]

@@ -20,12 +20,14 @@ their statements, as they did: nothing is evaluated before them there.
 from __future__ import annotations
 
 import ast
+import re
 
 from torch2pypto.rules import rope, siblings
 from torch2pypto.rules.fusion import name_of
-from torch2pypto.rules.tile_program import ROWS, Param
+from torch2pypto.rules.tile_program import ROWS, VECTOR, Param
 from torch2pypto.translator.engine.linears import BIAS, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.syntax import is_docstring, locals_of
 
 
 def sibling_linears(finder, statements: list[ast.stmt], i: int, found) -> int:
@@ -150,17 +152,30 @@ def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> 
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
 
     The statements between (at most ``_BETWEEN``) only rename (``a, b = name``) what the
-    projections neither read nor assign: the call stands where the rotary embedding stood."""
+    projections neither read nor assign: the call stands where the rotary embedding stood. A norm
+    of each of q's and k's heads, a module whose forward is a recorded region (:func:`_head_norm`),
+    runs in the kernel before their rotary embedding: written around the view (qwen3's
+    ``self.q_norm(self.q_proj(h).view(s)).transpose(1, 2)``) or as statements of their own between
+    (gemma3's ``query_states = self.q_norm(query_states)``)."""
     views = [_heads(statement, node) for (_, _, node), statement in zip(group, statements[i : i + 3])]
-    if None in views or len({v for _, v in views}) != 1:
+    if None in views or len({v for _, v, _ in views}) != 1:
         return 0
-    names, view = [n for n, _ in views], views[0][1]
+    names, view, norms = [n for n, _, _ in views], views[0][1], [m for _, _, m in views]
+    if norms[2] is not None or (norms[0] is None) != (norms[1] is None):
+        return 0  # a norm of q's heads and one of k's, or none
     reads = {view, *(_root(v) for _, b, _ in group for v in b.values() if v is not None)}
-    for j in range(i + 3, min(i + 3 + _BETWEEN + 1, len(statements))):
+    after = {}  # gemma3's norms as statements of their own: q's and k's index -> (statement, the norm)
+    for j in range(i + 3, min(i + 3 + _BETWEEN + 3, len(statements))):  # renames, two norms, the rotary embedding
         statement = statements[j]
         call = _rope_call(finder, statement, names)
         if call is not None:
             break
+        own = _normed(statement, names[:2])
+        if own is not None and own[0] not in after and norms[0] is None:
+            after[own[0]] = (statement, own[1])
+            continue
+        if j - i - 3 - len(after) >= _BETWEEN:
+            return 0
         if type(statement) is not ast.Assign or type(statement.value) is not ast.Name or statement.value.id in names:
             return 0
         if not all(type(n) in (ast.Name, ast.Tuple, ast.Store) for t in statement.targets for n in ast.walk(t)):
@@ -170,25 +185,91 @@ def _rotated(finder, statements: list[ast.stmt], i: int, group: list, found) -> 
     else:
         return 0
     helper, cos, sin = call
-    groups = _rope_groups(finder, helper, found)
+    if after:
+        if len(after) != 2:
+            return 0
+        norms = [after[0][1], after[1][1], None]
+    normed = [] if norms[0] is None else [_head_norm(finder, m, found) for m in norms[:2]]
+    if None in normed:
+        return 0
+    groups = _rope_groups(finder, helper, found, [n for _, n in normed] or [None, None])
     if groups is None or {cos, sin} & (set(names) | reads) or cos == sin:
         return 0
-    return _emit_rotated(finder, statements[i : i + 3], statement, group, names, view, call, groups, found) and j + 1 - i
+    modules = [(m, cls) for m, (cls, _) in zip(norms, normed)]
+    later = [s for s, _ in sorted(after.values(), key=lambda a: a[0].lineno)]
+    return _emit_rotated(finder, statements[i : i + 3], later, statement, group, names, view, call, groups, modules, found) and j + 1 - i
 
 
-def _heads(statement: ast.stmt, node: ast.expr) -> tuple[str, str] | None:
-    """(target, shape) of ``target = <node>.view(shape).transpose(1, 2)``, else None."""
+def _heads(statement: ast.stmt, node: ast.expr) -> tuple[str, str, ast.expr | None] | None:
+    """(target, shape, None) of ``target = <node>.view(shape).transpose(1, 2)``, (target, shape,
+    the norm) of ``target = self.norm(<node>.view(shape)).transpose(1, 2)``, else None."""
     value = statement.value
     if len(statement.targets) != 1 or type(statement.targets[0]) is not ast.Name:
         return None
     if not (type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr == "transpose" and not value.keywords
             and [type(a) is ast.Constant and a.value for a in value.args] == [1, 2]):
         return None
-    inner = value.func.value
+    inner, norm = value.func.value, None
+    if (type(inner) is ast.Call and type(inner.func) is ast.Attribute and type(inner.func.value) is ast.Name and inner.func.value.id == "self"
+            and len(inner.args) == 1 and not inner.keywords):
+        inner, norm = inner.args[0], inner.func
     if not (type(inner) is ast.Call and type(inner.func) is ast.Attribute and inner.func.attr == "view" and inner.func.value is node
             and not inner.keywords and len(inner.args) == 1 and type(inner.args[0]) is ast.Name):
         return None
-    return statement.targets[0].id, inner.args[0].id
+    return statement.targets[0].id, inner.args[0].id, norm
+
+
+def _normed(statement: ast.stmt, names: list[str]):
+    """(the index in ``names``, the norm) of ``name = self.norm(name)``, else None."""
+    value = statement.value if type(statement) is ast.Assign and len(statement.targets) == 1 else None
+    target = statement.targets[0] if value is not None else None
+    if not (type(target) is ast.Name and target.id in names and type(value) is ast.Call and type(value.func) is ast.Attribute
+            and type(value.func.value) is ast.Name and value.func.value.id == "self" and not value.keywords
+            and [type(a) is ast.Name and a.id for a in value.args] == [target.id]):
+        return None
+    return names.index(target.id), value.func
+
+
+def _head_norm(finder, func: ast.Attribute, found):
+    """(the class, its :class:`rope.Norm`) of ``self.norm``, always an instance of a class of
+    this module whose ``forward(self, x)`` is ``name = x.dtype`` statements, then a region of
+    rows that returns its result (qwen3's RMSNorm); else None."""
+    inference = finder.sites.inference
+    cls = inference.held_class(func)
+    forward = inference.method(cls, "forward") if cls is not None else None
+    if forward is None or inference.method(cls, "__call__") is not None or cls.name in locals_of(finder.function):
+        return None
+    found.ahead(forward)  # its regions found, if not yet
+    statements, built = found.returned.get(id(forward), ((), None))
+    arguments = forward.args
+    if built is None or arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs or len(arguments.args) != 2:
+        return None
+    x = arguments.args[1].arg
+    body = forward.body[1:] if is_docstring(forward.body[0]) else forward.body
+    head = body[: len(body) - len(statements)]
+    if len(head) + len(statements) != len(body) or any(a is not b for a, b in zip(body[len(head):], statements)):
+        return None
+    dtype = ast.dump(ast.parse(f"{x}.dtype", mode="eval").body)
+    if not all(type(s) is ast.Assign and len(s.targets) == 1 and type(s.targets[0]) is ast.Name and ast.dump(s.value) == dtype for s in head):
+        return None
+    program = built.program
+    if program.narrow() or program.indices or program.modules or program.whole or program.checks or program.dtype_checks or program.aliases:
+        return None
+    sources = {}
+    for p in program.params:
+        if p.kind == ROWS and p.source == x:
+            sources[p.name] = "x"
+        elif p.kind in (VECTOR, "number") and re.fullmatch(r"self\.\w+", p.source):
+            sources[p.name] = p.source
+        elif p.kind == "dtype" and p.source in {s.targets[0].id for s in head}:
+            sources[p.name] = "x"
+        elif p.kind == "self":  # its fallback's (gemma3's self._norm): the module
+            sources[p.name] = "self"
+        else:
+            return None
+    if [p.kind for p in program.params if sources[p.name] == "x"].count(ROWS) != 1 or built.outputs[0].value.role != ROWS:
+        return None
+    return cls, rope.Norm(program, built.outputs[0], sources)
 
 
 def _rope_call(finder, statement: ast.stmt, names: list[str]):
@@ -207,10 +288,11 @@ def _rope_call(finder, statement: ast.stmt, names: list[str]):
     return (helper, value.args[2].id, value.args[3].id) if type(helper) is ast.FunctionDef else None
 
 
-def _rope_groups(finder, helper: ast.FunctionDef, found):
+def _rope_groups(finder, helper: ast.FunctionDef, found, norms):
     """The :class:`rope.Group` of q and of k of ``helper``, a function ``(q, k, cos, sin, d=1)``
     whose body is ``cos = cos.unsqueeze(d)``, ``sin = sin.unsqueeze(d)``, one grouped region
-    of a group for q (reading q, cos and sin) and one for k, and ``return q_embed, k_embed``; else None."""
+    of a group for q (reading q, cos and sin) and one for k, and ``return q_embed, k_embed``, each
+    after its ``norms`` one (None: none); else None."""
     recorded = found.grouped.get(id(helper))
     arguments = helper.args
     if recorded is None or arguments.vararg or arguments.kwarg or arguments.posonlyargs or arguments.kwonlyargs:
@@ -235,7 +317,7 @@ def _rope_groups(finder, helper: ast.FunctionDef, found):
     if type(returned) is not ast.Return or ast.dump(returned.value) != ast.dump(ast.parse(f"{outputs[0][0].name}, {outputs[1][0].name}", mode="eval").body):
         return None
     groups = []
-    for b, own in zip(built.groups, (q, k)):
+    for b, own, norm in zip(built.groups, (q, k), norms):
         program = b.program
         if program.reduces or program.whole or program.narrow() or program.indices or program.modules:
             return None
@@ -243,7 +325,7 @@ def _rope_groups(finder, helper: ast.FunctionDef, found):
         rows = [p for p in program.params if p.kind == ROWS]
         if any(p.kind not in (ROWS, "callee") for p in program.params) or sorted(roles.get(p.source, "") for p in rows) != ["cos", "sin", "x"]:
             return None
-        groups.append(rope.Group(program, outputs[len(groups)][0], {p.name: roles[p.source] for p in rows}))
+        groups.append(rope.Group(program, outputs[len(groups)][0], {p.name: roles[p.source] for p in rows}, norm))
     return groups if rope.fits(groups, 3) else None
 
 
@@ -270,12 +352,16 @@ def _alone(finder, statement: ast.stmt) -> tuple[int, int] | None:
     return line, stop + 1
 
 
-def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call, groups, found) -> bool:
+def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call,
+                  groups, modules, found) -> bool:
     from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
-    lines = [_alone(finder, s) for s in (*projected, rotary)]
+    lines = [_alone(finder, s) for s in (*projected, *after, rotary)]
     if None in lines:
         return False
+    for k in range(len(lines) - 2, 0, -1):  # removed statements with blank lines between: one removal
+        if lines[k] is not None and finder.text[lines[k - 1][1] : lines[k][0]].strip() == "":
+            lines[k - 1 : k + 1] = [(lines[k - 1][0], lines[k][1])]
     helper, cos, sin = call
     params: dict[str, Param] = {}
     x = wrapper_param(finder, params, group[0][1]["input"], ROWS)
@@ -286,10 +372,22 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
         name = unique_name(source, taken)
         taken.add(name)
         params[source] = Param(name, kind, source)
+    held = []  # each norm's (module, class) parameters
+    for func, cls in modules:
+        for source, kind in ((source_text(finder, func), "module"), (cls.name, "class")):
+            if source not in params:
+                params[source] = Param(unique_name(source.rpartition(".")[2], taken), kind, source)
+                taken.add(params[source].name)
+        held.append((params[source_text(finder, func)].name, params[cls.name].name))
     if taken & set(names):
         return False
     view_name, cos_name, sin_name, helper_name = (params[s].name for s in (view, cos, sin, helper.name))
     q, k, v = names
+    rotated = ""
+    normed = [f"{m}(" for m, _ in held] + [""] * (3 - len(held))  # each projection's heads: its norm's call, if any
+    if after:  # gemma3's: statements of their own, after the views
+        normed = [""] * 3
+        rotated = "".join(f"{n} = {m}({n})\n" for n, (m, _) in zip(names, held))
     # the fallback: the statements as they translate without the RoPE epilogue (the sibling projections' call)
     linears = ", ".join(f"torch.nn.functional.linear({x}, {w}, {b or 'None'})" for w, b in projections)
     sibling_source = f"return {linears}\n"
@@ -300,26 +398,27 @@ def _emit_rotated(finder, projected: list[ast.stmt], rotary: ast.stmt, group: li
     for w, _ in projections:
         results.append(unique_name(w.removesuffix("_weight"), taken))
         taken.add(results[-1])
-    rotated = f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
+    rotated += f"{q}, {k} = {helper_name}({q}, {k}, {cos_name}, {sin_name})\nreturn {q}, {k}, {v}\n"
     unfused = f"{', '.join(results)} = {sibling}({', '.join(own)})\n"
-    unfused += "".join(f"{n} = {r}.view({view_name}).transpose(1, 2)\n" for n, r in zip(names, results)) + rotated
-    torch_source = "".join(f"{n} = torch.nn.functional.linear({x}, {w}, {b or 'None'}).view({view_name}).transpose(1, 2)\n"
-                           for n, (w, b) in zip(names, projections)) + rotated
+    unfused += "".join(f"{n} = {m}{r}.view({view_name}){')' if m else ''}.transpose(1, 2)\n" for n, r, m in zip(names, results, normed)) + rotated
+    torch_source = "".join(f"{n} = {m}torch.nn.functional.linear({x}, {w}, {b or 'None'}).view({view_name}){')' if m else ''}.transpose(1, 2)\n"
+                           for n, (w, b), m in zip(names, projections, normed)) + rotated
     attempts = [a for a, _, _ in group]
     wrapper = name_of(finder.function.name, torch_source, len(attempts))
     where = f"{finder.function.name}'s projections and {helper.name}"
-    dtype_of = {p.name: x for g in groups for p in g.program.params if g.roles.get(p.name) == "x"}
-    dtype_of |= {p.name: {"cos": cos_name, "sin": sin_name}[g.roles[p.name]] for g in groups for p in g.rows if g.roles[p.name] != "x"}
+    heads = [g.norm.dtype(m, x) if g.norm else f"{x}.dtype" for g, (m, _) in zip(groups, held + [("", "")] * (2 - len(held)))]
+    dtype_of = {p.name: dtype for g, dtype in zip(groups, heads) for p in g.program.params if g.roles.get(p.name) == "x"}
+    dtype_of |= {p.name: f"{ {'cos': cos_name, 'sin': sin_name}[g.roles[p.name]]}.dtype" for g in groups for p in g.rows if g.roles[p.name] != "x"}
     dtype_of |= {alias: dtype_of[name] for g in groups for name, alias in g.program.aliases.items() if name in dtype_of}
     definitions = rope.definitions(wrapper, where, [p.name for p in params.values()], (torch_source, unfused),
-                                   (x, projections, view_name, cos_name, sin_name), groups, dtype_of, separate)
+                                   (x, projections, view_name, cos_name, sin_name), groups, dtype_of, separate, held)
     for a in attempts:
         a.status, a.reason, a.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
         finder.pending.pop(a.span, None)
     span = (*finder.lines.span(projected[0])[:2], *finder.lines.span(rotary)[2:])
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]
     found.regions.append(Region(finder.path, span, finder.function.name, ("linear",) * 3, wrapper, f"{base}_kernel",
-                                tuple(params.values()), ("linear",)))
+                                tuple(params.values()), ("linear",), modules=tuple(held)))
     (first, _), (_, last) = lines[0], lines[-2]
     if finder.text[finder.text.rfind("\n", 0, first - 1) + 1 : first].strip() == "" and finder.text[last : finder.text.find("\n", last) + 1].strip() == "":
         lines[-2] = (lines[-2][0], finder.text.find("\n", last) + 1)  # blank lines around them: one stays
