@@ -4,7 +4,24 @@ import importlib.util
 
 import torch
 
+import torch2pypto
 from torch2pypto import Options, translate_source
+from torch2pypto.mapping.tolerance import region_tolerance
+from torch2pypto.translator.verification.interpreter import counting
+
+GATED_MLP = """\
+class MLP(nn.Module):
+    def __init__(self, hidden_size, intermediate_size, bias):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+        return down_proj
+"""  # llama's MLP: a gated pair, then down_proj
 
 
 def translate(code: str, assume_tensors: bool = False, fuse: bool = True):
@@ -34,3 +51,44 @@ def load(path, code: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def layer_inputs(shape, dtype, grad=False):
+    """A layer's two inputs of ``shape`` (hidden states and residual), the same on every call."""
+    g = torch.Generator().manual_seed(1)
+    return tuple(torch.randn(*shape, generator=g).to(dtype).requires_grad_(grad) for _ in range(2))
+
+
+def region_close(got, expected):
+    """``got`` has ``expected``'s dtype and shape and is close to it: FP32 within the cube's
+    other order of summing k products, other dtypes within the region tolerance."""
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    tolerance = dict(atol=1e-4, rtol=1e-5) if expected.dtype == torch.float32 else dict(zip(("atol", "rtol"), region_tolerance(expected.dtype)))
+    torch.testing.assert_close(got.float(), expected.float(), **tolerance)
+
+
+def run_layers(a, b, module, x):
+    """``a(*x)`` (the original) and ``b(*x)`` under ``interpreted(module)``, without grad:
+    (b's result, a's result, b's launches by kernel)."""
+    with torch.no_grad():
+        expected = a(*x)
+        launched = counting()
+        with torch2pypto.interpreted(module):
+            got = b(*x)
+    return got, expected, launched()
+
+
+def layers_with_grad(runs, shape, dtype, names):
+    """For each (layer, module interpreted or None) of ``runs``: its result on fresh inputs of
+    ``shape`` with grad, the inputs' and parameters' gradients of a loss of it, and ``names`` of
+    its forward's launches."""
+    results = []
+    for layer, interpreted in runs:
+        x = layer_inputs(shape, dtype, grad=True)
+        launched = counting()
+        with torch2pypto.interpreted(*([interpreted] if interpreted else [])):
+            out = layer(*x)
+            forward = names(launched())
+            (out.float().square().sum() + out.float().sum()).backward()
+        results.append(((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())), forward))
+    return results

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import torch2pypto
+from helpers import layer_inputs
 from test_prologue import FUSED, LAYER, _launched, _matches
 from test_submodule_epilogue import MLP
 from test_submodules import translated, twins
@@ -52,11 +53,6 @@ CASES = {"prologue": (PROLOGUE, FUSED), "epilogue": (EPILOGUE, EPILOGUE_LAUNCHES
 PLAIN = {"prologue, chunked, no dropout": (_chunked(LAYER), FUSED), "epilogue, chunked, no dropout": (_chunked(MLP), EPILOGUE_LAUNCHES)}
 SHAPES = [(2, 7, 40), (7, 64), (1, 3, 96)]  # odd token counts; 40 is no multiple of 16
 DTYPES = [torch.float32, torch.bfloat16]
-
-
-def _inputs(shape, dtype, grad=False):
-    g = torch.Generator().manual_seed(1)
-    return tuple(torch.randn(*shape, generator=g).to(dtype).requires_grad_(grad) for _ in range(2))
 
 
 def _layers(case, width, dtype, training, p):
@@ -106,7 +102,7 @@ def test_the_call_passes_the_dropout_to_one_wrapper(chunk):
 @pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
 def test_in_eval_the_dropout_is_seen_through(case, shape, dtype):
     a, b, module, fused = _layers(case, shape[-1], dtype, False, 0.25)
-    x = _inputs(shape, dtype)
+    x = layer_inputs(shape, dtype)
     with torch.no_grad():
         expected, _ = _forward(a, None, x, 0)
         got, launched = _forward(b, module, x, 0)
@@ -121,7 +117,7 @@ def test_in_training_with_p_0_the_kernels_run_and_every_gradient_is_torchs(case,
     a, b, module, fused = _layers(case, 40, dtype, True, 0.0)
     results = []
     for layer, interpreted in ((a, None), (b, module)):
-        x = _inputs((2, 7, 40), dtype, grad=True)
+        x = layer_inputs((2, 7, 40), dtype, grad=True)
         out, launched = _forward(layer, interpreted, x, 0)
         (out.float().square().sum() + out.float().sum()).backward()
         results.append(((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())), launched))
@@ -138,7 +134,7 @@ def test_in_training_with_p_0_the_kernels_run_and_every_gradient_is_torchs(case,
 def test_in_training_with_p_above_0_the_statements_run_as_written(case, dtype):
     """The same seed gives torch's mask: the result is torch's, not the identity's."""
     a, b, module, _ = _layers(case, 40, dtype, True, 0.25)
-    x = _inputs((3, 40), dtype)
+    x = layer_inputs((3, 40), dtype)
     with torch.no_grad():
         expected, _ = _forward(a, None, x, 7)
         got, launched = _forward(b, module, x, 7)

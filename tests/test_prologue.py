@@ -18,11 +18,9 @@ launches for four.
 import pytest
 import torch
 
-import torch2pypto
-from test_submodule_epilogue import _close
+from helpers import GATED_MLP, layer_inputs, layers_with_grad, region_close, run_layers
 from test_submodules import translated, twins
 from torch2pypto import Options, translate_source
-from torch2pypto.translator.verification.interpreter import counting
 
 LAYER = """\
 import torch
@@ -43,18 +41,7 @@ class RMSNorm(nn.Module):
         return self.weight * hidden_states.to(input_dtype)
 
 
-class MLP(nn.Module):
-    def __init__(self, hidden_size, intermediate_size, bias):
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
-        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
-        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
-        self.act_fn = nn.SiLU()
-
-    def forward(self, x):
-        down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
-        return down_proj
-
+""" + GATED_MLP + """
 
 class Layer(nn.Module):
     def __init__(self, hidden_size, bias=False):
@@ -77,11 +64,6 @@ DTYPES = [torch.float32, torch.bfloat16]
 FUSED = {"gated_kernel": 1, "linear_add_tensor_kernel": 1}
 
 
-def _inputs(shape, dtype, grad=False):
-    g = torch.Generator().manual_seed(1)
-    return tuple(torch.randn(*shape, generator=g).to(dtype).requires_grad_(grad) for _ in range(2))
-
-
 def _launched(counter) -> dict[str, int]:
     """Kernels by name, the prologue's (named by its region's digest) as ``gated_kernel``."""
     names = {}
@@ -99,17 +81,13 @@ def _matches(got, expected):
         assert got.dtype == expected.dtype and got.shape == expected.shape
         torch.testing.assert_close(got, expected, atol=2e-6 * expected.abs().max().item(), rtol=1e-5)
     else:
-        _close(got, expected)
+        region_close(got, expected)
 
 
 def _run(a, b, module, x):
-    with torch.no_grad():
-        expected = a(*x)
-        launched = counting()
-        with torch2pypto.interpreted(module):
-            got = b(*x)
+    got, expected, launched = run_layers(a, b, module, x)
     _matches(got, expected)
-    return _launched(launched())
+    return _launched(launched)
 
 
 def test_the_five_statements_are_one_call_of_the_region_and_the_mlp():
@@ -124,7 +102,7 @@ def test_the_five_statements_are_one_call_of_the_region_and_the_mlp():
 @pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
 def test_the_norm_is_the_gated_kernels_prologue(tmp_path, shape, dtype):
     translation, original, module = translated(LAYER, tmp_path)
-    launched = _run(*twins(original, module, shape[-1], dtype), module, _inputs(shape, dtype))
+    launched = _run(*twins(original, module, shape[-1], dtype), module, layer_inputs(shape, dtype))
     assert launched == FUSED, launched  # the region's own kernel, the gated one and down_proj's before: 3
 
 
@@ -133,16 +111,7 @@ def test_the_norm_is_the_gated_kernels_prologue(tmp_path, shape, dtype):
 def test_under_grad_the_kernels_run_and_every_gradient_is_torchs(tmp_path, dtype):
     _, original, module = translated(LAYER, tmp_path)
     a, b = twins(original, module, 40, dtype)
-    results = []
-    for layer, interpreted in ((a, None), (b, module)):
-        x = _inputs((2, 7, 40), dtype, grad=True)
-        launched = counting()
-        with torch2pypto.interpreted(*([interpreted] if interpreted else [])):
-            out = layer(*x)
-            forward = _launched(launched())
-            (out.float().square().sum() + out.float().sum()).backward()
-        results.append(((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())), forward))
-    (expected, _), (got, forward) = results
+    (expected, _), (got, forward) = layers_with_grad(((a, None), (b, module)), (2, 7, 40), dtype, _launched)
     assert forward == FUSED, forward
     assert all(g is not None for g in expected) and len(got) == len(expected) == 7  # x, residual, 3 weights, gamma
     for g, e in zip(got, expected):
@@ -170,7 +139,7 @@ def test_a_call_that_runs_more_than_the_forward_runs_as_written(tmp_path, change
             norm.weight.data.copy_(layer.post_attention_layernorm.weight.data)
             layer.post_attention_layernorm = norm
     try:
-        launched = _run(a, b, module, _inputs((3, 32), torch.float32))
+        launched = _run(a, b, module, layer_inputs((3, 32), torch.float32))
     finally:
         for handle in handles:
             handle.remove()
@@ -184,7 +153,7 @@ def test_biases_run_the_regions_and_the_pairs_own_kernels(tmp_path):
     """The prologue kernel takes no biases: the region's kernel, the biased gated kernel and
     down_proj's, as before."""
     _, original, module = translated(BIASED, tmp_path)
-    launched = _run(*twins(original, module, 32, torch.float32), module, _inputs((2, 5, 32), torch.float32))
+    launched = _run(*twins(original, module, 32, torch.float32), module, layer_inputs((2, 5, 32), torch.float32))
     assert launched.get("gated_silu_bias_kernel") == 1 and launched.get("linear_add_tensor_bias_kernel") == 1, launched
     assert sum(launched.values()) == 3 and "gated_kernel" not in launched, launched
 
@@ -194,7 +163,7 @@ def test_an_activation_of_no_gated_kernel_runs_the_pairs_own_wrapper(tmp_path):
     _, original, module = translated(LAYER, tmp_path)
     a, b = twins(original, module, 32, torch.float32)
     a.mlp.act_fn, b.mlp.act_fn = torch.nn.Tanh(), torch.nn.Tanh()
-    launched = _run(a, b, module, _inputs((3, 32), torch.float32))
+    launched = _run(a, b, module, layer_inputs((3, 32), torch.float32))
     assert "gated_kernel" not in launched and "linear_add_tensor_kernel" in launched, launched
 
 
@@ -241,15 +210,8 @@ def test_without_the_add_the_prologue_kernel_then_the_linear(tmp_path, dtype):
     translation, original, module = translated(NORMED, tmp_path)
     assert "hidden_states, residual = pypto_fused_forward_" in translation.code.split("class Layer")[1]
     a, b = twins(original, module, 40, dtype)
-    assert _no_add(_run(a, b, module, _inputs((2, 7, 40), dtype))) == NO_ADD  # 4 launches before
-    results = []
-    for layer, interpreted in ((a, None), (b, module)):
-        x = _inputs((2, 7, 40), dtype, grad=True)
-        with torch2pypto.interpreted(*([interpreted] if interpreted else [])):
-            out = layer(*x)
-            (out.float().square().sum() + out.float().sum()).backward()
-        results.append((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())))
-    expected, got = results
+    assert _no_add(_run(a, b, module, layer_inputs((2, 7, 40), dtype))) == NO_ADD  # 4 launches before
+    (expected, _), (got, _) = layers_with_grad(((a, None), (b, module)), (2, 7, 40), dtype, _launched)
     assert all(g is not None for g in expected) and len(got) == len(expected) == 8  # x, residual, 3 weights, 2 gammas
     for g, e in zip(got, expected):
         _matches(g, e)
@@ -261,7 +223,7 @@ def test_without_the_add_an_mlp_hook_runs_the_region_then_the_call(tmp_path):
     a, b = twins(original, module, 32, torch.float32)
     handles = [layer.mlp.register_forward_hook(lambda m, args, out: out * 2) for layer in (a, b)]
     try:
-        launched = _run(a, b, module, _inputs((3, 32), torch.float32))
+        launched = _run(a, b, module, layer_inputs((3, 32), torch.float32))
     finally:
         for handle in handles:
             handle.remove()

@@ -13,29 +13,16 @@ statements as written.
 import pytest
 import torch
 
-import torch2pypto
+from helpers import GATED_MLP, layer_inputs, layers_with_grad, region_close, run_layers
 from test_submodules import translated, twins
 from torch2pypto import Options, translate_source
-from torch2pypto.mapping.tolerance import region_tolerance
-from torch2pypto.translator.verification.interpreter import counting
 
 MLP = """\
 import torch
 from torch import nn
 
 
-class MLP(nn.Module):
-    def __init__(self, hidden_size, intermediate_size, bias):
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
-        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=bias)
-        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
-        self.act_fn = nn.SiLU()
-
-    def forward(self, x):
-        down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
-        return down_proj
-
+""" + GATED_MLP + """
 
 class Layer(nn.Module):
     def __init__(self, hidden_size, bias=False):
@@ -53,26 +40,14 @@ SHAPES = [(2, 5, 64), (7, 32), (1, 3, 96)]  # odd token counts
 DTYPES = [torch.float32, torch.bfloat16]
 
 
-def _inputs(shape, dtype, grad=False):
-    g = torch.Generator().manual_seed(1)
-    return tuple(torch.randn(*shape, generator=g).to(dtype).requires_grad_(grad) for _ in range(2))
-
-
-def _close(got, expected):
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    # fp32: the cube sums k products in another order than torch's matmul
-    tolerance = dict(atol=1e-4, rtol=1e-5) if expected.dtype == torch.float32 else dict(zip(("atol", "rtol"), region_tolerance(expected.dtype)))
-    torch.testing.assert_close(got.float(), expected.float(), **tolerance)
+def _names(launched) -> dict[str, int]:
+    return {k.removesuffix(".kernel"): n for k, n in launched.items()}
 
 
 def _run(a, b, module, x):
-    with torch.no_grad():
-        expected = a(*x)
-        launched = counting()
-        with torch2pypto.interpreted(module):
-            got = b(*x)
-    _close(got, expected)
-    return {k.removesuffix(".kernel"): n for k, n in launched().items()}
+    got, expected, launched = run_layers(a, b, module, x)
+    region_close(got, expected)
+    return _names(launched)
 
 
 @pytest.mark.interpreter
@@ -83,7 +58,7 @@ def test_the_residual_add_is_the_down_projections_epilogue(tmp_path, code, shape
     translation, original, module = translated(code, tmp_path)
     assert "hidden_states = pypto_fused_forward_" in translation.code and "(hidden_states, residual, self.mlp, MLP)" in translation.code
     assert "pypto_add" not in translation.code.split("class Layer")[1]
-    launched = _run(*twins(original, module, shape[-1], dtype), module, _inputs(shape, dtype))
+    launched = _run(*twins(original, module, shape[-1], dtype), module, layer_inputs(shape, dtype))
     bias = "_bias" if code is BIASED else ""
     assert launched == {f"gated_silu{bias}_kernel": 1, f"linear_add_tensor{bias}_kernel": 1}, launched
 
@@ -94,21 +69,12 @@ def test_the_residual_add_is_the_down_projections_epilogue(tmp_path, code, shape
 def test_under_grad_the_kernels_run_and_every_gradient_is_torchs(tmp_path, code, dtype):
     _, original, module = translated(code, tmp_path)
     a, b = twins(original, module, 32, dtype)
-    results = []
-    for layer, interpreted in ((a, None), (b, module)):
-        x = _inputs((2, 5, 32), dtype, grad=True)
-        launched = counting()
-        with torch2pypto.interpreted(*([interpreted] if interpreted else [])):
-            out = layer(*x)
-            forward = {k.removesuffix(".kernel"): n for k, n in launched().items()}
-            (out.float().square().sum() + out.float().sum()).backward()
-        results.append(((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())), forward))
-    (expected, _), (got, forward) = results
+    (expected, _), (got, forward) = layers_with_grad(((a, None), (b, module)), (2, 5, 32), dtype, _names)
     bias = "_bias" if code is BIASED else ""
     assert forward == {f"gated_silu{bias}_kernel": 1, f"linear_add_tensor{bias}_kernel": 1}, forward
     assert all(g is not None for g in expected) and len(got) == len(expected) == (9 if code is BIASED else 6)
     for g, e in zip(got, expected):
-        _close(g, e)
+        region_close(g, e)
 
 
 class _Sub(torch.nn.Module):
@@ -133,7 +99,7 @@ def test_a_call_that_runs_more_than_the_forward_runs_the_statements_as_written(t
     if change == "global hook":
         handles.append(torch.nn.modules.module.register_module_forward_hook(lambda m, args, out: seen.append(type(m).__name__)))
     try:
-        launched = _run(a, b, module, _inputs((3, 32), torch.float32))
+        launched = _run(a, b, module, layer_inputs((3, 32), torch.float32))
     finally:
         for handle in handles:
             handle.remove()

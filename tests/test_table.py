@@ -192,13 +192,13 @@ def test_a_composite_recipe_its_family_cannot_honour_is_refused_when_the_table_l
 
 def test_a_recipe_branch_not_taken_adds_no_steps_and_an_absent_weight_drops_its_step():
     table = load_table()
-    from torch2pypto.rules import composite
+    from torch2pypto.rules import recipe
 
     gelu, norm = table.entries["gelu"], table.entries["rms_norm"]
-    tanh = composite.program(gelu, gelu.parts, (("approximate", "tanh"),))
+    tanh = recipe.program(gelu, gelu.parts, (("approximate", "tanh"),))
     assert "relu" not in {a.step.op for a in tanh} and "abs" not in {a.step.op for a in tanh}
-    bare = composite.program(norm, norm.parts, (), frozenset({"weight"}))
-    weighted = composite.program(norm, norm.parts)
+    bare = recipe.program(norm, norm.parts, (), frozenset({"weight"}))
+    weighted = recipe.program(norm, norm.parts)
     assert len(weighted) == len(bare) + 1 and weighted[-1].operands[1] == "weight"
 
 

@@ -154,4 +154,3 @@ PRELUDE = (
     copied("grad", "_HeldGradients"),
     copied("grad", "_with_held_grads"),
 )
-PRELUDE_NAMES = tuple(d.name for d in PRELUDE)

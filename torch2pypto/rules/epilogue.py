@@ -21,7 +21,6 @@ from torch2pypto.schema.entry import Entry
 from torch2pypto.rules.steps import Apply, Step
 
 FP32 = templates.FP32
-OPS = ("add", "sub", "mul", "div")  # pypto's, the linear's result first
 TENSOR, NUMBER = "tensor", "number"  # what the op's other operand is
 
 

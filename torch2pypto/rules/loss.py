@@ -28,7 +28,7 @@ from typing import Literal, Mapping
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.kernel_ir import Assign, Do, items, pypto, when
+from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, items, pypto, when
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.templates import FP32, factory, row_tiles, tensor, tile_dtypes
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -66,6 +66,26 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return wrapped(site, definitions if site.entry.fields.term == "cross_entropy" else elementwise_definitions)
 
 
+# the row kernels' tiles: rows of x [n, cols] from row r, width wide, the real cols valid
+ROW_TILE_SHAPE = Assign("rows, tile_cols", f"_tile_shape(width, max_rows, 6, {tile_dtypes('dtype', FP32)}, whole_rows=True)")
+ROW_VALID = items("(n - r).min(rows)", "cols")
+X_PARAM = tensor("x", items("pypto.DYNAMIC", "cols"), "dtype")
+
+
+def over_rows(*steps: Stmt) -> list[Stmt]:
+    """The loop over the row tiles of ``x``: each tile ``x_tile`` from row ``r``, then ``steps``."""
+    return [
+        Assign("n", "x.shape[0]"),
+        row_tiles(
+            "n",
+            Assign("r", "i * rows"),
+            Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+            Assign("x_tile", pypto("view", "x", items("rows", "width"), items("r", "0"), valid_shape=ROW_VALID)),
+            *steps,
+        ),
+    ]
+
+
 def rows_kernel(name: str) -> Definition:
     """``name(dtype, out_dtype, cols, width, ignore_index, max_rows)``: each row's loss term of
     ``x`` [n, cols] (tiles ``width`` wide, the real cols valid) at ``target`` [n, 1] into ``out``,
@@ -75,45 +95,34 @@ def rows_kernel(name: str) -> Definition:
         Assign("classes", pypto("reshape", pypto("arange", "float(width)"), items("1", "width")), "each column's class"),
         Assign("classes", pypto("view", "classes", items("1", "width"), items("0", "0"), valid_shape=items("1", "cols"))),
     ]
-    rows = items("(n - r).min(rows)", "1")
-    body = [
-        Assign("n", "x.shape[0]"),
-        row_tiles(
-            "n",
-            Assign("r", "i * rows"),
-            Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
-            Assign("x_tile", pypto("view", "x", items("rows", "width"), items("r", "0"), valid_shape=items("(n - r).min(rows)", "cols"))),
-            Assign("t_tile", pypto("view", "target", items("rows", "1"), items("r", "0"), valid_shape=rows)),
-            templates.to_fp32(["x_tile"], comment="in FP32, as torch accumulates"),
-            Assign("t_tile", pypto("cast", "t_tile", FP32), "INT64 -> FP32 on chip"),
-            Assign("m", pypto("amax", "x_tile", dim="-1", keepdim="True"), "log_softmax's shift: a row holding inf or NaN gives NaN, as torch"),
-            Assign("total", pypto("sum", pypto("exp", pypto("sub", "x_tile", "m")), dim="-1", keepdim="True")),
-            Assign("lse", pypto("add", pypto("log", "total"), "m")),
-            *classes,
-            Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
-            Assign("hit", pypto("eq", "classes", "t_tile"), "the target's column"),
-            Assign("picked", pypto("sum", pypto("where", "hit", "x_tile", "0.0"), dim="-1", keepdim="True")),
-            Assign("found", pypto("sum", pypto("where", "hit", "1.0", "0.0"), dim="-1", keepdim="True")),
-            Assign("term", pypto("where", pypto("eq", "found", "1.0"), pypto("sub", "lse", "picked"), 'float("nan")'),
-                   "no class: NaN (torch raises)"),
-            Assign("keep", pypto("ne", "t_tile", "float(ignore_index)")),
-            Assign("result", pypto("where", "keep", "term", "0.0")),
-            when(f"out_dtype != {FP32}", Assign("result", pypto("cast", "result", "out_dtype"))),
-            Do(pypto("assemble", "result", items("r", "0"), "out")),
-            Do(pypto("assemble", pypto("where", "keep", "1.0", "0.0"), items("r", "0"), "kept")),
-        ),
-    ]
-    prelude = [
-        Assign("rows, tile_cols", f"_tile_shape(width, max_rows, 6, {tile_dtypes('dtype', FP32)}, whole_rows=True)"),
-    ]
+    body = over_rows(
+        Assign("t_tile", pypto("view", "target", items("rows", "1"), items("r", "0"), valid_shape=items("(n - r).min(rows)", "1"))),
+        templates.to_fp32(["x_tile"], comment="in FP32, as torch accumulates"),
+        Assign("t_tile", pypto("cast", "t_tile", FP32), "INT64 -> FP32 on chip"),
+        Assign("m", pypto("amax", "x_tile", dim="-1", keepdim="True"), "log_softmax's shift: a row holding inf or NaN gives NaN, as torch"),
+        Assign("total", pypto("sum", pypto("exp", pypto("sub", "x_tile", "m")), dim="-1", keepdim="True")),
+        Assign("lse", pypto("add", pypto("log", "total"), "m")),
+        *classes,
+        Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+        Assign("hit", pypto("eq", "classes", "t_tile"), "the target's column"),
+        Assign("picked", pypto("sum", pypto("where", "hit", "x_tile", "0.0"), dim="-1", keepdim="True")),
+        Assign("found", pypto("sum", pypto("where", "hit", "1.0", "0.0"), dim="-1", keepdim="True")),
+        Assign("term", pypto("where", pypto("eq", "found", "1.0"), pypto("sub", "lse", "picked"), 'float("nan")'),
+               "no class: NaN (torch raises)"),
+        Assign("keep", pypto("ne", "t_tile", "float(ignore_index)")),
+        Assign("result", pypto("where", "keep", "term", "0.0")),
+        when(f"out_dtype != {FP32}", Assign("result", pypto("cast", "result", "out_dtype"))),
+        Do(pypto("assemble", "result", items("r", "0"), "out")),
+        Do(pypto("assemble", pypto("where", "keep", "1.0", "0.0"), items("r", "0"), "kept")),
+    )
     params = [
-        tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"),
+        X_PARAM,
         tensor("target", items("pypto.DYNAMIC", "1"), "pypto.DT_INT64"),
         tensor("out", items("pypto.DYNAMIC", "1"), "out_dtype"),
         tensor("kept", items("pypto.DYNAMIC", "1"), FP32),
     ]
     doc = "Each row's logsumexp(row) - row[target] in FP32, 0 where the target is ignore_index, and the kept rows' flags."
-    text = factory(name, ["dtype, out_dtype, cols, width, ignore_index, max_rows"], doc, prelude, params, body)
+    text = factory(name, ["dtype, out_dtype, cols, width, ignore_index, max_rows"], doc, [ROW_TILE_SHAPE], params, body)
     return Definition(name, text, ("_tile_shape", "_annotated"))
 
 
@@ -168,28 +177,17 @@ def terms_kernel(name: str, term: str) -> Definition:
     """``name(dtype, out_dtype, cols, width, rowsum, max_rows)``: the loss term of each element of
     ``x`` and ``y`` [n, cols] (tiles ``width`` wide, the real cols valid) into ``out`` [n, cols] of
     ``out_dtype``, or with ``rowsum`` each row's FP32 sum into ``out`` [n, 1]."""
-    valid = items("(n - r).min(rows)", "cols")
-    body = [
-        Assign("n", "x.shape[0]"),
-        row_tiles(
-            "n",
-            Assign("r", "i * rows"),
-            Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
-            Assign("x_tile", pypto("view", "x", items("rows", "width"), items("r", "0"), valid_shape=valid)),
-            Assign("y_tile", pypto("view", "y", items("rows", "width"), items("r", "0"), valid_shape=valid)),
-            templates.to_fp32(["x_tile", "y_tile"], comment="in FP32, as torch computes"),
-            *TERMS[term],
-            when("rowsum", Assign("term", pypto("sum", "term", dim="-1", keepdim="True")), comment="the row's sum, in FP32"),
-            when(f"out_dtype != {FP32}", Assign("term", pypto("cast", "term", "out_dtype"))),
-            Do(pypto("assemble", "term", items("r", "0"), "out")),
-        ),
-    ]
-    prelude = [
-        Assign("rows, tile_cols", f"_tile_shape(width, max_rows, 6, {tile_dtypes('dtype', FP32)}, whole_rows=True)"),
-        Assign("out_cols", "1 if rowsum else cols"),
-    ]
+    body = over_rows(
+        Assign("y_tile", pypto("view", "y", items("rows", "width"), items("r", "0"), valid_shape=ROW_VALID)),
+        templates.to_fp32(["x_tile", "y_tile"], comment="in FP32, as torch computes"),
+        *TERMS[term],
+        when("rowsum", Assign("term", pypto("sum", "term", dim="-1", keepdim="True")), comment="the row's sum, in FP32"),
+        when(f"out_dtype != {FP32}", Assign("term", pypto("cast", "term", "out_dtype"))),
+        Do(pypto("assemble", "term", items("r", "0"), "out")),
+    )
+    prelude = [ROW_TILE_SHAPE, Assign("out_cols", "1 if rowsum else cols")]
     params = [
-        tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"),
+        X_PARAM,
         tensor("y", items("pypto.DYNAMIC", "cols"), "dtype"),
         tensor("out", items("pypto.DYNAMIC", "out_cols"), "out_dtype"),
     ]

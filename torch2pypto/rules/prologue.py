@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-from torch2pypto.rules import epilogue, gated, templates
+from torch2pypto.rules import epilogue, gated, templates, wrappers
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.fusion import INLINED, FUSED_SHAPE, tuple_text
 from torch2pypto.rules.kernel_ir import expression, source, when
@@ -125,15 +125,15 @@ def definitions(name: str, where: str, region: Region, pair: Pair) -> tuple[Defi
     body += f"return out.reshape(*shape[:-1], n), {stored[0].name}_out.reshape(shape)\n"
     signature = [*torch_args, *own]
     held = list(program.derived)
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)} on the vector cores, then the gated pair "
-                        f"{pair.wrapper} of its {region.x} on the cube.", 92, subsequent_indent="    ")
-    more = textwrap.fill(
+    doc = wrappers.docstring(
+        f"{where} as one PyPTO kernel: {', '.join(program.ops)} on the vector cores, then the gated pair "
+        f"{pair.wrapper} of its {region.x} on the cube.",
         f"Each row tile of the region's rows is read once; its {region.x} tile, rounded where torch rounds, is the cube's "
         f"row tile of both projections and {stored[0].name} is stored. A norm or a submodule whose call runs more than its "
         f"class's forward, biases, an activation of no gated kernel and operands the kernel does not take (other shapes or "
-        f"dtypes, off the NPU) run the region's and the pair's own wrappers.", 92, initial_indent="    ", subsequent_indent="    ")
+        f"dtypes, off the NPU) run the region's and the pair's own wrappers.")
     text = (
-        f'def {name}({", ".join([*called, *own])}):\n    """{doc}\n\n{more}\n    """\n'
+        f'def {name}({", ".join([*called, *own])}):\n' + doc
         + textwrap.indent(split, "    ") + f"    activation = {activation}\n    shape = None\n"
         f"    if {' and '.join([f'_inlined({modules})' if modules else 'True', 'activation is not None', *takes])}:\n"
         + textwrap.indent(read, "    ") + f"        shape = {fits}\n"

@@ -264,16 +264,15 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
     if normed:  # the fallback reads the norms' vectors from their modules: the kernel path takes them, held
         grads = f"_with_held_grads(kernel_path, {fallback.name}, {signature}, held=({tuple_text(read[v] for v in vectors)}))"
     ops = " + ".join(dict.fromkeys(op for g in groups for op in (*(g.norm.program.pypto if g.norm else ()), *g.program.pypto)))
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: 3 linears of one read of {x}, the {'norms and the ' if normed else ''}rotary "
-                        f"embedding of the first {len(groups)} in their epilogue.", 92, subsequent_indent="    ")
-    more = textwrap.fill(
+    doc = wrappers.docstring(
+        f"{where} as one PyPTO kernel: 3 linears of one read of {x}, the {'norms and the ' if normed else ''}rotary "
+        f"embedding of the first {len(groups)} in their epilogue.",
         f"Every projection of one read of each row tile of {x} on the cube (FP32 accumulation), plus its bias, rounded "
         f"as torch's linear rounds; then {ops} on each head of q's and k's tiles in torch's dtypes, rounded where torch "
         f"rounds; the results are the [B, heads, S, D] views torch gives. Operands the kernel does not take (other "
-        f"shapes or dtypes, off the NPU{', a norm whose call runs more than its class forward' if normed else ''}) run {unfused.name}; autograd gets the gradients of {fallback.name}.",
-        92, initial_indent="    ", subsequent_indent="    ")
-    source = (f'def {wrapper}({signature}):\n    """{doc}\n\n{more}\n    """\n'
-              f"    projections = [{pairs}]\n"
+        f"shapes or dtypes, off the NPU{', a norm whose call runs more than its class forward' if normed else ''}) run {unfused.name}; autograd gets the gradients of {fallback.name}.")
+    source = (f"def {wrapper}({signature}):\n" + doc
+              + f"    projections = [{pairs}]\n"
               f"    if not ({takes}):\n        return {unfused.name}({signature})\n"
               f"\n    def kernel_path({', '.join([*params, *vectors])}):\n" + textwrap.indent(body, " " * 8)
               + f"\n    return {grads}\n")

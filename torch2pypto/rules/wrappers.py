@@ -149,16 +149,21 @@ def region_wrapper(
     results, each with a gradient of its own).
     """
     signature = ", ".join(params)
-    doc = textwrap.fill(summary, 92, subsequent_indent="    ")
-    more = textwrap.fill(f"{detail} Operands the kernel does not take ({refused}) run {fallback.name}.",
-                         92, initial_indent="    ", subsequent_indent="    ")
     ending = returns if returns is not None else (
         f"\ndef kernel_path({signature}):\n" + textwrap.indent(kernel_path, "    ")
         + f"\nreturn _with_torch_grad(kernel_path, {fallback.name}, {signature})\n"
     )
     source = (
-        f'def {name}({signature}):\n    """{doc}\n\n{more}\n    """\n' + textwrap.indent(before, "    ")
+        f"def {name}({signature}):\n" + docstring(summary, f"{detail} Operands the kernel does not take ({refused}) run {fallback.name}.")
+        + textwrap.indent(before, "    ")
         + f"    if not {takes}:\n        return {fallback.name}({signature})\n"
         + textwrap.indent(after + ending, "    ")
     )
     return Definition(name, source, (*PRELUDE_NEEDS, fallback.name, *requires))
+
+
+def docstring(summary: str, detail: str) -> str:
+    """A wrapper's docstring in its def: ``summary`` filled to 92 columns, then the paragraph ``detail``."""
+    doc = textwrap.fill(summary, 92, subsequent_indent="    ")
+    more = textwrap.fill(detail, 92, initial_indent="    ", subsequent_indent="    ")
+    return f'    """{doc}\n\n{more}\n    """\n'

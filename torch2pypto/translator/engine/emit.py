@@ -150,11 +150,6 @@ def import_kernels(code: str, tree: ast.Module, target: str, names: list[str], t
     return [(at, at, prefix[at:] + added)]
 
 
-def imports_torch(tree: ast.Module) -> bool:
-    """Whether the module binds ``torch`` by a top-level ``import torch``."""
-    return "torch" in _module_imports(tree)
-
-
 def _from_import(target: str, names: list[str], newline: str) -> str:
     line = f"from {target} import {', '.join(names)}"
     if len(line) <= _LINE_LIMIT:

@@ -39,6 +39,7 @@ from torch2pypto.rules.tile_program import ROWS, Param, Unfusible
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind
 from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.syntax import comments_above
 
 
 
@@ -304,7 +305,7 @@ def _self_rooted(node: ast.expr) -> bool:
 
 
 def _emit_submodule(finder, statements, call, cls, other, value, add, bound, parameter, gated_call, dropout, found) -> int:
-    from torch2pypto.translator.engine.regions import Region, _comments  # regions calls this module
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
     if cls.name in {n.id for n in ast.walk(finder.function) if type(n) is ast.Name and type(n.ctx) is not ast.Load} \
             | {a.arg for a in ast.walk(finder.function.args) if type(a) is ast.arg}:
@@ -352,8 +353,7 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
                                 (*params.values(), *derived.values()), ("linear", "add"), None, ((module, kind),),
                                 tuple((p.name, p.source) for p in derived.values())))
     indent = finder.text[finder.lines.offset(span[0], 0) : start]
-    newline = "\r\n" if "\r\n" in finder.text[start:end] else "\r" if "\r" in finder.text[start:end] else "\n"
-    new = "".join(f"{c}{newline}{indent}" for c in _comments(finder.text[start:end]))
+    new = comments_above(finder.text[start:end], indent)
     found.edits.append((start, end, new + f"{last.targets[0].id} = {name}({', '.join(p.source for p in params.values())})"))
     found.definitions.extend((start, d) for d in definitions)
     if gated_call is not None:
@@ -395,8 +395,6 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     forward makes a gated pair of one of the region's two results and the add reads the other,
     and neither is read after the add, the region runs as the prologue of the pair's kernel
     (:mod:`torch2pypto.rules.prologue`): one call of one wrapper stands for all the statements."""
-    from torch2pypto.translator.engine.regions import _comments  # regions calls this module
-
     edits = len(found.edits)
     taken = submodule_epilogue(finder, statements, end, found)
     if not taken:
@@ -452,8 +450,7 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     del found.edits[edits - 1 :]
     segment = finder.text[start:end_offset]
     indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
-    newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
-    new = "".join(f"{c}{newline}{indent}" for c in _comments(segment))
+    new = comments_above(segment, indent)
     found.edits.append((start, end_offset, new + f"{target} = {name}({', '.join([*(p.source for p in called), *(p.source for p in held)])})"))
     found.definitions.extend((start, d) for d in (*definitions, top))
     return taken
@@ -464,7 +461,7 @@ def _mlp_after(finder, first: ast.stmt, built, found) -> int:
     comes between), ``x`` one of the region's two results and not read after: the region as the
     prologue of the forward's gated pair, then its linear (``pypto_linear``); one call assigns
     ``t`` and the region's other result. Else 0, nothing done."""
-    from torch2pypto.translator.engine.regions import Region, _comments  # regions calls this module
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
     call = _assigned(first)
     if call is None or type(call) is not ast.Call or len(call.args) != 1 or call.keywords or type(call.args[0]) is not ast.Name:
@@ -536,8 +533,7 @@ def _mlp_after(finder, first: ast.stmt, built, found) -> int:
     end = finder.lines.offset(*finder.lines.span(first)[2:])
     segment = finder.text[start:end]
     indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
-    newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
-    new = "".join(f"{c}{newline}{indent}" for c in _comments(segment))
+    new = comments_above(segment, indent)
     found.edits.append((start, end, new + f"{target}, {others[0]} = {name}({', '.join([*(p.source for p in called), source_text(finder, call.func), cls.name])})"))
     found.definitions.extend((start, d) for d in (*definitions, *cube.definitions(entry), top))
     return 1

@@ -25,6 +25,7 @@ from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
 from torch2pypto.translator.engine.linears import BIAS, MODULE, WEIGHT, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
+from torch2pypto.translator.engine.syntax import comments
 
 
 def chunked_pair(finder, statements: list[ast.stmt], i: int, found) -> int:
@@ -96,7 +97,7 @@ def _literal(node):
 
 
 def _emit(finder, statements, linear, halves, activated, act_found, mul, result, found) -> None:
-    from torch2pypto.translator.engine.regions import Region, _comments  # regions calls this module
+    from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
     (site, bound), (act, kind) = linear, act_found
     params: dict[str, Param] = {}
@@ -126,6 +127,6 @@ def _emit(finder, statements, linear, halves, activated, act_found, mul, result,
     kernel = f"gated_{kind}_kernel" if kind else "gated_<activation>_kernel"
     found.regions.append(Region(finder.path, span, finder.function.name, ops, wrapper, kernel, tuple(params.values()),
                                 tuple(op for op in ("linear", kind) if op)))
-    found.edits.append((start, end, "".join(f"{c}{newline}{indent}" for c in _comments(finder.text[start:end])) + call))
+    found.edits.append((start, end, "".join(f"{c}{newline}{indent}" for c in comments(finder.text[start:end])) + call))
     found.definitions.extend((start, d) for d in definitions)
     found.calls[finder.lines.span(statements[2].value)] = (wrapper, tuple(params.values()), definitions, spec)

@@ -16,7 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from torch2pypto.mapping import Entry
-from torch2pypto.rules import composite, elementwise, reduction
+from torch2pypto.rules import elementwise, recipe, reduction
 from torch2pypto.rules.steps import Apply
 from torch2pypto.rules.tile_program import INDEX, ROWS, Operand, Output, Param, Program, Unfusible, static_dtype
 from torch2pypto.rules.widths import grouped
@@ -290,7 +290,7 @@ class Built(Leaves, Inlining):
         return self.program.dtype(self._leaf(node, "dtype", node.attr if type(node) is ast.Attribute else node.id))
 
     def reduce(self, entry: Entry, bound, env) -> Operand:
-        if entry.fields.output or entry.pypto not in composite.REDUCERS or {"indices", "p"} & set(entry.fields.args) or set(bound) - {"input", "dim", "keepdim"}:
+        if entry.fields.output or entry.pypto not in recipe.REDUCERS or {"indices", "p"} & set(entry.fields.args) or set(bound) - {"input", "dim", "keepdim"}:
             raise Unfusible(f"{entry.op} is no plain row reduction")
         if literal_of(bound.get("dim")) not in (-1, (-1,), [-1]) or literal_of(bound.get("keepdim")) is not True:
             raise Unfusible("a reduction fuses along dim=-1 with keepdim=True")
@@ -309,21 +309,21 @@ class Built(Leaves, Inlining):
                 if cast is None:
                     raise Unfusible(f"{entry.op} with a dtype= the kernels do not take")
         choice = []
-        for name, values in composite._choices(entry).items():
+        for name, values in recipe.str_choices(entry).items():
             given = literal_of(bound[name]) if name in bound else entry.param(name).default
             if given not in values:
                 raise Unfusible(f"{name}={given!r}")
             choice.append((name, given))
-        tensors = [p.name for p in composite.operands(entry)]
+        tensors = [p.name for p in recipe.operands(entry)]
         absent = frozenset(n for n in tensors if n not in bound)
         if any(entry.param(n).required for n in absent):
             raise Unfusible("a missing operand")
-        steps = composite.program(entry, entry.parts, tuple(choice), absent)
+        steps = recipe.program(entry, entry.parts, tuple(choice), absent)
         operands = {n: self.value(bound[n], env) for n in tensors if n not in absent}
         if cast is not None:
             operands = {n: self.program.cast(v, cast) for n, v in operands.items()}
         renames = {}
-        for name in composite.constants(entry):
+        for name in recipe.constants(entry):
             given = bound.get(name)
             number = self._number(given, env) if given is not None else Program.literal(entry.param(name).default)
             if number is None or entry.param(name).default is None and given is None:

@@ -44,8 +44,6 @@ import bisect
 import collections
 import dataclasses
 import functools
-import io
-import tokenize
 
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
@@ -54,7 +52,7 @@ from torch2pypto.translator.engine import epilogues, groups, halves, siblings
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import INERT, children, statements, walk
-from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, own_nodes
+from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
 _NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
@@ -370,7 +368,7 @@ class Finder:
             ast.copy_location(returned, node)
             try:
                 built = self.build([returned])
-                if len(built.program.ops) >= 2 and not _comments(self._text(node)):
+                if len(built.program.ops) >= 2 and not comments(self._text(node)):
                     built.outputs = self.outputs([returned], built)
                     self.emit([returned], built, found, inline=True)
                     return
@@ -521,9 +519,7 @@ class Finder:
         call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
-        comments = _comments(self.text[start:end])
-        newline = "\r\n" if "\r\n" in self.text[start:end] else "\r" if "\r" in self.text[start:end] else "\n"
-        new = "".join(f"{c}{newline}{indent}" for c in comments) + statement
+        new = comments_above(self.text[start:end], indent) + statement
         for attempt in built.attempts:
             attempt.status, attempt.pypto_api = CONVERTED, f"{wrapper} (fused)"
         kernel = f"{wrapper.removeprefix('pypto_').rpartition('_')[0]}_kernel"
@@ -534,14 +530,6 @@ class Finder:
                                     tuple(built.program.modules), tuple(built.program.derived.items())))
         found.edits.append((start, end, new))
         found.definitions.extend((start, d) for d in defined)
-
-
-def _comments(segment: str) -> list[str]:
-    """The comments inside a region's text, which stay above its call."""
-    try:
-        return [t.string for t in tokenize.generate_tokens(io.StringIO(segment).readline) if t.type == tokenize.COMMENT]
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return [line.strip() for line in segment.splitlines() if line.strip().startswith("#")]
 
 
 def _expressions(statement: ast.stmt):

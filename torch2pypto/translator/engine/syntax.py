@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
+import tokenize
 
 from torch2pypto.translator.engine.scopes import children
 
@@ -105,3 +107,18 @@ def self_rooted(node: ast.expr) -> bool:
 
 def is_docstring(statement: ast.stmt) -> bool:
     return type(statement) is ast.Expr and type(statement.value) is ast.Constant and isinstance(statement.value.value, str)
+
+
+def comments(segment: str) -> list[str]:
+    """The comments inside a region's text, which stay above its call."""
+    try:
+        return [t.string for t in tokenize.generate_tokens(io.StringIO(segment).readline) if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [line.strip() for line in segment.splitlines() if line.strip().startswith("#")]
+
+
+def comments_above(segment: str, indent: str) -> str:
+    """The comments inside a region's text, each ended by the text's line ending and ``indent``:
+    the lines that stay above the call replacing the region."""
+    newline = "\r\n" if "\r\n" in segment else "\r" if "\r" in segment else "\n"
+    return "".join(f"{c}{newline}{indent}" for c in comments(segment))
