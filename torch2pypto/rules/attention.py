@@ -71,7 +71,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 @per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The flash-attention kernel, its host helpers, and the wrapper."""
-    return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, ROWS, _wrapper(entry)
+    return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, ROWS, REPEATS, _wrapper(entry)
 
 
 def _kernel(name: str) -> Definition:
@@ -193,6 +193,7 @@ def _query_tile() -> list[Stmt]:
 TAKES = copied("attention", "_sdpa_takes", "_SDPA_ROWS", "_sdpa_kept")
 OPERANDS = copied("attention", "_sdpa_bias", last="_sdpa_mask_bias")
 ROWS = copied("attention", "_sdpa_rows")
+REPEATS = copied("attention", "pypto_repeat_kv", last="_sdpa_unrepeated")  # repeat_kv deferred (engine.repeats)
 
 
 def _wrapper(entry: Entry) -> Definition:
@@ -222,9 +223,13 @@ return out[:, :d].reshape({q}.shape)
            "Dropout, masks or shapes the kernel does not take, and keywords it does not know run torch")
     operands = ", ".join(p.name for p in params)
     torch_call = wrappers.torch_call(entry, params, rest=True)
+    prologue = (f"{k}, {v}, deferred = _sdpa_unrepeated({q}, {k}, {v}, {gqa})  # kv heads of a repeat_kv deferred: read by index\n"
+                f"{gqa} = True if deferred else {gqa}\n")
+    fallback = f"torch_path({q}, pypto_repeated({k}), pypto_repeated({v}), {mask}, {dropout}, {causal}, {scale}, False if deferred else {gqa})"
     return wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params, rest=True), how, operands, torch_call,
-        f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_sdpa_rows", "_cube_tiles", f"{entry.op}_kernel"),
+        f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_sdpa_rows", "_cube_tiles", "pypto_repeat_kv", f"{entry.op}_kernel"),
+        prologue, fallback,
     )
 
 
