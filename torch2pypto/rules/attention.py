@@ -14,7 +14,10 @@ D zero-padded to 16). The output is written [..., S, heads, D] and returned as i
 view (as torch's CPU flash kernel returns it for a query laid out so), so the usual
 ``.transpose(1, 2).contiguous()`` after it copies nothing; with D not a multiple of 16, as the
 query's rows. A GQA/MQA query head ``h``
-reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
+reads kv head ``h // group`` in the kernel, so K/V are never repeated; nor are a
+``repeat_kv``'s that the engine deferred (:mod:`torch2pypto.translator.engine.repeats`): the wrapper
+reads key and value marked by ``pypto_repeat_kv`` as their kv heads with enable_gqa, and makes the
+repeats (``pypto_repeated``) where torch runs. A causal mask is a
 [T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
 diagonal tile adds the band's right half); a bool mask of [mask heads * S_q, S_kv] rows (a dim
 it broadcasts read once: transformers' sliding-window mask, expanded over the batch) is read as
