@@ -111,6 +111,13 @@ def _tile_shape(cols, max_rows, buffers, dtypes, whole_rows=False, split_cols=Fa
     return min(max_rows, 1 << (rows.bit_length() - 1)), tile_cols
 
 
+def _dense_order(t):
+    """The dims of `t` from outermost to innermost in memory where its elements fill their span
+    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
+
+
 class _TorchGradient(torch.autograd.Function):
     """The kernel's result forward; backward, torch's gradient of the original expression.
 
@@ -149,6 +156,26 @@ def _aligned_rows(t, cols):
     """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
     tile rows, and the kernel's valid shape leaves the padding out."""
     return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
+
+
+def _reduction_operands(shape, rows, vectors):
+    """The operands of a row-reduction kernel over `shape`: each of `rows` broadcast to it and each
+    of `vectors` (of its last dim) as _aligned_rows, the rows laid out in the memory order of the
+    first (`order`, _dense_order: a transposed q's, read in place) where that keeps the last dim
+    innermost, row-major otherwise. Returns the operands and the order (for _ordered)."""
+    order = _dense_order(rows[0]) if rows[0].shape == shape else list(range(len(shape)))
+    if order[-1] != len(shape) - 1:
+        order = list(range(len(shape)))
+    cols = shape[-1]
+    laid = [_aligned_rows(t.expand(shape).permute(order), cols) for t in rows]
+    return [*laid, *(_aligned_rows(v, cols) for v in vectors)], order
+
+
+def _ordered(out, shape, order):
+    """A kernel's [rows, width] result `out`, whose rows lie in `order` (_reduction_operands), as a
+    tensor of `shape` with `out`'s last dim: torch's layout, a view."""
+    laid = out.reshape(*(shape[d] for d in order[:-1]), out.shape[-1])
+    return laid.permute(sorted(range(len(order)), key=order.__getitem__))
 
 
 @functools.cache
@@ -254,12 +281,11 @@ def pypto_fused_forward_3d2561_8sites(hidden_states, variance_epsilon, weight, i
 
     def kernel_path(hidden_states, variance_epsilon, weight, input_dtype):
         cols = shape[-1]
-        hidden_states_rows = _aligned_rows(hidden_states, cols)
-        weight_rows = _aligned_rows(weight, cols)
+        (hidden_states_rows, weight_rows), order = _reduction_operands(shape, (hidden_states,), (weight,))
         promoted_dtype = torch.promote_types(weight.dtype, input_dtype)
         result_out = torch.empty(hidden_states_rows.shape[0], hidden_states_rows.shape[1], dtype=promoted_dtype, device=hidden_states.device)
         _launch(fused_forward_3d2561_kernel(_PYPTO_ALL_DTYPES[hidden_states.dtype], _PYPTO_ALL_DTYPES[weight.dtype], _PYPTO_ALL_DTYPES[input_dtype], _PYPTO_ALL_DTYPES[promoted_dtype], cols, hidden_states_rows.shape[1], float(variance_epsilon), _spread_rows(*hidden_states_rows.shape)), hidden_states_rows, weight_rows, result_out)
-        return result_out[:, :cols].reshape(shape)
+        return _ordered(result_out[:, :cols], shape, order)
 
     return _with_torch_grad(kernel_path, _torch_fused_forward_3d2561, hidden_states, variance_epsilon, weight, input_dtype)
 

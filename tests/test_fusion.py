@@ -187,6 +187,34 @@ def test_permuted_and_sliced_operands_are_read_in_place(dtype):
     check(code, (k, tensor(2, 1, 7, 40, dtype=dtype, seed=1)), host={})
 
 
+NORM = typed("""\
+def f(x):
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return h.to(x.dtype)
+""")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shape, order, host", [
+    ((2, 7, 3, 32), (0, 2, 1, 3), {}),  # gemma3's q_norm of q.transpose(1, 2)
+    ((3, 5, 64), (1, 0, 2), {}),
+    ((2, 5, 3, 33), (0, 2, 1, 3), {"constant_pad_nd": 1}),  # unaligned rows: the pad is the one copy
+], ids=["heads", "3d", "padded"])
+def test_a_row_reduction_reads_permuted_rows_in_place(shape, order, host, dtype):
+    """A row reduction (an RMSNorm) of a transposed or permuted view whose last dim stays
+    innermost runs on the rows in their memory order: no host copy (before: a clone), and a
+    result of aligned rows has the strides torch gives it (the input's layout)."""
+    x = tensor(*shape, dtype=dtype).permute(order)
+    check(NORM, (x,), host=host)
+    translated = module(fused(NORM).code)
+    with torch2pypto.interpreted(translated):
+        got = translated.f(x)
+    if not host:
+        assert got.stride() == module(HEAD + NORM).f(x).stride()
+
+
 @pytest.mark.interpreter
 def test_operands_no_window_holds_are_copied():
     """A last dim of another stride, more than three leading dims of other layouts: the operand is

@@ -14,7 +14,10 @@ D zero-padded to 16). The output is written [..., S, heads, D] and returned as i
 view (as torch's CPU flash kernel returns it for a query laid out so), so the usual
 ``.transpose(1, 2).contiguous()`` after it copies nothing; with D not a multiple of 16, as the
 query's rows. A GQA/MQA query head ``h``
-reads kv head ``h // group`` in the kernel, so K/V are never repeated. A causal mask is a
+reads kv head ``h // group`` in the kernel, so K/V are never repeated; nor are a
+``repeat_kv``'s that the engine deferred (:mod:`torch2pypto.translator.engine.repeats`): the wrapper
+reads key and value marked by ``pypto_repeat_kv`` as their kv heads with enable_gqa, and makes the
+repeats (``pypto_repeated``) where torch runs. A causal mask is a
 [T, 2T] band of one tile (q and kv tiles equal: tiles above the diagonal are skipped, the
 diagonal tile adds the band's right half); a bool mask of [mask heads * S_q, S_kv] rows (a dim
 it broadcasts read once: transformers' sliding-window mask, expanded over the batch) is read as
@@ -71,7 +74,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 @per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The flash-attention kernel, its host helpers, and the wrapper."""
-    return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, ROWS, _wrapper(entry)
+    return _kernel(f"{entry.op}_kernel"), templates.CUBE_TILES, TAKES, OPERANDS, ROWS, REPEATS, _wrapper(entry)
 
 
 def _kernel(name: str) -> Definition:
@@ -193,6 +196,7 @@ def _query_tile() -> list[Stmt]:
 TAKES = copied("attention", "_sdpa_takes", "_SDPA_ROWS", "_sdpa_kept")
 OPERANDS = copied("attention", "_sdpa_bias", last="_sdpa_mask_bias")
 ROWS = copied("attention", "_sdpa_rows")
+REPEATS = copied("attention", "pypto_repeat_kv", last="_sdpa_unrepeated")  # repeat_kv deferred (engine.repeats)
 
 
 def _wrapper(entry: Entry) -> Definition:
@@ -222,9 +226,13 @@ return out[:, :d].reshape({q}.shape)
            "Dropout, masks or shapes the kernel does not take, and keywords it does not know run torch")
     operands = ", ".join(p.name for p in params)
     torch_call = wrappers.torch_call(entry, params, rest=True)
+    prologue = (f"{k}, {v}, deferred = _sdpa_unrepeated({q}, {k}, {v}, {gqa})  # kv heads of a repeat_kv deferred: read by index\n"
+                f"{gqa} = True if deferred else {gqa}\n")
+    fallback = f"torch_path({q}, pypto_repeated({k}), pypto_repeated({v}), {mask}, {dropout}, {causal}, {scale}, False if deferred else {gqa})"
     return wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params, rest=True), how, operands, torch_call,
-        f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_sdpa_rows", "_cube_tiles", f"{entry.op}_kernel"),
+        f"({guard})", body, ("_sdpa_takes", "_sdpa_bias", "_sdpa_rows", "_cube_tiles", "pypto_repeat_kv", f"{entry.op}_kernel"),
+        prologue, fallback,
     )
 
 

@@ -144,6 +144,7 @@ PRELUDE = (
     copied("tiles", "_tile_shape", "_VECTOR_PASSES"),
     copied("operands", "_kernel_operands"),
     copied("operands", "_kernel_number"),
+    copied("layout", "_dense_order"),
     copied("layout", "_broadcast_rows", last="_result_rows"),
     copied("layout", "_in_layout_of"),
     copied("layout", "_in_place_ok"),

@@ -87,9 +87,9 @@ def definitions(
     guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
     first = rows[0].name
     body = "cols = shape[-1]\n"
-    expanded = {p.name: p.name if len(rows) == 1 else f"{p.name}.expand(shape)" for p in rows}  # a reduction's: on the host
     if program.reduces:
-        body += "".join(f"{p.name}_rows = _aligned_rows({expanded.get(p.name, p.name)}, cols)\n" for p in tensors)
+        body += (f"({tuple_text(f'{p.name}_rows' for p in tensors)}), order = _reduction_operands(shape, "
+                 f"({tuple_text(p.name for p in rows)}), ({tuple_text(p.name for p in vectors)}))\n")
     else:
         body += f"heads, blocks, n, operands = _row_blocks(shape, {tuple_text(narrow_rows(p.name, narrow) for p in rows)})\n"
         body += f"{tuple_text(f'({p.name}_rows, {p.name}_map)' for p in rows)} = operands\n"
@@ -113,10 +113,10 @@ def definitions(
         if blocked:
             shaped = f"{o.name}_out.reshape(shape)"
         else:
-            shaped = f"{o.name}_out[:, :cols].reshape(shape)" if o.value.role == ROWS else f"{o.name}_out.reshape(*shape[:-1], 1)"
+            shaped = f"_ordered({o.name}_out{'[:, :cols]' if o.value.role == ROWS else ''}, shape, order)"
         results.append(shaped)
     body += f"return {', '.join(results)}\n"
-    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback, "_aligned_rows"] if program.reduces else \
+    requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback, "_reduction_operands"] if program.reduces else \
         ["_fused_shape", "_launch", kernel, fallback, "_row_blocks"]
     requires += ["_inlined"] if program.modules else []
     doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
@@ -139,7 +139,7 @@ def definitions(
                    + f"\n    return _with_held_grads(kernel_path, {fallback}, {torch_args}, held=({tuple_text(p.name for p in held)}))\n")
         requires.append("_with_held_grads")
     wrapper_def = Definition(wrapper, source, tuple(requires), imports=("math",) if program.reduces else ())
-    extra = (templates.ALIGNED_ROWS,) if program.reduces else (templates.ROW_BLOCKS,)
+    extra = (templates.ALIGNED_ROWS, templates.REDUCTION_OPERANDS) if program.reduces else (templates.ROW_BLOCKS,)
     extra += (INLINED,) if program.modules else ()
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
 

@@ -442,6 +442,9 @@ ROW_WIDTH = copied("layout", "_row_width")
 ALIGNED_ROWS = copied("layout", "_aligned_rows")
 
 
+REDUCTION_OPERANDS = copied("layout", "_reduction_operands", last="_ordered")
+
+
 def block_maps(names: Sequence[str]) -> list[Stmt]:
     """A blocked kernel factory's statements: each operand's map unpacked (ROW_BLOCKS), and the
     last dim of its tiles, which PyPTO wants spanning 32-byte blocks (a column's, bool's too)."""

@@ -140,3 +140,38 @@ def _sdpa_rows(t):
             pass
     rows = t.reshape(-1, d)
     return (torch.nn.functional.pad(rows, (0, -d % 16)) if d % 16 else rows).contiguous(), None
+
+
+def pypto_repeat_kv(repeat, hidden_states, n_rep):
+    """repeat(hidden_states, n_rep), transformers' repeat_kv (each kv head n_rep times, a copy),
+    deferred on the kernel path: a view of the kv heads, marked, that the attention wrapper reads
+    by index (_sdpa_unrepeated) and pypto_repeated makes the repeat of where anything else reads it."""
+    if type(n_rep) is not int or n_rep <= 1 or not isinstance(hidden_states, torch.Tensor):
+        return repeat(hidden_states, n_rep)
+    if hidden_states.dim() != 4 or not _on_kernel_path(hidden_states):
+        return repeat(hidden_states, n_rep)
+    deferred = hidden_states.view(hidden_states.shape)  # its own tensor, so that the mark is on it alone
+    deferred._pypto_repeat = repeat, hidden_states, n_rep
+    return deferred
+
+
+def pypto_repeated(t):
+    """t, or the repeat pypto_repeat_kv deferred on it, made once (then every read shares it, as
+    they shared repeat_kv's result)."""
+    deferred = getattr(t, "_pypto_repeat", None)
+    if deferred is None:
+        return t
+    if callable(deferred[0]):
+        t._pypto_repeat = deferred = (deferred[0](*deferred[1:]),)
+    return deferred[0]
+
+
+def _sdpa_unrepeated(q, k, v, enable_gqa):
+    """k, v and whether they are kv heads of a repeat pypto_repeat_kv deferred: both, by the group
+    q's heads make (and no enable_gqa), so that sdpa of them with enable_gqa is sdpa of the repeats;
+    else each as the model made it (a deferred repeat made now)."""
+    marks = [getattr(t, "_pypto_repeat", None) for t in (k, v)]
+    if all(m and callable(m[0]) for m in marks) and enable_gqa is False and marks[0][2] == marks[1][2]:
+        if q.dim() == 4 and k.shape[1] == v.shape[1] and q.shape[1] == k.shape[1] * marks[0][2]:
+            return k, v, True
+    return pypto_repeated(k), pypto_repeated(v), False

@@ -41,6 +41,13 @@ def _row_window(t, rows):
     return t.as_strided((rows, width), (width, 1), at - start), start
 
 
+def _dense_order(t):
+    """The dims of `t` from outermost to innermost in memory where its elements fill their span
+    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
+
+
 def _broadcast_rows(*operands):
     """The tensor operands broadcast to one shape, each as [rows, cols] in the memory order of their
     result (`order`, outermost dim first: torch's, the first operand's where it is dense and of that
@@ -50,13 +57,6 @@ def _broadcast_rows(*operands):
     shape = torch.broadcast_shapes(*(t.shape for t in tensors))
     order = _dense_order(tensors[0]) if tensors[0].shape == shape else list(range(len(shape)))
     return [_as_rows(t.expand(shape).permute(order)) for t in tensors], shape, order
-
-
-def _dense_order(t):
-    """The dims of `t` from outermost to innermost in memory where its elements fill their span
-    (the layout torch.empty_like keeps: a transpose, a permute), else row-major."""
-    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
-    return order if t.permute(order).is_contiguous() else list(range(t.dim()))
 
 
 def _result_rows(shape, order, dtype, device):
@@ -148,6 +148,26 @@ def _aligned_rows(t, cols):
     """`t` as [rows, cols], each row zero-padded to 32 bytes: PyPTO reduces only 32-byte aligned
     tile rows, and the kernel's valid shape leaves the padding out."""
     return _padded_cols(t.reshape(-1, cols), -cols % (32 // t.element_size()))
+
+
+def _reduction_operands(shape, rows, vectors):
+    """The operands of a row-reduction kernel over `shape`: each of `rows` broadcast to it and each
+    of `vectors` (of its last dim) as _aligned_rows, the rows laid out in the memory order of the
+    first (`order`, _dense_order: a transposed q's, read in place) where that keeps the last dim
+    innermost, row-major otherwise. Returns the operands and the order (for _ordered)."""
+    order = _dense_order(rows[0]) if rows[0].shape == shape else list(range(len(shape)))
+    if order[-1] != len(shape) - 1:
+        order = list(range(len(shape)))
+    cols = shape[-1]
+    laid = [_aligned_rows(t.expand(shape).permute(order), cols) for t in rows]
+    return [*laid, *(_aligned_rows(v, cols) for v in vectors)], order
+
+
+def _ordered(out, shape, order):
+    """A kernel's [rows, width] result `out`, whose rows lie in `order` (_reduction_operands), as a
+    tensor of `shape` with `out`'s last dim: torch's layout, a view."""
+    laid = out.reshape(*(shape[d] for d in order[:-1]), out.shape[-1])
+    return laid.permute(sorted(range(len(order)), key=order.__getitem__))
 
 
 def _cube_aligned(t, cols):

@@ -17,7 +17,7 @@ from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import fused_sites
 from torch2pypto.schema import operators
-from torch2pypto.translator.engine import chunks, emit
+from torch2pypto.translator.engine import chunks, emit, repeats
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.regions import Context, Fused, Region, fuse, module_functions
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
@@ -108,7 +108,7 @@ def translate_source(
     generated = emit.defined_names(text, section)
     hierarchy = Hierarchy(path, options.module_bases)
     records, edits, conversions, definitions, regions = [], [], [], {}, []
-    spelt_free_torch = False
+    spelt_free_torch = deferring = False
     for chunk in cut:
         index = module.index(text, chunk, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
@@ -117,6 +117,9 @@ def translate_source(
         fused = fuse(sites, attempts, lines, text, index.tree, path, elsewhere) if options.fuse else Fused([], [], [])
         chunk_edits, chunk_conversions, chunk_definitions, nested = _rewrite(text, lines, attempts, progress, fused.edits)
         chunk_edits += [e for e in fused.edits if e not in nested]
+        deferred = repeats.defer(index.tree, lines, chunk_conversions, chunk_edits)
+        chunk_edits += deferred
+        deferring |= bool(deferred)
         chunk_definitions = [d for _, d in sorted([*fused.definitions, *chunk_definitions], key=lambda p: p[0])]  # source order
         regions += fused.regions
         by_attempt = {id(a): _record(path, a) for a in attempts}
@@ -133,7 +136,7 @@ def translate_source(
     if kernels_module is None:
         edits += emit.section_edits(text, module.outline, ordered) if ordered else []
     elif conversions or regions:
-        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions})
+        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions} | set(repeats.NAMES if deferring else ()))
         edits += emit.import_kernels(text, module.outline, kernels_module, wrappers, spelt_free_torch)
     code = emit.splice(text, edits)  # every edit is in the input's coordinates
     return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered), tuple(regions))
