@@ -243,6 +243,14 @@ class Finder:
         return [n for n in walk(self.function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
 
     @functools.cached_property
+    def loads_of(self) -> dict[str, list[ast.Name]]:
+        """The reads of each name (a region's outputs are its names read elsewhere)."""
+        found = collections.defaultdict(list)
+        for n in self.loads:
+            found[n.id].append(n)
+        return found
+
+    @functools.cached_property
     def deferred(self) -> set[int]:
         """Names read by a nested function, whenever it runs."""
         own = {id(n) for n in own_nodes(self.function)}
@@ -461,7 +469,7 @@ class Finder:
         inside = {id(n) for s in statements for n in self.nodes(s)}
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
-            n.id for n in self.loads
+            name for name in built.assigned for n in self.loads_of.get(name, ())
             if id(n) not in inside and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
         }
         live = [Output(name, value) for name, value in built.assigned.items() if name in read]
