@@ -312,6 +312,9 @@ class Finder:
         region found so far is built again from its statements."""
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
+        if self._host_call(statements[i]):
+            self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
+            return None
         best, built, j = None, None, i
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
@@ -334,6 +337,22 @@ class Finder:
             built = self.build(statements[i:best])
             built.outputs = self.outputs(statements[i:best], built)
         return best, built
+
+    def _host_call(self, statement: ast.stmt) -> bool:
+        """Whether a run from the candidate ``statement`` fails at once, found without building it:
+        ``name = f(...)`` or ``return f(...)`` of a call of no pending site, no helper of the module,
+        no method of the class and no submodule of a class of the module is a leaf computed on the
+        host at most, and a statement of a leaf makes no op."""
+        value = statement.value
+        if type(value) is not ast.Call:
+            return False
+        func, inference = value.func, self.sites.inference
+        return (
+            not (type(func) is ast.Name and func.id in self.helpers)
+            and self.lines.span(value) not in self.pending
+            and inference.held_class(func) is None
+            and inference.self_method(func) is None
+        )
 
     def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
         """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
