@@ -256,6 +256,14 @@ class Finder:
         return [n for n in walk(self.function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
 
     @functools.cached_property
+    def loads_of(self) -> dict[str, list[ast.Name]]:
+        """The reads of each name (a region's outputs are its names read elsewhere)."""
+        found = collections.defaultdict(list)
+        for n in self.loads:
+            found[n.id].append(n)
+        return found
+
+    @functools.cached_property
     def deferred(self) -> set[int]:
         """Names read by a nested function, whenever it runs."""
         own = {id(n) for n in own_nodes(self.function)}
@@ -317,6 +325,9 @@ class Finder:
         region found so far is built again from its statements."""
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
+        if self._host_call(statements[i]):
+            self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
+            return None
         best, built, j = None, None, i
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
@@ -339,6 +350,22 @@ class Finder:
             built = self.build(statements[i:best])
             built.outputs = self.outputs(statements[i:best], built)
         return best, built
+
+    def _host_call(self, statement: ast.stmt) -> bool:
+        """Whether a run from the candidate ``statement`` fails at once, found without building it:
+        ``name = f(...)`` or ``return f(...)`` of a call of no pending site, no helper of the module,
+        no method of the class and no submodule of a class of the module is a leaf computed on the
+        host at most, and a statement of a leaf makes no op."""
+        value = statement.value
+        if type(value) is not ast.Call:
+            return False
+        func, inference = value.func, self.sites.inference
+        return (
+            not (type(func) is ast.Name and func.id in self.helpers)
+            and self.lines.span(value) not in self.pending
+            and inference.held_class(func) is None
+            and inference.self_method(func) is None
+        )
 
     def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
         """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
@@ -474,7 +501,7 @@ class Finder:
         inside = {id(n) for s in statements for n in self.nodes(s)}
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
-            n.id for n in self.loads
+            name for name in built.assigned for n in self.loads_of.get(name, ())
             if id(n) not in inside and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
         }
         live = [Output(name, value) for name, value in built.assigned.items() if name in read]

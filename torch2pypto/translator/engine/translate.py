@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import collections
 import dataclasses
 import functools
@@ -24,6 +25,7 @@ from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
 from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
 
+_BEYOND_ASCII = re.compile(r"[^\x00-\x7f]")
 _LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -363,6 +365,8 @@ class _Lines:
     def __init__(self, text: str) -> None:
         self.text = text
         self.starts = emit.line_starts(text)
+        # the lines holding a character beyond ASCII, found once: on the others a byte is a character
+        self.wide = set() if text.isascii() else {bisect.bisect_right(self.starts, m.start()) for m in _BEYOND_ASCII.finditer(text)}
 
     def span(self, node: ast.AST) -> Span:
         """0-based character columns of a node's start and end."""
@@ -377,9 +381,9 @@ class _Lines:
         return self.starts[line - 1] + column
 
     def _column(self, line: int, byte_column: int) -> int:
+        if line not in self.wide:
+            return byte_column
         start = self.starts[line - 1]
         end = self.starts[line] if line < len(self.starts) else len(self.text)
         text = self.text[start:end]
-        if text.isascii():
-            return byte_column
         return len(text.encode()[:byte_column].decode(errors="replace"))
