@@ -54,6 +54,17 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class Built:
+    """An argument standing for a module the wrapper calls (a head's norm): the translated module's
+    class `cls` built as ``cls(*args)``, its parameters drawn from `seed` in `dtype`."""
+
+    cls: str
+    args: tuple
+    dtype: str
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Function:
     """An argument standing for the translated module's function `name` (a fused region's fallback
     calls it), so the case runs in the whole module too."""

@@ -31,7 +31,7 @@ from torch2pypto.translator.engine.regions import Region
 from torch2pypto.translator.engine.inference import DTYPE_NAMES
 from torch2pypto.translator.engine.transform import Conversion
 from torch2pypto.translator.engine.translate import Translation
-from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Function, Instance, Outcome, verify
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Built, Case, Function, Instance, Outcome, verify
 
 _NUMBERS = {"Number": 0.5, "int": 1, "Dims": -1, "bool": False}  # non-literal arguments of these kinds
 
@@ -171,7 +171,8 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
 
 def _rope_cases(region: Region, key: str, entry, seed: int) -> list[Case]:
     """Cases of the projections with RoPE in their epilogue (rules.rope): x [B, S, 37] (decode and
-    an odd S), q 4 heads and k, v 2 of a head_dim of 32, angles [B, S, 32]."""
+    an odd S), q 4 heads and k, v 2 of a head_dim of 32, angles [B, S, 32]; a head's norm (qwen3's
+    q_norm) its class built over the head_dim."""
     result = []
     for dtype in FUSED_DTYPES:
         for batch, seq in ((1, 1), (2, 7)):
@@ -189,6 +190,8 @@ def _rope_cases(region: Region, key: str, entry, seed: int) -> list[Case]:
                     args.append((batch, seq, -1, 32))
                 elif param.kind == rope.ANGLES:
                     args.append(samples.tensor(entry, (batch, seq, 32), dtype, generator))
+                elif param.kind == MODULE:  # a head's norm: its class built over the head_dim
+                    args.append(Built(dict(region.modules)[param.name], (32,), str(dtype).removeprefix("torch."), seed))
                 else:
                     args.append(Function(param.source))
             label = f"{key} {dtype_name(dtype)} {[batch, seq, 37]}"

@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from torch2pypto.mapping.tolerance import BASE
 from torch2pypto.translator.verification import interpreter
-from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Case, Function, Instance, Outcome
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Built, Case, Function, Instance, Outcome
 
 
 def main(module_path: str, cases_path: str, start: int, whole_path: str, package: str = "", root: str = "") -> None:
@@ -119,8 +119,17 @@ def _fresh(tree):
 def _instances(module, args: tuple) -> tuple:
     """``args`` with each :class:`Instance` made (its class's object, holding the arguments it names)
     and each :class:`Function` the module's function."""
-    return tuple(_instance(module, a, args) if isinstance(a, Instance) else getattr(module, a.name) if isinstance(a, Function) else a
-                 for a in args)
+    return tuple(_instance(module, a, args) if isinstance(a, Instance) else getattr(module, a.name) if isinstance(a, Function)
+                 else _built(module, a) if isinstance(a, Built) else a for a in args)
+
+
+def _built(module, spec: Built) -> torch.nn.Module:
+    obj = functools.reduce(getattr, spec.cls.split("."), module)(*spec.args).to(getattr(torch, spec.dtype))
+    generator = torch.Generator().manual_seed(spec.seed)
+    with torch.no_grad():
+        for p in obj.parameters():
+            p.copy_(torch.rand(p.shape, generator=generator) + 0.5)
+    return obj
 
 
 def _instance(module, spec: Instance, args: tuple):
