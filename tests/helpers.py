@@ -24,6 +24,23 @@ class MLP(nn.Module):
 """  # llama's MLP: a gated pair, then down_proj
 
 
+GEMMA_RMSNORM = """\
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+"""  # gemma3's: x * (1 + w), in FP32
+
+
 def translate(code: str, assume_tensors: bool = False, fuse: bool = True):
     return translate_source(code, "snippet.py", Options(assume_tensors, fuse=fuse))
 
@@ -92,3 +109,15 @@ def layers_with_grad(runs, shape, dtype, names):
             (out.float().square().sum() + out.float().sum()).backward()
         results.append(((out, *(t.grad for t in x), *(p.grad for p in layer.parameters())), forward))
     return results
+
+
+def assert_heads_match(got, want, dtype) -> None:
+    """Each result as torch's: dtype, shape, strides (its layout), values (FP32 to 1e-5; BF16 within
+    the projections' one-ulp FP32 accumulation differences and the bf16 roundings after them)."""
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert [st for st, n in zip(g.stride(), g.shape) if n > 1] == [st for st, n in zip(w.stride(), w.shape) if n > 1]
+        if dtype == torch.float32:
+            torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+        else:
+            torch.testing.assert_close(g, w, atol=3.2e-2, rtol=1.6e-2)

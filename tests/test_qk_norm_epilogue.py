@@ -15,6 +15,7 @@ import torch
 import torch2pypto
 from torch2pypto.translator.verification.interpreter import counting
 
+from helpers import GEMMA_RMSNORM, assert_heads_match
 from test_epilogues import module, original, translated
 from test_rope_epilogue import ATTENTION, angles
 
@@ -41,22 +42,7 @@ QWEN3 = (ATTENTION.replace("\n\ndef rotate_half", NORM + "\n\ndef rotate_half")
          .replace("self.k_proj(hidden_states).view(hidden_shape).transpose", "self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose"))
 
 
-GEMMA3_NORM = """
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim))
-
-    def _norm(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-
-    def forward(self, x):
-        output = self._norm(x.float())
-        output = output * (1.0 + self.weight.float())
-        return output.type_as(x)
-"""
+GEMMA3_NORM = "\n\n" + GEMMA_RMSNORM
 
 # gemma3's: the norms as statements of their own after the heads' views, x * (1 + w) in FP32
 GEMMA3 = (QWEN3.replace(NORM, GEMMA3_NORM)
@@ -135,13 +121,7 @@ def test_one_launch_matches_torch(dtype, code):
         assert ran() == {f"{kernel.replace('_kernel', '_bias_kernel') if bias else kernel}.kernel": 1}, (seq, ran())
         with torch.no_grad():
             want = expected(x, rotary)
-        for g, w in zip(got, want, strict=True):
-            assert g.dtype == w.dtype and g.shape == w.shape
-            assert [st for st, n in zip(g.stride(), g.shape) if n > 1] == [st for st, n in zip(w.stride(), w.shape) if n > 1]  # torch's layout
-            if dtype == torch.float32:
-                torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
-            else:  # bf16: the projections may round one ulp apart (FP32 accumulation orders), the norm's and RoPE's bf16 roundings after them
-                torch.testing.assert_close(g, w, atol=3.2e-2, rtol=1.6e-2)
+        assert_heads_match(got, want, dtype)
 
 
 @pytest.mark.interpreter

@@ -13,6 +13,7 @@ import torch
 import torch2pypto
 from torch2pypto.translator.verification.interpreter import counting
 
+from helpers import assert_heads_match
 from test_epilogues import module, original, translated
 
 ATTENTION = """\
@@ -117,13 +118,7 @@ def test_one_launch_matches_torch(dtype, bias):
         assert ran() == {f"{name}.kernel": 1}, (seq, ran())
         with torch.no_grad():
             want = expected(x, rotary)
-        for g, w in zip(got, want, strict=True):
-            assert g.dtype == w.dtype and g.shape == w.shape
-            assert [st for st, n in zip(g.stride(), g.shape) if n > 1] == [st for st, n in zip(w.stride(), w.shape) if n > 1]  # torch's layout
-            if dtype == torch.float32:
-                torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
-            else:  # bf16: the projections may round one ulp apart (FP32 accumulation orders), RoPE's bf16 products after them
-                torch.testing.assert_close(g, w, atol=3.2e-2, rtol=1.6e-2)
+        assert_heads_match(got, want, dtype)
 
 
 @pytest.mark.interpreter

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import torch2pypto
-from helpers import load
+from helpers import GEMMA_RMSNORM, load
 from torch2pypto import Options, translate_source
 from torch2pypto.mapping.tolerance import region_tolerance
 from torch2pypto.translator.oracle.invariants import violations
@@ -64,20 +64,7 @@ import torch
 from torch import nn
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim))
-
-    def _norm(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-
-    def forward(self, x):
-        output = self._norm(x.float())
-        output = output * (1.0 + self.weight.float())
-        return output.type_as(x)
-
+""" + GEMMA_RMSNORM + """
 
 class Layer(nn.Module):
     def __init__(self, hidden_size):
