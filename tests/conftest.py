@@ -36,3 +36,24 @@ def pytest_collection_modifyitems(config, items):
         k, n = map(int, shard.split("/"))
         config.hook.pytest_deselected(items=[t for i, t in enumerate(items) if i % n != k])
         items[:] = items[k::n]
+
+
+@pytest.fixture
+def launcher(monkeypatch):
+    """A recording PYPTO_LAUNCHER on runtime/launch.py (as torch2pypto.interpreted() sets one)."""
+    calls = []
+    monkeypatch.setattr("torch2pypto.runtime.launch.PYPTO_LAUNCHER", lambda kernel, *tensors: calls.append((kernel, tensors)))
+    return calls
+
+
+@pytest.fixture
+def running(monkeypatch):
+    """A PYPTO_LAUNCHER that runs the (stand-in) kernel it is given, recording each launch."""
+    launches = []
+
+    def run(kernel, *tensors):
+        launches.append(kernel.args)
+        kernel(*tensors)
+
+    monkeypatch.setattr("torch2pypto.runtime.launch.PYPTO_LAUNCHER", run)
+    return launches

@@ -121,3 +121,13 @@ def assert_heads_match(got, want, dtype) -> None:
             torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
         else:
             torch.testing.assert_close(g, w, atol=3.2e-2, rtol=1.6e-2)
+
+
+def factory(compute):
+    """A stand-in kernel factory: kernel(*tensors) calls compute(args, *tensors), args its own."""
+    def make(*args):
+        def kernel(*tensors):
+            compute(args, *tensors)
+        kernel.args = args
+        return kernel
+    return make

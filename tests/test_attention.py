@@ -11,6 +11,7 @@ import torch2pypto
 from helpers import sample, statuses
 from torch2pypto.mapping import load_table
 from torch2pypto.mapping.tolerance import tolerance
+from torch2pypto.runtime import attention
 from torch2pypto.translator.engine.translate import translate_source
 from torch2pypto.translator.verification.interpreter import counting
 
@@ -306,3 +307,80 @@ def test_verify_samples_the_kernel_path():
         assert case.kwargs["dropout_p"] == 0.0
         torch.broadcast_shapes(case.kwargs["attn_mask"].shape, (*q.shape[:-1], k.shape[-2]))
         assert case.tolerance == ((1e-5, 1.3e-6) if q.dtype == torch.float32 else (2 * torch.finfo(q.dtype).eps, 1.6e-2))
+
+
+# ---- the sdpa helpers (runtime/attention.py)
+
+
+def sdpa_inputs(hq=2, hkv=2, sq=3, skv=5, d=8, dtype=torch.float32):
+    return (torch.randn(1, hq, sq, d, dtype=dtype), torch.randn(1, hkv, skv, d, dtype=dtype), torch.randn(1, hkv, skv, d, dtype=dtype))
+
+
+def test_sdpa_takes_one_dtype_heads_that_group_and_head_dims_up_to_256(launcher):
+    q, k, v = sdpa_inputs()
+    assert attention._sdpa_takes(q, k, v, None, False, None, False)
+    assert not attention._sdpa_takes(q, k.half(), v, None, False, None, False)  # mixed dtypes
+    assert not attention._sdpa_takes(q, k, v[..., :4], None, False, None, False)  # value dims other than key's
+    assert not attention._sdpa_takes(*sdpa_inputs(hq=4), None, False, None, False)  # torch raises without enable_gqa
+    assert attention._sdpa_takes(*sdpa_inputs(hq=4), None, False, None, True)
+    assert attention._sdpa_takes(*sdpa_inputs(hq=4, hkv=1), None, False, None, False)  # one kv head broadcasts
+    assert not attention._sdpa_takes(*sdpa_inputs(hq=3), None, False, None, True)
+    assert attention._sdpa_takes(*sdpa_inputs(d=256), None, False, None, False)  # gemma's head dim
+    assert not attention._sdpa_takes(*sdpa_inputs(d=264), None, False, None, False)
+    assert not attention._sdpa_takes(q, k, v, None, 1, None, False) and not attention._sdpa_takes(q, k, v, None, False, "1", False)
+    assert not attention._sdpa_takes(*sdpa_inputs(dtype=torch.float64), None, False, None, False)
+
+
+def test_sdpa_takes_masks_that_broadcast_to_the_scores_with_a_key_in_every_row(launcher):
+    q, k, v = sdpa_inputs()
+    assert attention._sdpa_takes(q, k, v, torch.randn(3, 5), False, 0.5, False)
+    assert attention._sdpa_takes(q, k, v, torch.ones(1, 1, 3, 5, dtype=torch.bool), True, None, False)
+    assert not attention._sdpa_takes(q, k, v, torch.randn(3, 5).half(), False, None, False)
+    assert not attention._sdpa_takes(q, k, v, torch.randn(4, 5), False, None, False)
+    holes = torch.ones(3, 5, dtype=torch.bool)
+    holes[1] = False  # a row with no key: torch gives zeros there, and so does the kernel reading the mask in place
+    assert attention._sdpa_takes(q, k, v, holes, False, None, False)
+    assert not attention._sdpa_takes(q, k, v, holes, True, None, False)  # with is_causal: an FP32 bias, which cannot tell
+    assert not attention._sdpa_takes(q, k, v, holes[:, None].expand(3, 3, 5).transpose(0, 1), True, None, False)
+
+
+def test_sdpa_takes_nothing_off_the_kernel_path():
+    assert not attention._sdpa_takes(*sdpa_inputs(), None, False, None, False)
+
+
+def test_sdpa_tiles_are_powers_of_two_from_16():
+    assert [attention._sdpa_tile(n, attention._SDPA_ROWS) for n in (1, 16, 17, 300, 5000)] == [16, 16, 32, 512, 512]
+    assert attention._sdpa_tile(5000, attention._SDPA_KV) == 1024
+
+
+def test_sdpa_bias_is_a_causal_band_or_the_mask_as_additive_fp32_rows():
+    q, k, _ = sdpa_inputs(sq=4, skv=6)
+    band, kind, by_batch, by_head = attention._sdpa_bias(q, k, None, True, 4)
+    assert (kind, by_batch, by_head) == ("causal", False, False) and band.shape == (4, 8)
+    cols, rows = torch.arange(8), torch.arange(4)[:, None]
+    assert torch.equal(band, torch.where(cols - 4 <= rows, 0.0, -1e30))
+    assert attention._sdpa_bias(q, k, None, False, 4)[1] is None
+    mask = torch.rand(2, 4, 6) > 0.3  # per head
+    bias, kind, by_batch, by_head = attention._sdpa_bias(q, k, mask, True, 4)  # with is_causal: FP32 rows
+    assert (kind, by_batch, by_head) == ("mask", False, True) and bias.shape == (8, 8)  # skv padded to 32 bytes
+    assert torch.equal(bias[:, :6], torch.where(mask & torch.ones(4, 6, dtype=torch.bool).tril(), 0.0, -1e30).reshape(8, 6))
+    assert not bias[:, 6:].any() and attention._sdpa_bias(q, k, mask, True, 4)[0] is bias  # kept on the mask until it changes
+    rows, kind, by_batch, by_head = attention._sdpa_bias(q, k, mask, False, 4)  # a bool mask alone: its rows in place
+    assert (kind, by_batch, by_head) == ("keep", False, True) and rows.shape == (8, 6) and rows.data_ptr() == mask.data_ptr()
+    window = (torch.rand(1, 1, 4, 6) > 0.3).expand(3, 1, 4, 6)  # one mask over the batch, as transformers expands it
+    rows, kind, by_batch, by_head = attention._sdpa_bias(torch.randn(3, 2, 4, 8), k, window, False, 4)
+    assert (kind, by_batch, by_head) == ("keep", False, False) and rows.shape == (4, 6) and rows.data_ptr() == window.data_ptr()
+    padded = torch.rand(3, 1, 4, 6) > 0.3  # per batch row (a padding mask)
+    assert attention._sdpa_bias(torch.randn(3, 2, 4, 8), k, padded, False, 4)[1:] == ("keep", True, False)
+    assert attention._sdpa_bias(q, k, torch.rand(1, 6) > 0.3, False, 4)[1] == "mask"  # broadcast along sq: FP32 rows
+    causal = attention._sdpa_bias(q, k, torch.zeros(4, 6), True, 4)[0]
+    assert torch.equal(causal[:, :6], torch.zeros(4, 6).masked_fill(torch.ones(4, 6, dtype=torch.bool).triu(1), -1e30))
+
+
+def test_sdpa_rows_read_heads_in_the_columns_in_place_else_pad_d_to_16():
+    per_head = torch.randn(2, 5, 3, 16).transpose(1, 2)  # [b, s, heads, d] viewed [b, heads, s, d]
+    rows, columns = attention._sdpa_rows(per_head)
+    assert columns and rows.shape == (10, 48) and rows.data_ptr() == per_head.data_ptr()
+    t = torch.randn(2, 3, 5, 8)
+    rows, columns = attention._sdpa_rows(t)
+    assert not columns and rows.shape == (30, 16) and torch.equal(rows[:, :8], t.reshape(-1, 8)) and not rows[:, 8:].any()

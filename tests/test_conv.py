@@ -7,6 +7,8 @@ import torch
 
 import torch2pypto
 from helpers import load, sample, translate
+from torch2pypto.rules import cube as cube_rules
+from torch2pypto.runtime import conv
 from torch2pypto.translator.verification import interpreter
 from torch2pypto.translator.verification.hostops import host_ops
 
@@ -142,3 +144,52 @@ def test_a_functions_padding_dilation_or_groups_of_no_literal_stays_torch():
     depthwise, strided, valid = translate(code).records
     assert depthwise.status == "unsupported" and depthwise.reason.startswith("groups=hidden_size: known at run time only")
     assert strided.status == valid.status == "converted"  # the stride against the weight's kernel size: at run time
+
+
+# ---- the conv helpers (runtime/conv.py)
+
+
+def test_conv_takes_a_stride_of_the_kernel_unpadded_undilated_ungrouped(launcher):
+    x, w, bias = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 2, 2), torch.randn(4)
+    assert conv._conv_takes(x, w, bias, (2, 2), 0, 1, 1, 2) and conv._conv_takes(x[0], w, None, 2, "valid", 1, 1, 2)
+    assert not conv._conv_takes(x, w.half(), None, 2, 0, 1, 1, 2)  # mixed dtypes: torch raises
+    assert not conv._conv_takes(x, w, None, 1, 0, 1, 1, 2)  # overlapping windows
+    assert not conv._conv_takes(x, w, None, 2, 1, 1, 1, 2) and not conv._conv_takes(x, w, None, 2, "same", 1, 1, 2)
+    assert not conv._conv_takes(x, w, None, 2, 0, 2, 1, 2) and not conv._conv_takes(x, w, None, 2, 0, 1, 3, 2)
+    assert not conv._conv_takes(x, torch.randn(4, 5, 2, 2), None, 2, 0, 1, 1, 2)  # channels mismatched
+    assert not conv._conv_takes(torch.randn(1, 3, 1, 8), w, None, 2, 0, 1, 1, 2)  # no whole window
+    assert not conv._conv_takes(x, w, torch.randn(3), 2, 0, 1, 1, 2)
+    assert not conv._conv_takes(x, w, bias, 2, 0, 1, 1, 1)  # a 2-D weight for conv1d
+
+
+def test_conv_takes_positions_up_to_max_dim(launcher):
+    n = cube_rules.MAX_DIM
+    assert conv._conv_takes(torch.randn(1, 1, n), torch.randn(1, 1, 1), None, 1, 0, 1, 1, 1)
+    assert not conv._conv_takes(torch.randn(1, 1, n + 1), torch.randn(1, 1, 1), None, 1, 0, 1, 1, 1)
+
+
+def test_conv_takes_nothing_off_the_kernel_path():
+    assert not conv._conv_takes(torch.randn(2, 3, 8), torch.randn(4, 3, 1), None, 1, 0, 1, 1, 1)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("padding", [1, "same", "valid"])
+def test_conv_torch_pads_as_nn_conv_does(mode, padding):
+    layer = torch.nn.Conv2d(3, 4, 3, padding=padding, padding_mode=mode)
+    x = torch.randn(2, 3, 7, 6)
+    out = conv._conv_torch(torch.nn.functional.conv2d, x, layer.weight, layer.bias, 1, padding, 1, 1, mode)
+    torch.testing.assert_close(out, layer(x))
+
+
+def test_conv_columns_read_a_pointwise_input_in_place_and_gather_patches():
+    x = torch.randn(2, 3, 5)
+    cols, positions, transposed = conv._conv_columns(x, (1,))
+    assert cols.shape == (6, 5) and positions == [5] and not transposed and cols.data_ptr() == x.data_ptr()
+    last = torch.randn(2, 5, 3).transpose(1, 2)  # channels-last
+    cols, positions, transposed = conv._conv_columns(last, (1,))
+    assert cols.shape == (10, 3) and transposed and cols.data_ptr() == last.data_ptr()
+    image, w = torch.randn(2, 3, 9, 8), torch.randn(4, 3, 2, 2)
+    cols, positions, transposed = conv._conv_columns(image, (2, 2))
+    assert positions == [4, 4] and cols.shape == (2 * 12, 16) and not transposed
+    out = torch.stack([w.reshape(4, -1) @ c for c in cols.reshape(2, 12, 16)]).reshape(2, 4, 4, 4)
+    torch.testing.assert_close(out, torch.nn.functional.conv2d(image, w, stride=2))

@@ -9,6 +9,8 @@ import torch
 import torch2pypto
 from helpers import sample, statuses, translate
 from torch2pypto.mapping import load_table
+from torch2pypto.rules import cube as cube_rules
+from torch2pypto.runtime import cube
 from torch2pypto.translator.engine.translate import translate_source
 from torch2pypto.translator.verification import verify
 from torch2pypto.translator.verification.interpreter import counting
@@ -153,3 +155,32 @@ def test_cube_tiles_obey_the_l0_l1_rules_for_every_k_n_and_row_tile():
             assert 0 < n0 <= n1 and n1 % n0 == 0 == n0 % 16
             assert rows * k0 * size <= 64 * 1024 and k0 * n0 * size <= 64 * 1024 and rows * n0 * 4 <= 128 * 1024
             assert (rows * ka + n1 * kb) * size <= 512 * 1024
+
+
+# ---- _cube_takes: the operands the cube kernel takes (runtime/cube.py)
+
+
+def test_cube_takes_one_dtype_on_the_kernel_path_of_a_matching_k(launcher):
+    a, b = torch.randn(2, 3, 4), torch.randn(4, 5)
+    assert cube._cube_takes(a, b) and cube._cube_takes(a, b, torch.randn(5))
+    assert not cube._cube_takes(a, b.half())  # torch refuses mixed dtypes
+    assert not cube._cube_takes(a, torch.randn(3, 5))  # k mismatched: torch raises
+    assert not cube._cube_takes(a, b, torch.randn(2, 5))  # a bias other than one value per column
+    assert not cube._cube_takes(a.double(), b.double())
+    assert cube._cube_takes(a, torch.randn(5, 4), transposed=True)  # linear's weight [n, k]
+    assert not cube._cube_takes(a, torch.randn(1, 5, 4), transposed=True)
+
+
+def test_cube_takes_equal_batches_of_the_rank_and_rows_up_to_max_dim(launcher):
+    assert cube._cube_takes(torch.randn(2, 3, 4), torch.randn(2, 4, 5), rank=3)
+    assert not cube._cube_takes(torch.randn(2, 3, 4), torch.randn(1, 4, 5), rank=3)  # bmm does not broadcast
+    assert cube._cube_takes(torch.randn(2, 3, 4), torch.randn(1, 4, 5))  # matmul does
+    assert not cube._cube_takes(torch.randn(2, 3, 4), torch.randn(3, 4, 5))
+    k = cube_rules.MAX_DIM
+    assert cube._cube_takes(torch.randn(1, k), torch.randn(k, 1))
+    assert not cube._cube_takes(torch.randn(1, k + 1), torch.randn(k + 1, 1))
+    assert cube._cube_takes(torch.randn(1, 2), torch.randn(k + 1, 2), transposed=True)  # a vocab-wide weight's n
+
+
+def test_cube_takes_nothing_off_the_kernel_path():
+    assert not cube._cube_takes(torch.randn(3, 4), torch.randn(4, 5))

@@ -1,11 +1,14 @@
 """torch.einsum as one cube matmul, on the zoo's own equations: each launches one kernel, matches
 torch (values, shape, gradient), and reads operands in place where their layout is a matmul's."""
 
+import math
+
 import pytest
 import torch
 
 import torch2pypto
 from helpers import load, sample, translate
+from torch2pypto.runtime import contraction
 from torch2pypto.translator.verification import interpreter
 from torch2pypto.translator.verification.hostops import host_ops
 
@@ -81,3 +84,38 @@ def test_equations_of_no_single_matmul_stay_torch_with_the_reason(equation, reas
 def test_an_equation_known_at_run_time_only_stays_torch():
     (record,) = translate(SOURCE).records
     assert record.status == "unsupported" and "parsed when translating" in record.reason
+
+
+# ---- _einsum_plan: an equation as permutes and one matmul (runtime/contraction.py)
+
+
+@pytest.mark.parametrize("equation, a_shape, b_shape", [
+    ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)), ("ij,kj->ik", (3, 4), (5, 4)), ("bhqd,bhkd->bhqk", (2, 3, 4, 5), (2, 3, 6, 5)),
+    ("...ij,...jk->...ik", (2, 3, 4, 5), (3, 5, 6)), ("ij,jk", (3, 4), (4, 5)), ("bij,jk->kib", (2, 3, 4), (4, 5)),
+], ids=str)
+def test_einsum_plan_is_permutes_and_one_matmul(equation, a_shape, b_shape):
+    a, b = torch.randn(a_shape), torch.randn(b_shape)
+    a_order, b_order, ell_a, ell_b, batch, m, k, out_order = contraction._einsum_plan(equation, a.dim(), b.dim())
+    left, right = a.permute(a_order), b.permute(b_order)
+    lead_a, lead_b = ell_a + batch, ell_b + batch
+    product = left.reshape(*left.shape[:lead_a], -1, math.prod(left.shape[lead_a + m:])) @ right.reshape(
+        *right.shape[:lead_b], math.prod(right.shape[lead_b:lead_b + k]), -1)
+    m_shape, n_shape = left.shape[lead_a:lead_a + m], right.shape[lead_b + k:]
+    batch_shape = torch.broadcast_shapes(left.shape[:lead_a], right.shape[:lead_b])
+    out = product.reshape(*batch_shape, *m_shape, *n_shape).permute(out_order)
+    torch.testing.assert_close(out, torch.einsum(equation, a, b))
+
+
+@pytest.mark.parametrize("equation, why", [
+    ("ij->ji", "one or of more than two operands"), ("ij,jk,kl->il", "one or of more than two operands"),
+    ("i...j,jk->ik", "an ellipsis that does not lead"), ("ii,ij->ij", "a diagonal"), ("ij,jk->iz", "a diagonal"),
+    ("ij,kl->ik", "summed within one operand"),
+])
+def test_einsum_plan_says_why_an_equation_is_no_matmul(equation, why):
+    assert why in contraction._einsum_plan(equation)
+
+
+def test_einsum_plan_checks_the_ranks_when_given():
+    assert contraction._einsum_plan("ij,jk->ik") is None  # when translating: the equation only
+    assert "other ranks" in contraction._einsum_plan("ij,jk->ik", 3, 2)
+    assert "other ranks" in contraction._einsum_plan("...ij,...jk->...ik", 1, 2)  # fewer dims than named

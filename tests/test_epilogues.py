@@ -8,6 +8,7 @@ gated kernel once, the down projection's linear once, nothing else.
 import collections
 import importlib.util
 import itertools
+import math
 import tempfile
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import torch
 
 import torch2pypto
 from torch2pypto import Options, translate_source
+from torch2pypto.rules import cube as cube_rules
+from torch2pypto.runtime import epilogue, gated
 from torch2pypto.translator.oracle.invariants import violations
 from torch2pypto.translator.verification.hostops import host_ops
 from torch2pypto.translator.verification.interpreter import counting
@@ -397,3 +400,99 @@ def test_chunked_gated_pair_of_an_odd_projection_runs_torch():
         assert ran() == kernels, (act, ran())
         with torch.no_grad():
             torch.testing.assert_close(got, expected(x), atol=1e-5, rtol=1e-5)
+
+
+# ---- the gated pair's helpers (runtime/gated.py)
+
+
+def test_activation_kind_names_the_modules_a_kernel_computes():
+    from transformers.activations import ACT2FN
+
+    nn = torch.nn
+    assert [gated._activation_kind(m) for m in (nn.SiLU(), nn.GELU(), nn.GELU(approximate="tanh"))] == ["silu", "gelu", "gelu_tanh"]
+    assert [gated._activation_kind(ACT2FN[n]) for n in ("silu", "gelu", "gelu_pytorch_tanh")] == ["silu", "gelu", "gelu_tanh"]
+    assert gated._activation_kind(nn.SiLU(inplace=True)) is None  # changes its input
+    assert gated._activation_kind(nn.ReLU()) is None and gated._activation_kind(torch.nn.functional.silu) is None
+    assert gated._activation_kind(ACT2FN["gelu_new"]) is None  # tanh's formula, not torch's gelu
+
+
+def test_activation_kind_refuses_a_module_whose_call_is_not_its_class_forward():
+    hooked = torch.nn.SiLU()
+    hooked.register_forward_hook(lambda *args: None)
+    patched = torch.nn.GELU()
+    patched.forward = lambda x: x
+    assert gated._activation_kind(hooked) is None and gated._activation_kind(patched) is None
+
+    class Mine(torch.nn.SiLU):  # a subclass: its forward is SiLU's, its name is not
+        pass
+
+    class Own(torch.nn.SiLU):
+        def forward(self, x):
+            return x
+
+    assert gated._activation_kind(Mine()) is None and gated._activation_kind(Own()) is None
+
+
+def test_gated_takes_two_weights_of_x_k_and_both_biases_or_none(launcher):
+    x, wg, wu, bg, bu = torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5, 4), torch.randn(5), torch.randn(5)
+    assert gated._gated_takes(x, wg, None, wu, None) and gated._gated_takes(x, wg, bg, wu, bu)
+    assert not gated._gated_takes(x, wg, bg, wu, None) and not gated._gated_takes(x, wg, None, wu, bu)  # one bias
+    assert not gated._gated_takes(x, wg, None, wu.half(), None) and not gated._gated_takes(x.double(), wg.double(), None, wu.double(), None)
+    assert not gated._gated_takes(x, wg, None, torch.randn(6, 4), None)  # the projections differ
+    assert not gated._gated_takes(torch.randn(2, 3), wg, None, wu, None)  # k mismatched: torch raises
+    assert not gated._gated_takes(x, wg, torch.randn(4), wu, torch.randn(4)) and not gated._gated_takes(x, wg[None], None, wu[None], None)
+    assert not gated._gated_takes(torch.tensor(1.0), wg, None, wu, None)
+
+
+def test_gated_takes_k_up_to_max_dim(launcher):
+    k = cube_rules.MAX_DIM
+    w = torch.randn(1, k)
+    assert gated._gated_takes(torch.randn(1, k), w, None, w, None)
+    w = torch.randn(1, k + 1)
+    assert not gated._gated_takes(torch.randn(1, k + 1), w, None, w, None)
+
+
+def test_gated_takes_nothing_off_the_kernel_path():
+    assert not gated._gated_takes(torch.randn(2, 4), torch.randn(5, 4), None, torch.randn(5, 4), None)
+
+
+def test_halves_are_views_of_the_gate_and_up_halves_of_a_chunked_projection():
+    w = torch.randn(6, 4)
+    gate, up = gated._halves(w)
+    assert all(h.data_ptr() == c.data_ptr() and torch.equal(h, c) for h, c in zip((gate, up), w.chunk(2, dim=0)))
+    assert [torch.equal(h, c) for h, c in zip(gated._halves(torch.arange(4.0)), (torch.arange(2.0), torch.arange(2.0, 4.0)))] == [True, True]
+    assert gated._halves(None) == (None, None)
+    odd, empty, scalar = torch.randn(5, 4), torch.randn(0, 4), torch.tensor(1.0)
+    assert all(gated._halves(t)[0] is t and gated._halves(t)[1] is None for t in (odd, empty, scalar))  # no gated kernel takes these
+
+
+
+# ---- _epilogue_takes (runtime/epilogue.py)
+
+
+def test_epilogue_takes_a_linears_operands_of_one_dtype_and_x_k(launcher):
+    x, w, b = torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5)
+    assert epilogue._epilogue_takes(x, w, None) and epilogue._epilogue_takes(x, w, b, 2.5)
+    assert not epilogue._epilogue_takes(x, w.half(), None) and not epilogue._epilogue_takes(x.double(), w.double(), None)
+    assert not epilogue._epilogue_takes(x, torch.randn(5, 3), None)  # k mismatched: torch raises
+    assert not epilogue._epilogue_takes(x, w, torch.randn(4)) and not epilogue._epilogue_takes(x, w[None], None)
+    assert not epilogue._epilogue_takes(torch.tensor(1.0), torch.randn(5, 1), None)
+    k = cube_rules.MAX_DIM
+    assert epilogue._epilogue_takes(torch.randn(1, k), torch.randn(1, k), None)
+    assert not epilogue._epilogue_takes(torch.randn(1, k + 1), torch.randn(1, k + 1), None)
+
+
+def test_epilogue_takes_a_finite_number_of_xs_dtype_or_a_tensor_of_the_results_shape(launcher):
+    x, w = torch.randn(2, 3, 4), torch.randn(5, 4)
+    assert epilogue._epilogue_takes(x, w, None, 3) and epilogue._epilogue_takes(x, w, None, -1e30)
+    assert not epilogue._epilogue_takes(x.half(), w.half(), None, 1e30)  # past float16's range
+    assert not any(epilogue._epilogue_takes(x, w, None, v) for v in (math.inf, math.nan, True, 1j, "2"))
+    other = torch.randn(2, 3, 5)
+    assert epilogue._epilogue_takes(x, w, None, other)
+    assert not epilogue._epilogue_takes(x, w, None, torch.randn(3, 5))  # broadcasts: torch's own
+    assert not epilogue._epilogue_takes(x, w, None, other.half()) and not epilogue._epilogue_takes(x, w, None, other.mT.contiguous().mT)
+    assert not epilogue._epilogue_takes(x, w, None, torch.tensor(2.0))
+
+
+def test_epilogue_takes_nothing_off_the_kernel_path():
+    assert not epilogue._epilogue_takes(torch.randn(2, 4), torch.randn(5, 4), None, 1.0)
