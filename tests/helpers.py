@@ -1,6 +1,10 @@
 """Shared test helpers: translate snippets, run them on CPU."""
 
 import importlib.util
+import itertools
+import tempfile
+import types
+from pathlib import Path
 
 import torch
 
@@ -59,6 +63,14 @@ def run(code: str, **names):
 def sample(*shape, dtype=torch.float32, positive=False, seed=0):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
     return (x.abs() + 0.5 if positive else x).to(dtype)
+
+
+_MODULES = itertools.count()
+
+
+def module(code: str) -> types.ModuleType:
+    """``code`` imported from a file of its own (PyPTO reads a kernel's source from its file)."""
+    return load(Path(tempfile.mkdtemp(prefix="torch2pypto-case-")) / f"case_{next(_MODULES)}.py", code)
 
 
 def load(path, code: str):

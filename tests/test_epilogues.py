@@ -6,16 +6,13 @@ gated kernel once, the down projection's linear once, nothing else.
 """
 
 import collections
-import importlib.util
-import itertools
 import math
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
 
 import torch2pypto
+from helpers import module
 from torch2pypto import Options, translate_source
 from torch2pypto.rules import cube as cube_rules
 from torch2pypto.runtime import epilogue, gated
@@ -82,22 +79,10 @@ def f(x: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, bg: torch.Tensor, bu:
     return h
 """
 
-_MODULES = itertools.count()
-
-
 def translated(code: str, options: Options = Options()):
     translation = translate_source(code, "mlp.py", options)
     assert violations(translation, options=options) == []
     return translation
-
-
-def module(code: str):
-    path = Path(tempfile.mkdtemp(prefix="torch2pypto-epilogue-")) / f"epilogue_case_{next(_MODULES)}.py"
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
 
 
 def original(code: str):

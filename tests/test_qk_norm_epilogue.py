@@ -15,8 +15,8 @@ import torch
 import torch2pypto
 from torch2pypto.translator.verification.interpreter import counting
 
-from helpers import GEMMA_RMSNORM, assert_heads_match
-from test_epilogues import module, original, translated
+from helpers import GEMMA_RMSNORM, assert_heads_match, module
+from test_epilogues import original, translated
 from test_rope_epilogue import ATTENTION, angles
 
 NORM = """

@@ -13,8 +13,8 @@ import torch
 import torch2pypto
 from torch2pypto.translator.verification.interpreter import counting
 
-from helpers import assert_heads_match
-from test_epilogues import module, original, translated
+from helpers import assert_heads_match, module
+from test_epilogues import original, translated
 
 ATTENTION = """\
 import torch

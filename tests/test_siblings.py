@@ -12,7 +12,8 @@ import torch2pypto
 from torch2pypto import Options
 from torch2pypto.translator.verification.interpreter import counting
 
-from test_epilogues import module, original, translated
+from helpers import module
+from test_epilogues import original, translated
 
 ATTENTION = """\
 import torch
