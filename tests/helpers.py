@@ -28,6 +28,22 @@ class MLP(nn.Module):
 """  # llama's MLP: a gated pair, then down_proj
 
 
+LLAMA_RMSNORM = """\
+class RMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+"""  # llama's: w * x, normalized in FP32
+
+
 GEMMA_RMSNORM = """\
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
@@ -71,6 +87,11 @@ _MODULES = itertools.count()
 def module(code: str) -> types.ModuleType:
     """``code`` imported from a file of its own (PyPTO reads a kernel's source from its file)."""
     return load(Path(tempfile.mkdtemp(prefix="torch2pypto-case-")) / f"case_{next(_MODULES)}.py", code)
+
+
+def qkv(b, h, h_kv, s_q, s_kv, d, dtype=torch.float32):
+    """Attention's query [b, h, s_q, d], key and value [b, h_kv, s_kv, d], each of its own seed."""
+    return sample(b, h, s_q, d, dtype=dtype), sample(b, h_kv, s_kv, d, dtype=dtype, seed=1), sample(b, h_kv, s_kv, d, dtype=dtype, seed=2)
 
 
 def load(path, code: str):

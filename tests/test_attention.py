@@ -2,13 +2,11 @@
 flash-attention kernel against torch's sdpa, with counted launches: masks, causal, GQA/MQA,
 S_q != S_kv and decode, odd lengths, head_dim 64/80/128, fp32/fp16/bf16; what runs torch."""
 
-import importlib.util
-
 import pytest
 import torch
 
 import torch2pypto
-from helpers import sample, statuses
+from helpers import load, qkv, sample, statuses
 from torch2pypto.mapping import load_table
 from torch2pypto.mapping.tolerance import tolerance
 from torch2pypto.runtime import attention
@@ -29,16 +27,7 @@ ENTRY = load_table().by_api["torch.nn.functional.scaled_dot_product_attention"]
 
 @pytest.fixture(scope="module")
 def module(tmp_path_factory):
-    path = tmp_path_factory.mktemp("attention") / "sdpa_pypto.py"
-    path.write_text(translate_source(SDPA).code)
-    spec = importlib.util.spec_from_file_location("sdpa_pypto", path)
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
-
-
-def qkv(b, h, h_kv, s_q, s_kv, d, dtype=torch.float32):
-    return sample(b, h, s_q, d, dtype=dtype), sample(b, h_kv, s_kv, d, dtype=dtype, seed=1), sample(b, h_kv, s_kv, d, dtype=dtype, seed=2)
+    return load(tmp_path_factory.mktemp("attention") / "sdpa_pypto.py", translate_source(SDPA).code)
 
 
 def check(module, q, k, v, launches=KERNEL, **kwargs):

@@ -15,25 +15,11 @@ import torch
 import torch2pypto
 from torch2pypto.translator.verification.interpreter import counting
 
-from helpers import GEMMA_RMSNORM, assert_heads_match, module
+from helpers import GEMMA_RMSNORM, LLAMA_RMSNORM, assert_heads_match, module
 from test_epilogues import original, translated
 from test_rope_epilogue import ATTENTION, angles
 
-NORM = """
-
-class RMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
-"""
+NORM = "\n\n" + LLAMA_RMSNORM
 
 QWEN3 = (ATTENTION.replace("\n\ndef rotate_half", NORM + "\n\ndef rotate_half")
          .replace("        self.head_dim = head_dim\n", "        self.head_dim = head_dim\n        self.q_norm = RMSNorm(head_dim)\n"

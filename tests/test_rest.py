@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch2pypto
-from helpers import sample, translate
+from helpers import load, qkv, sample, translate
 from torch2pypto.mapping import TableError, build_table, load_table
 from torch2pypto.mapping.tolerance import tolerance
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind
@@ -100,16 +100,7 @@ def test_verify_samples_a_starred_call_s_operands_as_written_ones():
 
 @pytest.fixture(scope="module")
 def module(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rest") / "rest_pypto.py"
-    path.write_text(translate(REST).code)
-    spec = importlib.util.spec_from_file_location("rest_pypto", path)
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
-
-
-def qkv(b, h, h_kv, s_q, s_kv, d, dtype=torch.float32):
-    return sample(b, h, s_q, d, dtype=dtype), sample(b, h_kv, s_kv, d, dtype=dtype, seed=1), sample(b, h_kv, s_kv, d, dtype=dtype, seed=2)
+    return load(tmp_path_factory.mktemp("rest") / "rest_pypto.py", translate(REST).code)
 
 
 def _close(got, expected):

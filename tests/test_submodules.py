@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import torch2pypto
-from helpers import GEMMA_RMSNORM, load
+from helpers import GEMMA_RMSNORM, LLAMA_RMSNORM, load
 from torch2pypto import Options, translate_source
 from torch2pypto.mapping.tolerance import region_tolerance
 from torch2pypto.translator.oracle.invariants import violations
@@ -28,19 +28,7 @@ import torch
 from torch import nn
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
-
+""" + LLAMA_RMSNORM + """
 
 class Layer(nn.Module):
     def __init__(self, hidden_size):
