@@ -2,130 +2,17 @@
 
 import difflib
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
-from torch2pypto.translator.run import runner
 from torch2pypto.translator.run.cli import main
 from torch2pypto.translator.run.files import gather
-
-MODEL = '''\
-"""RMSNorm as LLaMA writes it."""
-
-import torch
-from torch import nn
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.eps = eps
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
-        return self.weight * hidden_states.to(input_dtype)
-'''
-
-# No newline at the end: the diff must say so for `git apply`.
-LAYERS = '''\
-import torch
-
-
-def scale(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return (x * torch.rsqrt(y.abs() + 1)).type_as(y)'''
-
-NORM = '''\
-import torch
-
-
-def normalise(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    x = x.to(torch.float32)
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-
-
-def determinant(x: torch.Tensor) -> torch.Tensor:
-    return torch.linalg.det(x)
-'''
-
-TREE = {
-    ".gitignore": "scratch_*.py\n*.log\n",
-    "README.md": "# pkg\n",
-    "__init__.py": "from .model import RMSNorm\n",
-    "model.py": MODEL,
-    "layers.py": LAYERS,
-    "weights.json": '{"eps": 1e-6}\n',
-    "run.log": "ignored\n",
-    "scratch_notes.py": "import torch\nx = torch.rsqrt(torch.ones(1))\n",
-    "experiments/try_it.py": "import torch\ny = torch.rsqrt(torch.ones(2))\n",
-    "sub/__init__.py": "",
-    "sub/norm.py": NORM,
-    "sub/tables/.keep": "",
-    ".venv/lib/site.py": "import torch\n",
-}
-EXCLUDE = ["--exclude", "experiments/"]
-
-
-def make_tree(root: Path, tree: dict[str, str] = TREE) -> Path:
-    for name, text in tree.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".git/" not in p.as_posix() + "/"}
-
-
-def translate(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, prefix: Sequence[str] = ()
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", "torch2pypto.translator.run.cli", *args],
-        capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})},
-    )  # fmt: skip
-
-
-def unprivileged(unreadable: Path) -> list[str]:
-    """A command prefix under which ``unreadable`` (mode 000) cannot be read, even when the tests run as root.
-
-    Root reads anything through two capabilities; setpriv (util-linux) runs a command without them.
-    """
-    prefix = []
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("as root, mode 000 does not stop reads, and setpriv is not installed to drop that power")
-        caps = "-dac_override,-dac_read_search"
-        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
-    if subprocess.run([*prefix, "cat", str(unreadable)], capture_output=True).returncode == 0:
-        pytest.skip("cannot make a file unreadable here (setpriv could not drop root's capabilities)")
-    return prefix
-
-
-@pytest.fixture
-def pkg(tmp_path):
-    return make_tree(tmp_path / "src" / "pkg")
-
-
-@pytest.fixture
-def mirrored(pkg, tmp_path):
-    out = tmp_path / "out" / "pkg"
-    assert main([str(pkg), "-o", str(out), "-j1", *EXCLUDE]) == 0
-    return out
+from trees import EXCLUDE, NORM, everything, make_tree, mirrored, pkg, snapshot, translate, unprivileged  # noqa: F401  (pkg, mirrored: fixtures)
 
 
 def test_gathering_skips_ignored_excluded_hidden_and_generated(pkg):
@@ -247,111 +134,6 @@ def test_in_place_writes_what_the_mirror_writes(pkg, mirrored, tmp_path):
         assert written[name] == data, name
     assert written["scratch_notes.py"] == (pkg / "scratch_notes.py").read_bytes()  # ignored: untouched
     assert not [name for name in written if name.endswith(".tmp")]  # every staged file renamed
-
-
-def test_an_interrupted_run_leaves_no_staged_file(pkg, tmp_path, monkeypatch):
-    copy = tmp_path / "copy"
-    shutil.copytree(pkg, copy)
-    before = snapshot(copy)
-    translate_job = runner.translate_job
-    done = []
-
-    def interrupted(job, work, progress=None):
-        if any(r.staged for r in done):
-            raise KeyboardInterrupt
-        done.append(translate_job(job, work, progress))
-        return done[-1]
-
-    monkeypatch.setattr(runner, "translate_job", interrupted)
-    assert main([str(copy), "--in-place", "-j1"]) == 130
-    assert done[-1].staged and snapshot(copy) == before
-
-
-# Runs `translate ARGS...` with a hold: once norm.py's translation is staged (in whichever process
-# translates it), or once the staged files are about to be renamed in, it writes READY and waits
-# until READY is gone. So a test can send its SIGINT at a known point, without guessing with sleeps.
-HOLD = """
-import sys, time
-from pathlib import Path
-from torch2pypto.translator.run import cli, runner
-
-ready, at = Path(sys.argv[1]), sys.argv[2]
-
-def hold():
-    ready.write_text(at)
-    while ready.exists():
-        time.sleep(0.01)
-
-if at == "staged":
-    translate_job = runner.translate_job
-    def held_job(job, work, progress=None):
-        result = translate_job(job, work, progress)
-        if job.source.name == "norm.py":
-            assert result.staged
-            hold()
-        return result
-    runner.translate_job = held_job
-else:
-    rename_staged = cli._rename_staged
-    def held_rename(*args):
-        hold()
-        rename_staged(*args)
-    cli._rename_staged = held_rename
-sys.exit(cli.main(sys.argv[3:]))
-"""
-
-
-def interrupt(at: str, args: list[str], ready: Path, release: bool = False) -> subprocess.CompletedProcess:
-    """Run ``translate args`` held ``at`` a point, then Ctrl-C it: SIGINT to its process group, as a terminal sends."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(ready), at, *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while not ready.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the run never reached the hold"
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGINT)
-        if release:
-            ready.unlink()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def everything(root: Path) -> dict[str, bytes | None]:
-    """Every path under ``root``: a file's bytes, None for a folder."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None for p in sorted(root.rglob("*"))}
-
-
-@pytest.mark.parametrize("mode", ["-o", "--in-place"])
-@pytest.mark.parametrize("jobs", ["-j1", "-j2"])
-def test_ctrl_c_once_files_are_staged_leaves_no_trace(pkg, tmp_path, mode, jobs):
-    """Issue 11 item 3: no staged file and no folder the run created is left; folders that were there stay."""
-    work = tmp_path / "work"
-    repo = work / "repo"
-    shutil.copytree(pkg, repo / "models" / "pkg")
-    (repo / ".git").mkdir()  # --in-place in a git work tree
-    (work / "out").mkdir()  # there before the run: kept
-    output = ["-o", str(work / "out" / "a" / "b" / "pkg")] if mode == "-o" else [mode]
-    before = everything(work)
-    ready = tmp_path / "ready"
-    result = interrupt("staged", [str(repo / "models" / "pkg"), *output, jobs, *EXCLUDE], ready)
-    assert (result.returncode, result.stderr) == (130, "translate: interrupted; nothing written\n")
-    assert everything(work) == before
-
-
-def test_ctrl_c_while_writing_takes_effect_once_every_file_is_written(pkg, tmp_path, mirrored):
-    """Issue 11 item 3: writes are not interrupted halfway; the run then stops with 130 and says so."""
-    out = tmp_path / "held" / "pkg"
-    result = interrupt("rename", [str(pkg), "-o", str(out), "-j1", *EXCLUDE], tmp_path / "ready", release=True)
-    assert (result.returncode, result.stderr) == (130, "translate: interrupted; every file was written first\n")
-    assert everything(out) == everything(mirrored)
 
 
 def test_files_given_one_by_one_keep_their_kernels_inline(pkg, tmp_path):
