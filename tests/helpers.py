@@ -81,14 +81,6 @@ def sample(*shape, dtype=torch.float32, positive=False, seed=0):
     return (x.abs() + 0.5 if positive else x).to(dtype)
 
 
-_MODULES = itertools.count()
-
-
-def module(code: str) -> types.ModuleType:
-    """``code`` imported from a file of its own (PyPTO reads a kernel's source from its file)."""
-    return load(Path(tempfile.mkdtemp(prefix="torch2pypto-case-")) / f"case_{next(_MODULES)}.py", code)
-
-
 def qkv(b, h, h_kv, s_q, s_kv, d, dtype=torch.float32):
     """Attention's query [b, h, s_q, d], key and value [b, h_kv, s_kv, d], each of its own seed."""
     return sample(b, h, s_q, d, dtype=dtype), sample(b, h_kv, s_kv, d, dtype=dtype, seed=1), sample(b, h_kv, s_kv, d, dtype=dtype, seed=2)
@@ -101,6 +93,14 @@ def load(path, code: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+_MODULES = itertools.count()
+
+
+def module(code: str) -> types.ModuleType:
+    """``code`` imported from a file of its own (PyPTO reads a kernel's source from its file)."""
+    return load(Path(tempfile.mkdtemp(prefix="torch2pypto-case-")) / f"case_{next(_MODULES)}.py", code)
 
 
 def layer_inputs(shape, dtype, grad=False):

@@ -3,7 +3,7 @@
 Each interpreter case translates a function, runs the fused kernel under ``interpreted()``
 against the original function (odd shapes, every float dtype) and counts the launches: one
 kernel per region. A seeded generator of random elementwise/reduction chains checks the same
-on code nobody wrote by hand.
+on code nobody wrote by hand. RoPE's regions are in test_fusion_rope.py.
 """
 
 import contextlib

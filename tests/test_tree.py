@@ -1,4 +1,5 @@
-"""Whole-tree runs: mirrored output, shared kernels module, parallel determinism, diffs, gates."""
+"""Whole-tree runs: mirrored output, shared kernels module, parallel determinism, diffs, gates
+(interrupted runs: test_tree_interrupts.py; the tree they run on: trees.py)."""
 
 import difflib
 import json

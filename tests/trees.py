@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import LLAMA_RMSNORM
 from torch2pypto.translator.run.cli import main
 
 MODEL = '''\
@@ -19,19 +20,7 @@ import torch
 from torch import nn
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.eps = eps
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
-        return self.weight * hidden_states.to(input_dtype)
-'''
+''' + LLAMA_RMSNORM
 
 
 # No newline at the end: the diff must say so for `git apply`.
