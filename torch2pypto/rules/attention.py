@@ -215,6 +215,7 @@ TAKES = copied("attention", "_sdpa_takes", "_SDPA_ROWS", "_sdpa_kept")
 OPERANDS = copied("attention", "_sdpa_bias", "_sdpa_window_band", "_sdpa_mask_bias")
 ROWS = copied("attention", "_sdpa_rows")
 REPEATS = copied("attention", "pypto_repeat_kv", last="_sdpa_unrepeated")  # repeat_kv deferred (engine.repeats)
+CAUSAL_MASKS = copied("masks", "pypto_causal_mask", "_CAUSAL_MASK_PARAMS", "pypto_causal_mask_maker")  # engine.masks
 
 
 def _wrapper(entry: Entry) -> Definition:

@@ -26,12 +26,12 @@ _CAUSAL_MASK_PARAMS = ("config", "inputs_embeds", "attention_mask", "past_key_va
 
 class _PyptoCausalMask(torch.Tensor):
     """A causal (windowed) bool mask not built yet: its metadata without storage; an op on it
-    builds it (``make()``, once) and runs on that."""
+    builds it (``make()``, once for it and its detached aliases) and runs on that."""
 
     @staticmethod
     def __new__(cls, make, shape, strides, device, window, diagonal):
         mask = torch.Tensor._make_wrapper_subclass(cls, shape, strides=strides, dtype=torch.bool, device=device)
-        mask._pypto_make = make
+        mask._pypto_made = make if isinstance(make, list) else [make]  # the maker, then (the mask,): shared by aliases
         mask._pypto_causal_window = window, diagonal
         return mask
 
@@ -39,14 +39,21 @@ class _PyptoCausalMask(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.detach.default:  # an alias, deferred still (autograd's wrappers detach their inputs)
+            mask = args[0]
+            return cls(mask._pypto_made, mask.shape, mask.stride(), mask.device, *mask._pypto_causal_window)
         built = [a._pypto_built() if isinstance(a, cls) else a for a in args]
         return func(*built, **{k: v._pypto_built() if isinstance(v, cls) else v for k, v in (kwargs or {}).items()})
 
     def _pypto_built(self):
         """The mask, built the first time it is asked for."""
-        if callable(self._pypto_make):
-            self._pypto_make = (self._pypto_make(),)
-        return self._pypto_make[0]
+        if callable(self._pypto_made[0]):
+            self._pypto_made[0] = (self._pypto_made[0](),)
+        return self._pypto_made[0][0]
+
+    def untyped_storage(self):
+        """The built mask's storage; before, an empty one of its own (it shares none)."""
+        return self._pypto_made[0][0].untyped_storage() if not callable(self._pypto_made[0]) else torch.UntypedStorage(0)
 
 
 def pypto_causal_mask(create, *args, **kwargs):
