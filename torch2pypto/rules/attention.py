@@ -23,7 +23,12 @@ diagonal tile adds the band's right half); a bool mask of [mask heads * S_q, S_k
 it broadcasts read once: transformers' sliding-window mask, expanded over the batch) is read as
 it lies, its False scores -1e30, a row it wholly masks zeros as torch gives; any other attention
 mask is an FP32 additive tensor of those rows (a bool mask with is_causal 0 / -1e30 plus the
-causal triangle), read per tile. Dropout, masks of other shapes, value dims other than key's,
+causal triangle), read per tile. A causal (sliding-window) mask of transformers' that
+``pypto_causal_mask`` deferred (:mod:`torch2pypto.translator.engine.masks`) is computed in the
+tiles: q and kv tiles equal, a query tile walks only the kv tiles of its rows' windows (from the
+first row's first key to the last row's own, the queries being the last keys), each adding the
+[T, T] view of one window band at the row given by how many keys its first query sees past its
+first key (a window wider than 2T - 1 keys keeps the band's and moves its end back). Dropout, masks of other shapes, value dims other than key's,
 and rows a bool mask with is_causal masks wholly run torch.
 
 The family takes the rest (Family.takes_rest): a call with ``**kwargs`` (transformers'
