@@ -216,3 +216,18 @@ def test_the_gradients_are_torchs(translated, shape):
         t.grad = None
     torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=expected, enable_gqa=True).square().sum().backward()
     torch.testing.assert_close(got, [t.grad for t in (q, k, v)])
+
+
+@pytest.mark.interpreter
+def test_a_deferred_mask_the_tiles_do_not_compute_is_built_for_the_kernel(translated):
+    """transformers' GQA decode (pack_gqa) puts a kv head's query heads in the query rows: one
+    mask row broadcast over them, no causal window of those rows; the kernel reads the mask built."""
+    made, create, embeds, expected, (q, k, v) = _attention_case((1, 4, 2, 9, 1, 32, 5, torch.float32))
+    packed = q.reshape(1, 2, 2, 32)  # [batch, kv heads, query heads per kv head, d]
+    ran = counting()
+    with torch2pypto.interpreted(translated):
+        mask = translated.chosen(config(5))(made, embeds, None, cache(made, 1, 9))
+        got = translated.attend(packed, k, v, mask)
+    assert ran() == KERNEL and not callable(mask._pypto_made[0])
+    reference = torch.nn.functional.scaled_dot_product_attention(packed, k, v, attn_mask=expected)
+    torch.testing.assert_close(got, reference, atol=1e-5, rtol=1e-5)
