@@ -123,6 +123,7 @@ def test_any_other_use_builds_the_mask_once(translated):
     assert torch.equal(got[:, :, :, :4], expected[:, :, :, :4]) and type(got[:, :, 1]) is torch.Tensor
     assert torch.equal(torch.zeros(6, 6).masked_fill(~got, -1.0), torch.zeros(6, 6).masked_fill(~expected, -1.0))
     assert torch.equal(alias & True, expected) and torch.equal(got.float(), expected.float()) and built == [1]
+    assert torch.equal(torch.cat([got, alias]), torch.cat([expected, expected]))  # in a list
     assert got.untyped_storage().data_ptr() == got._pypto_built().untyped_storage().data_ptr()
 
 

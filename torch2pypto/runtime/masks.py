@@ -42,8 +42,8 @@ class _PyptoCausalMask(torch.Tensor):
         if func is torch.ops.aten.detach.default:  # an alias, deferred still (autograd's wrappers detach their inputs)
             mask = args[0]
             return cls(mask._pypto_made, mask.shape, mask.stride(), mask.device, *mask._pypto_causal_window)
-        built = [a._pypto_built() if isinstance(a, cls) else a for a in args]
-        return func(*built, **{k: v._pypto_built() if isinstance(v, cls) else v for k, v in (kwargs or {}).items()})
+        args, kwargs = torch.utils._pytree.tree_map_only(cls, cls._pypto_built, (args, kwargs or {}))  # lists too (cat's)
+        return func(*args, **kwargs)
 
     def _pypto_built(self):
         """The mask, built the first time it is asked for."""
