@@ -168,7 +168,7 @@ ATTENTION = [  # batch, heads, kv heads, past, new, head dim, window (None: crea
     (1, 4, 2, 9, 1, 32, 5, torch.bfloat16),  # decode: S_q 1 against the window's cached keys
     (2, 2, 1, 6, 5, 32, 4, torch.float32),  # a chunk after a cache: S_q != S_kv
     (1, 2, 2, 11, 9, 64, 3, torch.bfloat16),
-    (1, 2, 1, 40, 3, 32, 35, torch.float32),  # a window wider than the tile's band (2 * 16 - 1 keys)
+    (1, 2, 1, 1100, 5, 16, 1050, torch.float32),  # a window wider than the band's (16 + 1024 - 1 keys), two kv tiles
     (1, 2, 2, 5, 6, 32, None, torch.float32),  # create_causal_mask after a cache
     (1, 2, 1, 0, 600, 16, 100, torch.float32),  # two query tiles
 ]

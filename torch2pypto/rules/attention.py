@@ -25,10 +25,10 @@ it lies, its False scores -1e30, a row it wholly masks zeros as torch gives; any
 mask is an FP32 additive tensor of those rows (a bool mask with is_causal 0 / -1e30 plus the
 causal triangle), read per tile. A causal (sliding-window) mask of transformers' that
 ``pypto_causal_mask`` deferred (:mod:`torch2pypto.translator.engine.masks`) is computed in the
-tiles: q and kv tiles equal, a query tile walks only the kv tiles of its rows' windows (from the
-first row's first key to the last row's own, the queries being the last keys), each adding the
-[T, T] view of one window band at the row given by how many keys its first query sees past its
-first key (a window wider than 2T - 1 keys keeps the band's and moves its end back). Dropout, masks of other shapes, value dims other than key's,
+tiles: a query tile walks only the kv tiles of its rows' windows (from the first row's first key
+to the last row's own, the queries being the last keys), each adding the [T, K] view of one window
+band at the row given by how many keys its first query sees past its first key (a window wider
+than T + K - 1 keys keeps the band's and moves its end back). Dropout, masks of other shapes, value dims other than key's,
 and rows a bool mask with is_causal masks wholly run torch.
 
 The family takes the rest (Family.takes_rest): a call with ``**kwargs`` (transformers'
@@ -99,7 +99,7 @@ def _kernel(name: str) -> Definition:
         Assign("out_rows, _", call("_tile_shape", "d", "tile", "4", "(pypto.DT_FP32,)", whole_rows="True")),
         Assign("passes", f'{{"pg_skip_partition": False, **({MERGED} if merge else {{}})}}'),
         Assign("bias_dtype", f'{templates.BOOL} if bias_kind == "keep" else {FP32}'),
-        Assign("_, beyond", call("_sdpa_band_window", "tile", "window")),
+        Assign("_, beyond", call("_sdpa_band_window", "tile", "kv_tile", "window")),
     ]
     params = [*(templates.tensor(t, items("pypto.DYNAMIC", f"{t}_cols"), "dtype") for t in ("q", "k", "v")),
               templates.tensor("bias", items("pypto.DYNAMIC", "pypto.DYNAMIC"), "bias_dtype"),
@@ -157,10 +157,10 @@ def _query_tile() -> list[Stmt]:
                   Assign("s", pypto("add", "s", "band"))),
              comment="the last tile: the band's right half on the diagonal, zeros left of it"),
         when('bias_kind == "window"',
-             Assign("past", "(i - kv_first - j) * tile + skv - sq"),
-             If("beyond is None", (Assign("past", "past.min(tile - 1)"),),
-                (Assign("past", "past - (past - tile + 1).max(0).min(beyond)"),),
-                comment="from tile - 1 keys past, the band's rows alike (all keys kept) but at the window's end",
+             Assign("past", "i * tile + skv - sq - kv_start"),
+             If("beyond is None", (Assign("past", "past.min(kv_tile - 1)"),),
+                (Assign("past", "past - (past - kv_tile + 1).max(0).min(beyond)"),),
+                comment="from kv_tile - 1 keys past, the band's rows alike (all keys kept) but at the window's end",
                 else_comment="the window's end moved back by the keys beyond the band's window"),
              Assign("band", pypto("view", "bias", items("tile", "kv_tile"), items("past + tile - 1", "0"),
                                   valid_shape=items("q_len", "kv_len"))),
@@ -202,8 +202,8 @@ def _query_tile() -> list[Stmt]:
         Assign("kv_first", "0"),
         when('bias_kind == "causal"', Assign("kv_tiles", "kv_tiles.min(i + 1)"), comment="tiles above the diagonal see no key"),
         when('bias_kind == "window"',
-             Assign("kv_first", "(i * tile + skv - sq - window + 1).max(0) // tile if window else 0"),
-             Assign("kv_tiles", "(i * tile + q_len - 1 + skv - sq) // tile + 1 - kv_first"),
+             Assign("kv_first", "(i * tile + skv - sq - window + 1).max(0) // kv_tile if window else 0"),
+             Assign("kv_tiles", "(i * tile + q_len - 1 + skv - sq) // kv_tile + 1 - kv_first"),
              comment="from the tile of the first query's first key to that of the last query's own"),
         loop("j", pypto("loop", "kv_tiles", name='"kv_tiles"', unroll_list=items("1")), *kv),
         Do(pypto("set_vec_tile_shapes", "out_rows", "d")),
@@ -232,9 +232,9 @@ d, sq, skv = {q}.shape[-1], {q}.shape[-2], {k}.shape[-2]
 heads, group = {q}.shape[-3], {q}.shape[-3] // {k}.shape[-3]
 bh = {q}.numel() // (sq * d)
 tile = _sdpa_tile(sq, _SDPA_ROWS)
+kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
 window = _sdpa_window({q}, {k}, {mask}, {causal})  # a causal mask deferred: computed in the kernel's tiles
-kv_tile = tile if {causal} or window is not None else _sdpa_tile(skv, _SDPA_KV)
-bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile, window)
+bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile, window, kv_tile)
 (q_rows, q_window), (k_rows, k_window), (v_rows, v_window) = (_sdpa_rows(t) for t in ({q}, {k}, {v}))
 out_window = (heads * d, 0) if d % 16 == 0 else None  # out [..., sq, heads, d]: the model's .transpose(1, 2).contiguous() copies nothing
 out = q_rows.new_empty((bh // heads * sq, heads * d)) if out_window else torch.empty_like(q_rows)

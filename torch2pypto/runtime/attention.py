@@ -55,10 +55,10 @@ def _sdpa_window(q, k, mask, is_causal):
     return window
 
 
-def _sdpa_band_window(tile, window):
-    """A window band's window (at most 2 * tile - 1 keys: any more see the same tiles) and the
-    keys of the window beyond it (None: no window)."""
-    kept = min(window, 2 * tile - 1) if window else 2 * tile - 1
+def _sdpa_band_window(tile, kv_tile, window):
+    """A window band's window (at most tile + kv_tile - 1 keys: any more see the same tiles) and
+    the keys of the window beyond it (None: no window)."""
+    kept = min(window, tile + kv_tile - 1) if window else tile + kv_tile - 1
     return kept, window - kept if window else None
 
 
@@ -105,16 +105,18 @@ def _sdpa_kept(mask, name, key, make):
 
 
 @functools.cache
-def _sdpa_window_band(tile, window, device):
-    """The [3 * tile + kept - 3, tile] band of a window (kept: _sdpa_band_window's) whose [tile, tile]
-    view from row d + tile - 1 is a tile's bias where its first query sees d keys past its first key:
-    0 where 0 <= d + row - column < kept, else -1e30 (made once per tile, window and device)."""
-    kept = _sdpa_band_window(tile, window)[0]
-    past = torch.arange(3 * tile + kept - 3, device=device)[:, None] - (tile - 1) - torch.arange(tile, device=device)
+def _sdpa_window_band(tile, kv_tile, window, device):
+    """The [kept + kv_tile + 2 * tile - 3, kv_tile] band of a window (kept: _sdpa_band_window's) whose
+    [tile, kv_tile] view from row d + tile - 1 is a tile's bias where its first query sees d keys
+    past its first key: 0 where 0 <= d + row - column < kept, else -1e30 (made once per tiles,
+    window and device)."""
+    kept = _sdpa_band_window(tile, kv_tile, window)[0]
+    rows = kept + kv_tile + 2 * tile - 3
+    past = torch.arange(rows, device=device)[:, None] - (tile - 1) - torch.arange(kv_tile, device=device)
     return torch.zeros(past.shape, device=device).masked_fill((past < 0) | (past >= kept), -1e30)
 
 
-def _sdpa_bias(q, k, mask, is_causal, tile, window=None):
+def _sdpa_bias(q, k, mask, is_causal, tile, window=None, kv_tile=None):
     """The kernel's bias, its kind and whether a mask varies by batch and by head: a causal
     [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else -1e30), the
     band of a deferred causal mask's window (_sdpa_window_band), a
@@ -124,7 +126,7 @@ def _sdpa_bias(q, k, mask, is_causal, tile, window=None):
     if mask is None:
         return _sdpa_band(tile if is_causal else 0, q.device), "causal" if is_causal else None, False, False
     if window is not None:
-        return _sdpa_window_band(tile, window, q.device), "window", False, False
+        return _sdpa_window_band(tile, kv_tile, window, q.device), "window", False, False
     if mask.dtype == torch.bool and not is_causal and (kept := _sdpa_mask_rows(q, k, mask)):
         return kept
     key = (tuple(q.shape[:-1]), k.shape[-2], is_causal)
