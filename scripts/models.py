@@ -23,7 +23,7 @@ model under ``torch2pypto.interpreted()``:
 
 Both FP32 models run one forward without grad first, so that the forwards measured are a
 process's steady state: what the translation does once per process (the sdpa wrapper's causal
-band, made once per tile) is printed apart, not counted as the forward's.
+band, made once per tile, and a deferred mask's window band) is printed apart, not counted as the forward's.
 
 Prints per model its modeling file's call sites (converted / total, left as torch, ambiguous), the
 kernels launched and wrappers called, the launches in each decoder layer (and those of the cache
@@ -212,7 +212,9 @@ def modeling_path(model: str) -> Path:
 # forward is torch.addmm; the DynamicCache a decoder's forward creates, whose update concatenates
 # the keys and values): translated too where the modeling file imports them, and its translation
 # imports the translated one in their place. masking_utils is not: its ops are index arithmetic
-# on ints and bools (arange, comparisons, bitwise_and, any/all), which no kernel takes.
+# on ints and bools (arange, comparisons, bitwise_and, any/all), which no kernel takes; the
+# modeling file's calls of its causal masks defer the mask to the attention kernel instead
+# (translator/engine/masks.py), which computes it in its tiles.
 LAYER_MODULES = ("pytorch_utils", "cache_utils")
 KERNEL_MODULES: dict[str, list[types.ModuleType]] = {}  # translated modeling module name -> its layer modules
 

@@ -23,7 +23,12 @@ diagonal tile adds the band's right half); a bool mask of [mask heads * S_q, S_k
 it broadcasts read once: transformers' sliding-window mask, expanded over the batch) is read as
 it lies, its False scores -1e30, a row it wholly masks zeros as torch gives; any other attention
 mask is an FP32 additive tensor of those rows (a bool mask with is_causal 0 / -1e30 plus the
-causal triangle), read per tile. Dropout, masks of other shapes, value dims other than key's,
+causal triangle), read per tile. A causal (sliding-window) mask of transformers' that
+``pypto_causal_mask`` deferred (:mod:`torch2pypto.translator.engine.masks`) is computed in the
+tiles: a query tile walks only the kv tiles of its rows' windows (from the first row's first key
+to the last row's own, the queries being the last keys), each adding the [T, K] view of one window
+band at the row given by how many keys its first query sees past its first key (a window wider
+than T + K - 1 keys keeps the band's and moves its end back). Dropout, masks of other shapes, value dims other than key's,
 and rows a bool mask with is_causal masks wholly run torch.
 
 The family takes the rest (Family.takes_rest): a call with ``**kwargs`` (transformers'
@@ -81,8 +86,9 @@ def _kernel(name: str) -> Definition:
     doc = ("Flash attention of [bh * sq, d] query rows over [bh / group * skv, d] key and value rows "
            "([batch * s, width] where q_/k_/v_/out_window (width, first column) say the heads lie in the columns), "
            "online softmax over kv tiles in FP32; bias: None, \"causal\" (a [tile, 2 * tile] band) or "
-           "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say) or "
-           "\"keep\" (a bool mask of those rows, read as it lies: False scores -1e30).")
+           "\"mask\" ([mask heads * sq, skv], FP32, per batch and / or head as mask_batch / mask_heads say), "
+           "\"keep\" (a bool mask of those rows, read as it lies: False scores -1e30) or \"window\" (a causal mask "
+           "of `window` keys, 0 none, the queries the last skv - sq keys: a window band, _sdpa_window_band).")
     prelude = [
         Assign("batch, kv_heads", "bh // heads, heads // group"),
         Assign("(q_cols, q_start), (k_cols, k_start), (v_cols, v_start), (out_cols, out_start)",
@@ -93,6 +99,7 @@ def _kernel(name: str) -> Definition:
         Assign("out_rows, _", call("_tile_shape", "d", "tile", "4", "(pypto.DT_FP32,)", whole_rows="True")),
         Assign("passes", f'{{"pg_skip_partition": False, **({MERGED} if merge else {{}})}}'),
         Assign("bias_dtype", f'{templates.BOOL} if bias_kind == "keep" else {FP32}'),
+        Assign("_, beyond", call("_sdpa_band_window", "tile", "kv_tile", "window")),
     ]
     params = [*(templates.tensor(t, items("pypto.DYNAMIC", f"{t}_cols"), "dtype") for t in ("q", "k", "v")),
               templates.tensor("bias", items("pypto.DYNAMIC", "pypto.DYNAMIC"), "bias_dtype"),
@@ -106,9 +113,9 @@ def _kernel(name: str) -> Definition:
              loop("i", pypto("loop", "(sq + tile - 1) // tile", name='"q_tiles"'), *_query_tile())),
     ]
     factory = ("dtype, d, bh, heads, group, scale, tile, kv_tile, bias_kind, mask_batch, mask_heads, "
-               "q_window, k_window, v_window, out_window, merge")
+               "q_window, k_window, v_window, out_window, merge, window")
     source = templates.factory(name, [factory], doc, prelude, params, body, JIT)
-    return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated"))
+    return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated", "_sdpa_takes"))
 
 
 def _head_starts() -> list[Stmt]:
@@ -134,10 +141,11 @@ def _query_tile() -> list[Stmt]:
     """One tile of query rows: its online softmax over the kv tiles, then its output rows."""
     to_dtype = when(f"dtype != {FP32}", Assign("p", pypto("cast", "p", "dtype")))
     kv = [
-        Assign("kv_len", "(skv - j * kv_tile).min(kv_tile)"),
+        Assign("kv_start", "(kv_first + j) * kv_tile"),
+        Assign("kv_len", "(skv - kv_start).min(kv_tile)"),
         Assign("q_tile", pypto("view", "q", items("tile", "d"), items("q_row + i * tile", "q_col"), valid_shape=items("q_len", "d"))),
-        Assign("k_tile", pypto("view", "k", items("kv_tile", "d"), items("k_row + j * kv_tile", "k_col"), valid_shape=items("kv_len", "d"))),
-        Assign("v_tile", pypto("view", "v", items("kv_tile", "d"), items("v_row + j * kv_tile", "v_col"), valid_shape=items("kv_len", "d"))),
+        Assign("k_tile", pypto("view", "k", items("kv_tile", "d"), items("k_row + kv_start", "k_col"), valid_shape=items("kv_len", "d"))),
+        Assign("v_tile", pypto("view", "v", items("kv_tile", "d"), items("v_row + kv_start", "v_col"), valid_shape=items("kv_len", "d"))),
         Do(pypto("set_cube_tile_shapes", items("tile", "tile"), "qk_k", "qk_n")),
         Assign("s", pypto("matmul", "q_tile", "k_tile", FP32, b_trans="True")),
         Do(pypto("set_vec_tile_shapes", "score_rows", "kv_tile")),
@@ -148,10 +156,20 @@ def _query_tile() -> list[Stmt]:
                                        valid_shape=items("q_len", "kv_len"))),
                   Assign("s", pypto("add", "s", "band"))),
              comment="the last tile: the band's right half on the diagonal, zeros left of it"),
+        when('bias_kind == "window"',
+             Assign("past", "i * tile + skv - sq - kv_start"),
+             If("beyond is None", (Assign("past", "past.min(kv_tile - 1)"),),
+                (Assign("past", "past - (past - kv_tile + 1).max(0).min(beyond)"),),
+                comment="from kv_tile - 1 keys past, the band's rows alike (all keys kept) but at the window's end",
+                else_comment="the window's end moved back by the keys beyond the band's window"),
+             Assign("band", pypto("view", "bias", items("tile", "kv_tile"), items("past + tile - 1", "0"),
+                                  valid_shape=items("q_len", "kv_len"))),
+             Assign("s", pypto("add", "s", "band")),
+             comment="the keys the tile's first query sees past its first key pick the window band's rows"),
         when('bias_kind in ("mask", "keep")',
              Assign("mask_row", "((h // heads if mask_batch else 0) * (heads if mask_heads else 1)\n"
                                 "            + (h % heads if mask_heads else 0)) * sq + i * tile"),
-             Assign("mask_tile", pypto("view", "bias", items("tile", "kv_tile"), items("mask_row", "j * kv_tile"),
+             Assign("mask_tile", pypto("view", "bias", items("tile", "kv_tile"), items("mask_row", "kv_start"),
                                        valid_shape=items("q_len", "kv_len"))),
              If('bias_kind == "mask"', (Assign("s", pypto("add", "s", "mask_tile")),),
                 (Assign("s", pypto("where", "mask_tile", "s", "-1e30")),), else_comment="a bool mask: False scores -1e30")),
@@ -181,7 +199,12 @@ def _query_tile() -> list[Stmt]:
         Do(pypto("set_vec_tile_shapes", "out_rows", "d")),
         *(Assign(f"{a}_acc", pypto("tensor", items("tile", cols), FP32, f'"{a}_acc"')) for a, cols in (("o", "d"), ("l", "1"), ("m", "1"))),
         Assign("kv_tiles", "(skv + kv_tile - 1) // kv_tile"),
+        Assign("kv_first", "0"),
         when('bias_kind == "causal"', Assign("kv_tiles", "kv_tiles.min(i + 1)"), comment="tiles above the diagonal see no key"),
+        when('bias_kind == "window"',
+             Assign("kv_first", "(i * tile + skv - sq - window + 1).max(0) // kv_tile if window else 0"),
+             Assign("kv_tiles", "(i * tile + q_len - 1 + skv - sq) // kv_tile + 1 - kv_first"),
+             comment="from the tile of the first query's first key to that of the last query's own"),
         loop("j", pypto("loop", "kv_tiles", name='"kv_tiles"', unroll_list=items("1")), *kv),
         Do(pypto("set_vec_tile_shapes", "out_rows", "d")),
         Assign("result", Call("pypto.div", (_accumulated("o_acc", "d"), _accumulated("l_acc", "1")), lines=True)),
@@ -194,9 +217,10 @@ def _query_tile() -> list[Stmt]:
 
 
 TAKES = copied("attention", "_sdpa_takes", "_SDPA_ROWS", "_sdpa_kept")
-OPERANDS = copied("attention", "_sdpa_bias", last="_sdpa_mask_bias")
+OPERANDS = copied("attention", "_sdpa_bias", "_sdpa_window_band", "_sdpa_mask_bias")
 ROWS = copied("attention", "_sdpa_rows")
 REPEATS = copied("attention", "pypto_repeat_kv", last="_sdpa_unrepeated")  # repeat_kv deferred (engine.repeats)
+CAUSAL_MASKS = copied("masks", "pypto_causal_mask", "_CAUSAL_MASK_PARAMS", "pypto_causal_mask_maker")  # engine.masks
 
 
 def _wrapper(entry: Entry) -> Definition:
@@ -209,13 +233,14 @@ heads, group = {q}.shape[-3], {q}.shape[-3] // {k}.shape[-3]
 bh = {q}.numel() // (sq * d)
 tile = _sdpa_tile(sq, _SDPA_ROWS)
 kv_tile = tile if {causal} else _sdpa_tile(skv, _SDPA_KV)
-bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile)
+window = _sdpa_window({q}, {k}, {mask}, {causal})  # a causal mask deferred: computed in the kernel's tiles
+bias, kind, by_batch, by_head = _sdpa_bias({q}, {k}, {mask}, {causal}, tile, window, kv_tile)
 (q_rows, q_window), (k_rows, k_window), (v_rows, v_window) = (_sdpa_rows(t) for t in ({q}, {k}, {v}))
 out_window = (heads * d, 0) if d % 16 == 0 else None  # out [..., sq, heads, d]: the model's .transpose(1, 2).contiguous() copies nothing
 out = q_rows.new_empty((bh // heads * sq, heads * d)) if out_window else torch.empty_like(q_rows)
 factor = float(d ** -0.5 if {scale} is None else {scale})
 merge = bh * -(-sq // tile) * -(-skv // kv_tile) >= _SDPA_MERGE  # kv tiles enough to merge the kernel's tasks
-kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_window, k_window, v_window, out_window, merge)
+kernel = {entry.op}_kernel(_PYPTO_DTYPES[{q}.dtype], d + -d % 16, bh, heads, group, factor, tile, kv_tile, kind, by_batch, by_head, q_window, k_window, v_window, out_window, merge, window)
 _launch(kernel, q_rows, k_rows, v_rows, bias, out)
 if out_window:
     return out.reshape(*{q}.shape[:-3], sq, heads, d).transpose(-3, -2)

@@ -42,10 +42,31 @@ def _sdpa_mask_rows(q, k, mask):
     return mask.view(-1, mask.shape[-1]), "keep", any(spread[:-1]), spread[-1]
 
 
+def _sdpa_window(q, k, mask, is_causal):
+    """The window of a causal mask pypto_causal_mask deferred (0: none) that the kernel computes
+    in its tiles: no is_causal, a mask of the scores' dims (batch and heads broadcast), its
+    diagonal (query offset minus key offset) the keys before the queries (the queries are the
+    last keys: every query sees its own); else None."""
+    window, diagonal = getattr(mask, "_pypto_causal_window", (None, None))
+    if window is None or is_causal or mask.dim() != q.dim() or not 0 <= diagonal == k.shape[-2] - q.shape[-2]:
+        return None
+    if tuple(mask.shape[-2:]) != tuple(q.shape[-2:-1]) + (k.shape[-2],) or any(m not in (1, n) for m, n in zip(mask.shape, q.shape[:-2])):
+        return None
+    return window
+
+
+def _sdpa_band_window(tile, kv_tile, window):
+    """A window band's window (at most tile + kv_tile - 1 keys: any more see the same tiles) and
+    the keys of the window beyond it (None: no window)."""
+    kept = min(window, tile + kv_tile - 1) if window else tile + kv_tile - 1
+    return kept, window - kept if window else None
+
+
 def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
     """Whether the attention kernel computes torch's sdpa of these: q [..., hq, sq, d], k and v
     [..., hkv, skv, d] of one PyPTO dtype on the kernel path, hq == hkv (or a multiple with
-    enable_gqa; hkv 1 broadcasts either way), d up to 256; a mask of the query's dtype or bool, broadcastable to the
+    enable_gqa; hkv 1 broadcasts either way), d up to 256; a causal mask deferred that the kernel
+    computes (_sdpa_window) or a mask of the query's dtype or bool, broadcastable to the
     scores, no row of a bool mask wholly False (torch gives zeros there) unless the kernel reads the
     mask in place (_sdpa_mask_rows, no is_causal), and zeroes such rows itself; a Python number or
     None as scale."""
@@ -58,7 +79,7 @@ def _sdpa_takes(q, k, v, mask, is_causal, scale, enable_gqa):
         return False
     if type(is_causal) is not bool or scale is not None and type(scale) not in (int, float):
         return False
-    if mask is None:
+    if mask is None or _sdpa_window(q, k, mask, is_causal) is not None:
         return True
     if not isinstance(mask, torch.Tensor) or mask.dtype not in (q.dtype, torch.bool) or mask.dim() > q.dim():
         return False
@@ -83,14 +104,29 @@ def _sdpa_kept(mask, name, key, make):
     return kept[1]
 
 
-def _sdpa_bias(q, k, mask, is_causal, tile):
+@functools.cache
+def _sdpa_window_band(tile, kv_tile, window, device):
+    """The [kept + kv_tile + 2 * tile - 3, kv_tile] band of a window (kept: _sdpa_band_window's) whose
+    [tile, kv_tile] view from row d + tile - 1 is a tile's bias where its first query sees d keys
+    past its first key: 0 where 0 <= d + row - column < kept, else -1e30 (made once per tiles,
+    window and device)."""
+    kept = _sdpa_band_window(tile, kv_tile, window)[0]
+    rows = kept + kv_tile + 2 * tile - 3
+    past = torch.arange(rows, device=device)[:, None] - (tile - 1) - torch.arange(kv_tile, device=device)
+    return torch.zeros(past.shape, device=device).masked_fill((past < 0) | (past >= kept), -1e30)
+
+
+def _sdpa_bias(q, k, mask, is_causal, tile, window=None, kv_tile=None):
     """The kernel's bias, its kind and whether a mask varies by batch and by head: a causal
-    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else -1e30), a
+    [tile, 2 * tile] band (0 where a key's column minus tile is at most the row, else -1e30), the
+    band of a deferred causal mask's window (_sdpa_window_band), a
     bool mask's rows read in place without is_causal (_sdpa_mask_rows), or the mask as FP32
     additive [mask batches * mask heads * sq, skv] rows (leading dims all 1 or all the query's; a bool mask's False is -1e30; with is_causal, -1e30 above the diagonal
     too, as torch adds them), skv padded to 32 bytes, kept on the mask; else a dummy."""
     if mask is None:
         return _sdpa_band(tile if is_causal else 0, q.device), "causal" if is_causal else None, False, False
+    if window is not None:
+        return _sdpa_window_band(tile, kv_tile, window, q.device), "window", False, False
     if mask.dtype == torch.bool and not is_causal and (kept := _sdpa_mask_rows(q, k, mask)):
         return kept
     key = (tuple(q.shape[:-1]), k.shape[-2], is_causal)

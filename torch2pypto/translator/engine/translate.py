@@ -18,7 +18,7 @@ from torch2pypto.mapping import Table, load_table
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import fused_sites
 from torch2pypto.schema import operators
-from torch2pypto.translator.engine import chunks, emit, repeats
+from torch2pypto.translator.engine import chunks, emit, masks, repeats
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.regions import Context, Fused, Region, fuse, module_functions
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
@@ -110,7 +110,7 @@ def translate_source(
     generated = emit.defined_names(text, section)
     hierarchy = Hierarchy(path, options.module_bases)
     records, edits, conversions, definitions, regions = [], [], [], {}, []
-    spelt_free_torch = deferring = False
+    spelt_free_torch = deferring = masking = False
     for chunk in cut:
         index = module.index(text, chunk, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
@@ -122,6 +122,9 @@ def translate_source(
         deferred = repeats.defer(index.tree, lines, chunk_conversions, chunk_edits)
         chunk_edits += deferred
         deferring |= bool(deferred)
+        masked = masks.defer(module.outline, index.tree, lines, chunk_edits)
+        chunk_edits += masked
+        masking |= bool(masked)
         chunk_definitions = [d for _, d in sorted([*fused.definitions, *chunk_definitions], key=lambda p: p[0])]  # source order
         regions += fused.regions
         by_attempt = {id(a): _record(path, a) for a in attempts}
@@ -134,11 +137,14 @@ def translate_source(
         if len(cut) > 1:  # the chunk's ast and inference, in cycles, freed before the next chunk is read
             del index, sites, attempts, elsewhere, fused
             gc.collect(0)
+    if masking:
+        definitions.setdefault(masks.DEFINITION.name, masks.DEFINITION)
     ordered = emit.ordered(definitions.values())
     if kernels_module is None:
         edits += emit.section_edits(text, module.outline, ordered) if ordered else []
-    elif conversions or regions:
-        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions} | set(repeats.NAMES if deferring else ()))
+    elif conversions or regions or masking:
+        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions} | set(repeats.NAMES if deferring else ())
+                          | set(masks.NAMES if masking else ()))
         edits += emit.import_kernels(text, module.outline, kernels_module, wrappers, spelt_free_torch)
     code = emit.splice(text, edits)  # every edit is in the input's coordinates
     return Translation(path, text, code, encoding, tuple(records), tuple(conversions), tuple(ordered), tuple(regions))
