@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from torch2pypto.rules import cube, epilogue, gated
+from torch2pypto.rules import cube, epilogue, gated, region_epilogue
 from torch2pypto.rules import prologue as prologue_rules
 from torch2pypto.rules.fusion import name_of
 from torch2pypto.rules.tile_program import ROWS, Param, Unfusible
@@ -398,7 +398,7 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     edits = len(found.edits)
     taken = submodule_epilogue(finder, statements, end, found)
     if not taken:
-        return _mlp_after(finder, statements[end], built, found) if end < len(statements) else 0
+        return _mlp_after(finder, statements, end, built, found) if end < len(statements) else 0
     sub = found.submodules.get(found.edits[-1][0]) if taken else None
     if sub is None or edits < 1 or getattr(built, "groups", None) is not None:
         return taken
@@ -456,13 +456,17 @@ def prologue(finder, statements: list[ast.stmt], end: int, built, found) -> int:
     return taken
 
 
-def _mlp_after(finder, first: ast.stmt, built, found) -> int:
-    """1 if ``first`` is ``t = self.mlp(x)`` with no residual add after it (gemma3's, whose norm
-    comes between), ``x`` one of the region's two results and not read after: the region as the
-    prologue of the forward's gated pair, then its linear (``pypto_linear``); one call assigns
-    ``t`` and the region's other result. Else 0, nothing done."""
+def _mlp_after(finder, statements: list[ast.stmt], end: int, built, found) -> int:
+    """1 if ``statements[end]`` is ``t = self.mlp(x)`` with no residual add after it (gemma3's,
+    whose norm comes between), ``x`` one of the region's two results and not read after: the
+    region as the prologue of the forward's gated pair, then its linear (``pypto_linear``); one
+    call assigns ``t`` and the region's other result. Where a row region follows that reads ``t``
+    (:func:`_region_after`: gemma3's post-feedforward norm and residual add), it is the linear's
+    epilogue (:mod:`torch2pypto.rules.region_epilogue`) and the one call stands for its statements
+    too (1 + theirs). Else 0, nothing done."""
     from torch2pypto.translator.engine.regions import Region  # regions calls this module
 
+    first = statements[end]
     call = _assigned(first)
     if call is None or type(call) is not ast.Call or len(call.args) != 1 or call.keywords or type(call.args[0]) is not ast.Name:
         return 0
@@ -521,19 +525,105 @@ def _mlp_after(finder, first: ast.stmt, built, found) -> int:
                                f"then its linear ({projected.partition('(')[0]})")
     derived = _derived({**params, f"class {cls.name}": Param(kind, "class", cls.name)}, pair_params, outer, linear, True)
     region = found.regions[-1]
-    found.regions[-1] = dataclasses.replace(
+    region = found.regions[-1] = dataclasses.replace(
         region, span=region.span[:2] + finder.lines.span(first)[2:], ops=(*region.ops, f"{cls.name}.forward"), wrapper=name,
         kernel=prologue_rules.kernel_name(region_wrapper),
         params=(*region.params, params[source_text(finder, call.func)], Param(kind, "class", cls.name), *derived.values()),
         entries=tuple(dict.fromkeys((*region.entries, "linear"))), modules=(*region.modules, (module, kind)),
         derived=(*region.derived, *((p.name, p.source) for p in derived.values())))
+    start, _, _ = found.edits.pop()
+    arguments = [*(p.source for p in called), source_text(finder, call.func), cls.name]
+    assigned, stop, taken = f"{target}, {others[0]}", first, 1
+    after = _region_after(finder, statements, end + 1, (x, target, others[0]), {p.name: p.source for p in called} | {module: None, kind: None},
+                          built, found)
+    if after is not None:
+        later, region_call = after
+        epilogue_name = f"{name.rpartition('_')[0]}_epilogue_1sites"
+        try:
+            epilogue_definitions = region_epilogue.definitions(epilogue_name, f"{where} and the region after it", region_call.wrapper,
+                                                               later.program, tuple(later.outputs), region_call.x, projected.partition("(")[0])
+        except Unfusible:
+            epilogue_definitions = None
+        if epilogue_definitions is not None:
+            name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{cls.name}\n{region_call.wrapper}\n", len(attempts) + len(later.attempts))
+            separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
+                        f"{region_call.x} = {module}({x})\nreturn {region_call.wrapper}({', '.join(region_call.called)})\n")
+            fused = (f"{x}, {others[0]} = {inner}({', '.join([*(p.name for p in called), *own])})\n"
+                     f"return {epilogue_name}({x}, {', '.join(r or 'None' for r in linear)}, {', '.join(region_call.own)})\n")
+            top = prologue_rules.outer(name, f"{where} and the region after it", [*(p.name for p in called), module, kind, *region_call.params],
+                                       (module, kind), separate, fused, f"then its linear with the region after it in the epilogue")
+            definitions = (*definitions, *epilogue_definitions)
+            attempts += later.attempts
+            arguments += [p.source for p in region_call.added]
+            assigned, stop, taken = ", ".join(o.name for o in later.outputs), region_call.last, 1 + region_call.count
+            taken_names = {p.name for p in (*region.params, *region_call.added)}
+            derived_after = []  # the region after's, renamed apart from the prologue's (--verify's instances: one name each)
+            for param_name, read_from in region_call.region.derived:
+                derived_after.append(Param(unique_name(param_name, taken_names), next(p.kind for p in region_call.region.params if p.name == param_name), read_from))
+                taken_names.add(derived_after[-1].name)
+            region = dataclasses.replace(
+                region, span=region.span[:2] + finder.lines.span(region_call.last)[2:], wrapper=name, ops=(*region.ops, *region_call.region.ops),
+                params=(*region.params, *region_call.added, *derived_after), entries=tuple(dict.fromkeys((*region.entries, *region_call.region.entries))),
+                modules=(*region.modules, *region_call.region.modules), derived=(*region.derived, *((p.name, p.source) for p in derived_after)))
+            found.regions[-1] = region
     for a in attempts:
         a.status, a.reason, a.pypto_api = CONVERTED, "", f"{name} (fused)"
-    start, _, _ = found.edits.pop()
-    end = finder.lines.offset(*finder.lines.span(first)[2:])
-    segment = finder.text[start:end]
+    stop_offset = finder.lines.offset(*finder.lines.span(stop)[2:])
+    segment = finder.text[start:stop_offset]
     indent = finder.text[finder.text.rfind("\n", 0, start) + 1 : start]
     new = comments_above(segment, indent)
-    found.edits.append((start, end, new + f"{target}, {others[0]} = {name}({', '.join([*(p.source for p in called), source_text(finder, call.func), cls.name])})"))
+    found.edits.append((start, stop_offset, new + f"{assigned} = {name}({', '.join(arguments)})"))
     found.definitions.extend((start, d) for d in (*definitions, *cube.definitions(entry), top))
-    return 1
+    return taken
+
+
+@dataclasses.dataclass(frozen=True)
+class _After:
+    """A row region after the MLP's call that reads its result: its wrapper, its parameter of that
+    result ``x`` and the parameters its call passes (``called``, in order), those the epilogue's
+    wrapper takes (``own``: all but ``x``), those the outer wrapper adds (``params``, passed as
+    ``added``), its last statement, how many statements and its :class:`Region`."""
+
+    wrapper: str
+    x: str
+    called: tuple[str, ...]
+    own: tuple[str, ...]
+    params: tuple[str, ...]
+    added: tuple[Param, ...]
+    last: ast.stmt
+    count: int
+    region: object
+
+
+def _region_after(finder, statements: list[ast.stmt], j: int, names: tuple[str, str, str], bound: dict, built, found):
+    """(its build, :class:`_After`) of the row region from ``statements[j]`` if it reads the MLP's
+    result ``t`` (``names``: the MLP's input, ``t``, the prologue's other result) as rows, no value
+    the prologue's region or the MLP's call assigned but those two, and neither is read after it
+    unless it assigns it; its parameters' names are none of the outer wrapper's (``bound``: name ->
+    source; None: the submodule's and its class's) but one of the same source. The region is emitted
+    (its definitions stay), its call's edit and record taken back. Else None, nothing done."""
+    x, target, kept = names
+    run = finder.run(statements, j) if j < len(statements) else None
+    if run is None:
+        return None
+    end, later = run
+    program = later.program
+    if getattr(later, "groups", None) is not None or later.returned is not None or not program.reduces:
+        return None
+    called = [p for p in program.params if p.name not in program.derived]
+    xs = [p for p in called if p.source == target and p.kind == ROWS]
+    if len(xs) != 1 or any(p.source in (x, *built.assigned) and p.source not in (target, kept) for p in called):
+        return None
+    if any(p.source == kept and p.name != kept or p.name != xs[0].name and p.source == target for p in called):
+        return None  # the outer wrapper binds the prologue's other result by its name
+    if any(n not in later.assigned and _read_after(finder, n, statements[end - 1], statements[end - 1]) for n in (target, kept)):
+        return None
+    added = [p for p in called if p is not xs[0] and p.source != kept and p.name not in bound]
+    if any(p.name in bound and bound[p.name] != p.source for p in called if p is not xs[0] and p.source != kept) \
+            or xs[0].name in bound and bound[xs[0].name] is None:
+        return None  # a name the outer wrapper binds to another value
+    finder.emit(statements[j:end], later, found)
+    found.edits.pop()
+    region = found.regions.pop()
+    return later, _After(region.wrapper, xs[0].name, tuple(p.name for p in called), tuple(p.name for p in called if p is not xs[0]),
+                         tuple(p.name for p in added), tuple(added), statements[end - 1], end - j, region)
