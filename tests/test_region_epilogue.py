@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from helpers import GEMMA_RMSNORM, layer_inputs, layers_with_grad, run_layers
-from test_prologue import BIASED, LAYER, NORMED, _launched, _matches
+from test_prologue import LAYER, NORMED, _launched, _matches
 from test_submodules import translated, twins
 from torch2pypto import Options, translate_source
 
