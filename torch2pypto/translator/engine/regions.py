@@ -48,7 +48,7 @@ import functools
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
-from torch2pypto.translator.engine import epilogues, groups, halves, prologues, siblings
+from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import INERT, children, statements, walk
@@ -295,7 +295,7 @@ class Finder:
             if inlined:
                 i, ahead = i + inlined, None
                 continue
-            grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
+            grouped = siblings.sibling_linears(self, statements, i, found) or qkv.sliced_rope(self, statements, i, found)  # their other expressions as usual
             if not grouped and halves.chunked_pair(self, statements, i, found):
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
                 continue
