@@ -180,3 +180,58 @@ def test_verify_runs_the_kernel_on_one_weight_sliced_at_its_bounds():
     translation = translated(ATTENTION)
     ok, out = verified_translation(translation)
     assert ok and "not exercised" not in out, out
+
+
+# llama's three projections with phi3's partial rotary helper (bamba's, glmasr's): the same kernel
+THREE = ATTENTION.replace(
+    "        self.qkv_proj = nn.Linear(hidden, (heads + 2 * kv_heads) * head_dim, bias=bias)\n",
+    "        self.q_proj = nn.Linear(hidden, heads * head_dim, bias=bias)\n        self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)\n"
+    "        self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)\n",
+).replace(ATTENTION[ATTENTION.index("        qkv = "):ATTENTION.index("        cos, sin")],
+          "        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)\n"
+          "        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)\n"
+          "        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)\n\n")
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_three_projections_with_a_partial_rotary_are_one_launch(dtype):
+    translation = translated(THREE)
+    kernel = _kernel(translation)
+    assert kernel.startswith("fused_forward_")
+    mod, reference = module(translation.code), original(THREE)["Attention"]
+    for batch, seq, hidden, heads, kv_heads, head_dim, rotary, angled in CASES:
+        torch.manual_seed(seq)
+        model = mod.Attention(hidden, heads, kv_heads, head_dim, True).to(dtype)
+        expected = reference(hidden, heads, kv_heads, head_dim, True).to(dtype)
+        expected.load_state_dict(model.state_dict())
+        x = (torch.randn(batch, seq, hidden) * 3).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(x, angles(angled, seq, rotary, dtype))
+        assert ran() == {kernel.replace("_kernel", "_bias_kernel.kernel"): 1}, ran()
+        with torch.no_grad():
+            _match(got, expected(x, angles(angled, seq, rotary, dtype)), dtype)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_heads_normed_then_partly_rotated_are_one_launch(dtype):
+    """minimax_m3_vl's: qwen3's norms of q's and k's heads (over the whole head), then the partial rotary."""
+    from test_qk_norm_epilogue import NORM, QWEN3, _models
+
+    code = QWEN3.replace(QWEN3[QWEN3.index("def apply_rotary_pos_emb"):QWEN3.index("class Attention")],
+                         ATTENTION[ATTENTION.index("def apply_rotary_pos_emb"):ATTENTION.index("class Attention")])
+    assert NORM in code and "rotary_dim = cos.shape[-1]" in code
+    translation = translated(code)
+    [kernel] = [r.kernel for r in translation.regions if r.function == "forward" and r.kernel.startswith("fused_forward_") and "linear" in r.ops]
+    for batch, seq, hidden, heads, kv_heads, head_dim, rotary, angled in CASES:
+        torch.manual_seed(seq)
+        mod, model, expected = _models(code, translation, dtype, False, hidden, heads, kv_heads, head_dim)
+        x = (torch.randn(batch, seq, hidden) * 3).to(dtype)
+        ran = counting()
+        with torch2pypto.interpreted(mod), torch.no_grad():
+            got = model(x, angles(angled, seq, rotary, dtype))
+        assert ran() == {f"{kernel}.kernel": 1}, ran()
+        with torch.no_grad():
+            _match(got, expected(x, angles(angled, seq, rotary, dtype)), dtype)

@@ -243,7 +243,7 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
              f"_rope_takes({x}, {cos}, {sin}, {view}, *(w.shape[0] for w, _ in projections){', partial=True' if width else ''})")
     if normed:  # each norm module runs its class's forward, its vectors and numbers ones the kernel takes
         takes = (f"_inlined({', '.join(f'({m}, {c})' for _, _, (m, c) in normed)}) and {takes} and "
-                 f"_norms_take({cos}.shape[-1], ({tuple_text(read[v] for v in vectors)}), ({tuple_text(read[n] for n in numbers)}))")
+                 f"_norms_take({'cols' if width else f'{cos}.shape[-1]'}, ({tuple_text(read[v] for v in vectors)}), ({tuple_text(read[n] for n in numbers)}))")
     takes = " and ".join([takes, *dict.fromkeys(checks)])
     factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), rows, cols, {width + ', ' if width else ''}blocks, row_tiles, "
                + "".join(f"_PYPTO_ALL_DTYPES[{s}], " for s in [*(symbols[d] for d in dtypes), *promoted])

@@ -30,7 +30,7 @@ from torch2pypto.rules.fusion import name_of
 from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.linears import BIAS, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
-from torch2pypto.translator.engine.siblings import _BETWEEN, _alone, _rope_call, _rope_groups
+from torch2pypto.translator.engine.siblings import _BETWEEN, _alone, _root, _rope_call, _rope_groups
 
 _HOST = 2  # host statements that may stand between the linear and the slices
 
@@ -44,7 +44,7 @@ def sliced_rope(finder, statements: list[ast.stmt], i: int, found) -> int:
     if linear is None:
         return 0
     qkv = first.targets[0].id
-    reads = {source_text(finder, v).partition(".")[0] for v in linear[1].values() if v is not None}
+    reads = {_root(v) for v in linear[1].values() if v is not None} - {None}
     j, host = i + 1, []
     while j < len(statements) and len(host) <= _HOST and _slice(statements[j], qkv) is None:
         s = statements[j]
