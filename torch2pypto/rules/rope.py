@@ -30,7 +30,10 @@ from torch2pypto.rules.widths import needed
 
 RoPE_TAKES = copied("rope", "_rope_takes", first="_CUBE_CORES")
 NORMS_TAKE = copied("rope", "_norms_take")
+HEAD_DIM = copied("rope", "_head_dim")
+QKV_SLICES = copied("rope", "_qkv_slices")
 HEADS, ANGLES = "heads", "angles"  # the wrapper's parameter kinds of the heads' view shape and of cos and sin
+QKV, BOUND = "qkv", "bound"  # of one projection's weight that q, k and v slice (phi3's qkv_proj), and of the slices' bounds
 # the kernel's own names, which a RoPE program's statements must not assign
 _OWN = {"a", "a_tile", "n", "o", "t", "tiles", "blocks", "r", "i", "h", "valid", "rows", "cols", "k", "k16", "dtype", "projected", "kernel", "row_tiles", "cube_tasks", "reuse"}
 
@@ -81,11 +84,12 @@ class Norm:
 
 class Group:
     """One rotated projection: the RoPE group's program and output, the role of each of its rows
-    operands (``x``: the projection's head, ``cos``, ``sin``), and the norm of each head before
-    it (None: none)."""
+    operands (``x``: the projection's head, ``cos``, ``sin``), the norm of each head before it
+    (None: none), and the name of the angles' width where it rotates a head's first columns only
+    (phi3's ``rotary_dim = cos.shape[-1]``; None: the whole head)."""
 
-    def __init__(self, program: Program, output: Output, roles: dict[str, str], norm: Norm | None = None) -> None:
-        self.program, self.output, self.roles, self.norm = program, output, roles, norm
+    def __init__(self, program: Program, output: Output, roles: dict[str, str], norm: Norm | None = None, width: str | None = None) -> None:
+        self.program, self.output, self.roles, self.norm, self.width = program, output, roles, norm, width
         self.rows = [p for p in program.params if p.kind == ROWS]
 
     def names(self) -> set[str]:
@@ -120,7 +124,8 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     rotated = len(groups)
     cos, sin = (next(p.name for p in groups[0].rows if groups[0].roles[p.name] == role) for role in ("cos", "sin"))
     norms = [(j, g.norm) for j, g in enumerate(groups) if g.norm]
-    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", "blocks", "row_tiles", *dtypes, *promoted, *numbers]
+    width = groups[0].width or "cols"  # the angles' (a head's rotated columns)
+    factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", *([width] if groups[0].width else []), "blocks", "row_tiles", *dtypes, *promoted, *numbers]
     prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
     prelude += "count = cols  # the real cols a norm's row reduction counts: a head's\n" if norms else ""
     for j in range(count):
@@ -145,15 +150,15 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     params += "".join(f"w{j}: pypto.Tensor([n{j}, k], dtype),\n" for j in range(count))
     params += "".join(f"b{j}: pypto.Tensor([1, n{j}], dtype),\n" for j in range(count)) if bias else ""
     symbol = {p.name: groups[0].program.dtype_symbol(p) for p in groups[0].rows}
-    params += "".join(f"{p}: pypto.Tensor([pypto.DYNAMIC, cols], {symbol[p]}),\n" for p in (cos, sin))
+    params += "".join(f"{p}: pypto.Tensor([pypto.DYNAMIC, {width}], {symbol[p]}),\n" for p in (cos, sin))
     vectors = [(norm.text(j, p.name), norm.text(j, norm.program.dtype_symbol(p))) for j, norm in norms for p in norm.vectors]
     params += "".join(f"{v}: pypto.Tensor([1, cols], {d}),\n" for v, d in vectors)
     outs = [g.output.value.dtype for g in groups] + ["dtype"] * (count - rotated)
     params += "".join(f"out{j}: pypto.Tensor([pypto.DYNAMIC, n{j}], {d}),\n" for j, d in enumerate(outs))
     body = ("o, i = t // tiles, t % tiles\nr = o * n + i * rows\nvalid = [(n - i * rows).min(rows), cols]\n"
             "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[valid[0], k])\n"
-            + "".join(f"{p}_tile = pypto.view({p}, [rows, cols], [r if blocks == 1 else i * rows, 0], valid_shape=valid)  # the tokens' angles\n"
-                      for p in (cos, sin))
+            + "".join(f"{p}_tile = pypto.view({p}, [rows, {width}], [r if blocks == 1 else i * rows, 0], valid_shape={'valid' if width == 'cols' else f'[valid[0], {width}]'})"
+                      "  # the tokens' angles\n" for p in (cos, sin))
             + "".join(f"{v}_tile = pypto.view({v}, [1, cols], [0, 0], valid_shape=[1, cols])  # a norm's, every head's\n" for v, _ in vectors))
     for j in range(count):
         body += (f"pypto.set_cube_tile_shapes([rows, rows], k_tiles{j}, n_tiles{j})\n"
@@ -195,15 +200,17 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
 
 def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str, str], roles: tuple[str, list[tuple[str, str | None]], str, str, str],
                 groups: Sequence[Group], names: dict[str, str], separate: tuple[Definition, ...],
-                modules: Sequence[tuple[str, str]] = ()) -> tuple[Definition, ...]:
+                modules: Sequence[tuple[str, str]] = (), sliced: str | None = None) -> tuple[Definition, ...]:
     """The kernels, the fallbacks and the wrapper. ``sources``: the statements as written (torch's
     gradients) and as they translate without this kernel (``separate``: the definitions of the
     sibling projections' wrapper, the last, which it calls: operands the kernel does not take);
     ``roles``: the parameters holding x, the projections' (weight, bias), the view's shape, cos
     and sin; ``names``: each RoPE parameter's wrapper expression of its dtype (q, k: x's, or their
     norm's result's; cos, sin: theirs); ``modules``: the (norm, its class) parameters of the
-    groups with a norm, in order."""
+    groups with a norm, in order; ``sliced``: the host expression of the three (weight, bias) pairs
+    where q, k and v are slices of one projection (phi3's qkv_proj: :func:`_qkv_slices`'s call)."""
     x, projections, view, cos, sin = roles
+    width = groups[0].width  # the angles' width where they rotate a head's first columns only
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]
     fallback = wrappers.region_fallback(wrapper, where, params, sources[0], "statements")
     unfused = f"_unfused_{base.removeprefix('fused_')}"
@@ -229,27 +236,27 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
     promoted = [s for s in symbols if s.startswith("promoted_dtype")]
     biased = any(b for _, b in projections)
     kernels = [_kernel(f"{base}{'_bias' if bias else ''}_kernel", groups, dtypes, promoted, numbers, bias) for bias in ((False, True) if biased else (False,))]
-    checks = [spelt(c.replace("cols", f"{cos}.shape[-1]")) for g in groups for c in needed(g.program.checks)]
+    checks = [spelt(c if width else c.replace("cols", f"{cos}.shape[-1]")) for g in groups for c in needed(g.program.checks)]
     checks += [spelt(c) for g in groups for c in g.program.dtype_checks]
     pairs = ", ".join(f"({w}, {b or 'None'})" for w, b in projections)
-    takes = (f"all(_epilogue_takes({x}, w, b) for w, b in projections) and "
-             f"_rope_takes({x}, {cos}, {sin}, {view}, *(w.shape[0] for w, _ in projections))")
+    takes = (f"{'len(projections) == 3 and ' if sliced else ''}all(_epilogue_takes({x}, w, b) for w, b in projections) and "
+             f"_rope_takes({x}, {cos}, {sin}, {view}, *(w.shape[0] for w, _ in projections){', partial=True' if width else ''})")
     if normed:  # each norm module runs its class's forward, its vectors and numbers ones the kernel takes
         takes = (f"_inlined({', '.join(f'({m}, {c})' for _, _, (m, c) in normed)}) and {takes} and "
-                 f"_norms_take({cos}.shape[-1], ({tuple_text(read[v] for v in vectors)}), ({tuple_text(read[n] for n in numbers)}))")
+                 f"_norms_take({'cols' if width else f'{cos}.shape[-1]'}, ({tuple_text(read[v] for v in vectors)}), ({tuple_text(read[n] for n in numbers)}))")
     takes = " and ".join([takes, *dict.fromkeys(checks)])
-    factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), rows, cols, blocks, row_tiles, "
+    factory = (f"_PYPTO_DTYPES[{x}.dtype], k, *(w.shape[0] for w in weights), rows, cols, {width + ', ' if width else ''}blocks, row_tiles, "
                + "".join(f"_PYPTO_ALL_DTYPES[{s}], " for s in [*(symbols[d] for d in dtypes), *promoted])
                + "".join(f"float({read[n]}), " for n in numbers))
     out_dtypes = [torch_dtype(g.program, g.output.value.dtype) for g in groups] + [f"{x}.dtype"] * (3 - len(groups))
-    angles = ", ".join([f"{cos}.reshape(-1, cols), {sin}.reshape(-1, cols)", *(f"{v}.reshape(1, cols)" for v in vectors)])
+    angles = ", ".join([f"{cos}.reshape(-1, {width or 'cols'}), {sin}.reshape(-1, {width or 'cols'})", *(f"{v}.reshape(1, cols)" for v in vectors)])
     launch = f"_launch({kernels[0].name}(*factory), a, *weights, {angles}, *out)\n"
     if biased:
         launch = (f"if all(b is None for _, b in projections):\n    {launch}else:\n"
                   f"    biases = [(torch.zeros(w.shape[0], dtype={x}.dtype, device={x}.device) if b is None else b).reshape(1, -1) "
                   f"for w, b in projections]\n"
                   f"    _launch({kernels[1].name}(*factory), a, *weights, *biases, {angles}, *out)\n")
-    body = (f"k, cols = {x}.shape[-1], {cos}.shape[-1]\n" + wrappers.ROWS.format(x=x)
+    body = ((f"k = {x}.shape[-1]\n" if width else f"k, cols = {x}.shape[-1], {cos}.shape[-1]\n") + wrappers.ROWS.format(x=x)
             + "weights = [_kept_contiguous(w) for w, _ in projections]\n"
             + f"blocks = {x}.shape[0] if {cos}.shape[0] != {x}.shape[0] else 1  # [1, S, D] angles: each sequence reads them\n"
             + "rows = _cube_rows(a.shape[0] // blocks)\n"
@@ -259,6 +266,8 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
             + f"out = [torch.empty(a.shape[0], w.shape[0], dtype=d, device={x}.device) for w, d in zip(weights, ({', '.join(out_dtypes)}))]\n"
             + launch
             + f"return tuple(o.reshape(*{x}.shape[:-1], -1).view({view}).transpose(1, 2) for o in out)\n")
+    partial = (f"    {width} = {cos}.shape[-1] if isinstance({cos}, torch.Tensor) else 0  # the angles' width: each head's rotated columns\n"
+               f"    cols = _head_dim({x}, {view}, projections)  # a head's\n") if width else ""
     signature = ", ".join(params)
     grads = f"_with_torch_grads(kernel_path, {fallback.name}, {signature})"
     if normed:  # the fallback reads the norms' vectors from their modules: the kernel path takes them, held
@@ -272,11 +281,13 @@ def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str,
         f"rounds; the results are the [B, heads, S, D] views torch gives. Operands the kernel does not take (other "
         f"shapes or dtypes, off the NPU{', a norm whose call runs more than its class forward' if normed else ''}) run {unfused.name}; autograd gets the gradients of {fallback.name}.")
     source = (f"def {wrapper}({signature}):\n" + doc
-              + f"    projections = [{pairs}]\n"
-              f"    if not ({takes}):\n        return {unfused.name}({signature})\n"
+              + f"    projections = {sliced or f'[{pairs}]'}\n" + partial
+              + f"    if not ({takes}):\n        return {unfused.name}({signature})\n"
               f"\n    def kernel_path({', '.join([*params, *vectors])}):\n" + textwrap.indent(body, " " * 8)
               + f"\n    return {grads}\n")
     requires = ("_epilogue_takes", "_rope_takes", "_cube_tiles", "_cube_operands", "_launch", grads.partition("(")[0], fallback.name, unfused.name,
-                *(["_inlined", "_norms_take"] if normed else []), *(k.name for k in kernels))
+                *(["_inlined", "_norms_take"] if normed else []), *(["_head_dim"] if width else []), *(["_qkv_slices"] if sliced else []),
+                *(k.name for k in kernels))
     return (*kernels, templates.CUBE_TILES, templates.CUBE_OPERANDS, epilogue.EPILOGUE_TAKES, RoPE_TAKES, *([INLINED, NORMS_TAKE] if normed else []),
+            *([HEAD_DIM] if width else []), *([QKV_SLICES] if sliced else []),
             *separate, fallback, unfused, Definition(wrapper, source, requires))

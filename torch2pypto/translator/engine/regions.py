@@ -27,7 +27,7 @@ of it, the two run as groups of rows of one kernel, a loop each (:mod:`groups`);
 regions written interleaved (phi3's RoPE: q's slices, k's slices, then q's and k's products).
 A linear, its chunk in two along the last dim and the gated product of the halves (phi3's MLP)
 are one gated kernel (:mod:`halves`). A region right before an MLP whose residual add goes into its
-down projection's epilogue is the gated kernel's prologue (:func:`epilogues.prologue`).
+down projection's epilogue is the gated kernel's prologue (:func:`prologues.prologue`).
 A statement that does not fuse as a whole still holds regions: its largest expressions that fuse
 (a call's argument, a list item) become calls standing where they were written. In a region's
 first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
@@ -48,7 +48,7 @@ import functools
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
-from torch2pypto.translator.engine import epilogues, groups, halves, siblings
+from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import INERT, children, statements, walk
@@ -95,7 +95,7 @@ class Fused:
     # a gated pair's call by span: (wrapper, parameters, definitions), for a caller that inlines
     # the forward holding it (epilogues.submodule_epilogue)
     calls: dict = dataclasses.field(default_factory=dict)
-    # a submodule epilogue's call by its offset: its gated pair's, for a region before it (epilogues.prologue)
+    # a submodule epilogue's call by its offset: its gated pair's, for a region before it (prologues.prologue)
     submodules: dict = dataclasses.field(default_factory=dict)
     # a module function's grouped region (id of the function -> its statements and Grouped), for a
     # caller that composes its groups into a projection's epilogue (siblings' RoPE)
@@ -295,7 +295,7 @@ class Finder:
             if inlined:
                 i, ahead = i + inlined, None
                 continue
-            grouped = siblings.sibling_linears(self, statements, i, found)  # their other expressions as usual
+            grouped = siblings.sibling_linears(self, statements, i, found) or qkv.sliced_rope(self, statements, i, found)  # their other expressions as usual
             if not grouped and halves.chunked_pair(self, statements, i, found):
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
                 continue
@@ -316,7 +316,7 @@ class Finder:
                 continue
             end, built, ahead = groups.joined(self, statements, i, best)
             self.emit(statements[i:end], built, found)
-            taken = epilogues.prologue(self, statements, end, built, found)  # the region and an MLP after it
+            taken = prologues.prologue(self, statements, end, built, found)  # the region and an MLP after it
             i, ahead = (end + taken, None) if taken else (end, ahead)
 
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:

@@ -290,9 +290,10 @@ def _rope_call(finder, statement: ast.stmt, names: list[str]):
 
 def _rope_groups(finder, helper: ast.FunctionDef, found, norms):
     """The :class:`rope.Group` of q and of k of ``helper``, a function ``(q, k, cos, sin, d=1)``
-    whose body is ``cos = cos.unsqueeze(d)``, ``sin = sin.unsqueeze(d)``, one grouped region
-    of a group for q (reading q, cos and sin) and one for k, and ``return q_embed, k_embed``, each
-    after its ``norms`` one (None: none); else None."""
+    whose body is ``cos = cos.unsqueeze(d)``, ``sin = sin.unsqueeze(d)``, perhaps ``w =
+    cos.shape[-1]`` (phi3's rotary_dim: cos and sin rotate each head's first w columns, the rest
+    passes), one grouped region of a group for q (reading q, cos and sin) and one for k, and
+    ``return q_embed, k_embed``, each after its ``norms`` one (None: none); else None."""
     recorded = found.grouped.get(id(helper))
     arguments = helper.args
     if recorded is None or arguments.vararg or arguments.kwarg or arguments.posonlyargs or arguments.kwonlyargs:
@@ -304,7 +305,8 @@ def _rope_groups(finder, helper: ast.FunctionDef, found, norms):
     q, k, cos, sin = params[:4]
     body = helper.body[1:] if ast.get_docstring(helper) is not None else helper.body
     region, built = recorded
-    if len(body) != len(region) + 3 or any(a is not b for a, b in zip(body[2:-1], region)):
+    width = _width(body[2], cos) if len(body) == len(region) + 4 else None
+    if len(body) != len(region) + 3 + (width is not None) or any(a is not b for a, b in zip(body[2 + (width is not None) : -1], region)):
         return None
     for statement, name in zip(body[:2], (cos, sin)):
         dim = _dim(statement, name)
@@ -319,14 +321,25 @@ def _rope_groups(finder, helper: ast.FunctionDef, found, norms):
     groups = []
     for b, own, norm in zip(built.groups, (q, k), norms):
         program = b.program
-        if program.reduces or program.whole or program.narrow() or program.indices or program.modules:
-            return None
         roles = {own: "x", cos: "cos", sin: "sin"}
         rows = [p for p in program.params if p.kind == ROWS]
-        if any(p.kind not in (ROWS, "callee") for p in program.params) or sorted(roles.get(p.source, "") for p in rows) != ["cos", "sin", "x"]:
+        narrow = {roles.get(next(p.source for p in rows if p.name == n), "") for n in program.narrow()}
+        if program.reduces or program.whole or program.modules or not program.indices <= {width} or not narrow <= {"cos", "sin"} \
+                or any(w != width for w in program.narrow().values()):
+            return None  # a head's columns, the angles' at the width of cos
+        if any(p.kind not in (ROWS, "callee") and not (p.kind == "index" and p.source == width) for p in program.params) \
+                or sorted(roles.get(p.source, "") for p in rows) != ["cos", "sin", "x"]:
             return None
-        groups.append(rope.Group(program, outputs[len(groups)][0], {p.name: roles[p.source] for p in rows}, norm))
+        groups.append(rope.Group(program, outputs[len(groups)][0], {p.name: roles[p.source] for p in rows}, norm, width))
     return groups if rope.fits(groups, 3) else None
+
+
+def _width(statement: ast.stmt, cos: str) -> str | None:
+    """The name ``statement`` binds if it is ``name = cos.shape[-1]``, else None."""
+    if type(statement) is ast.Assign and len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name \
+            and ast.dump(statement.value) == ast.dump(ast.parse(f"{cos}.shape[-1]", mode="eval").body):
+        return statement.targets[0].id
+    return None
 
 
 def _dim(statement: ast.stmt, name: str):

@@ -171,19 +171,21 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
 
 def _rope_cases(region: Region, key: str, entry, seed: int) -> list[Case]:
     """Cases of the projections with RoPE in their epilogue (rules.rope): x [B, S, 37] (decode and
-    an odd S), q 4 heads and k, v 2 of a head_dim of 32, angles [B, S, 32]; a head's norm (qwen3's
-    q_norm) its class built over the head_dim."""
+    an odd S), q 4 heads and k, v 2 of a head_dim of 32 (or one weight of all, phi3's qkv_proj,
+    sliced there), angles [B, S, 32]; a head's norm (qwen3's q_norm) its class built over the head_dim."""
     result = []
     for dtype in FUSED_DTYPES:
         for batch, seq in ((1, 1), (2, 7)):
             generator = torch.Generator().manual_seed(seed)
-            widths = iter((128, 64, 64))
+            widths, bounds = iter((128, 64, 64)), iter((128, 192))
             args = []
             for param in region.params:
                 if param.kind == ROWS:
                     args.append(samples.tensor(entry, (batch, seq, 37), dtype, generator))
-                elif param.kind == WEIGHT:
-                    args.append(samples.tensor(entry, (next(widths), 37), dtype, generator) / 37 ** 0.5)
+                elif param.kind in (WEIGHT, rope.QKV):  # q's, k's and v's, or one weight of all three (sliced at the bounds)
+                    args.append(samples.tensor(entry, (next(widths) if param.kind == WEIGHT else 256, 37), dtype, generator) / 37 ** 0.5)
+                elif param.kind == rope.BOUND:
+                    args.append(next(bounds))
                 elif param.kind == BIAS:
                     args.append(samples.tensor(entry, (args[-1].shape[0],), dtype, generator))
                 elif param.kind == rope.HEADS:
