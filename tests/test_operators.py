@@ -64,8 +64,8 @@ def test_operators_of_no_known_tensor_are_no_sites():
 
 
 def test_an_unknown_operand_whose_method_runs_first_is_ambiguous():
-    assert sites("return u + x") == [("torch.Tensor.__add__", "left-alone")]
-    assert sites("return u + x", assume_tensors=True) == [("torch.Tensor.__add__", "converted")]
+    assert sites("return u @ x") == [("torch.Tensor.__matmul__", "left-alone")]
+    assert sites("return u @ x", assume_tensors=True) == [("torch.Tensor.__matmul__", "converted")]
     assert sites("a = u + u\nb = n + u\nreturn n + 1", assume_tensors=True) == [  # n: an int
         ("torch.Tensor.__add__", "converted"), ("torch.Tensor.__radd__", "converted")]
     assert sites("return x + u") == [("torch.Tensor.__add__", "converted")]  # x's method runs first
@@ -231,7 +231,36 @@ def test_a_power_of_a_base_of_no_known_kind_is_decided():
     assert sites("a = u ** x\nb = 2.0 ** x\nc = u - x\nreturn a, b, c") == [
         ("torch.Tensor.__pow__", "converted"), ("torch.Tensor.__rpow__", "converted"), ("torch.Tensor.__sub__", "converted")]
     assert rewritten("return u ** x") == "return pypto_pow(u, x)"
-    assert sites("return u + x") == [("torch.Tensor.__add__", "left-alone")]  # add's wrapper takes a tensor first
+
+
+def test_a_commutative_op_of_a_left_operand_of_no_known_kind_is_decided():
+    """``u * x`` runs ``u.__mul__(x)`` or ``x.__rmul__(u)``: torch.mul(u, x) either way, which mul's
+    wrapper runs when u is no tensor at run time (MoE's ``self.act_fn(gate) * up``); so does add.
+    A remainder has no swapped op: it stays ambiguous."""
+    assert sites("a = u * x\nb = u + x\nc = u % x\nreturn a, b, c") == [
+        ("torch.Tensor.__mul__", "converted"), ("torch.Tensor.__add__", "converted"), ("torch.Tensor.__mod__", "left-alone")]
+    assert rewritten("return u * x") == "return pypto_mul(u, x)"
+    assert rewritten("return u + x") == "return pypto_add(u, x)"
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_commutative_op_of_a_number_or_a_tensor_launches_or_runs_torch(tmp_path, dtype):
+    """``u * x + u`` of a ``u`` known only at run time: a tensor launches the kernels, a number runs
+    torch's function, as Python's operators would (its dtype, its values); the add takes it as a constant."""
+    code = body("return u * x + u")
+    (tmp_path / "commutative_pypto.py").write_text(translate(code, fuse=False).code)
+    module = load(tmp_path / "commutative_pypto.py")
+    for rows, cols in ((3, 37), (1, 64)):
+        x = sample(rows, cols, dtype=dtype)
+        for u, launches in ((x.flip(0) + 0.5, 2), (sample(cols, dtype=dtype, seed=2), 2), (3, 1), (0.25, 1)):  # a number: torch.mul, then the add kernel
+            expected = run(code)["f"](x, x, 0, u)
+            launched = counting()
+            with torch2pypto.interpreted(module):
+                got = module.f(x, x, 0, u)
+            assert sum(launched().values()) == launches, u
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.interpreter
