@@ -283,3 +283,50 @@ def test_powers_of_a_number_launch_rpow_and_match_torch(tmp_path, dtype):
             assert g.dtype == e.dtype and g.shape == e.shape
             torch.testing.assert_close(g, e, equal_nan=True, rtol=2e-5 if dtype == torch.float32 else None,
                                        atol=1e-5 if dtype == torch.float32 else None)
+
+
+def test_an_item_by_a_tensor_index_is_a_site():
+    """``x[y]`` of tensors runs ``x.__getitem__(y)``, a gather (MoE's ``hidden_states[perm // k]``);
+    an item by a number, slices, a tuple, a write and a value of no known kind are no sites."""
+    code = "a = x[y // n]\nb = x[0]\nc = x[:, y]\nd = x[n]\ne = u[y]\nx[y] = a\nreturn a, b, c, d, e"
+    assert sites(code) == [("torch.Tensor.__getitem__", "converted"), ("torch.Tensor.__floordiv__", "converted")]
+    assert rewritten("return x[y] * 2") == "return pypto_mul(pypto_getitem(x, y), 2)"
+    once = translate(body("z = x[y]\nreturn z.view(-1), z.dim()"), fuse=False)
+    twice = translate(once.code, fuse=False)  # the wrapper's result is a tensor: its view stays a site
+    assert twice.code == once.code and [(r.api, r.status) for r in twice.records if r.api.endswith("view")] == [
+        (r.api, r.status) for r in once.records if r.api.endswith("view")] != []
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_item_by_an_integer_tensor_launches_and_others_run_torch(tmp_path, dtype):
+    """Integer indices of any shape launch index_select on dim 0 (int32 too); a bool mask, a 0-dim
+    index (torch's item is a view of x), a negative index run torch. The gradient is torch's."""
+    code = body("return x[y]")
+    (tmp_path / "items_pypto.py").write_text(translate(code, fuse=False).code)
+    module = load(tmp_path / "items_pypto.py")
+    for shape in ((13, 37), (5, 3, 64), (9,)):
+        x = sample(*shape, dtype=dtype)
+        rows = shape[0]
+        # launches: the bounds kernel, then the gather; a negative index fails the bounds
+        indices = ((torch.arange(rows * 2) * 7 % rows, 2), (torch.tensor([[2, 0], [1, 2]]).int(), 2),
+                   (torch.arange(rows) % 2 == 0, 0), (torch.tensor(1), 0), (torch.tensor([-1, 0]), 1))
+        for y, launches in indices:
+            expected = x[y]
+            launched = counting()
+            with torch2pypto.interpreted(module):
+                got = module.f(x, y, 0, None)
+            assert sum(launched().values()) == launches, (shape, y)
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            assert (got.data_ptr() == x.data_ptr()) == (expected.data_ptr() == x.data_ptr())  # x[tensor(1)] is a view
+            torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    x = sample(11, 40, dtype=dtype).requires_grad_()
+    y = torch.tensor([3, 3, 0, 10, 5])
+    weight = sample(5, 40, dtype=dtype, seed=1)
+    (x[y] * weight).sum().backward()
+    expected, x.grad = x.grad, None
+    launched = counting()
+    with torch2pypto.interpreted(module):
+        (module.f(x, y, 0, None) * weight).sum().backward()
+    assert sum(launched().values()) == 2
+    torch.testing.assert_close(x.grad, expected)
