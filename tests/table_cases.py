@@ -34,9 +34,9 @@ def call_shapes(entry: Entry) -> dict[str, str]:
     if not entry.apis:
         return {}  # a tensor form: its calls are its parent entry's
     call = ast.parse(entry.examples.convert[0], mode="eval").body
-    func = ast.unparse(call.func)
     if not isinstance(call, ast.Call) or call.keywords and any(k.arg is None for k in call.keywords):
-        return {}
+        return {}  # an operator (x[i]) has one spelling
+    func = ast.unparse(call.func)
     method = func.startswith(("x.", "y."))
     params = [p for p in entry.params if not p.variadic]
     args = ([call.func.value] if method else []) + list(call.args)

@@ -123,6 +123,52 @@ def test_rows_holding_nan_sort_on_torch(tmp_path):
     torch.testing.assert_close(tuple(got), tuple(torch.sort(x, descending=True)), equal_nan=True)
 
 
+ROUTER = """\
+import torch
+
+
+def f(logits: torch.Tensor, k: int, d: int):
+    values, indices = torch.topk(torch.nn.functional.softmax(logits, dim=d), k, dim=d, largest=k != 2)
+    ordered, order = torch.sort(logits, dim=d, descending=True)
+    return values / values.sum(dim=d, keepdim=True), indices, ordered * 2, order
+"""
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_topk_and_sort_launch_with_autograd_recording_and_give_torchs_gradient(tmp_path, dtype):
+    """A router's softmax, topk and renormalisation, and a sort, with grad on: the selections run
+    their kernels and their values carry torch's gradient (each value's to the element its index
+    names), the indices none."""
+    module = _load(tmp_path, translate(ROUTER, fuse=False).code, "router")
+    for shape, k, d in (((13, 37), 3, -1), ((5, 3, 8), 2, 1), ((7, 64), 1, -1)):
+        # distinct along d in bfloat16 too, as their softmax: torch and PyPTO may order ties unlike
+        logits = (torch.rand(shape, generator=torch.Generator().manual_seed(0)).argsort(dim=d) / 8).to(dtype).requires_grad_()
+        expected = run_router(lambda *a: f_torch(*a), logits, k, d)
+        ran = counting()
+        with torch2pypto.interpreted(module):
+            got = run_router(module.f, logits, k, d)
+        assert ran()["topk_kernel.kernel"] == 1 and ran()["sort_kernel.kernel"] == 1, ran()
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            torch.testing.assert_close(g, e)
+
+
+def f_torch(logits, k, d):
+    namespace = {}
+    exec(ROUTER, namespace)
+    return namespace["f"](logits, k, d)
+
+
+def run_router(f, logits, k, d):
+    """f's results, then the gradient of a weighted sum of its float results with respect to logits."""
+    results = f(logits, k, d)
+    assert not results[1].requires_grad and not results[3].requires_grad
+    weights = [sample(*r.shape, dtype=r.dtype, seed=i + 1) for i, r in enumerate(results)]
+    (gradient,) = torch.autograd.grad(sum((r * w).sum() for r, w in zip(results, weights) if r.is_floating_point()), logits)
+    return (*(r.detach() for r in results), gradient)
+
+
 def test_verify_samples_indices_in_range_along_the_calls_dim():
     table = load_table()
     for call in ["torch.gather(x, 0, i)", "x.index_select(-1, i)", "torch.nn.functional.embedding(i, x)",

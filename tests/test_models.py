@@ -46,8 +46,9 @@ DECODERS = ["llama", "qwen3", "gemma3", "mistral", "qwen3_moe", "phi3"]
 # (gemma3: the norm after the MLP, and its add, a kernel), the residual add after the MLP
 # down_proj's epilogue (phi3's through its dropout); the DynamicCache's cats of keys and values are
 # launches too (2 a layer); qwen3_moe's experts (integrations/moe.py, translated) launch their two
-# grouped matmuls and the sort's cast, the weighted sum and the cast back
-LAUNCHES = {"llama": 8, "qwen3": 8, "gemma3": 8, "mistral": 8, "qwen3_moe": 16, "phi3": 8}
+# grouped matmuls and the sort's cast, the weighted sum and the cast back, the gate's and the
+# routing weights' products, and three gathers of rows by index (x[i]: a bounds kernel, then the rows)
+LAUNCHES = {"llama": 8, "qwen3": 8, "gemma3": 8, "mistral": 8, "qwen3_moe": 24, "phi3": 8}
 
 
 @pytest.mark.parametrize("model", DECODERS)
@@ -81,7 +82,8 @@ def test_the_cache_and_the_ids_leave_no_cat_or_cast_to_torch(model, translated):
 def test_the_moe_experts_matmuls_run_on_grouped_kernels(translated):
     """qwen3_moe's experts run transformers' default grouped_mm forward (integrations/moe.py,
     translated): both grouped matmuls of each MoE layer on the grouped kernel, none in torch,
-    in training (its gradients torch's) and in bfloat16."""
+    in training (its gradients torch's) and in bfloat16; so are the gathers of token rows by the
+    sorted permutation (x[i]) and the gate's and routing weights' products."""
     translation, module = translated("qwen3_moe")
     training = models.train("qwen3_moe", module, LAYERS)
     assert training.ok, training
@@ -91,6 +93,7 @@ def test_the_moe_experts_matmuls_run_on_grouped_kernels(translated):
         assert layer["grouped_mm_kernel.kernel"] == 2, layer
     for original, left in (training.torch_ops, low.torch_ops):
         assert original.ops["_grouped_mm"] == 2 * LAYERS and "_grouped_mm" not in left.ops, left.ops
+        assert original.ops["index"] == 3 * LAYERS and not {"index", "mul"} & set(left.ops), left.ops
 
 
 def test_the_causal_lm_loss_runs_on_kernels(translated):

@@ -64,8 +64,8 @@ def test_operators_of_no_known_tensor_are_no_sites():
 
 
 def test_an_unknown_operand_whose_method_runs_first_is_ambiguous():
-    assert sites("return u + x") == [("torch.Tensor.__add__", "left-alone")]
-    assert sites("return u + x", assume_tensors=True) == [("torch.Tensor.__add__", "converted")]
+    assert sites("return u @ x") == [("torch.Tensor.__matmul__", "left-alone")]
+    assert sites("return u @ x", assume_tensors=True) == [("torch.Tensor.__matmul__", "converted")]
     assert sites("a = u + u\nb = n + u\nreturn n + 1", assume_tensors=True) == [  # n: an int
         ("torch.Tensor.__add__", "converted"), ("torch.Tensor.__radd__", "converted")]
     assert sites("return x + u") == [("torch.Tensor.__add__", "converted")]  # x's method runs first
@@ -231,7 +231,36 @@ def test_a_power_of_a_base_of_no_known_kind_is_decided():
     assert sites("a = u ** x\nb = 2.0 ** x\nc = u - x\nreturn a, b, c") == [
         ("torch.Tensor.__pow__", "converted"), ("torch.Tensor.__rpow__", "converted"), ("torch.Tensor.__sub__", "converted")]
     assert rewritten("return u ** x") == "return pypto_pow(u, x)"
-    assert sites("return u + x") == [("torch.Tensor.__add__", "left-alone")]  # add's wrapper takes a tensor first
+
+
+def test_a_commutative_op_of_a_left_operand_of_no_known_kind_is_decided():
+    """``u * x`` runs ``u.__mul__(x)`` or ``x.__rmul__(u)``: torch.mul(u, x) either way, which mul's
+    wrapper runs when u is no tensor at run time (MoE's ``self.act_fn(gate) * up``); so does add.
+    A remainder has no swapped op: it stays ambiguous."""
+    assert sites("a = u * x\nb = u + x\nc = u % x\nreturn a, b, c") == [
+        ("torch.Tensor.__mul__", "converted"), ("torch.Tensor.__add__", "converted"), ("torch.Tensor.__mod__", "left-alone")]
+    assert rewritten("return u * x") == "return pypto_mul(u, x)"
+    assert rewritten("return u + x") == "return pypto_add(u, x)"
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_commutative_op_of_a_number_or_a_tensor_launches_or_runs_torch(tmp_path, dtype):
+    """``u * x + u`` of a ``u`` known only at run time: a tensor launches the kernels, a number runs
+    torch's function, as Python's operators would (its dtype, its values); the add takes it as a constant."""
+    code = body("return u * x + u")
+    (tmp_path / "commutative_pypto.py").write_text(translate(code, fuse=False).code)
+    module = load(tmp_path / "commutative_pypto.py")
+    for rows, cols in ((3, 37), (1, 64)):
+        x = sample(rows, cols, dtype=dtype)
+        for u, launches in ((x.flip(0) + 0.5, 2), (sample(cols, dtype=dtype, seed=2), 2), (3, 1), (0.25, 1)):  # a number: torch.mul, then the add kernel
+            expected = run(code)["f"](x, x, 0, u)
+            launched = counting()
+            with torch2pypto.interpreted(module):
+                got = module.f(x, x, 0, u)
+            assert sum(launched().values()) == launches, u
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.interpreter
@@ -254,3 +283,50 @@ def test_powers_of_a_number_launch_rpow_and_match_torch(tmp_path, dtype):
             assert g.dtype == e.dtype and g.shape == e.shape
             torch.testing.assert_close(g, e, equal_nan=True, rtol=2e-5 if dtype == torch.float32 else None,
                                        atol=1e-5 if dtype == torch.float32 else None)
+
+
+def test_an_item_by_a_tensor_index_is_a_site():
+    """``x[y]`` of tensors runs ``x.__getitem__(y)``, a gather (MoE's ``hidden_states[perm // k]``);
+    an item by a number, slices, a tuple, a write and a value of no known kind are no sites."""
+    code = "a = x[y // n]\nb = x[0]\nc = x[:, y]\nd = x[n]\ne = u[y]\nx[y] = a\nreturn a, b, c, d, e"
+    assert sites(code) == [("torch.Tensor.__getitem__", "converted"), ("torch.Tensor.__floordiv__", "converted")]
+    assert rewritten("return x[y] * 2") == "return pypto_mul(pypto_getitem(x, y), 2)"
+    once = translate(body("z = x[y]\nreturn z.view(-1), z.dim()"), fuse=False)
+    twice = translate(once.code, fuse=False)  # the wrapper's result is a tensor: its view stays a site
+    assert twice.code == once.code and [(r.api, r.status) for r in twice.records if r.api.endswith("view")] == [
+        (r.api, r.status) for r in once.records if r.api.endswith("view")] != []
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_item_by_an_integer_tensor_launches_and_others_run_torch(tmp_path, dtype):
+    """Integer indices of any shape launch index_select on dim 0 (int32 too); a bool mask, a 0-dim
+    index (torch's item is a view of x), a negative index run torch. The gradient is torch's."""
+    code = body("return x[y]")
+    (tmp_path / "items_pypto.py").write_text(translate(code, fuse=False).code)
+    module = load(tmp_path / "items_pypto.py")
+    for shape in ((13, 37), (5, 3, 64), (9,)):
+        x = sample(*shape, dtype=dtype)
+        rows = shape[0]
+        # launches: the bounds kernel, then the gather; a negative index fails the bounds
+        indices = ((torch.arange(rows * 2) * 7 % rows, 2), (torch.tensor([[2, 0], [1, 2]]).int(), 2),
+                   (torch.arange(rows) % 2 == 0, 0), (torch.tensor(1), 0), (torch.tensor([-1, 0]), 1))
+        for y, launches in indices:
+            expected = x[y]
+            launched = counting()
+            with torch2pypto.interpreted(module):
+                got = module.f(x, y, 0, None)
+            assert sum(launched().values()) == launches, (shape, y)
+            assert got.dtype == expected.dtype and got.shape == expected.shape
+            assert (got.data_ptr() == x.data_ptr()) == (expected.data_ptr() == x.data_ptr())  # x[tensor(1)] is a view
+            torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    x = sample(11, 40, dtype=dtype).requires_grad_()
+    y = torch.tensor([3, 3, 0, 10, 5])
+    weight = sample(5, 40, dtype=dtype, seed=1)
+    (x[y] * weight).sum().backward()
+    expected, x.grad = x.grad, None
+    launched = counting()
+    with torch2pypto.interpreted(module):
+        (module.f(x, y, 0, None) * weight).sum().backward()
+    assert sum(launched().values()) == 2
+    torch.testing.assert_close(x.grad, expected)

@@ -150,6 +150,8 @@ PRELUDE = (
     copied("layout", "_in_place_ok"),
     copied("grad", "_TorchGradient"),
     copied("grad", "_with_torch_grad"),
+    copied("grad", "_SelectedGradient"),
+    copied("grad", "_with_selected_grad"),
     copied("grad", "_TorchGradients"),
     copied("grad", "_with_torch_grads"),
     copied("grad", "_HeldGradients"),

@@ -11,7 +11,8 @@ stays torch's). ``order`` gives the PyPTO op's operands in its own order where i
 the signature's; a Number parameter named there is a kernel constant (``masked_fill`` is
 ``where(mask, value, input)``). Numbers the dtype cannot hold run torch. ``commutative`` ops take a number first by swapping it second; a ``number_first`` entry
 computes the swapped call (``sub(2, x)`` is ``rsub(x, 2)``; its wrapper, given a number first at run
-time, calls the swapped entry's: ``base ** t`` of a ``base`` of no known kind); other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
+time, calls the swapped entry's: ``base ** t`` of a ``base`` of no known kind; a ``commutative`` one's runs torch's
+function then: ``a * t``); other number-first calls stay torch. ``inplace`` ops (``x.mul_(y)``) write the result back into the
 receiver and return it; with autograd recording they run torch.
 """
 
@@ -295,8 +296,10 @@ def operand_sample(entry: Entry, position: int, name: str) -> OperandSample:
 
 
 def number_first(entry: Entry) -> bool:
-    """A ``number_first`` entry's wrapper computes a number first as the swapped op at run time."""
-    return bool(entry.fields.number_first)
+    """A ``number_first`` entry's wrapper computes a number first as the swapped op at run time; a
+    ``commutative`` one's runs torch's function, which takes a number first (``torch.mul(2, x)``
+    is ``x.__rmul__(2)``)."""
+    return bool(entry.fields.number_first or entry.fields.commutative)
 
 
 register(Family("elementwise", ElementwiseFields, rewrite, problem, parts=parts, fuse=fuse, operand_sample=operand_sample,

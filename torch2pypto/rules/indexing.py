@@ -8,7 +8,7 @@ that name unless ``args`` maps it (embedding: ``{ input = "weight", index = "inp
 - ``index_select``: the rows of a table (``input`` with ``dim`` moved first) that a 1-D index
   picks, walked in row tiles of the index. A ``dim`` the entry fixes (embedding's, which must be
   0) takes an index of any shape, which the result takes in the dim's place; ``rank`` is the
-  table's.
+  table's. ``item``: the entry is ``x[i]`` (``x.__getitem__(i)``), whose 0-dim ``i`` runs torch.
 - ``gather``, ``scatter``, ``index_add``: along ``dim`` moved last, row tiles of whole rows (PyPTO
   cannot tile the indexed dim). gather's and scatter's index has the input's rank (scatter's
   covers every other dim); index_add's is 1-D.
@@ -45,6 +45,7 @@ class IndexingFields(Fields):
     args: Mapping[str, str] = field("PyPTO operand (input, dim, index, src / source) -> the torch parameter or literal giving it, where not the parameter of that name", {})
     rank: int | None = field("the index_select table's rank")
     inplace: bool = field("write the result into the receiver", False)
+    item: bool = field("a tensor's item by a tensor, x[i] (index_select on dim 0): a 0-dim i is an int, whose item is a view (torch's)", False)
 
 
 OPERANDS = {"index_select": ("input", "dim", "index"), "gather": ("input", "dim", "index"),
@@ -76,6 +77,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         return "an index_select the entry fixes the dim of picks rows: dim = \"0\""
     if entry.fields.rank is not None and entry.pypto != "index_select":
         return "rank is the table's rank of index_select"
+    if entry.fields.item and (entry.pypto != "index_select" or bound["dim"] != "0"):
+        return "an item x[i] picks rows: index_select with dim = \"0\""
     return None
 
 
@@ -134,6 +137,8 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     elif op == "scatter":  # torch has no gradient of a reduce, and raises when asked for one
         guard.append(f"not ({b['reduce']} is not None and {recording})")
     # the indices last: the kernel bounding them runs only where the op's kernel would
+    if entry.fields.item:  # x[tensor(1)] is x[1]
+        guard.append(f"isinstance({index}, torch.Tensor) and {index}.dim() > 0")
     guard.append(f"(indices := {indexed}) is not None")
     if op == "index_add":  # its shapes are the indices'
         guard.append(shapes)

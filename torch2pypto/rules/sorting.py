@@ -6,8 +6,9 @@ return type of the entry's name; ``args.k`` names the count (a parameter, or ``"
 whole row, sort) and ``args.largest`` the parameter choosing the largest (topk's ``largest``,
 sort's ``descending``); ``output = "int64"`` gives the indices only (argsort: pypto.argsort
 fails to compile on some rows, F7A001 ``idx < size_``, and wants tiles 32 wide). Indices come back as torch's int64. Ties may be ordered unlike torch (torch leaves
-them unspecified but with ``stable=True``); rows holding NaN, and calls recording autograd for
-two results, run torch.
+them unspecified but with ``stable=True``); rows holding NaN run torch. With autograd recording,
+the values carry torch's gradient of a selection (_with_selected_grad): each value's goes to the
+element its index names.
 """
 
 from __future__ import annotations
@@ -81,7 +82,6 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         body += launch.format("") + "shape = (*moved[:-1], count)\n" + f"return {indices}\n"
         how = "the indices of pypto.topk of the whole row along dim moved last, in FP32"
     else:
-        guard.append(f"not (torch.is_grad_enabled() and {x}.requires_grad)")  # two results: autograd runs torch
         outputs = [("values", "result", "dtype", "k"), ("out", "indices", walks.INDEX, "k")]
         doc = "The k largest (or smallest) of each whole row of [rows, cols] tiles and their indices, in FP32."
         body += (f"values = torch.empty(x.shape[0], count, dtype={x}.dtype, device=x.device)\n"
@@ -93,10 +93,12 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     kernel = walks.indexed_kernel(f"{entry.op}_kernel", doc, factory, "_tile_shape(x_cols, 64, 8, (dtype, pypto.DT_FP32), whole_rows=True)",
                                       [("x", "rows")], program, outputs)
     params = wrapper_params(entry)
+    selected = None if indices_only else f"_with_selected_grad(kernel_path, d, {x})"  # torch's gradient: to the indices'
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), how, x, wrappers.torch_call(entry, params),
-        f"({' and '.join(guard)})", body, ("_indexed_dim", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel"),
-        prologue=f"d = _indexed_dim({x}, dim)\n",
+        f"({' and '.join(guard)})", body, ("_indexed_dim", "_scan_rows", "_fits_whole_rows", f"{entry.op}_kernel",
+                                           *(["_with_selected_grad"] if selected else [])),
+        prologue=f"d = _indexed_dim({x}, dim)\n", launched=selected,
     )
     return kernel, walks.INDEXED_DIM, templates.WHOLE_ROWS, SCAN_ROWS, wrapper
 

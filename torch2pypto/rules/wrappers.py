@@ -28,12 +28,14 @@ def wrapper(
     requires: tuple[str, ...],
     prologue: str = "",
     fallback: str | None = None,
+    launched: str | None = None,
 ) -> Definition:
     """``def name(params)``: torch on ``torch_call`` unless ``guard``, else ``kernel_path``.
 
     ``operands`` are the arguments autograd sees (the tensors, and numbers in their places);
     ``kernel_path`` is the body of a function of them returning the kernel's result;
-    ``fallback`` what the wrapper returns unless ``guard`` (default: torch_path on the operands).
+    ``fallback`` what the wrapper returns unless ``guard`` (default: torch_path on the operands);
+    ``launched`` what it returns otherwise (default: kernel_path through ``_with_torch_grad``).
     """
     source = f'''\
 def {name}({params}):
@@ -50,7 +52,7 @@ def {name}({params}):
 
     def kernel_path({operands}):
 {textwrap.indent(kernel_path, " " * 8)}
-    return _with_torch_grad(kernel_path, torch_path, {operands})
+    return {launched or f"_with_torch_grad(kernel_path, torch_path, {operands})"}
 '''
     return Definition(name, source.replace("\n\n\n", "\n\n"), (*PRELUDE_NEEDS, *requires))
 

@@ -37,6 +37,40 @@ def _with_torch_grad(kernel_path, torch_path, *args):
     return kernel_path(*args)
 
 
+class _SelectedGradient(torch.autograd.Function):
+    """A selection's values and indices (topk, sort) from the kernel; backward, torch's: each
+    value's gradient goes to the input element its index names along the dim, zero elsewhere."""
+
+    @staticmethod
+    def forward(ctx, kernel_path, dim, input):
+        values, indices = kernel_path(input)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        ctx.dim, ctx.shape = dim, input.shape
+        return values.detach(), indices.detach()
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        (indices,) = ctx.saved_tensors
+        return None, None, grad.new_zeros(ctx.shape).scatter(ctx.dim, indices, grad)
+
+
+def _with_selected_grad(kernel_path, dim, input):
+    """kernel_path(input), a (values, indices) pair of torch's return type; when autograd records
+    and input requires grad, the values carry torch's gradient of a selection along dim."""
+    if not (torch.is_grad_enabled() and input.requires_grad):
+        return kernel_path(input)
+    kind = []
+
+    def pair(x):
+        result = kernel_path(x)
+        kind.append(type(result))
+        return tuple(result)
+
+    result = _SelectedGradient.apply(pair, dim, input)
+    return kind[0](result)
+
+
 class _TorchGradients(torch.autograd.Function):
     """As _TorchGradient, for a kernel of several results (a grouped region's, one per group): the
     results forward; backward, torch's gradients of the original statements' results that reach

@@ -1,8 +1,9 @@
 """Python's operators as the tensor method calls they are (the data model, not the op table).
 
 ``a + b`` runs ``a.__add__(b)``, or ``b.__radd__(a)`` when ``a`` is no tensor; ``2 < x`` runs
-``x.__gt__(2)``; ``-x`` runs ``x.__neg__()``; ``x += y`` runs ``x.__iadd__(y)``. The table maps
-those methods (``torch.Tensor.__add__``) to its entries, as it maps every other tensor method.
+``x.__gt__(2)``; ``-x`` runs ``x.__neg__()``; ``x += y`` runs ``x.__iadd__(y)``; reading ``x[i]``
+runs ``x.__getitem__(i)``. The table maps those methods (``torch.Tensor.__add__``) to its entries,
+as it maps every other tensor method.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ _BINARY = {
 _UNARY = {ast.USub: "neg", ast.Invert: "invert"}
 _COMPARE = {ast.Eq: ("eq", "eq"), ast.NotEq: ("ne", "ne"), ast.Lt: ("lt", "gt"), ast.LtE: ("le", "ge"),
             ast.Gt: ("gt", "lt"), ast.GtE: ("ge", "le")}  # (method, the right operand's reflected method)
-OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.AugAssign)  # the nodes that may be operator sites
+OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.AugAssign, ast.Subscript)  # the nodes that may be operator sites
+
+
+_NO_ITEM = (ast.Slice, ast.Tuple, ast.Starred)  # x[a:b], x[:, i], x[*i]: no one index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +41,10 @@ class Dispatch:
 
 def operands(node: ast.AST) -> tuple[ast.expr, ...]:
     """An operator node's operands, in the order written; () for a node that is no tensor operator
-    (``not x``, ``+x``, ``a < b < c``, ``a is b``)."""
+    (``not x``, ``+x``, ``a < b < c``, ``a is b``, an item written or of slices, ``x[i] = y``, ``x[:, i]``)."""
     kind = type(node)
+    if kind is ast.Subscript:
+        return (node.value, node.slice) if type(node.ctx) is ast.Load and type(node.slice) not in _NO_ITEM else ()
     if kind is ast.BinOp and type(node.op) in _BINARY:
         return node.left, node.right
     if kind is ast.UnaryOp and type(node.op) in _UNARY:
@@ -64,6 +70,8 @@ def dispatch(node: ast.AST, sides: tuple[ast.expr, ...], left_is_tensor: bool) -
     kind = type(node)
     if kind is ast.UnaryOp:
         return Dispatch(f"__{_UNARY[type(node.op)]}__", sides[0], None)
+    if kind is ast.Subscript:
+        return Dispatch("__getitem__", *sides)
     left, right = sides
     if kind is ast.Compare:
         method, reflected = _COMPARE[type(node.ops[0])]
@@ -82,6 +90,8 @@ def cst_operands(node: cst.CSTNode, reflected: bool) -> tuple[cst.BaseExpression
     needed as an operand (``(a + b) * c``) but not as an argument are dropped."""
     if isinstance(node, cst.UnaryOperation):
         return _bare(node.expression), []
+    if isinstance(node, cst.Subscript):
+        return _bare(node.value), [_bare(node.slice[0].slice.value)]
     if isinstance(node, cst.SimpleStatementLine):
         node = node.body[0]
         left, right = node.target, node.value

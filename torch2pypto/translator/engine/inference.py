@@ -205,6 +205,8 @@ class Inference:
         func = call.func
         if type(func) is ast.Name:
             api = self._wrapper_api(func)
+            if api is not None and api.startswith("torch.Tensor.__"):  # an operator's wrapper (x[i]): a tensor
+                return TENSOR
             if api is not None:  # a method's wrapper returns what the function of its name does
                 return function_kind(api.replace("torch.Tensor.", "torch.", 1)) if api.startswith("torch.") else UNKNOWN
         if type(func) is ast.Attribute and not is_dotted(func):

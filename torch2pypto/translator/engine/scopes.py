@@ -95,7 +95,7 @@ class ModuleIndex:
         self._shallow = shallow
         self.scope_of: dict[ast.AST, Scope] = {} if scope_of is None else scope_of
         self.calls: list[ast.Call] = []
-        self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign] = []
+        self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign | ast.Subscript] = []
         self.fstrings: list[ast.JoinedStr] = []
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
@@ -169,7 +169,7 @@ class ModuleIndex:
             if kind is ast.Call:
                 self.calls.append(node)
                 scope_of[node] = scope
-            elif kind in (ast.BinOp, ast.UnaryOp, ast.Compare):
+            elif kind in (ast.BinOp, ast.UnaryOp, ast.Compare) or kind is ast.Subscript and type(node.ctx) is ast.Load:
                 self.operators.append(node)
                 scope_of[node] = scope
             else:

@@ -178,9 +178,9 @@ class Sites:
         return Resolved(module.name, entry, held=module.held(attributes, required), built=module.built(attributes))
 
     def operator(self, node: ast.AST) -> tuple[ast.Call, Resolved] | None:
-        """An operator on a known tensor (``a + b``, ``2 < x``, ``-x``, ``x += y``) as the method
-        call it runs (``a.__add__(b)``, ``x.__gt__(2)``), resolved; None for an operator of no known
-        tensor. An operand that may or may not be a tensor, whose method Python would run first,
+        """An operator on a known tensor (``a + b``, ``2 < x``, ``-x``, ``x += y``, ``x[i]`` of a
+        tensor ``i``) as the method call it runs (``a.__add__(b)``, ``x.__gt__(2)``), resolved; None
+        for an operator of no known tensor. An operand that may or may not be a tensor, whose method Python would run first,
         makes the site ambiguous, unless the entry's wrapper takes a number first at run time
         (``base ** t`` is ``torch.pow(base, t)`` whichever method runs: Family.number_first)."""
         sides = operators.operands(node)
@@ -190,6 +190,8 @@ class Sites:
         kinds = [self.inference.receiver_kind(side) for side in sides]
         if TENSOR not in kinds and not (assume and any(kind != NOT_TENSOR for kind in kinds)):
             return None
+        if type(node) is ast.Subscript and kinds != [TENSOR, TENSOR]:
+            return None  # x[0], x[i]: a view, no site; only a tensor's item by a tensor index gathers
         dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
         call = ast.Call(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), [dispatch.argument] if dispatch.argument else [], [])
         ast.copy_location(call, node)
