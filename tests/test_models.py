@@ -40,14 +40,14 @@ def test_bfloat16_forward_meets_the_low_precision_criterion(model, translated):
 
 
 DECODERS = ["llama", "qwen3", "gemma3", "mistral", "qwen3_moe", "phi3"]
-# launches per decoder layer at most: q/k/v's projections, their q/k norms (qwen3, gemma3) and their
-# RoPE one cube kernel (phi3's RoPE is partial: RoPE one kernel for q and k there), attention one
-# kernel, the residual add after attention and the norm after it the gated MLP kernel's prologue
-# (gemma3: the norm after the MLP, and its add, a kernel), the residual add after the MLP
-# down_proj's epilogue (phi3's through its dropout); the DynamicCache's cats of keys and values are
-# launches too (2 a layer); qwen3_moe's experts (integrations/moe.py, translated) launch their two
-# grouped matmuls and the sort's cast, the weighted sum and the cast back, the gate's and the
-# routing weights' products, and three gathers of rows by index (x[i]: a bounds kernel, then the rows)
+# launches per decoder layer at most: q/k/v's projections (phi3's one sliced qkv_proj), their q/k
+# norms (qwen3, gemma3) and their RoPE (phi3's partial) one cube kernel, attention one kernel, the
+# residual add after attention and the norm after it the gated MLP kernel's prologue, the residual
+# add after the MLP down_proj's epilogue (phi3's through its dropout; gemma3's with the norm before
+# it); the DynamicCache's cats of keys and values are launches too (2 a layer); qwen3_moe's experts
+# (integrations/moe.py, translated) launch their two grouped matmuls and the sort's cast, the
+# weighted sum and the cast back, the gate's and the routing weights' products, and three gathers
+# of rows by index (x[i]: a bounds kernel, then the rows)
 LAUNCHES = {"llama": 8, "qwen3": 8, "gemma3": 8, "mistral": 8, "qwen3_moe": 24, "phi3": 8}
 
 
