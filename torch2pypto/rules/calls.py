@@ -19,8 +19,24 @@ def source_of(node: cst.CSTNode) -> str:
     return _EMPTY.code_for_node(node)
 
 
+# expressions no literal is written as (``ast.literal_eval`` refuses them whatever they hold)
+_NO_LITERAL = (
+    cst.Attribute, cst.Subscript, cst.Comparison, cst.BooleanOperation, cst.Lambda, cst.IfExp, cst.GeneratorExp,
+    cst.ListComp, cst.SetComp, cst.DictComp, cst.Await, cst.Yield, cst.NamedExpr, cst.FormattedString,
+)
+
+
 def literal(node: cst.BaseExpression) -> object:
-    """The value of a literal expression, or ``Ellipsis`` when it is not a literal."""
+    """The value of a literal expression, or ``Ellipsis`` when it is not a literal (told by its
+    node where it can be: an argument's source is generated only where it may be a literal)."""
+    kind = type(node)
+    if (
+        isinstance(node, _NO_LITERAL)
+        or kind is cst.Name and node.value not in ("True", "False", "None")
+        or kind is cst.Call and not (type(node.func) is cst.Name and node.func.value == "set" and not node.args)
+        or kind is cst.BinaryOperation and type(node.operator) not in (cst.Add, cst.Subtract)
+    ):
+        return Ellipsis
     try:
         return ast.literal_eval(source_of(node).strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

@@ -87,6 +87,14 @@ class Inference:
         self._statics = Statics(index, self._declarations, reads_torch)
         self._augmented_values: dict[ast.Name, ast.BinOp] = {}  # x += v: x + v, x read where it is
 
+    def release(self) -> None:
+        """Let go of the module, once every question is answered: the inference's parts refer
+        back to it (the solver to its equations, the declarations to the callees, its caller's
+        wrapper names), a cycle that would hold the module's tree and every answer until the
+        cyclic collector walked them all; released, they are freed as soon as the translation
+        drops them. Nothing may be asked after."""
+        self.__dict__.clear()
+
     # --- the questions -------------------------------------------------------------------
 
     def kind(self, expr: ast.expr) -> Kind:

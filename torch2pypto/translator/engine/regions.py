@@ -138,6 +138,7 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     found.ahead = run
     for function in functions:
         run(function)
+    found.ahead = None  # every function done; kept, it and ``found`` would hold each other, a cycle left to the collector
     return found
 
 

@@ -134,6 +134,7 @@ def translate_source(
         for definition in chunk_definitions:
             definitions.setdefault(definition.name, definition)
         spelt_free_torch |= sites.inference.spelt_free_torch
+        sites.inference.release()  # the chunk's ast and answers freed by reference counts, not walked by the collector
         if len(cut) > 1:  # the chunk's ast and inference, in cycles, freed before the next chunk is read
             del index, sites, attempts, elsewhere, fused
             gc.collect(0)
