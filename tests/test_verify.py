@@ -263,3 +263,24 @@ def test_verify_passes_on_a_real_modeling_file(model, tmp_path, capsys):
     status = main([str(source), "-o", str(tmp_path / "out.py"), "--verify"])
     err = capsys.readouterr().err
     assert status == 0 and "error" not in err and "not exercised" not in err, err
+
+
+ITEM = """
+import torch
+
+
+def pick(x: torch.Tensor, i: torch.Tensor):
+    return x[i]
+"""
+
+
+@pytest.mark.interpreter
+def test_an_items_index_is_sampled_as_an_index_in_range():
+    """x[i]'s cases (its table example an operator, not a call) take an integer index of x's rows
+    on every dtype: a float or unbounded one made torch's reference fail (qwen3_moe's --verify)."""
+    (conversion,) = translate_source(ITEM, "snippet.py").conversions
+    cases = verify.cases(conversion, "e")
+    assert cases and all(c.args[1].dtype == torch.int64 and 0 <= c.args[1].min() and c.args[1].max() < c.args[0].shape[0]
+                         for c in cases)
+    ok, out = verified(ITEM)
+    assert ok and "error" not in out and "not exercised" not in out, out

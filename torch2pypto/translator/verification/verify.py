@@ -24,6 +24,7 @@ from torch2pypto.mapping.tolerance import equal_nan, region_tolerance, tolerance
 from torch2pypto.rules import rope
 from torch2pypto.rules.calls import literal, source_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR
+from torch2pypto.schema import operators
 from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.binding import BindError, ast_args, bind, cst_args
 from torch2pypto.translator.engine.linears import BACK_BIAS, BACK_WEIGHT, BIAS, MODULE, OTHER, SQUARE_WEIGHT, WEIGHT
@@ -221,6 +222,10 @@ def _sample_names(entry) -> dict[str, str]:
     if not entry.examples.convert:
         return {}
     call = ast.parse(entry.examples.convert[0], mode="eval").body
+    if sides := operators.operands(call):  # an operator's example (x[i]): its receiver and argument
+        how = operators.dispatch(call, sides, isinstance(sides[0], ast.Name))
+        operands = (how.receiver,) if how.argument is None else (how.receiver, how.argument)
+        return {p.name: o.id for p, o in zip(entry.params, operands) if isinstance(o, ast.Name)}
     if not isinstance(call, ast.Call):
         return {}
     func = call.func
