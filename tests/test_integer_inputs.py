@@ -129,3 +129,59 @@ def test_sorting_writes_int64_indices_on_the_kernel(tmp_path, call, dtype):
     expected = eval(call, {"torch": torch, "x": x})
     for g, e in zip(*((t,) if isinstance(t, torch.Tensor) else tuple(t) for t in (got, expected))):
         assert g.dtype == e.dtype and torch.equal(g, e)
+
+
+ARITHMETIC = """import torch
+
+
+def f(x: torch.Tensor, y: torch.Tensor, row: torch.Tensor, n: int):
+    return x + y, x - row, x * y, x + n, n - x, x * n, y.add(x, alpha=1)
+"""
+
+
+@pytest.fixture(scope="module")
+def arithmetic(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("arithmetic") / "arithmetic.py", translate(ARITHMETIC).code)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16])
+@pytest.mark.parametrize("shape", [(3, 37), (2, 5, 9), (130,)])  # odd widths, a tail row tile, rank 1 to 3
+def test_int32_and_int16_add_sub_mul_on_integer_kernels(arithmetic, dtype, shape):
+    """pypto.add/sub/mul on INT32 and INT16 tiles (A2/A3's TADD, TSUB, TMUL and their scalar forms
+    take both), with a Python int as a kernel constant and a broadcast row; values at the dtype's
+    limits wrap as torch wraps them in the interpreter. ``n - x`` is rsub's (float only): torch."""
+    info = torch.iinfo(dtype)
+    g = torch.Generator().manual_seed(sum(shape))
+    x, y = (torch.randint(info.min, info.max, shape, generator=g, dtype=dtype) for _ in range(2))
+    x.view(-1)[:4] = torch.tensor([info.max, info.min, -1, 0], dtype=dtype)
+    y.view(-1)[:4] = torch.tensor([1, -1, info.min, info.max], dtype=dtype)
+    row = torch.randint(info.min, info.max, shape[-1:], generator=g, dtype=dtype)
+    for n in (info.max, -7):
+        ran = counting()
+        with torch2pypto.interpreted(arithmetic), host_ops(arithmetic) as left:
+            got = arithmetic.f(x, y, row, n)
+        assert ran() == {"add_kernel.kernel": 2, "sub_kernel.kernel": 1, "mul_kernel.kernel": 1,
+                         "add_other_number_kernel.kernel": 1, "mul_other_number_kernel.kernel": 1}, ran()
+        assert set(left) == {"rsub"}, left
+        expected = (x + y, x - row, x * y, x + n, n - x, x * n, y + x)
+        for a, b in zip(got, expected):
+            assert a.dtype == b.dtype and torch.equal(a, b)
+
+
+@pytest.mark.parametrize("x, n", [
+    (torch.arange(7) + 2**40, 5),  # int64: no int64 vector add on A2/A3, and INT32 holds it only within its range
+    (torch.arange(7, dtype=torch.int32), 2.5),  # torch promotes to float
+    (torch.arange(7, dtype=torch.int32), 2**31),  # beyond int32: torch wraps it
+    (torch.arange(7, dtype=torch.int16), 2**15),
+])  # fmt: skip
+def test_integer_arithmetic_a_kernel_cannot_do_exactly_runs_torch(arithmetic, x, n):
+    """Torch's call, with its promotion (int32 + 2.5 is float) and its wrap of a number beyond the dtype."""
+    ran = counting()
+    with torch2pypto.interpreted(arithmetic):
+        got = arithmetic.f(x, x, x, n)
+    launched = ran()
+    assert not {"add_other_number_kernel.kernel", "mul_other_number_kernel.kernel"} & set(launched), launched
+    if x.dtype == torch.int64:
+        assert not launched, launched
+    for a, b in zip(got[3:7:2], (x + n, x * n)):
+        assert torch.equal(a, b) and a.dtype == b.dtype
