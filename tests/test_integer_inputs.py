@@ -185,3 +185,43 @@ def test_integer_arithmetic_a_kernel_cannot_do_exactly_runs_torch(arithmetic, x,
         assert not launched, launched
     for a, b in zip(got[3:7:2], (x + n, x * n)):
         assert torch.equal(a, b) and a.dtype == b.dtype
+
+
+SCANS = """import torch
+
+
+def f(x: torch.Tensor, dim: int):
+    return torch.cumsum(x, dim, dtype=torch.int32), x.cumsum(dim)
+"""
+
+
+@pytest.fixture(scope="module")
+def scans(tmp_path_factory):
+    return load(tmp_path_factory.mktemp("scans") / "scans.py", translate(SCANS).code)
+
+
+@pytest.mark.parametrize("shape, dim", [((5, 37), -1), ((2, 2500), 1), ((13, 3), 0), ((9,), 0)])  # odd widths, 3 blocks (the last overlapping), along dim 0, 1-D
+def test_int32_cumsum_into_int32_sums_on_the_kernel(scans, shape, dim):
+    """One row per tile (pypto.cumsum's INT32 path needs whole tiles), blocks of a row of any width;
+    sums beyond int32's range wrap as torch's. torch's own int64 sums of int32 (no dtype) run torch."""
+    x = torch.randint(-2**31, 2**31 - 1, shape, generator=torch.Generator().manual_seed(shape[-1]), dtype=torch.int32)
+    x.view(-1)[:2] = 2**31 - 1  # the first sums overflow
+    ran = counting()
+    with torch2pypto.interpreted(scans), host_ops(scans) as left:
+        got, wide = scans.f(x, dim)
+    assert ran() == {"cumsum_kernel.kernel": 1}, ran()
+    assert left["cumsum"] == 1 and "_to_copy" not in left, left  # x.cumsum(dim): int64 sums, torch's; no cast left to torch
+    expected = torch.cumsum(x, dim, dtype=torch.int32)
+    assert got.dtype == torch.int32 and torch.equal(got, expected)
+    assert wide.dtype == torch.int64 and torch.equal(wide, x.cumsum(dim))
+
+
+@pytest.mark.parametrize("x", [torch.arange(8.0), torch.arange(8), torch.arange(8, dtype=torch.int16)])
+def test_cumsums_a_kernel_does_not_make_into_int32_run_torch(scans, x):
+    """A float's cast to int32 before the sums (transformers' MoE offsets of histc's float counts on
+    a CPU), int64 data, and int16 (PyPTO's INT16 cumsum: not checked here) run torch."""
+    ran = counting()
+    with torch2pypto.interpreted(scans):
+        got, _ = scans.f(x, 0)
+    assert ran() == ({"cumsum_kernel.kernel": 1} if x.is_floating_point() else {}), ran()  # x.cumsum(0) of floats: the kernel's
+    assert got.dtype == torch.int32 and torch.equal(got, torch.cumsum(x, 0, dtype=torch.int32))

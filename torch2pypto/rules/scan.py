@@ -2,7 +2,8 @@
 
 The host moves ``dim`` last; the kernel scans each row in column blocks of one tile, each block
 adding the running total of the blocks before it (:func:`templates.scan_kernel`).
-``compute = "float32"`` scans in FP32.
+``compute = "float32"`` scans float tiles in FP32 and int32 ones in INT32
+(:func:`templates.scan_kernel`); an integer scan into a float dtype, or back, runs torch.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
 
 @per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
-    fp32 = ", in FP32" if entry.fields.compute == "float32" else ""
+    fp32 = ", in FP32" + (" (int32 in INT32)" if "int32" in entry.dtypes else "") if entry.fields.compute == "float32" else ""
     kernel = templates.scan_kernel(
         f"{entry.op}_kernel",
         f"pypto.{entry.pypto} along each row of [rows, cols] tiles, in column blocks{fp32}.",
@@ -58,14 +59,17 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     )
     params = wrapper_params(entry)
     names = {p.name for p in params}
-    out_dtype = "input.dtype if dtype is None else dtype" if "dtype" in names else "input.dtype"
+    summed = "(input.dtype if input.is_floating_point() else torch.int64)"  # torch sums integers into int64
+    out_dtype = f"{summed} if dtype is None else dtype" if "dtype" in names else summed
     body = (
         "x, moved = _scan_rows(input, dim)\n"
         "out = torch.empty(x.shape, dtype=out_dtype, device=x.device)\n"
-        f"_launch({entry.op}_kernel(_PYPTO_DTYPES[x.dtype], _PYPTO_DTYPES[out_dtype], x.shape[1], _spread_rows(*x.shape, tiles=8)), x, out)\n"  # scan tiles run one after another
+        f"_launch({entry.op}_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[out_dtype], x.shape[1], _spread_rows(*x.shape, tiles=8)), x, out)\n"  # scan tiles run one after another
         "return out.reshape(moved).movedim(-1, dim).contiguous().reshape(input.shape)\n"
     )
-    guard = "(out_dtype in _PYPTO_DTYPES and _on_kernel_path(input))"
+    declared = wrappers.dtypes_tuple(entry)
+    guard = (f"(out_dtype in {declared} and out_dtype.is_floating_point == input.dtype.is_floating_point"
+             f" and _on_kernel_path(input, dtypes={declared}))")
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), f"pypto.{entry.pypto} along dim moved last{fp32}",
         "input", wrappers.torch_call(entry, params), guard, body,

@@ -180,32 +180,44 @@ def row_kernel(
 def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
     """A kernel factory scanning the rows of ``x`` along its cols, in column blocks of one tile.
 
-    ``program`` scans the block ``x_tile``; each block then adds the carry, the last column of
-    the block before it, so rows of any width scan (block + carry, the blocks unrolled).
+    ``program`` scans the block ``x_tile``; each block then adds the running total before it, a
+    column of the block before it, so rows of any width scan (block + carry, the blocks unrolled).
+    An FP32 program scans float tiles in FP32 and INT32 tiles as they are: pypto.cumsum sums an
+    INT32 tile in INT32 and widens the sums to INT64, which the kernel narrows back (exact: they
+    are INT32 values), so the carry and the result are INT32 sums as torch's. PyPTO 0.2.0 widens
+    a copy of the tile's full shape, which fails on a partial tile: INT32 tiles are one row, and
+    no block is partial (the last one overlaps the one before, which is causal for a scan).
     """
     fp32 = any(a.step.fp32 for a in program)
     result = program[-1].target
-    setup, store = casting(result, FP32 if fp32 else "dtype", "out_dtype")
+    setup, store = ((), (when("acc != out_dtype", Assign(result, pypto("cast", result, "out_dtype"))),)) if fp32 \
+        else casting(result, "dtype", "out_dtype")
     block = [
-        Assign("x_tile", pypto("view", "x", items("rows", "block"), items("r", "b * block"),
-                               valid_shape=items("(n - r).min(rows)", "min(block, cols - b * block)"))),
-        *([to_fp32(["x_tile"], comment="FP32-only ops: compute in FP32")] if fp32 else []),
-        *statements(program),
-        when("b > 0", Assign(result, pypto("add", result, "carry"))),
-        Assign("carry", pypto("view", result, items("rows", "1"), items("0", "block - 1")), "the running total"),
+        Assign("start", "min(b * block, cols - block)", "the last block ends at the row's end, overlapping the one before"),
+        Assign("x_tile", pypto("view", "x", items("rows", "block"), items("r", "start"), valid_shape=items("(n - r).min(rows)", "block"))),
+        *([when("dtype != acc", Assign("x_tile", pypto("cast", "x_tile", FP32)), comment="FP32-only ops: compute in FP32"),
+           *statements(program),
+           when(f"acc != {FP32}", Assign(result, pypto("cast", result, "acc")), comment="pypto.cumsum widens INT32 sums to INT64")]
+          if fp32 else statements(program)),
+        when("b > 0", Assign(result, pypto("add", result, pypto("view", "before", items("rows", "1"), items("0", "start - 1 - (b - 1) * block"))),
+                                   "the running total before start")),
+        Assign("before", result),
         *store,
-        Do(pypto("assemble", result, items("r", "b * block"), "out")),
+        Do(pypto("assemble", result, items("r", "start"), "out")),
     ]
     body = [
         Assign("n", "x.shape[0]"),
         row_tiles("n", Assign("r", "i * rows"), Do(pypto("set_vec_tile_shapes", "rows", "block")),
                   loop("b", "range(blocks)", *block, comment="unrolled")),
     ]
-    dtypes = tile_dtypes("dtype", "out_dtype", *([FP32] if fp32 else []))
+    dtypes = tile_dtypes("dtype", "out_dtype", *([f"{FP32} if acc == {FP32} else pypto.DT_INT64"] if fp32 else []))
     prelude = [
+        *([Assign("acc", f"dtype if dtype == pypto.DT_INT32 else {FP32}", "the dtype the tiles scan in")] if fp32 else []),
         Assign("block", f"min(cols, {SCAN_BLOCK})", "pypto.cumsum transposes its tile: wider blocks overflow the UB"),
         Comment("pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)"),
         Assign("rows, _", call("_tile_shape", "block", "max_rows", f"16 if dtype == {FP32} else 4", dtypes, whole_rows="True")),
+        *([when(f"acc != {FP32}", Assign("rows", "1"), comment="INT32: whole tiles only (pypto.cumsum widens a copy of the tile's full shape)")]
+          if fp32 else []),
         Assign("blocks", "(cols + block - 1) // block"),
         *setup,
     ]

@@ -62,6 +62,11 @@ def api(entry: Entry) -> str:
     return entry.torch_function or (*entry.apis, *entry.modules)[0]
 
 
+def dtypes_tuple(entry: Entry) -> str:
+    """The entry's dtypes as a tuple of torch dtypes, as a guard spells them."""
+    return f"({', '.join(f'torch.{d}' for d in entry.dtypes)}{',' if len(entry.dtypes) == 1 else ''})"
+
+
 def torch_call(entry: Entry, params: tuple[Param, ...], unless_none: tuple[str, ...] = (), rest: bool = False) -> str:
     """The torch expression a wrapper falls back to, passing ``params`` by their names; those
     ``unless_none`` names only when not None (torch refuses ``scatter(..., reduce=None)``);
