@@ -43,7 +43,9 @@ def launches(call: str, a, b=None, m=MASK) -> bool:
     ("torch.rsqrt(a)", I32, None, False),            # float-only entry: torch gives a float result
     ("torch.rsqrt(a)", F16, None, True),
     ("torch.add(a, b)", F16, F16.float(), False),    # fp16 + fp32 promotes to fp32
-    ("torch.add(a, b)", I32, I32, False),            # add declares float dtypes only
+    ("torch.add(a, b)", I32, I32, True),             # add declares int32 and int16 besides the floats
+    ("torch.add(a, b)", I32.long(), I32.long(), False),  # not int64: no int64 vector add on A2/A3
+    ("torch.add(a, b)", I32, I32.short(), False),    # int32 + int16 promotes to int32
     ("torch.eq(a, b)", I32, I32.flip(0), False),     # eq declares float dtypes only
     ("torch.eq(a, 1)", F16, None, True),
     ("torch.bitwise_not(a)", I32.long(), None, False),  # bitwise_not declares int32, int16 and bool
