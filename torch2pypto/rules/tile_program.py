@@ -23,6 +23,7 @@ import textwrap
 from typing import Mapping, Sequence
 
 from torch2pypto.rules import templates
+from torch2pypto.rules.kernel_ir import Assign, Do, Param as KernelParam, Raw, Stmt, items, loop, pypto
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.rules.widths import aligned, grouped, same_widths, simplified
 
@@ -456,3 +457,38 @@ class Output:
 def torch_dtype(program: Program, symbol: str) -> str:
     """The torch dtype of a symbol in the wrapper (a promoted one is a local there)."""
     return _TORCH_OF.get(symbol) or (symbol if symbol.startswith("promoted_dtype") else program.symbols[symbol])
+
+
+# --- the row-tile kernels' shared steps: a region's program over whole rows (fused_kernel, prologue, region_epilogue)
+
+def row_tile_params(program: Program, rows: Sequence[Param], vectors: Sequence[Param]) -> list[KernelParam]:
+    """The kernel parameters of the region's rows ([rows, width]: whole rows padded to width) and vectors ([1, width])."""
+    return [*(templates.tensor(p.name, items("pypto.DYNAMIC", "width"), program.dtype_symbol(p)) for p in rows),
+            *(templates.tensor(p.name, items("1", "width"), program.dtype_symbol(p)) for p in vectors)]
+
+
+def row_tile_loop(first: str, *body: Stmt, count: str = "m", whole: bool = False, comment: str = "") -> list[Stmt]:
+    """The loop over the row tiles of ``first``'s ``count`` rows, ``max_rows`` at a time: each
+    tile's first row ``r`` and its ``valid`` shape (``whole``: no valid shape, the last tile
+    overlapping its predecessor), then ``body``."""
+    if whole:
+        start = [Assign("r", f"({count} - rows).min(i * rows)", "a whole tile: the last one overlaps its predecessor")]
+    else:
+        start = [Assign("r", "i * max_rows"), Assign("valid", f"[({count} - r).min(max_rows), cols]")]
+    tiles = pypto("loop", f"({count} + max_rows - 1) // max_rows", name='"row_tiles"', unroll_list=items("1"))
+    return [Assign(count, f"{first}.shape[0]"), loop("i", tiles, *start, *body, comment=comment)]
+
+
+def row_tile_steps(program: Program, rows: Sequence[Param], vectors: Sequence[Param], whole: bool = False) -> list[Stmt]:
+    """A row tile's loads of the region's rows (its ``valid`` part unless ``whole``) and vectors
+    (their ``cols``), then the program's statements."""
+    valid = {} if whole else {"valid_shape": "valid"}
+    return [*(Assign(f"{p.name}_tile", pypto("view", p.name, items("max_rows", "width"), items("r", "0"), **valid)) for p in rows),
+            *(Assign(f"{p.name}_tile", pypto("view", p.name, items("1", "width"), items("0", "0"), valid_shape=items("1", "cols")))
+              for p in vectors),
+            Raw("".join(program.body))]
+
+
+def row_tile_stores(outputs: Sequence[Output]) -> list[Stmt]:
+    """The outputs' tiles assembled at the row tile's ``r``."""
+    return [Do(pypto("assemble", o.value.text, items("r", "0"), f"{o.name}_out")) for o in outputs]
