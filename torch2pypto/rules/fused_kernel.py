@@ -25,7 +25,7 @@ def kernel_source(name, where, program: Program, rows, vectors, outputs, factory
                          *row_tile_steps(program, rows, vectors, program.whole), *row_tile_stores(outputs),
                          count="n", whole=program.whole, comment="a task: max_rows rows, a tile: rows")
     doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles, one launch."
-    return templates.factory(name, factory, doc, prelude, params, body).replace("\n\n\n", "\n\n")
+    return templates.factory(name, factory, doc, prelude, params, body)
 
 
 def _blocks_source(name, where, program: Program, rows, vectors, outputs, factory, buffers) -> str:
@@ -35,7 +35,7 @@ def _blocks_source(name, where, program: Program, rows, vectors, outputs, factor
     tile_dtypes = [f for f in factory if f.endswith("_dtype") or f.startswith("promoted_dtype")]
     prelude, params, body = block_group(program, rows, vectors, outputs, tile_dtypes, buffers, "max_rows")
     doc = f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on [rows, cols] tiles of [blocks * n, cols], one launch."
-    return templates.factory(name, factory, doc, prelude, params, body).replace("\n\n\n", "\n\n")
+    return templates.factory(name, factory, doc, prelude, params, body)
 
 
 def block_group(program: Program, rows, vectors, outputs, dtypes, buffers, max_rows: str) -> tuple[list[Stmt], list[Param], list[Stmt]]:

@@ -64,7 +64,7 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     labels = "; ".join(", ".join(o.name for o in results) for _, results in groups)
     doc = f"{where}: {pypto_ops} on [rows, cols] tiles of [blocks * n, cols], one loop per group of rows ({labels}), one launch."
     prelude, kernel_params, loops = ([node for part in parts for node in part] for parts in zip(*(g.kernel() for g in pieces)))
-    source = templates.factory(kernel, factory, doc, prelude, kernel_params, loops).replace("\n\n\n", "\n\n")
+    source = templates.factory(kernel, factory, doc, prelude, kernel_params, loops)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     args = [f"_PYPTO_ALL_DTYPES[{_symbol_of(groups, s)}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
     args += ["cols", *(f"float({p.source})" for p in numbers), *(p.source for p in indices), f"({tuple_text(f'blocks{g.suffix}' for g in pieces)})",

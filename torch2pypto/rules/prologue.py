@@ -196,7 +196,7 @@ def _kernel(name: str, where: str, program: Program, x: Output, stored: Output, 
     doc = (f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on the vector cores, then act(x @ wg.T) * (x @ wu.T) "
            "of its result x on the cube, per row tile, one launch.")
     text = templates.factory(name, factory, doc, prelude, params, row_tile_loop(rows[0].name, *body), jit=(templates.CUBE[0], ""))
-    return Definition(name, text.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
 def outer(name: str, where: str, params: list[str], module: tuple[str, str], separate: str, fused: str,

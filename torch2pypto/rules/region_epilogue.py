@@ -161,4 +161,4 @@ def _kernel(name: str, where: str, program: Program, x: str, outputs: tuple[Outp
     doc = (f"{where}: a @ w.T on the cube, rounded to a's dtype, then {' + '.join(dict.fromkeys(program.pypto))} of it on the "
            "vector cores, per row tile of whole rows, one launch.")
     text = templates.factory(name, factory, doc, prelude, params, row_tile_loop("a", *body), jit=(templates.CUBE[0], ""))
-    return Definition(name, text.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))

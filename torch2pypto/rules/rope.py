@@ -196,7 +196,7 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
            f"then {ops} on each head of the first {rotated} ({'its norm, then ' if norms else ''}the rotary embedding), one launch.")
     jit = pypto("frontend.jit", pass_options='{"pg_skip_partition": False, "cube_l1_reuse_setting": {-1: reuse}}')
     source = templates.factory(name, factory, doc, prelude, params, walk, jit=(jit, ""))
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated", RoPE_TAKES.name))
+    return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated", RoPE_TAKES.name))
 
 
 def _rounded(tile: str) -> If:
