@@ -218,12 +218,6 @@ def casting(var: str, src: str, dst: str) -> tuple[tuple[Stmt, ...], tuple[Stmt,
     return (setup,), (when(f"{var}_via_fp32", Assign(var, pypto("cast", var, FP32))), cast)
 
 
-def cast(var: str, src: str, dst: str) -> tuple[str, str]:
-    """:func:`casting` as text, for kernels still written as text."""
-    setup, store = casting(var, src, dst)
-    return source(setup), source(store)
-
-
 REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
 REDUCED_RUNS = copied("layout", "_reduced_runs")
 

@@ -19,11 +19,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-import textwrap
 from typing import Mapping, Sequence
 
 from torch2pypto.rules import templates
-from torch2pypto.rules.kernel_ir import Assign, Do, Param as KernelParam, Raw, Stmt, items, loop, pypto
+from torch2pypto.rules.kernel_ir import Assign, Call, Do, If, Param as KernelParam, Raw, Stmt, items, loop, pypto, source, when
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.rules.widths import aligned, grouped, same_widths, simplified
 
@@ -236,9 +235,9 @@ class Program:
         if key not in self._casts:
             base = value.text.split("_as_")[0].removesuffix("_fp32").removesuffix("_tile")
             target = self._fresh(f"{base}_{'fp32' if dtype == FP32 else 'as_' + dtype.removeprefix('pypto.DT_').lower()}")
-            setup, statements = templates.cast(target, value.dtype, dtype)
-            self.setup.append(setup)
-            self._emit(f"{target} = {value.text}\n" + statements, [value])
+            setup, statements = templates.casting(target, value.dtype, dtype)
+            self.setup.append(source(setup))
+            self._emit(source([Assign(target, value.text), *statements]), [value])
             self._casts[key] = Operand(target, value.role, dtype, value.deps, value.width)
         return self._casts[key]
 
@@ -332,7 +331,7 @@ class Program:
         self.sources[value.width] = None
         width = simplified(f"{stop} - {grouped(start)}", self.sources)
         target = self._fresh(f"{value.text.removesuffix('_tile')}_part")
-        view = f"{target} = pypto.view({value.text}, [rows, {width}], [0, {start}], valid_shape=[valid[0], {width}])\n"
+        view = source(Assign(target, pypto("view", value.text, items("rows", width), items("0", start), valid_shape=items("valid[0]", width))))
         leaf = any(value.text == f"{p.name}_tile" for p in self.params)
         indexed = leaf and any(re.search(rf"\b{name}\b", f"{start} {stop}") for name in self.indices)
         if indexed:  # phi3's q[..., rotary_dim:], 0 wide at a rotary factor of 1: a cat drops it, any other op needs it
@@ -364,16 +363,14 @@ class Program:
         width = simplified(" + ".join(grouped(v.width) for v in values), self.sources)
         self.checks += aligned(*(v.width for v in values[:-1]))
         target = self._fresh("joined")
-        joined = (f"{target} = pypto.view(pypto.concat([{', '.join(v.text for v in values)}], -1), [rows, {width}], [0, 0], "
-                  f"valid_shape=[valid[0], {width}])\n")
+        joined: Stmt = Assign(target, _joined(values, width))
         if optional:  # its view and the cat only where it has columns
             for at in guarded:
-                self.body[at] = f"if {grouped(empty)} > 0:  # else 0 wide: no tile\n" + textwrap.indent(self.body[at], "    ")
+                self.body[at] = source(when(f"{grouped(empty)} > 0", Raw(self.body[at]), comment="else 0 wide: no tile"))
             rest = [v for v in values if v is not optional[0]]
-            other = rest[0].text if len(rest) == 1 else (
-                f"pypto.view(pypto.concat([{', '.join(v.text for v in rest)}], -1), [rows, {width}], [0, 0], valid_shape=[valid[0], {width}])")
-            joined = f"if {grouped(empty)} > 0:\n    {joined}else:  # {optional[0].text} is 0 wide\n    {target} = {other}\n"
-        self._emit(joined, values)
+            other = rest[0].text if len(rest) == 1 else _joined(rest, width)
+            joined = If(f"{grouped(empty)} > 0", (joined,), (Assign(target, other),), else_comment=f"{optional[0].text} is 0 wide")
+        self._emit(source(joined), values)
         self.ops.append(op)
         self.pypto.append("pypto.concat")
         return Operand(target, ROWS, dtype, frozenset().union(*(v.deps for v in values)), width)
@@ -433,6 +430,12 @@ class Program:
         for k in range(len(self.body) + 1):
             peak = max(peak, sum(1 for t, s in starts.items() if s <= k <= ends.get(t, s)))
         return max(peak, 2)
+
+
+def _joined(values: Sequence[Operand], width: str) -> Call:
+    """The rows tiles ``values`` concatenated along the last dim: a view ``width`` wide."""
+    return pypto("view", pypto("concat", items(*(v.text for v in values)), "-1"), items("rows", width), items("0", "0"),
+                 valid_shape=items("valid[0]", width))
 
 
 def _combined(roles: Sequence[str], op: str) -> str:
