@@ -133,3 +133,28 @@ def test_an_activation_is_statements_on_the_tile_it_is_given():
     assert gelu.count("poly = ") == 4 and "result" not in gelu
     for name in gated.ACTIVATIONS:
         ast.parse(ir.source(gated.activation(name, "x")))
+
+
+def test_row_tile_steps_print_the_loop_the_region_kernels_share():
+    """fused_kernel's, prologue's and region_epilogue's row-tile loop: r and valid per tile of
+    max_rows (none for whole tiles), the loads of rows and vectors, the program, the stores."""
+    from torch2pypto.rules.tile_program import Operand, Output, Param, Program, row_tile_loop, row_tile_steps, row_tile_stores
+
+    program = Program()
+    program.body.append("y = pypto.mul(x_tile, w_tile)\n")
+    rows, vectors = [Param("x", "rows", "x")], [Param("w", "vector", "w")]
+    loop = row_tile_loop("x", *row_tile_steps(program, rows, vectors), *row_tile_stores([Output("y", Operand("y", "rows", "dtype"))]))
+    assert ir.source(loop) == (
+        "m = x.shape[0]\n"
+        'for i in pypto.loop((m + max_rows - 1) // max_rows, name="row_tiles", unroll_list=[1]):\n'
+        "    r = i * max_rows\n"
+        "    valid = [(m - r).min(max_rows), cols]\n"
+        "    x_tile = pypto.view(x, [max_rows, width], [r, 0], valid_shape=valid)\n"
+        "    w_tile = pypto.view(w, [1, width], [0, 0], valid_shape=[1, cols])\n"
+        "    y = pypto.mul(x_tile, w_tile)\n"
+        "    pypto.assemble(y, [r, 0], y_out)\n"
+    )
+    whole = ir.source(row_tile_loop("x", *row_tile_steps(program, rows, [], whole=True), count="n", whole=True, comment="why"))
+    assert "    r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n" in whole
+    assert "x_tile = pypto.view(x, [max_rows, width], [r, 0])\n" in whole and "valid" not in whole
+    assert '"row_tiles", unroll_list=[1]):  # why\n' in whole
