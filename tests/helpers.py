@@ -156,6 +156,20 @@ def assert_heads_match(got, want, dtype) -> None:
             torch.testing.assert_close(g, w, atol=3.2e-2, rtol=1.6e-2)
 
 
+def assert_sdpa_gradients(module, attend, qkv, mask, launches) -> None:
+    """``attend()``, run with ``module`` interpreted, launches ``launches`` and gives ``qkv`` (q, k
+    and v) the gradients of its result squared and summed that torch's sdpa of ``mask`` (GQA) gives."""
+    ran = counting()
+    with torch2pypto.interpreted(module):
+        attend().square().sum().backward()
+    assert ran() == launches
+    got = [t.grad for t in qkv]
+    for t in qkv:
+        t.grad = None
+    torch.nn.functional.scaled_dot_product_attention(*qkv, attn_mask=mask, enable_gqa=True).square().sum().backward()
+    torch.testing.assert_close(got, [t.grad for t in qkv])
+
+
 def factory(compute):
     """A stand-in kernel factory: kernel(*tensors) calls compute(args, *tensors), args its own."""
     def make(*args):

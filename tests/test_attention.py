@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import torch2pypto
-from helpers import load, qkv, sample, statuses
+from helpers import assert_sdpa_gradients, load, qkv, sample, statuses
 from torch2pypto.mapping import load_table
 from torch2pypto.mapping.tolerance import tolerance
 from torch2pypto.runtime import attention
@@ -238,15 +238,7 @@ def test_a_bool_mask_is_read_in_place(module, case):
 def test_gradients_through_a_window_mask_are_torchs(module):
     q, k, v = (t.requires_grad_() for t in qkv(2, 4, 2, 9, 9, 64))
     mask = _window(2, 9, 9, 3, padding=4)
-    ran = counting()
-    with torch2pypto.interpreted(module):
-        module.f(q, k, v, mask=mask, gqa=True).square().sum().backward()
-    assert ran() == KERNEL
-    got = [t.grad for t in (q, k, v)]
-    for t in (q, k, v):
-        t.grad = None
-    torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True).square().sum().backward()
-    torch.testing.assert_close(got, [t.grad for t in (q, k, v)])
+    assert_sdpa_gradients(module, lambda: module.f(q, k, v, mask=mask, gqa=True), (q, k, v), mask, KERNEL)
 
 
 @pytest.mark.interpreter

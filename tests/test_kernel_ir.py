@@ -41,7 +41,7 @@ def test_raw_text_is_indented_but_its_blank_lines_are_not():
 def test_a_factory_prints_its_frame_and_parses():
     factory = ir.Factory(
         "f_kernel", ("dtype", "cols"), "The doc.", (ir.Assign("rows", "8"),), ir.pypto("frontend.jit"),
-        (ir.Param("x", ir.pypto("Tensor", ir.items("pypto.DYNAMIC", "cols"), "dtype")), ir.Raw("out: T,\n")),
+        (ir.Param("x", ir.pypto("Tensor", ir.items("pypto.DYNAMIC", "cols"), "dtype")), ir.Param("out", "T")),
         (ir.Assign("n", "x.shape[0]"),), "why",
     )
     text = ir.source(factory)
@@ -89,19 +89,6 @@ def test_casts_go_through_fp32_between_bf16_and_fp16_only():
     )
 
 
-def test_text_kernels_print_as_before_through_the_ir():
-    """kernel_factory's text form (fusion's region kernels) keeps its blank lines: none after a prelude
-    without a final newline, one before ``return kernel``."""
-    from torch2pypto.rules.templates import kernel_factory
-
-    text = kernel_factory("k", "dtype", "Doc.", "a = 1", "        x: X,\n", "        for i in r:\n            y = i\n", "@jit(o=1)  # why")
-    assert text == (
-        '@functools.cache\ndef k(dtype):\n    """Doc."""\n    a = 1\n'
-        "    @jit(o=1)  # why\n"
-        "    @_annotated(locals())\n    def kernel(\n        x: X,\n    ):\n        for i in r:\n            y = i\n\n    return kernel\n"
-    )
-
-
 def test_an_else_takes_its_own_comment():
     tree = ir.If("a", (ir.Assign("b", "1"),), (ir.Assign("b", "2"),), "if", "else")
     assert ir.source(tree) == "if a:  # if\n    b = 1\nelse:  # else\n    b = 2\n"
@@ -125,16 +112,15 @@ def test_a_call_of_lines_aligns_its_arguments_after_the_parenthesis():
     ast.parse(ir.source(ir.Do(outer)))
 
 
-def test_blocked_templates_print_their_walk_and_as_text_for_text_kernels():
+def test_blocked_templates_print_their_walk():
     from torch2pypto.rules import templates
 
     walk = templates.block_walk("out", [*templates.block_views(["x"], False), *templates.block_assembles([("x_tile", "out")])], False)
     text = ir.source(walk, 2)
-    assert text == templates.blocks_loop("out", templates.block_tiles(["x"], False) + templates.block_stores([("x_tile", "out")], False), False)
     assert "        else:  # one row for the block's rows (a broadcast): read once, spread on chip\n" in text
     assert "                x_tile = pypto.expand_clone(x_tile, [rows, cols], valid_shape=valid)\n" in text
     assert "pypto.expand_clone(x_tile, [rows, cols])\n" in ir.source(templates.block_views(["x"], True))
-    ast.parse(templates.block_setup(["x", "y"]))
+    ast.parse(ir.source(templates.block_maps(["x", "y"])))
 
 
 def test_an_activation_is_statements_on_the_tile_it_is_given():
@@ -147,3 +133,28 @@ def test_an_activation_is_statements_on_the_tile_it_is_given():
     assert gelu.count("poly = ") == 4 and "result" not in gelu
     for name in gated.ACTIVATIONS:
         ast.parse(ir.source(gated.activation(name, "x")))
+
+
+def test_row_tile_steps_print_the_loop_the_region_kernels_share():
+    """fused_kernel's, prologue's and region_epilogue's row-tile loop: r and valid per tile of
+    max_rows (none for whole tiles), the loads of rows and vectors, the program, the stores."""
+    from torch2pypto.rules.tile_program import Operand, Output, Param, Program, row_tile_loop, row_tile_steps, row_tile_stores
+
+    program = Program()
+    program.body.append("y = pypto.mul(x_tile, w_tile)\n")
+    rows, vectors = [Param("x", "rows", "x")], [Param("w", "vector", "w")]
+    loop = row_tile_loop("x", *row_tile_steps(program, rows, vectors), *row_tile_stores([Output("y", Operand("y", "rows", "dtype"))]))
+    assert ir.source(loop) == (
+        "m = x.shape[0]\n"
+        'for i in pypto.loop((m + max_rows - 1) // max_rows, name="row_tiles", unroll_list=[1]):\n'
+        "    r = i * max_rows\n"
+        "    valid = [(m - r).min(max_rows), cols]\n"
+        "    x_tile = pypto.view(x, [max_rows, width], [r, 0], valid_shape=valid)\n"
+        "    w_tile = pypto.view(w, [1, width], [0, 0], valid_shape=[1, cols])\n"
+        "    y = pypto.mul(x_tile, w_tile)\n"
+        "    pypto.assemble(y, [r, 0], y_out)\n"
+    )
+    whole = ir.source(row_tile_loop("x", *row_tile_steps(program, rows, [], whole=True), count="n", whole=True, comment="why"))
+    assert "    r = (n - rows).min(i * rows)  # a whole tile: the last one overlaps its predecessor\n" in whole
+    assert "x_tile = pypto.view(x, [max_rows, width], [r, 0])\n" in whole and "valid" not in whole
+    assert '"row_tiles", unroll_list=[1]):  # why\n' in whole

@@ -10,7 +10,7 @@ from transformers import MistralConfig, masking_utils
 from transformers.cache_utils import DynamicCache
 
 import torch2pypto
-from helpers import load, sample
+from helpers import assert_sdpa_gradients, load, sample
 from torch2pypto.mapping import load_table
 from torch2pypto.mapping.tolerance import tolerance
 from torch2pypto.translator.engine.translate import translate_source
@@ -207,16 +207,11 @@ def test_the_kernel_computes_the_deferred_mask(translated, shape):
 @pytest.mark.parametrize("shape", [ATTENTION[0], ATTENTION[3]], ids=["prefill", "chunk"])
 def test_the_gradients_are_torchs(translated, shape):
     made, create, embeds, expected, (q, k, v) = _attention_case(shape, grad=True)
-    ran = counting()
-    with torch2pypto.interpreted(translated):
-        mask = translated.chosen(config(shape[6]))(made, embeds, None, cache(made, shape[0], shape[3]))
-        translated.attend(q, k, v, mask).square().sum().backward()
-    assert ran() == KERNEL
-    got = [t.grad for t in (q, k, v)]
-    for t in (q, k, v):
-        t.grad = None
-    torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=expected, enable_gqa=True).square().sum().backward()
-    torch.testing.assert_close(got, [t.grad for t in (q, k, v)])
+
+    def attend():
+        return translated.attend(q, k, v, translated.chosen(config(shape[6]))(made, embeds, None, cache(made, shape[0], shape[3])))
+
+    assert_sdpa_gradients(translated, attend, (q, k, v), expected, KERNEL)
 
 
 @pytest.mark.interpreter

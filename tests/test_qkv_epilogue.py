@@ -18,7 +18,8 @@ import torch
 import torch2pypto
 from torch2pypto.translator.verification.interpreter import counting
 
-from test_epilogues import module, original, translated
+from helpers import module
+from test_epilogues import original, translated
 from test_rope_epilogue import angles
 
 ATTENTION = """\

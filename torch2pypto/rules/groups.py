@@ -2,7 +2,7 @@
 
 A grouped region (:mod:`torch2pypto.translator.engine.groups`: q's and k's RoPE) is a program per
 group of rows, built in one namespace (:meth:`Program.after`: no kernel name twice). Its kernel
-runs each group's blocked loop (templates.blocks_loop) one after the other: each group walks its
+runs each group's blocked loop (templates.block_walk) one after the other: each group walks its
 own result [blocks * n, cols] with its own blocks, heads and tile shape, reading its own window of every
 rows operand (:func:`fused_kernel.block_group`); the groups share the last dim ``cols``. The wrapper
 takes each source once, checks each group's operands as a region's wrapper does and that their
@@ -19,6 +19,7 @@ from torch2pypto.rules import templates
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fused_kernel import block_group
 from torch2pypto.rules.fusion import FUSED_SHAPE, fallback_definition, narrow_rows, narrow_shape, tuple_text
+from torch2pypto.rules.kernel_ir import Assign, Param as KernelParam, Stmt
 from torch2pypto.rules.tile_program import FP32, INDEX, ROWS, VECTOR, Output, Param, Program, Unfusible, torch_dtype
 from torch2pypto.rules.widths import needed
 
@@ -62,8 +63,8 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     pypto_ops = " + ".join(dict.fromkeys(op for program, _ in groups for op in program.pypto))
     labels = "; ".join(", ".join(o.name for o in results) for _, results in groups)
     doc = f"{where}: {pypto_ops} on [rows, cols] tiles of [blocks * n, cols], one loop per group of rows ({labels}), one launch."
-    prelude, kernel_params, loops = ("".join(parts) for parts in zip(*(g.kernel() for g in pieces)))
-    source = templates.kernel_factory(kernel, ", ".join(factory), doc, prelude, kernel_params, loops).replace("\n\n\n", "\n\n")
+    prelude, kernel_params, loops = ([node for part in parts for node in part] for parts in zip(*(g.kernel() for g in pieces)))
+    source = templates.factory(kernel, factory, doc, prelude, kernel_params, loops)
     kernel_def = Definition(kernel, source, ("_tile_shape", "_annotated"))
     args = [f"_PYPTO_ALL_DTYPES[{_symbol_of(groups, s)}]" for s in dtypes] + [f"_PYPTO_ALL_DTYPES[{s}]" for s in promoted]
     args += ["cols", *(f"float({p.source})" for p in numbers), *(p.source for p in indices), f"({tuple_text(f'blocks{g.suffix}' for g in pieces)})",
@@ -135,15 +136,15 @@ class _Group:
         return lines + "".join(f"{o.name}_out = torch.empty(blocks{sfx} * n{sfx}, cols, dtype={torch_dtype(self.program, o.value.dtype)}, "
                                f"device={self.named(self.rows[0])}.device)\n" for o in self.results)
 
-    def kernel(self) -> tuple[str, str, str]:
+    def kernel(self) -> tuple[list[Stmt], list[KernelParam], list[Stmt]]:
         """The factory's statements (its tile shape, blocks and heads as ``<first output>_tiles``),
         the kernel's parameters and its loops, which rebind blocks, heads and the tile shape first."""
         buffers = self.program.buffers([f"{p.name}_tile" for p in self.rows], [o.value.text for o in self.results])
         setup, params, loop = block_group(self.program, self.rows, self.vectors, self.results, [*self.dtypes, *self.promoted], buffers,
                                           f"max_rows[{self.k}]")
         tiles = f"{self.results[0].name}_tiles"
-        rebound = f"        blocks, heads, rows, tile_cols = {tiles}  # {', '.join(o.name for o in self.results)}: its rows\n"
-        return setup + f"{tiles} = blocks[{self.k}], heads[{self.k}], rows, tile_cols\n", params, rebound + loop
+        rebound = Assign("blocks, heads, rows, tile_cols", tiles, f"{', '.join(o.name for o in self.results)}: its rows")
+        return [*setup, Assign(tiles, f"blocks[{self.k}], heads[{self.k}], rows, tile_cols")], params, [rebound, *loop]
 
 
 def _symbol_of(groups: Sequence[Group], symbol: str) -> str:

@@ -4,8 +4,8 @@ Templates (:mod:`templates`) build a kernel factory as a tree of these nodes; :f
 it, so the layout of every generated kernel (indentation, commas, comments, the factory's frame)
 is spelled once, here. Expressions are text but for calls and list displays, which the printer
 spells; an expression's text may break lines, whose continuations the printer indents with its
-statement. ``Raw`` carries statements still written as text (fusion's region kernels) until they
-move onto the IR.
+statement. ``Raw`` carries statements a fused region's tile program gives as text (its ops'
+statements and setup, :mod:`tile_program`).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class Factory:
     doc: str
     prelude: tuple[Stmt, ...]
     jit: Expr
-    kernel_params: tuple[Param | Raw, ...]
+    kernel_params: tuple[Param, ...]
     body: tuple[Stmt, ...]
     jit_comment: str = ""
 
@@ -198,10 +198,7 @@ def source(nodes: Stmt | Factory | Sequence[Stmt], depth: int = 0) -> str:
 
 def _factory(node: Factory, depth: int) -> str:
     pad, inner = INDENT * depth, INDENT * (depth + 1)
-    params = "".join(
-        source(p, depth + 2) if isinstance(p, Raw) else f"{INDENT * (depth + 2)}{p.name}: {expression(p.annotation)},\n"
-        for p in node.kernel_params
-    )
+    params = "".join(f"{INDENT * (depth + 2)}{p.name}: {expression(p.annotation)},\n" for p in node.kernel_params)
     return (
         f"{pad}@functools.cache\n{pad}def {node.name}({', '.join(node.params)}):\n"
         f'{inner}"""{node.doc}"""\n'

@@ -21,8 +21,9 @@ import textwrap
 from torch2pypto.rules import epilogue, gated, templates, wrappers
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.fusion import INLINED, FUSED_SHAPE, tuple_text
-from torch2pypto.rules.kernel_ir import expression, source, when
-from torch2pypto.rules.tile_program import FP32, ROWS, VECTOR, Output, Program, Unfusible, torch_dtype
+from torch2pypto.rules.kernel_ir import Assign, Do, Raw, call, items, pypto, when
+from torch2pypto.rules.tile_program import (FP32, ROWS, VECTOR, Output, Program, Unfusible, row_tile_loop, row_tile_params, row_tile_steps,
+                                            row_tile_stores, torch_dtype)
 from torch2pypto.rules.widths import needed
 
 CUBE_ALIGNED = copied("layout", "_cube_aligned")
@@ -168,37 +169,34 @@ def _kernel(name: str, where: str, program: Program, x: Output, stored: Output, 
         chosen = [when(f'activation == "{a}"', *gated.activation(a, "gate")) for a in gated.ACTIVATIONS]
     setup, tail = templates.gated_tail(chosen, bias=False)
     buffers = program.buffers([f"{p.name}_tile" for p in rows], [o.value.text for o in (x, stored)])
-    tile_dtypes = ", ".join([*dtypes, *promoted, FP32])
-    prelude = (
-        f"dtype = {x.value.dtype}  # the projections': the region's result's\n"
-        "k = cols\n"
-        "k16, n16 = width, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k (rows padded to width) and n\n"
-        "k_tiles, n_tiles = _cube_tiles(k16, n16, dtype, max_rows)\n"
-        f"rows, tile_cols = _tile_shape(width, max_rows, {buffers}, ({tile_dtypes}), whole_rows=True)  # the region's tiles\n"
-        "vec_rows, vec_cols = _tile_shape(n16, max_rows, 4, (pypto.DT_FP32,))  # gate, up and two temporaries\n"
-        "count = cols  # the real cols a row reduction counts\n"
-        + "".join(s for s in dict.fromkeys(program.setup) if s) + source(list(setup))
-    )
-    params = "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, width], {p.name}_dtype),\n" for p in rows)
-    params += "".join(f"        {p.name}: pypto.Tensor([1, width], {p.name}_dtype),\n" for p in vectors)
-    params += "".join(f"        {w}: pypto.Tensor([n, cols], dtype),\n" for w in ("wg", "wu"))
-    params += "        out: pypto.Tensor([pypto.DYNAMIC, n], dtype),\n"
-    params += f"        {stored.name}_out: pypto.Tensor([pypto.DYNAMIC, cols], {stored.value.dtype}),\n"  # its valid cols: contiguous as torch's
-    body = "".join(f"{p.name}_tile = pypto.view({p.name}, [max_rows, width], [r, 0], valid_shape=valid)\n" for p in rows)
-    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, width], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
-    body += "".join(program.body)
-    body += f"pypto.assemble({stored.value.text}, [r, 0], {stored.name}_out)\n"
-    body += "pypto.set_cube_tile_shapes([max_rows, max_rows], k_tiles, n_tiles)\n"
-    body += f"a_tile = pypto.view({x.value.text}, [max_rows, k16], [0, 0], valid_shape=valid)  # the region's result: the cube's row tile\n"
-    body += source(tail)
-    kernel_body = (f"        m = {rows[0].name}.shape[0]\n"
-                   '        for i in pypto.loop((m + max_rows - 1) // max_rows, name="row_tiles", unroll_list=[1]):\n'
-                   "            r = i * max_rows\n            valid = [(m - r).min(max_rows), cols]\n"
-                   "            pypto.set_vec_tile_shapes(rows, tile_cols)\n" + textwrap.indent(body, " " * 12))
+    prelude = [
+        Assign("dtype", x.value.dtype, "the projections': the region's result's"),
+        Assign("k", "cols"),
+        Assign("k16, n16", "width, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k (rows padded to width) and n"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "n16", "dtype", "max_rows")),
+        Assign("rows, tile_cols", call("_tile_shape", "width", "max_rows", str(buffers), f"({', '.join([*dtypes, *promoted, FP32])})",
+                                       whole_rows="True"), "the region's tiles"),
+        Assign("vec_rows, vec_cols", call("_tile_shape", "n16", "max_rows", "4", f"({FP32},)"), "gate, up and two temporaries"),
+        Assign("count", "cols", "the real cols a row reduction counts"),
+        Raw("".join(s for s in dict.fromkeys(program.setup) if s)),
+        *setup,
+    ]
+    params = [*row_tile_params(program, rows, vectors), *(templates.tensor(w, items("n", "cols"), "dtype") for w in ("wg", "wu")),
+              templates.tensor("out", items("pypto.DYNAMIC", "n"), "dtype"),
+              templates.tensor(f"{stored.name}_out", items("pypto.DYNAMIC", "cols"), stored.value.dtype)]  # its valid cols: contiguous as torch's
+    body = [
+        Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+        *row_tile_steps(program, rows, vectors),
+        *row_tile_stores([stored]),
+        Do(pypto("set_cube_tile_shapes", items("max_rows", "max_rows"), "k_tiles", "n_tiles")),
+        Assign("a_tile", pypto("view", x.value.text, items("max_rows", "k16"), items("0", "0"), valid_shape="valid"),
+               "the region's result: the cube's row tile"),
+        *tail,
+    ]
     doc = (f"{where}: {' + '.join(dict.fromkeys(program.pypto))} on the vector cores, then act(x @ wg.T) * (x @ wu.T) "
            "of its result x on the cube, per row tile, one launch.")
-    text = templates.kernel_factory(name, ", ".join(factory), doc, prelude, params, kernel_body, jit="@" + expression(templates.CUBE[0]))
-    return Definition(name, text.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+    text = templates.factory(name, factory, doc, prelude, params, row_tile_loop(rows[0].name, *body), jit=(templates.CUBE[0], ""))
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
 
 
 def outer(name: str, where: str, params: list[str], module: tuple[str, str], separate: str, fused: str,

@@ -21,9 +21,10 @@ import textwrap
 from torch2pypto.rules import epilogue, templates, wrappers
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import INLINED, FUSED_SHAPE, tuple_text
-from torch2pypto.rules.kernel_ir import expression
+from torch2pypto.rules.kernel_ir import Assign, Do, Raw, call, items, pypto, when
 from torch2pypto.rules.prologue import CUBE_ALIGNED
-from torch2pypto.rules.tile_program import FP32, ROWS, VECTOR, Output, Program, Unfusible, torch_dtype
+from torch2pypto.rules.tile_program import (FP32, ROWS, VECTOR, Output, Program, Unfusible, row_tile_loop, row_tile_params, row_tile_steps,
+                                            row_tile_stores, torch_dtype)
 from torch2pypto.rules.widths import needed
 
 _OWN = {"a", "w", "a_tile", "w_tile", "projected", "m", "i", "r", "valid", "rows", "tile_cols", "k", "k16", "n", "width", "cols", "count",
@@ -133,33 +134,31 @@ def _kernel(name: str, where: str, program: Program, x: str, outputs: tuple[Outp
     promoted = [s for s in program.symbols if s.startswith("promoted_dtype")]
     factory = ["dtype", *dtypes, *promoted, "k", "n", *(p.name for p in numbers), "max_rows"]
     buffers = program.buffers([f"{p.name}_tile" for p in program.params if p.kind == ROWS], [o.value.text for o in outputs])
-    prelude = (
-        "k16, width = -(-k // 16) * 16, -(-n // 16) * 16  # the cube's 32-byte aligned tiles over the real k and n\n"
-        "k_tiles, n_tiles = _cube_tiles(k16, width, dtype, max_rows)\n"
-        f"rows, tile_cols = _tile_shape(width, max_rows, {buffers}, ({', '.join([*dtypes, *promoted, FP32])}), whole_rows=True)  # the region's tiles\n"
-        "cols = n  # the region's real cols\n"
-        "count = cols  # the real cols a row reduction counts\n"
-        + "".join(s for s in dict.fromkeys(program.setup) if s)
-    )
-    params = "        a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n        w: pypto.Tensor([n, k], dtype),\n"
-    params += "".join(f"        {p.name}: pypto.Tensor([pypto.DYNAMIC, width], {program.dtype_symbol(p)}),\n" for p in rows)
-    params += "".join(f"        {p.name}: pypto.Tensor([1, width], {program.dtype_symbol(p)}),\n" for p in vectors)
-    params += "".join(f"        {o.name}_out: pypto.Tensor([pypto.DYNAMIC, cols], {o.value.dtype}),\n" for o in outputs)
-    body = ("pypto.set_cube_tile_shapes([max_rows, max_rows], k_tiles, n_tiles)\n"
-            "a_tile = pypto.view(a, [max_rows, k16], [r, 0], valid_shape=[valid[0], k])\n"
-            "w_tile = pypto.view(w, [width, k16], [0, 0], valid_shape=[n, k])\n"
-            "projected = pypto.matmul(a_tile, w_tile, pypto.DT_FP32, b_trans=True)\n"
-            "pypto.set_vec_tile_shapes(rows, tile_cols)\n"
-            f"{x}_tile = pypto.view(projected, [max_rows, width], [0, 0], valid_shape=valid)  # the linear's result: the region's rows\n"
-            f"if dtype != pypto.DT_FP32:  # rounded as torch's linear rounds\n    {x}_tile = pypto.cast({x}_tile, dtype)\n")
-    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [max_rows, width], [r, 0], valid_shape=valid)\n" for p in rows)
-    body += "".join(f"{p.name}_tile = pypto.view({p.name}, [1, width], [0, 0], valid_shape=[1, cols])\n" for p in vectors)
-    body += "".join(program.body)
-    body += "".join(f"pypto.assemble({o.value.text}, [r, 0], {o.name}_out)\n" for o in outputs)
-    kernel_body = ("        m = a.shape[0]\n"
-                   '        for i in pypto.loop((m + max_rows - 1) // max_rows, name="row_tiles", unroll_list=[1]):\n'
-                   "            r = i * max_rows\n            valid = [(m - r).min(max_rows), cols]\n" + textwrap.indent(body, " " * 12))
+    prelude = [
+        Assign("k16, width", "-(-k // 16) * 16, -(-n // 16) * 16", "the cube's 32-byte aligned tiles over the real k and n"),
+        Assign("k_tiles, n_tiles", call("_cube_tiles", "k16", "width", "dtype", "max_rows")),
+        Assign("rows, tile_cols", call("_tile_shape", "width", "max_rows", str(buffers), f"({', '.join([*dtypes, *promoted, FP32])})",
+                                       whole_rows="True"), "the region's tiles"),
+        Assign("cols", "n", "the region's real cols"),
+        Assign("count", "cols", "the real cols a row reduction counts"),
+        Raw("".join(s for s in dict.fromkeys(program.setup) if s)),
+    ]
+    params = [templates.tensor("a", items("pypto.DYNAMIC", "k"), "dtype"), templates.tensor("w", items("n", "k"), "dtype"),
+              *row_tile_params(program, rows, vectors),
+              *(templates.tensor(f"{o.name}_out", items("pypto.DYNAMIC", "cols"), o.value.dtype) for o in outputs)]
+    body = [
+        Do(pypto("set_cube_tile_shapes", items("max_rows", "max_rows"), "k_tiles", "n_tiles")),
+        Assign("a_tile", pypto("view", "a", items("max_rows", "k16"), items("r", "0"), valid_shape=items("valid[0]", "k"))),
+        Assign("w_tile", pypto("view", "w", items("width", "k16"), items("0", "0"), valid_shape=items("n", "k"))),
+        Assign("projected", pypto("matmul", "a_tile", "w_tile", FP32, b_trans="True")),
+        Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
+        Assign(f"{x}_tile", pypto("view", "projected", items("max_rows", "width"), items("0", "0"), valid_shape="valid"),
+               "the linear's result: the region's rows"),
+        when(f"dtype != {FP32}", Assign(f"{x}_tile", pypto("cast", f"{x}_tile", "dtype")), comment="rounded as torch's linear rounds"),
+        *row_tile_steps(program, rows, vectors),
+        *row_tile_stores(outputs),
+    ]
     doc = (f"{where}: a @ w.T on the cube, rounded to a's dtype, then {' + '.join(dict.fromkeys(program.pypto))} of it on the "
            "vector cores, per row tile of whole rows, one launch.")
-    text = templates.kernel_factory(name, ", ".join(factory), doc, prelude, params, kernel_body, jit="@" + expression(templates.CUBE[0]))
-    return Definition(name, text.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated"))
+    text = templates.factory(name, factory, doc, prelude, params, row_tile_loop("a", *body), jit=(templates.CUBE[0], ""))
+    return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))

@@ -25,6 +25,7 @@ from typing import Sequence
 from torch2pypto.rules import epilogue, templates, wrappers
 from torch2pypto.rules.codegen import Definition, copied
 from torch2pypto.rules.fusion import INLINED, tuple_text
+from torch2pypto.rules.kernel_ir import Assign, Do, If, Raw, Stmt, call, items, loop, pypto, when
 from torch2pypto.rules.tile_program import FP32, ROWS, VECTOR, Output, Program, torch_dtype
 from torch2pypto.rules.widths import needed
 
@@ -126,76 +127,81 @@ def _kernel(name: str, groups: Sequence[Group], dtypes: list[str], promoted: lis
     norms = [(j, g.norm) for j, g in enumerate(groups) if g.norm]
     width = groups[0].width or "cols"  # the angles' (a head's rotated columns)
     factory = ["dtype", "k", "n0", "n1", "n2", "rows", "cols", *([width] if groups[0].width else []), "blocks", "row_tiles", *dtypes, *promoted, *numbers]
-    prelude = "k16 = -(-k // 16) * 16  # the cube's 32-byte aligned tiles over the real k and each n\n"
-    prelude += "count = cols  # the real cols a norm's row reduction counts: a head's\n" if norms else ""
+    prelude: list[Stmt] = [Assign("k16", "-(-k // 16) * 16", "the cube's 32-byte aligned tiles over the real k and each n"),
+                           *([Assign("count", "cols", "the real cols a norm's row reduction counts: a head's")] if norms else [])]
     for j in range(count):
-        prelude += (f"n{j}_16 = -(-n{j} // 16) * 16\nk_tiles{j}, n_tiles{j} = _cube_tiles(k16, n{j}_16, dtype, rows)\n"
-                    f"vec_rows{j}, vec_cols{j} = _tile_shape(n{j}_16, rows, 3, (pypto.DT_FP32,))\n")
+        prelude += [Assign(f"n{j}_16", f"-(-n{j} // 16) * 16"), Assign(f"k_tiles{j}, n_tiles{j}", call("_cube_tiles", "k16", f"n{j}_16", "dtype", "rows")),
+                    Assign(f"vec_rows{j}, vec_cols{j}", call("_tile_shape", f"n{j}_16", "rows", "3", f"({FP32},)"))]
     for j, g in enumerate(groups):
         buffers = g.program.buffers([f"{p.name}_tile" for p in g.rows], [g.output.value.text])
         tile_dtypes = ", ".join([*dtypes, *promoted, FP32])
-        prelude += "".join(s for s in dict.fromkeys(g.program.setup) if s)
-        shape = "split_cols=True"
+        prelude.append(Raw("".join(s for s in dict.fromkeys(g.program.setup) if s)))
+        shape = "split_cols"
         if g.norm:  # its row reduction's tiles span whole heads
             norm = g.norm.program
             buffers = max(buffers, norm.buffers([f"{g.norm.head.name}_tile"], [g.norm.output.value.text]))
-            prelude += "".join(g.norm.text(j, s) for s in dict.fromkeys(norm.setup) if s)
-            shape = "whole_rows=True"
-        prelude += (f"rope_rows{j}, rope_cols{j} = _tile_shape(cols, rows, {buffers}, ({tile_dtypes}), {shape})\n"
-                    f"rope_cols{j} = -(-rope_cols{j} // 32) * 32  # tiles' last dim spans 32-byte blocks\n"
-                    f"heads{j} = n{j} // cols\n")
-    prelude += ("cube_tasks = row_tiles * sum(-(-n // t[0]) for n, t in ((n0_16, n_tiles0), (n1_16, n_tiles1), (n2_16, n_tiles2)))\n"
-                "reuse = max(1, min(_ROPE_REUSE, cube_tasks // _CUBE_CORES))  # cube tasks of one a tile merged: as many as leave each core one\n")
-    params = "a: pypto.Tensor([pypto.DYNAMIC, k], dtype),\n"
-    params += "".join(f"w{j}: pypto.Tensor([n{j}, k], dtype),\n" for j in range(count))
-    params += "".join(f"b{j}: pypto.Tensor([1, n{j}], dtype),\n" for j in range(count)) if bias else ""
+            prelude.append(Raw("".join(g.norm.text(j, s) for s in dict.fromkeys(norm.setup) if s)))
+            shape = "whole_rows"
+        prelude += [Assign(f"rope_rows{j}, rope_cols{j}", call("_tile_shape", "cols", "rows", str(buffers), f"({tile_dtypes})", **{shape: "True"})),
+                    Assign(f"rope_cols{j}", f"-(-rope_cols{j} // 32) * 32", "tiles' last dim spans 32-byte blocks"),
+                    Assign(f"heads{j}", f"n{j} // cols")]
+    prelude += [Assign("cube_tasks", "row_tiles * sum(-(-n // t[0]) for n, t in ((n0_16, n_tiles0), (n1_16, n_tiles1), (n2_16, n_tiles2)))"),
+                Assign("reuse", "max(1, min(_ROPE_REUSE, cube_tasks // _CUBE_CORES))", "cube tasks of one a tile merged: as many as leave each core one")]
     symbol = {p.name: groups[0].program.dtype_symbol(p) for p in groups[0].rows}
-    params += "".join(f"{p}: pypto.Tensor([pypto.DYNAMIC, {width}], {symbol[p]}),\n" for p in (cos, sin))
     vectors = [(norm.text(j, p.name), norm.text(j, norm.program.dtype_symbol(p))) for j, norm in norms for p in norm.vectors]
-    params += "".join(f"{v}: pypto.Tensor([1, cols], {d}),\n" for v, d in vectors)
     outs = [g.output.value.dtype for g in groups] + ["dtype"] * (count - rotated)
-    params += "".join(f"out{j}: pypto.Tensor([pypto.DYNAMIC, n{j}], {d}),\n" for j, d in enumerate(outs))
-    body = ("o, i = t // tiles, t % tiles\nr = o * n + i * rows\nvalid = [(n - i * rows).min(rows), cols]\n"
-            "a_tile = pypto.view(a, [rows, k16], [r, 0], valid_shape=[valid[0], k])\n"
-            + "".join(f"{p}_tile = pypto.view({p}, [rows, {width}], [r if blocks == 1 else i * rows, 0], valid_shape={'valid' if width == 'cols' else f'[valid[0], {width}]'})"
-                      "  # the tokens' angles\n" for p in (cos, sin))
-            + "".join(f"{v}_tile = pypto.view({v}, [1, cols], [0, 0], valid_shape=[1, cols])  # a norm's, every head's\n" for v, _ in vectors))
+    params = [templates.tensor("a", items("pypto.DYNAMIC", "k"), "dtype"),
+              *(templates.tensor(f"w{j}", items(f"n{j}", "k"), "dtype") for j in range(count)),
+              *(templates.tensor(f"b{j}", items("1", f"n{j}"), "dtype") for j in range(count) if bias),
+              *(templates.tensor(p, items("pypto.DYNAMIC", width), symbol[p]) for p in (cos, sin)),
+              *(templates.tensor(v, items("1", "cols"), d) for v, d in vectors),
+              *(templates.tensor(f"out{j}", items("pypto.DYNAMIC", f"n{j}"), d) for j, d in enumerate(outs))]
+    body: list[Stmt] = [
+        Assign("o, i", "t // tiles, t % tiles"), Assign("r", "o * n + i * rows"), Assign("valid", "[(n - i * rows).min(rows), cols]"),
+        Assign("a_tile", pypto("view", "a", items("rows", "k16"), items("r", "0"), valid_shape=items("valid[0]", "k"))),
+        *(Assign(f"{p}_tile", pypto("view", p, items("rows", width), items("r if blocks == 1 else i * rows", "0"),
+                                    valid_shape="valid" if width == "cols" else items("valid[0]", width)), "the tokens' angles") for p in (cos, sin)),
+        *(Assign(f"{v}_tile", pypto("view", v, items("1", "cols"), items("0", "0"), valid_shape=items("1", "cols")), "a norm's, every head's")
+          for v, _ in vectors),
+    ]
     for j in range(count):
-        body += (f"pypto.set_cube_tile_shapes([rows, rows], k_tiles{j}, n_tiles{j})\n"
-                 f"w{j}_tile = pypto.view(w{j}, [n{j}_16, k16], [0, 0], valid_shape=[n{j}, k])\n"
-                 f"projected = pypto.matmul(a_tile, w{j}_tile, pypto.DT_FP32, b_trans=True)\n"
-                 f"pypto.set_vec_tile_shapes(vec_rows{j}, vec_cols{j})\n")
+        body += [Do(pypto("set_cube_tile_shapes", items("rows", "rows"), f"k_tiles{j}", f"n_tiles{j}")),
+                 Assign(f"w{j}_tile", pypto("view", f"w{j}", items(f"n{j}_16", "k16"), items("0", "0"), valid_shape=items(f"n{j}", "k"))),
+                 Assign("projected", pypto("matmul", "a_tile", f"w{j}_tile", FP32, b_trans="True")),
+                 Do(pypto("set_vec_tile_shapes", f"vec_rows{j}", f"vec_cols{j}"))]
         if bias:
-            body += (f"b{j}_tile = pypto.view(b{j}, [1, n{j}_16], [0, 0], valid_shape=[1, n{j}])\n"
-                     f"if dtype != pypto.DT_FP32:\n    b{j}_tile = pypto.cast(b{j}_tile, pypto.DT_FP32)\n"
-                     "projected = pypto.add(projected, b" + str(j) + "_tile)\n")
-        rounded = "if pypto.DT_FP32 != dtype:  # rounded as torch's linear rounds\n    {0} = pypto.cast({0}, dtype)\n"
+            body += [Assign(f"b{j}_tile", pypto("view", f"b{j}", items("1", f"n{j}_16"), items("0", "0"), valid_shape=items("1", f"n{j}"))),
+                     templates.to_fp32([f"b{j}_tile"]), Assign("projected", pypto("add", "projected", f"b{j}_tile"))]
         if j >= rotated:
-            body += rounded.format("projected") + f"pypto.assemble(projected, [r, 0], out{j})\n"
+            body += [_rounded("projected"), Do(pypto("assemble", "projected", items("r", "0"), f"out{j}"))]
             continue
         g = groups[j]
         head = next(p.name for p in g.rows if g.roles[p.name] == "x")
         # each head rounded on its own: a head's RoPE waits for its columns' cube tasks only
         tile = g.norm.text(j, f"{g.norm.head.name}_tile") if g.norm else f"{head}_tile"
-        inner = f"{tile} = pypto.view(projected, [rows, cols], [0, h * cols], valid_shape=valid)\n" + rounded.format(tile)
+        inner = [Assign(tile, pypto("view", "projected", items("rows", "cols"), items("0", "h * cols"), valid_shape="valid")), _rounded(tile)]
         if g.norm:  # the head's norm, its result the rotary embedding's head
-            inner += "".join(g.norm.text(j, s) for s in g.norm.program.body) + f"{head}_tile = {g.norm.text(j, g.norm.output.value.text)}\n"
+            inner += [Raw("".join(g.norm.text(j, s) for s in g.norm.program.body)), Assign(f"{head}_tile", g.norm.text(j, g.norm.output.value.text))]
         shared = {"cos": cos, "sin": sin}  # read once: the first group's tiles
-        inner += "".join(f"{p.name}_tile = {shared[g.roles[p.name]]}_tile\n" for p in g.rows
-                         if g.roles[p.name] != "x" and p.name != shared[g.roles[p.name]])
-        inner += "".join(g.program.body) + f"pypto.assemble({g.output.value.text}, [r, h * cols], out{j})\n"
-        body += (f"pypto.set_vec_tile_shapes(rope_rows{j}, rope_cols{j})\n"
-                 f"for h in range(heads{j}):  # each head of the tile: the rotary embedding's steps\n" + textwrap.indent(inner, "    "))
-    loop = ("n = a.shape[0] // blocks  # rows per block: a sequence whose angles all its batch shares, or all rows\n"
-            "tiles = (n + rows - 1) // rows\n"
-            'for t in pypto.loop(blocks * tiles, name="row_tiles", unroll_list=[1]):\n' + textwrap.indent(body, "    "))
+        inner += [Assign(f"{p.name}_tile", f"{shared[g.roles[p.name]]}_tile") for p in g.rows
+                  if g.roles[p.name] != "x" and p.name != shared[g.roles[p.name]]]
+        inner += [Raw("".join(g.program.body)), Do(pypto("assemble", g.output.value.text, items("r", "h * cols"), f"out{j}"))]
+        body += [Do(pypto("set_vec_tile_shapes", f"rope_rows{j}", f"rope_cols{j}")),
+                 loop("h", f"range(heads{j})", *inner, comment="each head of the tile: the rotary embedding's steps")]
+    walk = [Assign("n", "a.shape[0] // blocks", "rows per block: a sequence whose angles all its batch shares, or all rows"),
+            Assign("tiles", "(n + rows - 1) // rows"),
+            loop("t", pypto("loop", "blocks * tiles", name='"row_tiles"', unroll_list=items("1")), *body)]
     ops = " + ".join(dict.fromkeys(op for g in groups for op in (*(g.norm.program.pypto if g.norm else ()), *g.program.pypto)))
     doc = (f"a @ w0.T, a @ w1.T, a @ w2.T{' plus biases' if bias else ''} of one read of a's row tiles, "
            f"then {ops} on each head of the first {rotated} ({'its norm, then ' if norms else ''}the rotary embedding), one launch.")
-    jit = '@pypto.frontend.jit(pass_options={"pg_skip_partition": False, "cube_l1_reuse_setting": {-1: reuse}})'
-    source = templates.kernel_factory(name, ", ".join(factory), doc, prelude, textwrap.indent(params, " " * 8),
-                                      textwrap.indent(loop, " " * 8), jit=jit)
-    return Definition(name, source.replace("\n\n\n", "\n\n"), ("_cube_tiles", "_tile_shape", "_annotated", RoPE_TAKES.name))
+    jit = pypto("frontend.jit", pass_options='{"pg_skip_partition": False, "cube_l1_reuse_setting": {-1: reuse}}')
+    source = templates.factory(name, factory, doc, prelude, params, walk, jit=(jit, ""))
+    return Definition(name, source, ("_cube_tiles", "_tile_shape", "_annotated", RoPE_TAKES.name))
+
+
+def _rounded(tile: str) -> If:
+    """An FP32 projection's ``tile`` rounded to the kernel's dtype, as torch's linear rounds."""
+    return when(f"{FP32} != dtype", Assign(tile, pypto("cast", tile, "dtype")), comment="rounded as torch's linear rounds")
 
 
 def definitions(wrapper: str, where: str, params: list[str], sources: tuple[str, str], roles: tuple[str, list[tuple[str, str | None]], str, str, str],

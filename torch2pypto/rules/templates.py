@@ -5,9 +5,7 @@ dynamic row axis walked by ``pypto.loop`` in tiles of ``rows`` rows: ``pypto.vie
 valid_shape=...)`` cuts the tail tile, ``pypto.assemble`` writes it back. Kernels are built by
 ``functools.cache``'d factories, one compiled kernel per dtype, width and constant; a template
 builds its factory in the kernel IR (:mod:`kernel_ir`), printed once. Templates of other walks
-(column runs, stacked matrices, indices, channels) are in :mod:`walks`. Still text:
-:func:`kernel_factory`'s callers (fusion's region kernels), which take the blocked templates
-(``block_*``) as text too.
+(column runs, stacked matrices, indices, channels) are in :mod:`walks`.
 
 PyPTO's quirks are handled here, once: FP32-only ops compute in FP32 between a cast in and a
 cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned rows (host side,
@@ -16,11 +14,10 @@ cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned ro
 
 from __future__ import annotations
 
-import textwrap
 from typing import Sequence
 
 from torch2pypto.rules.codegen import Definition, copied
-from torch2pypto.rules.kernel_ir import Assign, Comment, Do, Expr, Factory, For, If, Param, Raw, Stmt, call, expression, items, loop, pypto, source, when
+from torch2pypto.rules.kernel_ir import Assign, Comment, Do, Expr, Factory, For, If, Param, Stmt, call, items, loop, pypto, source, when
 from torch2pypto.rules.steps import Apply, Step, statements
 
 FP32 = "pypto.DT_FP32"
@@ -54,24 +51,11 @@ CUBE = (pypto("frontend.jit", pass_options='{"pg_skip_partition": False}'), "set
 
 
 def factory(
-    name: str, params: Sequence[str], doc: str, prelude: Sequence[Stmt], kernel_params: Sequence[Param | Raw], body: Sequence[Stmt],
+    name: str, params: Sequence[str], doc: str, prelude: Sequence[Stmt], kernel_params: Sequence[Param], body: Sequence[Stmt],
     jit: tuple[Expr, str] = VECTOR,
 ) -> str:
     """The source of ``name(params)``, a ``functools.cache``'d factory of one jit ``kernel``."""
     return source(Factory(name, tuple(params), doc, tuple(prelude), jit[0], tuple(kernel_params), tuple(body), jit[1]))
-
-
-VECTOR_JIT = "@" + expression(VECTOR[0])
-
-
-def kernel_factory(name: str, factory_params: str, doc: str, prelude: str, kernel_params: str, kernel_body: str, jit: str = VECTOR_JIT) -> str:
-    """:func:`factory` of kernels still written as text (fusion's region kernels).
-
-    ``prelude``: the factory's statements (unindented); ``kernel_params`` and ``kernel_body``: the
-    kernel's parameter and statement lines, indented into it (8 spaces); ``jit``: its decorator line.
-    """
-    return source(Factory(name, (factory_params,), doc, (Raw(prelude),), jit.removeprefix("@"),
-                          (Raw(textwrap.dedent(kernel_params)),), (Raw(textwrap.dedent(kernel_body)),)))
 
 
 def tensor(name: str, shape: Expr, dtype: str) -> Param:
@@ -244,12 +228,6 @@ def casting(var: str, src: str, dst: str) -> tuple[tuple[Stmt, ...], tuple[Stmt,
         return (), (cast,)
     setup = Assign(f"{var}_via_fp32", f"{{{src}, {dst}}} == {{pypto.DT_BF16, pypto.DT_FP16}}")
     return (setup,), (when(f"{var}_via_fp32", Assign(var, pypto("cast", var, FP32))), cast)
-
-
-def cast(var: str, src: str, dst: str) -> tuple[str, str]:
-    """:func:`casting` as text, for kernels still written as text."""
-    setup, store = casting(var, src, dst)
-    return source(setup), source(store)
 
 
 REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
@@ -511,27 +489,6 @@ def _tile_start(whole: bool, valid_cols: str = "cols") -> list[Stmt]:
     if whole:
         return [Assign("r", "(n - rows).min(i * rows)", "a whole tile: the last one overlaps its predecessor")]
     return [Assign("r", "i * rows"), Assign("valid", f"[(n - r).min(rows), {valid_cols}]")]
-
-
-# the blocked templates as text, for the kernels still written as text (fusion's, groups')
-def block_setup(names: Sequence[str]) -> str:
-    """:func:`block_maps` as text."""
-    return source(block_maps(names))
-
-
-def block_tiles(names: Sequence[str], whole: bool, widths: dict[str, str] | None = None) -> str:
-    """:func:`block_views` as text."""
-    return source(block_views(names, whole, widths))
-
-
-def block_stores(results: Sequence[tuple[str, str]], whole: bool) -> str:
-    """:func:`block_assembles` as text."""
-    return source(block_assembles(results))
-
-
-def blocks_loop(out: str, body: str, whole: bool) -> str:
-    """:func:`block_walk` of the text ``body``, as text indented into a kernel."""
-    return source(block_walk(out, [Raw(body)], whole), 2)
 
 
 ROW_BLOCKS = copied("layout", "_row_blocks", last="_block_window")

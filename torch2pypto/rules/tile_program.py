@@ -19,10 +19,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-import textwrap
 from typing import Mapping, Sequence
 
 from torch2pypto.rules import templates
+from torch2pypto.rules.kernel_ir import Assign, Call, Do, If, Param as KernelParam, Raw, Stmt, items, loop, pypto, source, when
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.rules.widths import aligned, grouped, same_widths, simplified
 
@@ -235,9 +235,9 @@ class Program:
         if key not in self._casts:
             base = value.text.split("_as_")[0].removesuffix("_fp32").removesuffix("_tile")
             target = self._fresh(f"{base}_{'fp32' if dtype == FP32 else 'as_' + dtype.removeprefix('pypto.DT_').lower()}")
-            setup, statements = templates.cast(target, value.dtype, dtype)
-            self.setup.append(setup)
-            self._emit(f"{target} = {value.text}\n" + statements, [value])
+            setup, statements = templates.casting(target, value.dtype, dtype)
+            self.setup.append(source(setup))
+            self._emit(source([Assign(target, value.text), *statements]), [value])
             self._casts[key] = Operand(target, value.role, dtype, value.deps, value.width)
         return self._casts[key]
 
@@ -331,7 +331,7 @@ class Program:
         self.sources[value.width] = None
         width = simplified(f"{stop} - {grouped(start)}", self.sources)
         target = self._fresh(f"{value.text.removesuffix('_tile')}_part")
-        view = f"{target} = pypto.view({value.text}, [rows, {width}], [0, {start}], valid_shape=[valid[0], {width}])\n"
+        view = source(Assign(target, pypto("view", value.text, items("rows", width), items("0", start), valid_shape=items("valid[0]", width))))
         leaf = any(value.text == f"{p.name}_tile" for p in self.params)
         indexed = leaf and any(re.search(rf"\b{name}\b", f"{start} {stop}") for name in self.indices)
         if indexed:  # phi3's q[..., rotary_dim:], 0 wide at a rotary factor of 1: a cat drops it, any other op needs it
@@ -363,16 +363,14 @@ class Program:
         width = simplified(" + ".join(grouped(v.width) for v in values), self.sources)
         self.checks += aligned(*(v.width for v in values[:-1]))
         target = self._fresh("joined")
-        joined = (f"{target} = pypto.view(pypto.concat([{', '.join(v.text for v in values)}], -1), [rows, {width}], [0, 0], "
-                  f"valid_shape=[valid[0], {width}])\n")
+        joined: Stmt = Assign(target, _joined(values, width))
         if optional:  # its view and the cat only where it has columns
             for at in guarded:
-                self.body[at] = f"if {grouped(empty)} > 0:  # else 0 wide: no tile\n" + textwrap.indent(self.body[at], "    ")
+                self.body[at] = source(when(f"{grouped(empty)} > 0", Raw(self.body[at]), comment="else 0 wide: no tile"))
             rest = [v for v in values if v is not optional[0]]
-            other = rest[0].text if len(rest) == 1 else (
-                f"pypto.view(pypto.concat([{', '.join(v.text for v in rest)}], -1), [rows, {width}], [0, 0], valid_shape=[valid[0], {width}])")
-            joined = f"if {grouped(empty)} > 0:\n    {joined}else:  # {optional[0].text} is 0 wide\n    {target} = {other}\n"
-        self._emit(joined, values)
+            other = rest[0].text if len(rest) == 1 else _joined(rest, width)
+            joined = If(f"{grouped(empty)} > 0", (joined,), (Assign(target, other),), else_comment=f"{optional[0].text} is 0 wide")
+        self._emit(source(joined), values)
         self.ops.append(op)
         self.pypto.append("pypto.concat")
         return Operand(target, ROWS, dtype, frozenset().union(*(v.deps for v in values)), width)
@@ -434,6 +432,12 @@ class Program:
         return max(peak, 2)
 
 
+def _joined(values: Sequence[Operand], width: str) -> Call:
+    """The rows tiles ``values`` concatenated along the last dim: a view ``width`` wide."""
+    return pypto("view", pypto("concat", items(*(v.text for v in values)), "-1"), items("rows", width), items("0", "0"),
+                 valid_shape=items("valid[0]", width))
+
+
 def _combined(roles: Sequence[str], op: str) -> str:
     kinds = set(roles)
     if ROWS in kinds:
@@ -456,3 +460,38 @@ class Output:
 def torch_dtype(program: Program, symbol: str) -> str:
     """The torch dtype of a symbol in the wrapper (a promoted one is a local there)."""
     return _TORCH_OF.get(symbol) or (symbol if symbol.startswith("promoted_dtype") else program.symbols[symbol])
+
+
+# --- the row-tile kernels' shared steps: a region's program over whole rows (fused_kernel, prologue, region_epilogue)
+
+def row_tile_params(program: Program, rows: Sequence[Param], vectors: Sequence[Param]) -> list[KernelParam]:
+    """The kernel parameters of the region's rows ([rows, width]: whole rows padded to width) and vectors ([1, width])."""
+    return [*(templates.tensor(p.name, items("pypto.DYNAMIC", "width"), program.dtype_symbol(p)) for p in rows),
+            *(templates.tensor(p.name, items("1", "width"), program.dtype_symbol(p)) for p in vectors)]
+
+
+def row_tile_loop(first: str, *body: Stmt, count: str = "m", whole: bool = False, comment: str = "") -> list[Stmt]:
+    """The loop over the row tiles of ``first``'s ``count`` rows, ``max_rows`` at a time: each
+    tile's first row ``r`` and its ``valid`` shape (``whole``: no valid shape, the last tile
+    overlapping its predecessor), then ``body``."""
+    if whole:
+        start = [Assign("r", f"({count} - rows).min(i * rows)", "a whole tile: the last one overlaps its predecessor")]
+    else:
+        start = [Assign("r", "i * max_rows"), Assign("valid", f"[({count} - r).min(max_rows), cols]")]
+    tiles = pypto("loop", f"({count} + max_rows - 1) // max_rows", name='"row_tiles"', unroll_list=items("1"))
+    return [Assign(count, f"{first}.shape[0]"), loop("i", tiles, *start, *body, comment=comment)]
+
+
+def row_tile_steps(program: Program, rows: Sequence[Param], vectors: Sequence[Param], whole: bool = False) -> list[Stmt]:
+    """A row tile's loads of the region's rows (its ``valid`` part unless ``whole``) and vectors
+    (their ``cols``), then the program's statements."""
+    valid = {} if whole else {"valid_shape": "valid"}
+    return [*(Assign(f"{p.name}_tile", pypto("view", p.name, items("max_rows", "width"), items("r", "0"), **valid)) for p in rows),
+            *(Assign(f"{p.name}_tile", pypto("view", p.name, items("1", "width"), items("0", "0"), valid_shape=items("1", "cols")))
+              for p in vectors),
+            Raw("".join(program.body))]
+
+
+def row_tile_stores(outputs: Sequence[Output]) -> list[Stmt]:
+    """The outputs' tiles assembled at the row tile's ``r``."""
+    return [Do(pypto("assemble", o.value.text, items("r", "0"), f"{o.name}_out")) for o in outputs]

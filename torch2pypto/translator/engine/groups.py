@@ -14,7 +14,7 @@ rows of the same kernel when:
   computation written out once per tensor, as RoPE is. Neighbours that share no operand stay
   regions of their own, each with its own launch and its own torch fallback;
 - it and they are assignments of two ops or more without a row reduction (the kernels that walk
-  their result as [blocks, n, cols] blocks, templates.blocks_loop) that inline no submodule's
+  their result as [blocks, n, cols] blocks, templates.block_walk) that inline no submodule's
   forward (whose wrapper checks the submodule at run time, region by region).
 Statements of such groups may also be written interleaved (phi3's RoPE: q's slices, k's slices,
 then q's and k's products). A run of statements that splits into chains (each statement joins the
