@@ -193,7 +193,10 @@ class Recorder:
                             m.PYPTO_LAUNCHER = None
                         with FlopCounterMode(display=False) as counter:
                             wrapper(*meta[0], **meta[1])
-                        self.flops = counter.get_total_flops()
+                        # a host helper called inside another wrapper (the attention wrapper's
+                        # pypto_repeated) counts nothing: the caller's FLOPs stay for its launch
+                        if counter.get_total_flops() or self.flops is None or not depth[0]:
+                            self.flops = counter.get_total_flops()
                     except Exception:  # noqa: BLE001 - a torch path meta tensors cannot run: unknown FLOPs
                         self.flops = None
                     finally:
