@@ -14,10 +14,10 @@ from torch2pypto.runtime.layout import _row_window
 
 # Query and kv tiles: a power of two from 16 up to 512 query rows and 1024 keys. In the cost
 # model (scripts/attention.py, bf16, D128) fewer, larger tiles win. B1 H8 S512: 128 x 128 took
-# 635.8 us, 128 x 512 99.5, 256 x 512 67.4, 512 x 512 59.0. B1 H32 S2048 (tasks merged): 512 x 512
-# 1319.2, 512 x 1024 1125.8, 256 x 1024 1022.2, 512 x 2048 928.5; causal (q tile = kv tile) 512
-# 867.9, 256 1739.8. Keys stop at 1024 so that a score tile's workspace (512 x 1024 FP32, 2 MiB)
-# stays bounded whatever S_kv: memory linear in S.
+# 635.8 us, 128 x 512 99.5, 256 x 512 67.4, 512 x 512 59.0. B1 H32 S2048 (tasks merged, the kv
+# loop unrolled): 512 x 512 888.4, 512 x 1024 794.4, 256 x 1024 915.3, 512 x 2048 928.5; causal
+# (q tile = kv tile) 512 675.2, 256 1020.0, 1024 777.3. Keys stop at 1024 so that a score tile's
+# workspace (512 x 1024 FP32, 2 MiB) stays bounded whatever S_kv: memory linear in S.
 _SDPA_ROWS, _SDPA_KV = 512, 1024
 _SDPA_MERGE = 16  # kv tiles over all heads and query tiles from which the kernel merges tasks (see its factory)
 
