@@ -124,7 +124,8 @@ def kernel_cases(table=TABLE, matrix=False):
 def nonfinite_cases(table=TABLE):
     """(entry, call, dtype, shapes): each float entry's first example on FP32 samples with inf,
     -inf and NaN mixed in (whose results torch defines), on its first sample shape. Not the
-    sorting entries (sample domain "distinct"): their wrappers run torch on a row with a NaN; nor
+    sorting entries (sample domain "distinct": ties may take other indices; rows of NaN and
+    infinities: tests/test_indexing.py); nor
     an entry of no examples (ACT2FN's: tests/test_activation.py)."""
     return [(dataclasses.replace(e, sample=dataclasses.replace(e.sample, domain="nonfinite")), e.examples.convert[0],
              torch.float32, samples.shapes(e)[:1])

@@ -124,3 +124,51 @@ def test_verify_tries_the_wrapper_on_a_module_of_each_op():
     for case in made:
         x, module = case.args
         assert isinstance(module, torch.nn.Module) and all(p.dtype == x.dtype for p in module.parameters())
+
+
+GATE = """\
+import torch
+
+
+def apply_gate(self, gate_up_out: torch.Tensor) -> torch.Tensor:
+    gate, up = gate_up_out.chunk(2, dim=-1)
+    return self.act_fn(gate) * up
+
+
+def activate(self: torch.nn.Module, x: torch.Tensor, n: int):
+    return self.act_fn(x), self.act_fn(n), self.act_fn(x, n), self.norm(x)
+"""  # integrations/moe.py's _default_apply_gate: self is any experts class
+
+
+def test_act_fn_of_a_module_of_no_known_class_is_a_site_of_the_registry():
+    """``self.act_fn``, which transformers' classes hold their activation in, called on one
+    argument that may be a tensor; not on a number, not with two arguments, nor another attribute."""
+    assert statuses(GATE) == [("torch.Tensor.chunk", "host-side"), ("transformers.activations.ACT2FN", "converted"),
+                              ("torch.Tensor.__mul__", "converted"), ("transformers.activations.ACT2FN", "converted")]
+    code = translate(GATE).code
+    assert "return pypto_mul(pypto_activation(gate, self.act_fn), up)" in code
+    assert "return pypto_activation(x, self.act_fn), self.act_fn(n), self.act_fn(x, n), self.norm(x)" in code
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_act_fn_of_no_known_class_runs_the_kernel_of_the_modules_class_at_run_time(tmp_path, dtype):
+    """The module's class, known at run time only, picks the kernel (SiLUActivation, nn.SiLU: silu;
+    GELUTanh: gelu); any other callable runs as it is. Values and gradients as torch's."""
+    from transformers.activations import ACT2FN
+
+    module = load(tmp_path / "gate_pypto.py", translate(GATE, fuse=False).code)
+    holder = type("Experts", (), {})()  # any class
+    for act, silu in ((ACT2FN["silu"], 1), (torch.nn.SiLU(), 1), (ACT2FN["gelu_pytorch_tanh"], 0), (torch.nn.functional.softsign, 0)):
+        holder.act_fn = act
+        x = sample(7, 2 * 37, dtype=dtype).requires_grad_()
+        y = x.detach().clone().requires_grad_()
+        launches = counting()
+        with torch2pypto.interpreted(module):
+            got = module.apply_gate(holder, x)
+        assert launches()["silu_kernel.kernel"] == silu and launches()["mul_kernel.kernel"] == 1, launches()
+        gate, up = y.chunk(2, dim=-1)
+        expected = act(gate) * up
+        torch.testing.assert_close(got, expected, **TOLERANCE[dtype])
+        got.float().square().sum().backward(), expected.float().square().sum().backward()
+        torch.testing.assert_close(x.grad, y.grad, **TOLERANCE[dtype])

@@ -112,15 +112,32 @@ def test_in_place_scatter_writes_through_a_view_of_its_receiver(tmp_path):
 
 
 @pytest.mark.interpreter
-def test_rows_holding_nan_sort_on_torch(tmp_path):
-    module = _load(tmp_path, translate_source(SNIPPET.format("torch.sort(x, descending=True)")).code, "nan")
-    x = sample(3, 37)
-    x[1, 4] = float("nan")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("call, kernel", [
+    ("torch.sort(x, descending=True)", "sort"), ("torch.sort(x, dim=0)", "sort"), ("torch.topk(x, 5)", "topk"),
+    ("torch.topk(x, 4, largest=False)", "topk"), ("torch.argsort(x)", "argsort"),
+])  # fmt: skip
+def test_rows_holding_nan_and_inf_sort_on_the_kernel_as_torch(tmp_path, call, kernel, dtype):
+    """NaN orders above +inf, as torch's: rows of NaN and infinities mixed, all NaN, all
+    infinite, sorted on the kernel. Ties (NaN with NaN, inf with inf) may take other indices, so
+    the indices are checked by the values they pick."""
+    module = _load(tmp_path, translate_source(SNIPPET.format(call)).code, "nan")
+    x = sample(6, 37, dtype=dtype)
+    nan, inf = float("nan"), float("inf")
+    x[0, [2, 30]], x[0, [5, 0]], x[1, 3] = nan, inf, -inf
+    x[2, [1, 7, 36]], x[2, 4], x[2, 9] = nan, inf, -inf
+    x[3], x[4, :4], x[4, 6], x[4, 8], x[5, ::2] = nan, inf, -inf, nan, -inf
     ran = counting()
     with torch2pypto.interpreted(module):
         got = module.f(x, None, None)
-    assert ran() == {}
-    torch.testing.assert_close(tuple(got), tuple(torch.sort(x, descending=True)), equal_nan=True)
+    assert ran() == {f"{kernel}_kernel.kernel": 1}
+    expected = eval(call, {"torch": torch, "x": x})
+    d = 0 if "dim=0" in call else -1
+    if kernel == "argsort":
+        got, expected = (x.gather(d, got),), (x.gather(d, expected),)
+    else:
+        torch.testing.assert_close(x.gather(d, got.indices), expected.values, equal_nan=True, rtol=0, atol=0)
+    torch.testing.assert_close(got[0], expected[0], equal_nan=True, rtol=0, atol=0)
 
 
 ROUTER = """\

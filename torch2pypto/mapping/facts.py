@@ -19,7 +19,7 @@ from torch2pypto.mapping import TableError
 _LAYOUT = {
     "dtypes": "map",
     "tensor": {"namespaces": "list", "classes": "list", "attributes": "list", "methods": "list"},
-    "module": {"classes": "list", "tensor_results": "list", "no_ops": "list", "transparent_decorators": "list", "naming_calls": "list", "parameters": "list", "constructors": "list", "sequentials": "list", "lists": "list", "activation_registries": "list", "activation_factories": "list", "activations": "map", "output_classes": "list", "output_decorators": "list", "output_fields": "list"},
+    "module": {"classes": "list", "tensor_results": "list", "no_ops": "list", "transparent_decorators": "list", "naming_calls": "list", "parameters": "list", "constructors": "list", "sequentials": "list", "lists": "list", "activation_registries": "list", "activation_factories": "list", "activation_attributes": "list", "activations": "map", "output_classes": "list", "output_decorators": "list", "output_fields": "list"},
     "tensors": {"functions": "list", "methods": "list"},
     "not_tensor": {"functions": "list", "methods": "list", "builtins": "list", "attributes": "list"},
     "device": {"classes": "list", "types": "list"},
@@ -50,6 +50,7 @@ class Facts:
     module_lists: frozenset[str]
     module_activation_registries: frozenset[str]
     module_activation_factories: frozenset[str]
+    module_activation_attributes: frozenset[str]
     module_activations: Mapping[str, str]
     module_output_classes: frozenset[str]
     module_output_decorators: frozenset[str]

@@ -20,6 +20,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     cube,
     elementwise,
     grouped,
+    histogram,
     indexing,
     loss,
     movement,

@@ -46,9 +46,11 @@ def _tile(name: str) -> str:
 
 
 def _kernel(
-    entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = (), given=frozenset()
+    entry: Entry, name: str, choice, steps: tuple[Apply, ...], inputs: list[str], vectors: list[str] = (), given=frozenset(),
+    blocked: bool = False,
 ) -> Definition:
-    """The kernel of one variant; the operands ``given`` as Python numbers are its constants."""
+    """The kernel of one variant; the operands ``given`` as Python numbers are its constants;
+    ``blocked``: the inputs read in place (templates.ROW_BLOCKS)."""
     inputs = [i for i in inputs if i not in given]
     steps = _on_tiles(entry, steps, given)
     row = bool(entry.fields.along)
@@ -65,6 +67,7 @@ def _kernel(
         buffers=len(inputs) + len(vectors) + sum(not a.step.reduces for a in steps),  # a reduced row is one column
         vectors=[_tile(v) for v in vectors],
         out_dtype=templates.BOOL if entry.fields.output == "bool" else "out_dtype" if cast else "dtype",
+        blocked=blocked,
     )
 
 
@@ -132,30 +135,47 @@ def _defaults(entry: Entry) -> str:
 
 
 def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
-    """Elementwise composites: the tensors broadcast on the host, one kernel per variant."""
+    """Elementwise composites: the tensors broadcast in the kernel, each read in place from its
+    storage (templates.ROW_BLOCKS), or, for a recipe that reduces or of halves, broadcast on the
+    host; one kernel per variant."""
     params = wrapper_params(entry)
     names = [p.name for p in operands(entry)]
     whole = any(templates.whole_tiles(steps) for *_, steps in kernels)
-    defined = [_kernel(entry, name, choice, steps, tensor_names(entry), given=given) for name, choice, _, given, steps in kernels]
-    factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
+    blocked = not entry.fields.halves and not any(templates.reduces(steps) for *_, steps in kernels)
+    defined = [_kernel(entry, name, choice, steps, tensor_names(entry), given=given, blocked=blocked) for name, choice, _, given, steps in kernels]
     layout, placed = _layout(entry)
-    body = (
-        layout
-        + f"rows, shape, order = _broadcast_rows({', '.join(tensor_names(entry))})\n"
-        + "x = rows[0]\n"
-        + _defaults(entry)
-        + f"result, out = _result_rows(shape, order, {'torch.bool' if entry.fields.output == 'bool' else 'x.dtype'}, x.device)\n"
-        + _choose(entry, kernels, factory, templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS)
-        + "_launch(kernel, *rows, out)\n"
-        "return result\n"
-    )
+    dtype = "torch.bool" if entry.fields.output == "bool" else "x.dtype"
+    if blocked:
+        factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "cols", *_factory_constants(entry)])
+        spread = f"blocks, heads, *maps, _spread_rows(n, cols{', whole=True' if whole else ''})"
+        body = (
+            f"blocks, heads, n, cols, operands, shape, order = _broadcast_blocks({', '.join(tensor_names(entry))})\n"
+            + "(x, _), maps = operands[0], [m for _, m in operands]\n"
+            + _defaults(entry)
+            + f"result, out = _result_blocks(shape, order, {dtype}, x.device)\n"
+            + _choose(entry, kernels, factory, spread)
+            + "_launch(kernel, *(w for w, _ in operands), out)\n"
+            "return result\n"
+        )
+    else:
+        factory = ", ".join(["_PYPTO_ALL_DTYPES[x.dtype]", "x.shape[1]", *_factory_constants(entry)])
+        body = (
+            layout
+            + f"rows, shape, order = _broadcast_rows({', '.join(tensor_names(entry))})\n"
+            + "x = rows[0]\n"
+            + _defaults(entry)
+            + f"result, out = _result_rows(shape, order, {dtype}, x.device)\n"
+            + _choose(entry, kernels, factory, templates.WHOLE_SPREAD_ROWS if whole else templates.SPREAD_ROWS)
+            + "_launch(kernel, *rows, out)\n"
+            "return result\n"
+        )
     spelled = ", ".join(names)
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
     numeric = [p.name for p in number_operands(entry)]
     taken = ", ".join([n for n in names if n not in numeric] + ([f"numbers=({', '.join(numeric)},)"] if numeric else []))
     positive = [f"isinstance({name}, (int, float)) and 0 < {name} < float('inf')" for name in entry.fields.positive]
     guard = " and ".join([*_accepted(entry), f"_kernel_operands(({declared}), {taken})", *positive, *placed])
-    requires = ["_kernel_operands", "_broadcast_rows", "_kernel_number", *(d.name for d in defined)]
+    requires = ["_kernel_operands", "_broadcast_blocks" if blocked else "_broadcast_rows", "_kernel_number", *(d.name for d in defined)]
     how = _how(entry) + (". Tensors broadcast on the host" if len(names) > 1 else "") + (
         ", Python numbers are kernel constants" if numeric else "")
     wrapper = wrappers.wrapper(
@@ -164,7 +184,7 @@ def _definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     )
     if any("math." in a for *_, steps in kernels for step in steps for a in step.operands):
         defined = [dataclasses.replace(d, imports=("math",)) for d in defined]
-    return (*defined, wrapper)
+    return (*((templates.ROW_BLOCKS, templates.BROADCAST_BLOCKS) if blocked else ()), *defined, wrapper)
 
 
 def _layout(entry: Entry) -> tuple[str, list[str]]:

@@ -1,6 +1,8 @@
 """Whether a kernel takes a call's operands, and those operands as it reads them."""
 
+import functools
 import math
+import struct
 
 import torch
 
@@ -169,3 +171,26 @@ def _one_hot_classes(input, num_classes):
 def _col_minus_row(h, w, device):
     """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""
     return (torch.arange(w, device=device) - torch.arange(h, device=device)[:, None]).float()
+
+
+def _histc_edges(input, bins, min, max):
+    """torch.histc's outer bin edges as its FP32 kernel reads them (min and max rounded to FP32,
+    as torch's edges are), if a kernel computes the call: a contiguous FP32 tensor on the kernel
+    path, under 2**24 elements (exact FP32 counts), int bins in [1, 2**24), min < max finite in
+    FP32 (min == max takes the data's range: torch), no gradient recorded (torch's histc has
+    none); else None."""
+    if not isinstance(input, torch.Tensor) or not _on_kernel_path(input, dtypes=(torch.float32,)) or not input.is_contiguous():
+        return None
+    if type(bins) is not int or not 0 < bins < 2**24 or input.numel() >= 2**24 or torch.is_grad_enabled() and input.requires_grad:
+        return None
+    if any(type(v) not in (int, float) for v in (min, max)):
+        return None
+    left, right = (struct.unpack("f", struct.pack("f", v))[0] if math.isfinite(v) and abs(v) < 3.4e38 else math.nan for v in (min, max))
+    return (left, right) if left < right else None
+
+
+@functools.cache
+def _histc_bins(bins, device):
+    """[bins, 1] FP32: each bin's number, which the histc kernel compares each value's bin with
+    (made once per bins and device)."""
+    return torch.arange(bins, dtype=torch.float32, device=device).reshape(bins, 1)

@@ -221,6 +221,14 @@ class Classes:
         name = names.pop() if len(names) == 1 else ""
         return HeldModule(name, False) if name.startswith("torch.nn.") else None
 
+    def attribute_activation(self, func: ast.Attribute) -> HeldModule | None:
+        """``m.act_fn`` read on a name of no class here (a function's parameter: moe.py's
+        ``_default_apply_gate(self, x)``): the activation registry's module, which transformers'
+        classes hold there (torch.toml's module.activation_attributes), its class known at run time."""
+        if type(func.value) is not ast.Name or func.attr not in FACTS.module_activation_attributes or self.enclosing(func.value):
+            return None
+        return HeldModule(min(FACTS.module_activation_registries), True)
+
     def activation(self, value: ast.expr) -> str | None:
         """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
         ``get_activation(name)``): the torch.nn class a literal name gives, built with no

@@ -127,6 +127,16 @@ class Inference:
         instance; for a local name, the one its assignments in the function build (``Classes.named_module``)."""
         return self._classes.named_module(func) if type(func) is ast.Name else self._classes.held_module(func)
 
+    def attribute_activation(self, call: ast.Call) -> HeldModule | None:
+        """The activation registry's module that ``m.act_fn(x)`` calls, ``m`` of no known class
+        (``Classes.attribute_activation``), on one argument that may be a tensor."""
+        func = call.func
+        if type(func) is not ast.Attribute or call.keywords or len(call.args) != 1 or type(call.args[0]) is ast.Starred:
+            return None
+        if self.kind(func.value) == TENSOR or self.kind(call.args[0]) == NOT_TENSOR:
+            return None
+        return self._classes.attribute_activation(func)
+
     def super_module(self, func: ast.Attribute) -> HeldModule | None:
         """``super().forward`` in a subclass of a torch.nn layer (transformers' scaled embeddings:
         ``super().forward(input_ids) * scale``): that layer's call on ``self``, every attribute read."""

@@ -150,7 +150,7 @@ class Sites:
             return self._module_call(module) if module is not None else None
         if type(func) is not ast.Attribute:
             return None
-        module = self.inference.held_module(func) or self.inference.super_module(func)
+        module = self.inference.held_module(func) or self.inference.super_module(func) or self.inference.attribute_activation(call)
         if module is not None:
             return self._module_call(module)
         entry = self.table.method(func.attr)
