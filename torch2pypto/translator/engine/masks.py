@@ -22,12 +22,13 @@ _CREATES = ("create_causal_mask", "create_sliding_window_causal_mask")
 _BINDERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def defer(outline: ast.Module, tree: ast.Module, lines, edits) -> list[tuple[int, int, str]]:
-    """The edits that read ``tree``'s masks through pypto_causal_mask (``outline``: the module's
-    top-level imports; ``edits``: (start, end, new) made already, which these must not overlap)."""
-    names = _imported(outline)
-    if not names:
+def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tuple[int, int, str]]:
+    """The edits that read ``tree``'s masks through pypto_causal_mask (``imported``: the names
+    the module's top-level imports bind to them, :func:`imported`; ``edits``: (start, end, new)
+    made already, which these must not overlap)."""
+    if not imported:
         return []
+    names = set(imported)
     reads, bound, called, translated = [], set(), {}, set()  # one walk: a module imports the masks in most of the zoo
     for node in walk(tree):
         kind = type(node)
@@ -60,10 +61,11 @@ def defer(outline: ast.Module, tree: ast.Module, lines, edits) -> list[tuple[int
     return [] if any(s < e2 and s2 < e for s, e, _ in made for s2, e2 in taken) else sorted(made)
 
 
-def _imported(outline: ast.Module) -> set[str]:
-    """The names the module's top-level imports from transformers' masking_utils bind to the masks."""
-    return {a.asname or a.name for s in outline.body if isinstance(s, ast.ImportFrom) and _masking_utils(s)
-            for a in s.names if a.name in _CREATES}
+def imported(outline: ast.Module) -> frozenset[str]:
+    """The names the module's top-level imports from transformers' masking_utils bind to the
+    masks (``outline``: its top-level statements; read once per module, not per chunk)."""
+    return frozenset({a.asname or a.name for s in outline.body if isinstance(s, ast.ImportFrom) and _masking_utils(s)
+            for a in s.names if a.name in _CREATES})
 
 
 def _masking_utils(statement: ast.ImportFrom) -> bool:
