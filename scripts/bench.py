@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench.py [--cache DIR] [--files N] [--repeat N]
     .venv/bin/python scripts/bench.py --large-file LINES [--unique] [--against CHECKOUT]
+    .venv/bin/python scripts/bench.py --dense LINES[,LINES...] [--against CHECKOUT]
 
 Times, in one run on the transformers modeling files (fetched as by corpus.py):
 (a) ``libcst.parse_module(src).code`` of every file, in this process and in a 2-process pool;
@@ -17,12 +18,19 @@ translated by the CLI in a subprocess. Prints CPU seconds and peak RSS, per conv
 their ratios to issue 11's figures (1 ms and 7 KB per site); ``--against`` runs the same file
 through another checkout of torch2pypto (its folder, e.g. made by ``git worktree add``) and
 prints the ratios old / new.
+
+``--dense LINES,...``: for each size, one file of about LINES lines of real model code (the
+modeling files of ``DENSE_MODELS`` one after another, again and again, each copy's top-level
+classes and functions renamed apart), translated by the CLI in a subprocess. Prints CPU seconds and
+peak RSS, and both per 10k lines: flat per-10k figures mean time and memory linear in file size.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import multiprocessing
+import re
 import shutil
 import subprocess
 import sys
@@ -164,6 +172,49 @@ def bench_large_file(lines: int, unique: bool, against: Path | None) -> int:
     return 0
 
 
+DENSE_MODELS = ("llama", "qwen3", "gemma3", "mistral", "phi3", "gpt2", "bert", "qwen3_moe")
+
+
+def dense_file(root: Path, lines: int) -> str:
+    """About ``lines`` lines of the modeling files of ``DENSE_MODELS`` repeated, the top-level
+    classes and functions of each copy renamed with the copy's number (no two bind one name)."""
+    sources = [(root / m / f"modeling_{m}.py").read_text(encoding="utf-8") for m in DENSE_MODELS]
+    names = [sorted({n.name for n in ast.parse(s).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}, key=len, reverse=True)
+             for s in sources]
+    out, total, copy = [], 0, 0
+    while total < lines:
+        source, defined = sources[copy % len(sources)], names[copy % len(sources)]
+        if defined:
+            source = re.sub(rf"\b({'|'.join(map(re.escape, defined))})\b", rf"\1_{copy}", source)
+        out.append(source)
+        total += source.count("\n")
+        copy += 1
+    return "\n\n".join(out)
+
+
+def bench_dense(sizes: list[int], cache: Path, against: Path | None) -> int:
+    root = corpus.fetch(cache)
+    here = Path(__file__).resolve().parent.parent
+    checkouts = [("this checkout", here)] + ([(str(against), against.resolve())] if against is not None else [])
+    print(f"bench: dense files of {', '.join(DENSE_MODELS)} repeated\n")
+    print(f"{'':32} {'lines':>8} {'CPU s':>8} {'peak MiB':>9} {'exit':>5} {'s/10k':>7} {'MiB/10k':>8}")
+    with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-") as tmp:
+        folder = Path(tmp)
+        empty = folder / "empty.py"
+        empty.write_text("import torch\n")
+        for label, checkout in checkouts:
+            base_cpu, base_peak, _ = run_file(checkout, empty, folder / "empty_out.py")
+            for lines in sizes:
+                source = folder / "dense.py"
+                text = dense_file(root, lines)
+                source.write_text(text, encoding="utf-8")
+                cpu, peak, code = run_file(checkout, source, folder / "out.py")
+                count = text.count("\n") + 1
+                print(f"{label[-32:]:32} {count:8,} {cpu:8.1f} {peak / 2**20:9,.0f} {code:5} "
+                      f"{(cpu - base_cpu) / count * 1e4:7.2f} {(peak - base_peak) / 2**20 / count * 1e4:8.1f}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=corpus.default_cache(), help="where the wheel is kept")
@@ -171,8 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="time each step N times, keep the best")
     parser.add_argument("--large-file", type=int, metavar="LINES", help="bench one generated file of LINES lines instead")
     parser.add_argument("--unique", action="store_true", help="with --large-file: no two calls spelt alike")
-    parser.add_argument("--against", type=Path, metavar="CHECKOUT", help="with --large-file: also run this checkout")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT", help="with --large-file or --dense: also run this checkout")
+    parser.add_argument("--dense", metavar="LINES,...", help="bench dense files of real model code of these sizes instead")
     args = parser.parse_args(argv)
+    if args.dense:
+        return bench_dense([int(n) for n in args.dense.split(",")], args.cache, args.against)
     if args.large_file:
         return bench_large_file(args.large_file, args.unique, args.against)
 

@@ -282,19 +282,24 @@ class Callees:
             named = {id(a) for c in self._index.calls if self._names_only(c) for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
             escaped: set[ast.AST] = set()
+            defined: dict[int, tuple[list, list]] = {}  # id of a bindings list -> (it, its functions' definitions)
             for node, scope in self._index.scope_of.items():
                 if type(node) is not ast.Name or type(node.ctx) is not ast.Load:
                     continue
                 bindings = self._index.lookup(scope, node.id)
-                for b in bindings:
-                    if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS):
-                        call = callee.get(id(node))
-                        if call is None and id(node) in named:
-                            continue  # named to a decorator that never calls it
-                        if call is None or len(bindings) != 1:
-                            escaped.add(b.node)
-                        else:
-                            calls.setdefault(b.node, []).append(call)
+                if not bindings:
+                    continue
+                known = defined.get(id(bindings))
+                if known is None:  # once per list: a name bound many times (torch, imported by each copy of a model) is read often
+                    known = defined[id(bindings)] = (bindings, [b for b in bindings if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS)])
+                for b in known[1]:
+                    call = callee.get(id(node))
+                    if call is None and id(node) in named:
+                        continue  # named to a decorator that never calls it
+                    if call is None or len(bindings) != 1:
+                        escaped.add(b.node)
+                    else:
+                        calls.setdefault(b.node, []).append(call)
             exported = _exported(self._index)
             self._calls_of = {f: c for f, c in calls.items() if f not in escaped and f.name not in exported}
         return self._calls_of

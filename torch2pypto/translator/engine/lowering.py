@@ -126,7 +126,7 @@ class Built(Leaves, Inlining):
                 return opaque
         if kind is ast.Call:
             return self.call(node, env)
-        raise Unfusible(f"{ast.dump(node)[:40]} is no op of a row kernel")
+        raise Unfusible(f"{type(node).__name__} is no op of a row kernel")  # not ast.dump: a large subtree, raised often
 
     def operator(self, node: ast.expr, result: Operand) -> Operand:
         """An infix operator's result; the operator's site, written in the region, is the region's."""

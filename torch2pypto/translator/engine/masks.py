@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 
 from torch2pypto.rules.attention import CAUSAL_MASKS
+from torch2pypto.translator.engine.scopes import walk
 
 NAMES = ("pypto_causal_mask", "pypto_causal_mask_maker")
 DEFINITION = CAUSAL_MASKS
@@ -21,23 +22,38 @@ _CREATES = ("create_causal_mask", "create_sliding_window_causal_mask")
 _BINDERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def defer(outline: ast.Module, tree: ast.Module, lines, edits) -> list[tuple[int, int, str]]:
-    """The edits that read ``tree``'s masks through pypto_causal_mask (``outline``: the module's
-    top-level imports; ``edits``: (start, end, new) made already, which these must not overlap)."""
-    names = _imported(outline) - _rebound(tree)
-    if not names:
+def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tuple[int, int, str]]:
+    """The edits that read ``tree``'s masks through pypto_causal_mask (``imported``: the names
+    the module's top-level imports bind to them, :func:`imported`; ``edits``: (start, end, new)
+    made already, which these must not overlap)."""
+    if not imported:
         return []
-    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    names = set(imported)
+    reads, bound, called, translated = [], set(), {}, set()  # one walk: a module imports the masks in most of the zoo
+    for node in walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:
+                if node.id in names:
+                    reads.append(node)
+            else:
+                bound.add(node.id)
+        elif kind is ast.Call:
+            if type(node.func) is ast.Name:
+                called[id(node.func)] = node
+                if node.func.id in NAMES:  # translated already: its name and arguments
+                    translated.update(id(c) for c in (node.func, *node.args))
+        else:
+            _rebinds(node, bound)
+    names -= bound
     made = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)):
+    for node in reads:
+        if node.id not in names or id(node) in translated:
             continue
-        parent = parents.get(id(node))
-        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in NAMES:
-            continue  # translated already
         start, end = lines.offset(*lines.span(node)[:2]), lines.offset(*lines.span(node)[2:])
-        if isinstance(parent, ast.Call) and parent.func is node and lines.text[end:end + 1] == "(":
-            rest = "" if not (parent.args or parent.keywords) else "," if lines.text[end + 1:end + 2] in "\r\n" else ", "
+        call = called.get(id(node))
+        if call is not None and lines.text[end:end + 1] == "(":
+            rest = "" if not (call.args or call.keywords) else "," if lines.text[end + 1:end + 2] in "\r\n" else ", "
             made.append((start, end + 1, f"pypto_causal_mask({node.id}{rest}"))
         else:
             made.append((start, end, f"pypto_causal_mask_maker({node.id})"))
@@ -45,10 +61,11 @@ def defer(outline: ast.Module, tree: ast.Module, lines, edits) -> list[tuple[int
     return [] if any(s < e2 and s2 < e for s, e, _ in made for s2, e2 in taken) else sorted(made)
 
 
-def _imported(outline: ast.Module) -> set[str]:
-    """The names the module's top-level imports from transformers' masking_utils bind to the masks."""
-    return {a.asname or a.name for s in outline.body if isinstance(s, ast.ImportFrom) and _masking_utils(s)
-            for a in s.names if a.name in _CREATES}
+def imported(outline: ast.Module) -> frozenset[str]:
+    """The names the module's top-level imports from transformers' masking_utils bind to the
+    masks (``outline``: its top-level statements; read once per module, not per chunk)."""
+    return frozenset({a.asname or a.name for s in outline.body if isinstance(s, ast.ImportFrom) and _masking_utils(s)
+            for a in s.names if a.name in _CREATES})
 
 
 def _masking_utils(statement: ast.ImportFrom) -> bool:
@@ -56,19 +73,14 @@ def _masking_utils(statement: ast.ImportFrom) -> bool:
     return module == "transformers.masking_utils" or statement.level > 0 and module.rsplit(".", 1)[-1] == "masking_utils"
 
 
-def _rebound(tree: ast.Module) -> set[str]:
-    """The names ``tree`` binds other than by a from-import of masking_utils (the masks' names
-    these hold are not transformers')."""
-    bound = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, _BINDERS):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, ast.Import) or isinstance(node, ast.ImportFrom) and not _masking_utils(node):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return bound
+def _rebinds(node: ast.AST, bound: set[str]) -> None:
+    """Add to ``bound`` the names ``node`` (not a name) binds other than by a from-import of
+    masking_utils (the masks' names these hold are not transformers')."""
+    if isinstance(node, _BINDERS):
+        bound.add(node.name)
+    elif isinstance(node, ast.arg):
+        bound.add(node.arg)
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        bound.update(node.names)
+    elif isinstance(node, ast.Import) or isinstance(node, ast.ImportFrom) and not _masking_utils(node):
+        bound.update((a.asname or a.name).split(".")[0] for a in node.names)

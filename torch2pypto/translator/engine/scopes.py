@@ -98,6 +98,7 @@ class ModuleIndex:
         self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign | ast.Subscript] = []
         self.fstrings: list[ast.JoinedStr] = []
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
+        self._imports_of: dict[int, tuple] = {}  # id of a bindings list -> (it, its length, imports())
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
 
     # --- queries -------------------------------------------------------------------------
@@ -137,7 +138,18 @@ class ModuleIndex:
         bindings = self.lookup(scope, node.id)
         if not bindings:
             return {f"builtins.{node.id}{suffix}"} if node.id in _BUILTINS else set()
-        return {b.qualified + suffix for b in bindings if b.kind == IMPORT}
+        return {qualified + suffix for qualified in self.imports(bindings)[0]}
+
+    def imports(self, bindings: list[Binding]) -> tuple[list[str], bool]:
+        """The qualified names of the imports among ``bindings``, each once, and whether every
+        binding is an import; found once per list and length (a name bound many times, ``torch``
+        by each copy of a model in a large module, is read often)."""
+        known = self._imports_of.get(id(bindings))
+        if known is None or known[0] is not bindings or known[1] != len(bindings):
+            imported = [b.qualified for b in bindings if b.kind == IMPORT]
+            found = (list(dict.fromkeys(imported)), len(imported) == len(bindings))
+            known = self._imports_of[id(bindings)] = (bindings, len(bindings), found)  # the list kept: its id is not reused
+        return known[2]
 
     def bindings(self, name: ast.Name) -> list[Binding]:
         """What a name read sees: the bindings of its scope that may reach it (:mod:`flow`)."""

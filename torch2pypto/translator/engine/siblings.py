@@ -102,7 +102,8 @@ def _emit(finder, statements: list[ast.stmt], group: list, found) -> int:
     params: dict[str, Param] = {}
     x = wrapper_param(finder, params, group[0][1]["input"], ROWS)
     projections = [(wrapper_param(finder, params, b["weight"], WEIGHT), wrapper_param(finder, params, b.get("bias"), BIAS)) for _, b, _ in group]
-    taken = {n.id for n in ast.walk(finder.function) if type(n) is ast.Name} | {a.arg for a in ast.walk(finder.function) if type(a) is ast.arg}
+    nodes = finder.nodes(finder.function)  # walked once per function
+    taken = {n.id for n in nodes if type(n) is ast.Name} | {a.arg for a in nodes if type(a) is ast.arg}
     results, edits = [], []
     for j, ((_, _, node), statement, (weight, _)) in enumerate(zip(group, statements, projections)):
         bare = _bare(finder, statement, node, statements[:j])

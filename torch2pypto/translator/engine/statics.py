@@ -90,7 +90,7 @@ class Statics:
             self._torch_aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
         for candidate in ["torch", *self._torch_aliases]:
             bindings = self._index.lookup(scope, candidate)
-            if bindings and all(_imports_torch(b) for b in bindings):
+            if bindings and self._index.imports(bindings) == (["torch"], True):
                 return candidate
         if self._index.lookup(scope, "torch") or self._reads_torch():
             return None

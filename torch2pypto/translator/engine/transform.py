@@ -28,7 +28,7 @@ from torch2pypto.schema.family import family
 from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, UNKNOWN, HeldModule, Inference, is_dotted, is_tensor_function
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.emit import KERNELS_MODULE
-from torch2pypto.translator.engine.scopes import IMPORT, ModuleIndex
+from torch2pypto.translator.engine.scopes import ModuleIndex
 
 FACTS = load_facts()
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
@@ -221,10 +221,10 @@ class Sites:
         bindings = self.index.bindings(name)
         if not bindings:
             return name.id if name.id in self.generated else None
-        imported = {b.qualified for b in bindings if b.kind == IMPORT}
-        if len(imported) != 1 or len(bindings) != sum(b.kind == IMPORT for b in bindings):
+        imported, only = self.index.imports(bindings)
+        if len(imported) != 1 or not only:
             return None
-        module, _, wrapper = imported.pop().rpartition(".")
+        module, _, wrapper = imported[0].rpartition(".")
         return wrapper if module.rpartition(".")[2] == KERNELS_MODULE else None
 
     def attempt(self, call: ast.Call, found: Resolved, span: Span) -> Attempt:

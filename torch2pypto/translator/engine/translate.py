@@ -111,6 +111,7 @@ def translate_source(
     hierarchy = Hierarchy(path, options.module_bases)
     records, edits, conversions, definitions, regions = [], [], [], {}, []
     spelt_free_torch = deferring = masking = False
+    mask_names = masks.imported(module.outline)
     for chunk in cut:
         index = module.index(text, chunk, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
@@ -122,7 +123,7 @@ def translate_source(
         deferred = repeats.defer(index.tree, lines, chunk_conversions, chunk_edits)
         chunk_edits += deferred
         deferring |= bool(deferred)
-        masked = masks.defer(module.outline, index.tree, lines, chunk_edits)
+        masked = masks.defer(mask_names, index.tree, lines, chunk_edits)
         chunk_edits += masked
         masking |= bool(masked)
         chunk_definitions = [d for _, d in sorted([*fused.definitions, *chunk_definitions], key=lambda p: p[0])]  # source order
