@@ -216,12 +216,25 @@ def test_int32_cumsum_into_int32_sums_on_the_kernel(scans, shape, dim):
     assert wide.dtype == torch.int64 and torch.equal(wide, x.cumsum(dim))
 
 
-@pytest.mark.parametrize("x", [torch.arange(8.0), torch.arange(8), torch.arange(8, dtype=torch.int16)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(37,), (3, 130)])  # odd widths, a row tile of several rows
+def test_floats_cumsum_into_int32_truncated_first_on_the_kernel(scans, dtype, shape):
+    """torch casts a float to int32 (toward zero) before it sums: histc's float counts into
+    transformers' MoE offsets on a CPU. The kernel truncates each tile the same way."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(shape[-1])) * 50).to(dtype)
+    x.view(-1)[:4] = torch.tensor([2.5, -2.5, 0.99, -0.99])
+    ran = counting()
+    with torch2pypto.interpreted(scans):
+        got, _ = scans.f(x, -1)
+    assert ran() == {"cumsum_kernel.kernel": 2}, ran()  # and x.cumsum(-1) of floats
+    assert got.dtype == torch.int32 and torch.equal(got, torch.cumsum(x, -1, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("x", [torch.arange(8), torch.arange(8, dtype=torch.int16)])
 def test_cumsums_a_kernel_does_not_make_into_int32_run_torch(scans, x):
-    """A float's cast to int32 before the sums (transformers' MoE offsets of histc's float counts on
-    a CPU), int64 data, and int16 (PyPTO's INT16 cumsum: not checked here) run torch."""
+    """int64 data and int16 (PyPTO's INT16 cumsum: not checked here) run torch."""
     ran = counting()
     with torch2pypto.interpreted(scans):
         got, _ = scans.f(x, 0)
-    assert ran() == ({"cumsum_kernel.kernel": 1} if x.is_floating_point() else {}), ran()  # x.cumsum(0) of floats: the kernel's
+    assert ran() == {}, ran()
     assert got.dtype == torch.int32 and torch.equal(got, torch.cumsum(x, 0, dtype=torch.int32))

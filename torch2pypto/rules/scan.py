@@ -68,7 +68,7 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
         "return out.reshape(moved).movedim(-1, dim).contiguous().reshape(input.shape)\n"
     )
     declared = wrappers.dtypes_tuple(entry)
-    guard = (f"(out_dtype in {declared} and out_dtype.is_floating_point == input.dtype.is_floating_point"
+    guard = (f"(out_dtype in {declared} and (input.is_floating_point() or not out_dtype.is_floating_point)"
              f" and _on_kernel_path(input, dtypes={declared}))")
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), f"pypto.{entry.pypto} along dim moved last{fp32}",

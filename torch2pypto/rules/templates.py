@@ -166,8 +166,8 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
 
     ``program`` scans the block ``x_tile``; each block then adds the running total before it, a
     column of the block before it, so rows of any width scan (block + carry, the blocks unrolled).
-    An FP32 program scans float tiles in FP32 and INT32 tiles as they are: pypto.cumsum sums an
-    INT32 tile in INT32 and widens the sums to INT64, which the kernel narrows back (exact: they
+    An FP32 program scans float tiles in FP32 and, into int32, INT32 tiles (a float input truncated
+    to INT32 first, as torch casts before it sums): pypto.cumsum sums an INT32 tile in INT32 and widens the sums to INT64, which the kernel narrows back (exact: they
     are INT32 values), so the carry and the result are INT32 sums as torch's. PyPTO 0.2.0 widens
     a copy of the tile's full shape, which fails on a partial tile: INT32 tiles are one row, and
     no block is partial (the last one overlaps the one before, which is causal for a scan).
@@ -179,7 +179,7 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
     block = [
         Assign("start", "min(b * block, cols - block)", "the last block ends at the row's end, overlapping the one before"),
         Assign("x_tile", pypto("view", "x", items("rows", "block"), items("r", "start"), valid_shape=items("(n - r).min(rows)", "block"))),
-        *([when("dtype != acc", Assign("x_tile", pypto("cast", "x_tile", FP32)), comment="FP32-only ops: compute in FP32"),
+        *([when("dtype != acc", Assign("x_tile", pypto("cast", "x_tile", "acc", mode="mode")), comment="FP32-only ops: compute in FP32"),
            *statements(program),
            when(f"acc != {FP32}", Assign(result, pypto("cast", result, "acc")), comment="pypto.cumsum widens INT32 sums to INT64")]
           if fp32 else statements(program)),
@@ -196,7 +196,9 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
     ]
     dtypes = tile_dtypes("dtype", "out_dtype", *([f"{FP32} if acc == {FP32} else pypto.DT_INT64"] if fp32 else []))
     prelude = [
-        *([Assign("acc", f"dtype if dtype == pypto.DT_INT32 else {FP32}", "the dtype the tiles scan in")] if fp32 else []),
+        *([Assign("acc", f"pypto.DT_INT32 if out_dtype == pypto.DT_INT32 else {FP32}", "the dtype the tiles scan in"),
+           Assign("mode", "pypto.CastMode.CAST_TRUNC if acc == pypto.DT_INT32 else pypto.CastMode.CAST_NONE",
+                  "a float into int32 truncated first, as torch casts it")] if fp32 else []),
         Assign("block", f"min(cols, {SCAN_BLOCK})", "pypto.cumsum transposes its tile: wider blocks overflow the UB"),
         Comment("pypto.cumsum's transposes take 4 live tiles, 16 of an FP32 input (scripts/tiles.csv: larger fail)"),
         Assign("rows, _", call("_tile_shape", "block", "max_rows", f"16 if dtype == {FP32} else 4", dtypes, whole_rows="True")),
