@@ -23,10 +23,10 @@ def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
 
 
 def _kernel_device(device):
-    """Whether a kernel runs on `device` (a creation's; None: torch's default): an NPU, or any
-    under a launcher."""
+    """Whether a kernel runs on `device` (a creation's; None: torch's default): an NPU, or the
+    CPU under a launcher."""
     device = torch.device(device) if device is not None else torch.get_default_device()
-    return PYPTO_LAUNCHER is not None or device.type == "npu"
+    return device.type == "npu" or PYPTO_LAUNCHER is not None and device.type == "cpu"
 
 def _inlined(*modules):
     """Whether calling each module of the (module, cls) pairs runs cls.forward alone, as the fused
