@@ -135,7 +135,7 @@ H = "host-side"
         ("def f(x: torch.Tensor):\n    return x.unsqueeze(-1).squeeze(-1)\n", "torch.Tensor.unsqueeze"),
         ("def f(x: torch.Tensor):\n    return x.flatten(1).t()\n", "torch.Tensor.flatten"),
         ("y = torch.zeros(3, dtype=torch.float16)\n", "torch.zeros"),
-        ("y = torch.arange(8)\n", "torch.arange"),
+        ("y = torch.full((3,), 8)\n", "torch.full"),
         ("def f(x: torch.Tensor):\n    return torch.ones_like(x)\n", "torch.ones_like"),
         ("def f(x: torch.Tensor):\n    return x.cuda()\n", "torch.Tensor.cuda"),
         ("def f(x: torch.Tensor):\n    return x.to('npu:0')\n", "torch.Tensor.to"),

@@ -150,9 +150,9 @@ def _check(entry: Entry) -> None:
     if kernel and not entry.examples.convert and not registry:
         raise TableError(f"{op}: a mapped op gives at least one example that converts")
     inputs = entry.params[1:] if entry.params and entry.params[0].kinds == ("str",) else entry.params  # einsum's equation
-    if entry.category != HOST_SIDE and (not inputs or inputs[0].kinds not in (("Tensor",), ("Tensors",))):
+    if entry.category != HOST_SIDE and not (kernel and family(entry.family, op).creates) and (not inputs or inputs[0].kinds not in (("Tensor",), ("Tensors",))):
         raise TableError(f"{op}: the first parameter must be the input Tensor (or Tensors: a list of them), "
-                         "after the str spelling the op (einsum's equation) if any")
+                         "after the str spelling the op (einsum's equation) if any, unless its family creates tensors")
     held_only = not kernel and bool(entry.modules) and not entry.torch  # a torch.nn class left as torch with its reason
     if (bool(entry.torch) == bool(entry.apis) and not registry and not held_only) or entry.torch and not entry.torch.startswith("torch."):
         raise TableError(f"{op}: an entry has apis, or is a tensor form naming the torch function it falls back to (torch),"

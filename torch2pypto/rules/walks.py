@@ -2,7 +2,7 @@
 
 Column runs copied between matrices (:func:`assemble_kernel`), tensors joined from windows of
 their storage (:func:`join_kernel`), stacked matrices
-(:func:`triangle_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`) and a
+(:func:`triangle_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`), a sequence (:func:`arange_kernel`) and a
 batch's channels (:func:`channel_kernel`). They are built on the kernel IR with the frame, casts
 and row loop of :mod:`templates`, where PyPTO's quirks live.
 """
@@ -16,6 +16,7 @@ from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pyp
 from torch2pypto.rules.steps import Apply, Step, statements
 from torch2pypto.rules.templates import FP32, casting, factory, row_tiles, tensor, tile_dtypes, to_fp32
 
+INT32 = "pypto.DT_INT32"
 INDEX = "pypto.DT_INT64"  # torch's index dtype: pypto.topk's INT32 indices are cast to it on the kernel
 INDEXED_DIM = copied("operands", "_indexed_dim")
 INDICES = copied("operands", "_kernel_indices", last="_index_bounds")
@@ -155,6 +156,33 @@ def one_hot_kernel(name: str, doc: str) -> Definition:
     prelude = [Assign("rows", "max(1, min(64, _UB_BYTES // (8 * 3 * classes)))")]
     params = [tensor("x", items("pypto.DYNAMIC"), "dtype"), tensor("out", items("pypto.DYNAMIC", "classes"), "dtype")]
     return Definition(name, factory(name, ["dtype, classes"], doc, prelude, params, body), (*TILE_SHAPE, "PYPTO_LAUNCHER"))
+
+
+def arange_kernel(name: str, doc: str) -> Definition:
+    """A kernel factory ``name(dtype, start, step)``: ``out`` ([n], ``dtype``) = start + k * step
+    in INT32, ``rows`` values a tile, for any n up to ``rows * tiles``. pypto.arange takes only
+    constants and pypto.full no symbolic value the interpreter computes, so a tile's start is the
+    tile's element of a constant arange of every tile's start, viewed at the loop index."""
+    ramp = pypto("reshape", pypto("arange", "0", "rows * step", "step"), items("1", "rows"))
+    starts = pypto("reshape", pypto("arange", "start", "start + tiles * rows * step", "rows * step"), items("1", "tiles"))
+    body = [
+        Assign("n", "out.shape[0]"),
+        row_tiles(
+            "n",
+            *_row_start("(n - r).min(rows)"),
+            Do(pypto("set_vec_tile_shapes", "1", "tiles")),
+            Assign("first", pypto("view", starts, items("1", "1"), items("0", "i")), "this tile's start"),
+            Do(pypto("set_vec_tile_shapes", "1", "rows")),
+            Assign("values", pypto("add", ramp, "first")),
+            when(f"dtype != {INT32}", Assign("values", pypto("cast", "values", "dtype"))),
+            Assign("values", pypto("reshape", "values", items("rows"))),
+            Do(pypto("set_vec_tile_shapes", "rows")),
+            Do(pypto("assemble", pypto("view", "values", items("rows"), items("0"), valid_shape=items("valid")), items("r"), "out")),
+        ),
+    ]
+    prelude = [Assign("rows, tiles", "_ARANGE_TILE")]
+    params = [tensor("out", items("pypto.DYNAMIC"), "dtype")]
+    return Definition(name, factory(name, ["dtype, start, step"], doc, prelude, params, body), (*TILE_SHAPE, "_arange_plan"))  # _ARANGE_TILE
 
 
 def indexed_kernel(

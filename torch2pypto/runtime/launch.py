@@ -22,6 +22,12 @@ def _on_kernel_path(*tensors, dtypes=_PYPTO_DTYPES):
     return PYPTO_LAUNCHER is not None or all(t.device.type == "npu" for t in tensors)
 
 
+def _kernel_device(device):
+    """Whether a kernel runs on `device` (a creation's; None: torch's default): an NPU, or the
+    CPU under a launcher."""
+    device = torch.device(device) if device is not None else torch.get_default_device()
+    return device.type == "npu" or PYPTO_LAUNCHER is not None and device.type == "cpu"
+
 def _inlined(*modules):
     """Whether calling each module of the (module, cls) pairs runs cls.forward alone, as the fused
     kernel that inlines it computes: an instance of cls itself (no subclass), no forward of its

@@ -7,7 +7,7 @@ import struct
 import torch
 
 from torch2pypto.runtime.generated import index_bounds_kernel
-from torch2pypto.runtime.launch import _PYPTO_ALL_DTYPES, _launch, _on_kernel_path
+from torch2pypto.runtime.launch import _PYPTO_ALL_DTYPES, _kernel_device, _launch, _on_kernel_path
 
 
 def _kernel_operands(dtypes, *tensors, numbers=(), bools=(), options=()):
@@ -167,6 +167,29 @@ def _one_hot_classes(input, num_classes):
     classes = high + 1 if num_classes == -1 else num_classes
     return classes if 0 <= low and high < classes <= 8192 else None
 
+
+# _ARANGE_TILE: an arange kernel's values per tile and its table of tile starts (pypto.arange
+# takes constants only): lengths up to 4M, every value of that span in INT32
+_ARANGE_TILE = (1024, 4096)
+
+
+def _arange_plan(start, end, step, dtype, layout, device, pin_memory, requires_grad):
+    """(start, step, length, dtype) of torch.arange(start, end, step) (end None: of
+    arange(start)) if a kernel computes it: Python ints whose whole span of _ARANGE_TILE's values
+    lies in INT32, a non-empty result of int64 or int32, strided, not pinned nor requiring grad,
+    on the kernel path; else None."""
+    if end is None and step == 1:
+        start, end = 0, start
+    if not all(type(v) is int for v in (start, end, step)) or step == 0 or dtype not in (None, torch.int64, torch.int32):
+        return None
+    if layout not in (None, torch.strided) or pin_memory or requires_grad:
+        return None
+    rows, tiles = _ARANGE_TILE
+    length = max(0, -((start - end) // step))
+    last = start + (rows * tiles - 1) * step
+    if not 0 < length <= rows * tiles or not -2**31 <= min(start, last) <= max(start, last) < 2**31:
+        return None
+    return (start, step, length, dtype or torch.int64) if _kernel_device(device) else None
 
 def _col_minus_row(h, w, device):
     """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""

@@ -90,6 +90,7 @@ class Family:
     Python runs either way. ``definitions``: an entry's kernels and wrapper, for the wrappers of
     other entries that call it. ``module_samples``: modules that an entry's ``module`` parameter
     (an activation registry's module, known at run time) takes in --verify, one per op.
+    ``creates``: its entries make a tensor from Python numbers (arange): no input tensor.
     """
 
     name: str
@@ -106,6 +107,7 @@ class Family:
     number_first: Callable[[Entry], bool] = _never
     definitions: Callable[[Entry], tuple] = _no_definitions
     module_samples: Callable[[Entry], tuple] = _no_modules
+    creates: bool = False
 
 
 FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()
