@@ -1,5 +1,5 @@
 """torch.arange of Python ints on its kernel (issue 18: the models' position_ids): exact values of
-any length on one kernel per (dtype, start, step), int64 or int32, no torch op left; what the
+any length on one kernel per (dtype, start, step) (a bounded number of starts), int64 or int32, no torch op left; what the
 kernel does not compute runs torch's arange."""
 
 import pytest
@@ -90,3 +90,17 @@ def test_what_the_kernel_does_not_compute_runs_torch(made, args, kwargs):
 def test_a_step_without_an_end_is_refused_as_torch_refuses_it(made):
     with pytest.raises(TypeError):
         made.no_end(5, 2)
+
+
+def test_a_start_that_changes_every_call_builds_a_bounded_number_of_kernels(made):
+    """A start is a kernel constant: a decode step's position would build a kernel per step. Past
+    _ARANGE_KERNELS starts of one (dtype, step), torch's arange runs; known starts keep theirs."""
+    starts = range(made._ARANGE_KERNELS + 2)
+    ran = counting()
+    with torch2pypto.interpreted(made):
+        got = [made.stepped(s, s + 40, 11, torch.int32) for s in starts]
+        again = made.stepped(0, 40, 11, torch.int32)
+    assert ran() == {"arange_kernel.kernel": made._ARANGE_KERNELS + 1}, ran()
+    for s, values in zip(starts, got):
+        assert torch.equal(values, torch.arange(s, s + 40, 11, dtype=torch.int32))
+    assert torch.equal(again, torch.arange(0, 40, 11, dtype=torch.int32))

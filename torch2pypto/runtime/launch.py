@@ -28,6 +28,7 @@ def _kernel_device(device):
     device = torch.device(device) if device is not None else torch.get_default_device()
     return device.type == "npu" or PYPTO_LAUNCHER is not None and device.type == "cpu"
 
+
 def _inlined(*modules):
     """Whether calling each module of the (module, cls) pairs runs cls.forward alone, as the fused
     kernel that inlines it computes: an instance of cls itself (no subclass), no forward of its

@@ -171,13 +171,18 @@ def _one_hot_classes(input, num_classes):
 # _ARANGE_TILE: an arange kernel's values per tile and its table of tile starts (pypto.arange
 # takes constants only): lengths up to 4M, every value of that span in INT32
 _ARANGE_TILE = (1024, 4096)
+# _ARANGE_STARTS: the starts kernels were made for, per (dtype, step). A start is a kernel
+# constant, so one that changes from call to call (a decode step's position) would build a kernel
+# each time: past _ARANGE_KERNELS starts, torch's arange runs
+_ARANGE_STARTS = {}
+_ARANGE_KERNELS = 8
 
 
 def _arange_plan(start, end, step, dtype, layout, device, pin_memory, requires_grad):
     """(start, step, length, dtype) of torch.arange(start, end, step) (end None: of
     arange(start)) if a kernel computes it: Python ints whose whole span of _ARANGE_TILE's values
     lies in INT32, a non-empty result of int64 or int32, strided, not pinned nor requiring grad,
-    on the kernel path; else None."""
+    on the kernel path, of a start with a kernel or while few have (_ARANGE_STARTS); else None."""
     if end is None and step == 1:
         start, end = 0, start
     if not all(type(v) is int for v in (start, end, step)) or step == 0 or dtype not in (None, torch.int64, torch.int32):
@@ -189,7 +194,15 @@ def _arange_plan(start, end, step, dtype, layout, device, pin_memory, requires_g
     last = start + (rows * tiles - 1) * step
     if not 0 < length <= rows * tiles or not -2**31 <= min(start, last) <= max(start, last) < 2**31:
         return None
-    return (start, step, length, dtype or torch.int64) if _kernel_device(device) else None
+    if not _kernel_device(device):
+        return None
+    dtype = dtype or torch.int64
+    starts = _ARANGE_STARTS.setdefault((dtype, step), set())
+    if start not in starts and len(starts) >= _ARANGE_KERNELS:
+        return None
+    starts.add(start)
+    return start, step, length, dtype
+
 
 def _col_minus_row(h, w, device):
     """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""
