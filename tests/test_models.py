@@ -47,8 +47,9 @@ DECODERS = ["llama", "qwen3", "gemma3", "mistral", "qwen3_moe", "phi3"]
 # it); the DynamicCache's cats of keys and values are launches too (2 a layer); qwen3_moe's experts
 # (integrations/moe.py, translated) launch their two grouped matmuls and the sort's cast, the
 # weighted sum and the cast back, the gate's activation (silu, chosen by the module's class at run
-# time) and the gate's and the routing weights' products, the tokens per expert (histc) and their offsets (cumsum), the inverse permutation's arange, and three
-# gathers of rows by index (x[i]: a bounds kernel, then the rows)
+# time) and the gate's and the routing weights' products, the tokens per expert (histc) and their
+# offsets (cumsum), the inverse permutation's arange, and three gathers of rows by index (x[i]: a
+# bounds kernel, then the rows)
 LAUNCHES = {"llama": 8, "qwen3": 8, "gemma3": 8, "mistral": 8, "qwen3_moe": 28, "phi3": 8}
 
 
