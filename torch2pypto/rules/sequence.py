@@ -13,7 +13,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.rules import walks, wrappers
-from torch2pypto.rules.calls import wrapped, wrapper_params
+from torch2pypto.rules.calls import literal, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
@@ -41,6 +41,12 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
+    dtype = site.static_dtype("dtype") if "dtype" in site.args else None
+    if dtype not in (None, "?") and dtype not in site.entry.dtypes:
+        return Unsupported(f"a {dtype} range: the kernel computes {' and '.join(site.entry.dtypes)} ones")
+    for name in ("start", "end", "step"):
+        if name in site.args and type(literal(site.args[name])) is float:
+            return Unsupported(f"a float {name}: a float range, the kernel computes integer ones")
     return wrapped(site, definitions)
 
 
