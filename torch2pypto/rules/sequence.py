@@ -43,10 +43,10 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
 def rewrite(site: CallSite) -> Converted | Unsupported:
     dtype = site.static_dtype("dtype") if "dtype" in site.args else None
     if dtype not in (None, "?") and dtype not in site.entry.dtypes:
-        return Unsupported(f"a {dtype} range: the kernel computes {' and '.join(site.entry.dtypes)} ones")
+        return Unsupported(f"a {dtype} range: tensor creation on the host (the kernel makes {' and '.join(site.entry.dtypes)} ones)", host=True)
     for name in ("start", "end", "step"):
         if name in site.args and type(literal(site.args[name])) is float:
-            return Unsupported(f"a float {name}: a float range, the kernel computes integer ones")
+            return Unsupported(f"a float {name}: a float range, tensor creation on the host (the kernel makes integer ones)", host=True)
     return wrapped(site, definitions)
 
 

@@ -56,6 +56,8 @@ class Converted:
 
 @dataclasses.dataclass(frozen=True)
 class Unsupported:
-    """The call stays torch, for this reason."""
+    """The call stays torch, for this reason; ``host``: as host-side work (a creation), not an op
+    a kernel could take."""
 
     reason: str
+    host: bool = False

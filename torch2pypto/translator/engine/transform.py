@@ -312,7 +312,7 @@ class CallRewriter:
                 _OUTCOMES[shared] = (found.entry, asked, outcome)  # the entry kept, so that its id is not reused
             self._outcomes[key] = (asked, outcome)
         if isinstance(outcome, Unsupported):
-            attempt.status, attempt.reason = UNSUPPORTED, outcome.reason
+            attempt.status, attempt.reason = HOST_SIDE if outcome.host else UNSUPPORTED, outcome.reason
             return None
         attempt.status, attempt.pypto_api = CONVERTED, outcome[1].pypto_api
         return outcome
