@@ -10,6 +10,7 @@ import torch
 
 from torch2pypto.mapping import SAMPLE_NAMES, Entry, Table, load_table
 from torch2pypto.mapping import samples
+from torch2pypto.schema.family import family
 
 TABLE = load_table()
 
@@ -85,31 +86,29 @@ def inputs(entry: Entry, shape, dtype: torch.dtype, seed: int = 0, call: str | N
     return samples.values(entry, shape, dtype, seed, call_dim(entry, call))
 
 
+def call_arguments(entry: Entry, call: str) -> dict[str, str]:
+    """An example call's arguments, parameter -> source (a method's self binds the first, an
+    operator's operands bind in their order)."""
+    node = ast.parse(call, mode="eval").body
+    if not isinstance(node, ast.Call):
+        operands = [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.expr)]
+        return {p.name: ast.unparse(v) for p, v in zip(entry.params, operands)}
+    method = isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) in SAMPLE_NAMES
+    values = ([node.func.value] if method else []) + list(node.args)
+    bound = {p.name: v for p, v in zip(entry.params, values)} | {k.arg: k.value for k in node.keywords}
+    return {name: ast.unparse(value) for name, value in bound.items()}
+
+
 def call_dim(entry: Entry, call: str | None) -> int | None:
     """The int literal an example passes as ``dim`` (where its index ``i`` points), else None."""
     if call is None or "dim" not in {p.name for p in entry.params}:
         return None
-    node = ast.parse(call, mode="eval").body
-    method = isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) in SAMPLE_NAMES
-    values = ([node.func.value] if method else []) + list(node.args)
-    bound = {p.name: v for p, v in zip(entry.params, values)} | {k.arg: k.value for k in node.keywords}
-    dim = _literal(ast.unparse(bound["dim"])) if "dim" in bound else None
+    dim = _literal(call_arguments(entry, call).get("dim", "None"))
     return dim if type(dim) is int else None
 
 
 def dtypes(entry: Entry) -> list[torch.dtype]:
     return [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
-
-
-def _takes_floats(call: str) -> bool:
-    """Whether an example call passes a float literal (``torch.clip(x, -0.5, 0.5)``)."""
-    return any(isinstance(node, ast.Constant) and isinstance(node.value, float) for node in ast.walk(ast.parse(call)))
-
-
-def _sums_into_int64(entry: Entry, call: str, dtype: torch.dtype) -> bool:
-    """Whether a scan of integers names no integer result of their own dtype: torch sums them into
-    int64 (or the float dtype named), which the kernels do not compute (``x.cumsum(0)``)."""
-    return entry.family == "scan" and not dtype.is_floating_point and "dtype=x.dtype" not in call
 
 
 def kernel_cases(table=TABLE, matrix=False):
@@ -120,9 +119,7 @@ def kernel_cases(table=TABLE, matrix=False):
             continue
         for i, call in enumerate(entry.examples.convert):
             for dtype in dtypes(entry) if i == 0 or matrix else dtypes(entry)[:1]:
-                if _takes_floats(call) and not dtype.is_floating_point:
-                    continue  # torch promotes an integer tensor with a float number: the wrapper runs torch, by design
-                if _sums_into_int64(entry, call, dtype):
+                if not family(entry.family).launches(entry, str(dtype).removeprefix("torch."), call_arguments(entry, call)):
                     continue  # the wrapper runs torch, by design (tests/test_integer_inputs.py checks it)
                 shapes = samples.shapes(entry, matrix) if i == 0 or matrix else samples.shapes(entry)[:1]
                 cases.append((entry, call, dtype, shapes))

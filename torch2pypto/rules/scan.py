@@ -17,7 +17,7 @@ from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
-from torch2pypto.schema.family import Family, length_over, register
+from torch2pypto.schema.family import Family, keeps_integers, length_over, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +39,16 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if "dim" not in {p.name for p in entry.params}:
         return "a scan takes a dim parameter"
     return None
+
+
+def launches(entry: Entry, dtype: str, arguments: Mapping[str, str]) -> bool:
+    """A scan launches into a dtype the entry declares, an integer one only into its own, named:
+    torch sums integers into int64."""
+    named = arguments.get("dtype", "None")
+    own = named in (f"torch.{dtype}", f"{arguments.get('input')}.dtype")
+    declared = not named.startswith("torch.") or named.removeprefix("torch.") in entry.dtypes
+    floats = dtype.startswith(("float", "bfloat"))
+    return keeps_integers(entry, dtype, arguments) and declared and (floats or own)
 
 
 def step(entry: Entry) -> Step:
@@ -79,4 +89,4 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
 
 
 register(Family("scan", ScanFields, rewrite, problem, accumulates="sum",
-                reduced_length=lambda entry, shape, dim: length_over(shape, dim)))
+                reduced_length=lambda entry, shape, dim: length_over(shape, dim), launches=launches))

@@ -9,6 +9,7 @@ mapping nor rules sit below the other through it.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
@@ -57,6 +58,20 @@ def _one_value(entry: Entry, shape: tuple[int, ...], dim: Any) -> int:
     return 1
 
 
+def is_float_literal(source: str) -> bool:
+    """Whether an argument's source is a float number (``-0.5``, ``1e-6``)."""
+    try:
+        return type(ast.literal_eval(source)) is float
+    except (ValueError, SyntaxError):
+        return False
+
+
+def keeps_integers(entry: Entry, dtype: str, arguments: Mapping[str, str]) -> bool:
+    """Whether a call with these arguments (parameter -> source) launches on ``dtype`` tensors: torch
+    promotes an integer tensor with a float number to float, and the wrapper runs torch for that."""
+    return dtype.startswith(("float", "bfloat")) or not any(map(is_float_literal, arguments.values()))
+
+
 def length_over(shape: tuple[int, ...], dim: int | tuple[int, ...] | None) -> int:
     """How many values of ``shape`` lie along ``dim`` (None, or dims it does not have: all)."""
     dims = (dim,) if isinstance(dim, int) else dim
@@ -91,6 +106,9 @@ class Family:
     other entries that call it. ``module_samples``: modules that an entry's ``module`` parameter
     (an activation registry's module, known at run time) takes in --verify, one per op.
     ``creates``: its entries make a tensor from Python numbers (arange): no input tensor.
+    ``launches``: whether a call with these arguments (parameter -> source) launches the kernel on
+    input tensors of a dtype the entry declares, rather than taking the wrapper's torch path by
+    design; the tests and --verify sample only those dtypes.
     """
 
     name: str
@@ -108,6 +126,7 @@ class Family:
     definitions: Callable[[Entry], tuple] = _no_definitions
     module_samples: Callable[[Entry], tuple] = _no_modules
     creates: bool = False
+    launches: Callable[[Entry, str, Mapping[str, str]], bool] = keeps_integers
 
 
 FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()

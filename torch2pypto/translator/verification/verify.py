@@ -56,7 +56,9 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
     table = load_table()
     entry = table.by_wrapper.get(wrapper) or table.by_api[record.api]  # clamp(x, min=t): its tensor form's
     modules = family(entry.family).module_samples(entry)
-    kernel_dtypes = [samples.DTYPES[d] for d in entry.dtypes if d in samples.DTYPES]
+    arguments = {name: source_of(node) for name, node in bound.items() if isinstance(node, cst.CSTNode)}
+    launching = [d for d in entry.dtypes if d in samples.DTYPES and family(entry.family).launches(entry, d, arguments)]
+    kernel_dtypes = [samples.DTYPES[d] for d in launching]  # those the call as written launches on
     names, given = _sample_names(entry), _example_arguments(entry)
     equation = literal(bound[entry.params[0].name]) if entry.params[0].kinds == ("str",) else None
     dims = literal(bound["dim"]) if "dim" in bound else None  # the call's dim if it is a literal
@@ -98,6 +100,8 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                 elif (literal(bound[param.name]) is Ellipsis and not param.required and param.default is None
                       and not name and any(param.name in attrs for attrs in entry.modules.values())):
                     value = None  # a module's optional tensor the examples never pass (a loss's class weights): its default
+                elif "DType" in param.kinds and arguments.get(param.name) == f"{arguments.get(entry.params[0].name)}.dtype":
+                    value = dtype  # x.dtype, of the input
                 elif unknown and "object" in param.kinds and sampled == "other":
                     value = other  # a dtype carrier known at run time only (x.to(dev_or_dtype)): the dtype, which launches
                 else:
