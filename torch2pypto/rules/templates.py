@@ -167,10 +167,11 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
     ``program`` scans the block ``x_tile``; each block then adds the running total before it, a
     column of the block before it, so rows of any width scan (block + carry, the blocks unrolled).
     An FP32 program scans float tiles in FP32 and, into int32, INT32 tiles (a float input truncated
-    to INT32 first, as torch casts before it sums): pypto.cumsum sums an INT32 tile in INT32 and widens the sums to INT64, which the kernel narrows back (exact: they
-    are INT32 values), so the carry and the result are INT32 sums as torch's. PyPTO 0.2.0 widens
-    a copy of the tile's full shape, which fails on a partial tile: INT32 tiles are one row, and
-    no block is partial (the last one overlaps the one before, which is causal for a scan).
+    to INT32 first, as torch casts before it sums): pypto.cumsum sums an INT32 tile in INT32 and
+    widens the sums to INT64, which the kernel narrows back (exact: they are INT32 values), so the
+    carry and the result are INT32 sums as torch's. PyPTO 0.2.0 widens a copy of the tile's full
+    shape, which fails on a partial tile: INT32 tiles are one row, and no block is partial (the
+    last one overlaps the one before, which is causal for a scan).
     """
     fp32 = any(a.step.fp32 for a in program)
     result = program[-1].target
