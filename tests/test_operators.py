@@ -108,7 +108,10 @@ def test_operators_rewrite_in_place_with_their_parentheses_and_comments(code, ex
         ("x *= y + 1\nreturn x", "x = pypto_mul_(x, pypto_add(y, 1))\nreturn x"),
         ("x /= 2\nreturn x", "x = pypto_div_(x, 2)\nreturn x"),
         ("x **= 2\nreturn x", "x **= 2\nreturn x"),
-        ("x[0] += 1\nreturn x", "x[0] += 1\nreturn x"),
+        ("x[0] += 1\nreturn x", "x[0] = pypto_add_(x[0], 1)\nreturn x"),
+        ("x[:, n : n + 2] *= y  # cols\nreturn x", "x[:, n : n + 2] = pypto_mul_(x[:, n : n + 2], y)  # cols\nreturn x"),
+        ("x[y > 0] += 1\nreturn x", "x[pypto_gt(y, 0)] += 1\nreturn x"),
+        ("x[g()] -= 1\nreturn x", "x[g()] -= 1\nreturn x"),
         ("t = 0.0\nt += x\nreturn t", "t = 0.0\nt += x\nreturn t"),
     ],
 )
@@ -117,8 +120,8 @@ def test_augmented_assignments_write_into_the_receiver(code, expected):
 
 
 def test_augmented_assignment_reasons():
-    records = {r.api: r for r in translate(body("x[0] += 1\nx **= 2\nt = 0\nt += x\nreturn x"), fuse=False).records}
-    assert "__setitem__" in records["torch.Tensor.__iadd__"].reason
+    records = {r.api: r for r in translate(body("x[y > 0] += 1\nx **= 2\nt = 0\nt += x\nreturn x"), fuse=False).records}
+    assert "indexes by a tensor" in records["torch.Tensor.__iadd__"].reason  # x[t] = ... would gather x[t] as a site
     assert "no in-place form" in records["torch.Tensor.__radd__"].reason  # t is rebound to a new tensor
     assert records["torch.Tensor.__ipow__"].reason == "not in the mapping table"
 
@@ -167,6 +170,24 @@ def test_operators_launch_kernels_and_match_torch(tmp_path):
     assert got[0] is got[1] is x  # x += y wrote into x: v still aliases it
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g, e)
+
+
+@pytest.mark.interpreter
+def test_an_item_s_augmented_assignment_writes_through_its_view_and_its_copy(tmp_path):
+    """x[i] op= y is x[i] = f(x[i], y): a basic index's view takes the in-place result, which
+    aliases x as torch's does; an advanced index's copy is written back by __setitem__."""
+    code = body("v = x[0]\nx[0] += y\nx[:, 1:3] *= 2\nx[[1, 2]] -= 1\nreturn v, x")
+    (tmp_path / "items_pypto.py").write_text(translate(code, fuse=False).code)
+    module = load(tmp_path / "items_pypto.py")
+    x, y = sample(4, 37), sample(37, seed=1)
+    expected = run(code)["f"](x.clone(), y, 0, None)
+    launched = counting()
+    with torch2pypto.interpreted(module):
+        got = module.f(x, y, 0, None)
+    assert sum(launched().values()) == 3
+    assert got[1] is x and got[0]._base is x  # written into x, and v still views it
+    for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)
 
 

@@ -35,7 +35,7 @@ UNMAPPED = "unmapped"  # the category of torch functions outside the table
 FUSED_API, FUSED = "torch2pypto.fused", "fused"  # a call of a fused region's wrapper, and its category
 FUSED_PREFIX = "pypto_fused_"
 EXPRESSION, STATEMENT, ITEM = "expression", "statement", "item"  # an operator, an augmented assignment to a name
-# or attribute, and one to an item (x[i] += y writes back through __setitem__)
+# or attribute, and one to an item (x[i] += y writes back through __setitem__: x[i] = f(x[i], y))
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)
 
 
@@ -243,8 +243,11 @@ class Sites:
         if found.ambiguous:
             attempt.status, attempt.reason = AMBIGUOUS, "receiver not known to be a tensor (see --assume-tensors)"
             return attempt
-        if found.operator == ITEM or found.operator == STATEMENT and found.reflected:
-            attempt.reason = _NOT_IN_PLACE[found.operator]
+        if found.operator in (STATEMENT, ITEM) and found.reflected:
+            attempt.reason = _NOT_IN_PLACE
+            return attempt
+        if found.operator == ITEM and not self._reads_twice_alike(call.func.value):
+            attempt.reason = _NOT_WRITTEN_BACK
             return attempt
         try:
             receiver = call.func.value if found.method else None
@@ -260,6 +263,23 @@ class Sites:
         return attempt
 
 
+    def _reads_twice_alike(self, item: ast.Subscript) -> bool:
+        """Whether ``x[i] op= y`` may be written ``x[i] = f(x[i], y)``: ``x`` and ``i`` read names,
+        attributes, constants, slices, literal lists and arithmetic on no tensor, so reading them
+        twice computes nothing twice, and no index is a tensor (whose read ``x[t]`` is a gather
+        site of its own)."""
+        for node in ast.walk(item):
+            if isinstance(node, ast.Subscript):
+                index = node.slice.elts if type(node.slice) is ast.Tuple else [node.slice]
+                if any(type(i) is not ast.Slice and self.inference.kind(i) == TENSOR for i in index):
+                    return False
+            elif isinstance(node, (ast.BinOp, ast.UnaryOp)):
+                if self.inference.kind(node) != NOT_TENSOR:
+                    return False
+            elif not isinstance(node, _READS):
+                return False
+        return True
+
     def _moves_device(self, call: ast.Call, entry: Entry) -> bool:
         """A call that only names a device (and transfer flags) for an op that takes one: ``x.to("cuda")``."""
         kinds = {p.name: p.kinds for p in entry.params}
@@ -271,10 +291,10 @@ class Sites:
 
 
 _MOVE = "a device move: host-side memory transfer, no kernel"
-_NOT_IN_PLACE = {
-    ITEM: "an item's augmented assignment writes back through __setitem__: no kernel form",
-    STATEMENT: "an augmented assignment to a value that is no tensor binds a new tensor (t.__radd__(n)): no in-place form",
-}
+_NOT_IN_PLACE = "an augmented assignment to a value that is no tensor binds a new tensor (t.__radd__(n)): no in-place form"
+_NOT_WRITTEN_BACK = ("an item's augmented assignment reads its receiver or index twice once written back as x[i] = f(x[i], y),"
+                     " and this one calls, indexes by a tensor or computes on one there")
+_READS = (ast.Name, ast.Attribute, ast.Constant, ast.Slice, ast.Tuple, ast.List, ast.expr_context, ast.operator, ast.unaryop)
 
 
 class CallRewriter:
@@ -340,7 +360,7 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
 
     found, entry = attempt.resolved, attempt.resolved.entry
     # parenthesised: a call may span lines; an augmented assignment is a statement
-    call = cst.parse_statement(text) if found.operator == STATEMENT else cst.parse_expression(f"({text})")
+    call = cst.parse_statement(text) if found.operator in (STATEMENT, ITEM) else cst.parse_expression(f"({text})")
     if found.operator:  # the method the operator runs (Sites.operator) on its receiver
         receiver, operands = operators.cst_operands(call, found.reflected)
         args = [(None, False, operand) for operand in operands]
@@ -358,7 +378,7 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
     new = new.with_changes(lpar=(), rpar=())
     newline = _NEWLINE.search(text)  # the parser's default newline, which line breaks it kept print as
     code = cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node
-    if found.operator == STATEMENT:  # x += y is x = x.__iadd__(y): the in-place wrapper returns x itself
+    if found.operator in (STATEMENT, ITEM):  # x += y is x = x.__iadd__(y): the in-place wrapper returns x itself
         return f"{code(call.body[0].target)} = {code(new)}", result
     return code(new), result
 
