@@ -103,10 +103,11 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         if entry.fields.compute != "float32":
             return "a grouped recipe computes in FP32 (compute = 'float32'): its rows' result reaches the channel kernel in FP32"
         try:
-            for steps in programs:
-                stages(entry, steps)
+            rows = {stages(entry, steps)[0] for steps in programs}
         except RecipeError as exc:
             return f"recipe {entry.fields.recipe!r}: {exc}"
+        if len(rows) > 1:
+            return "a grouped recipe's steps before its first on a channel operand are the same whichever channel operands are given: one row kernel serves all"
         used.add(entry.fields.groups)
     if (entry.fields.channels or entry.fields.groups) and any(templates.whole_tiles(p) for p in programs):
         return f"a recipe over channels or groups cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
