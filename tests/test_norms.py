@@ -1,9 +1,13 @@
-"""Norms of one value per channel: nn.BatchNorm1d/2d/3d and F.batch_norm.
+"""Norms of channels: nn.BatchNorm1d/2d/3d and F.batch_norm, nn.GroupNorm and F.group_norm.
 
 Eval mode (running statistics) is a per-channel affine, one kernel reading the input in place as
 each channel's rows. Training mode normalizes by the batch's statistics and updates the running
 ones (a module also counts num_batches_tracked): the wrapper runs the module's own forward, so
 the module's state changes exactly as torch's.
+
+Group norm normalizes each group's channels and positions as one row (a row kernel; wav2vec2's
+groups are whole sequences), then applies weight and bias per channel (a channel kernel over the
+normalized rows in FP32): two launches, one without affine parameters.
 """
 
 import pytest
@@ -103,7 +107,64 @@ def test_a_literal_training_mode_stays_torch_and_batch_norm_does_not_fuse():
     assert "pypto_batch_norm(" in translation.code and not any("batch_norm" in " ".join(r.ops) for r in translation.regions)
 
 
-def test_group_norm_stays_torch_with_its_reason():
-    """nn.GroupNorm is the table's group_norm, which no kernel computes yet: torch, said why."""
-    (norm, relu) = sorted(translate(BLOCK.format(cls="GroupNorm(2, 8)")).records, key=lambda r: r.api)
-    assert norm.api == "torch.nn.GroupNorm" and norm.status == "unsupported" and norm.reason.startswith("group_norm's statistics")
+@pytest.mark.interpreter
+@pytest.mark.parametrize("cls, shape, launches", [
+    ("GroupNorm(2, 6)", (2, 6, 7), 2), ("GroupNorm(1, 4)", (1, 4, 3, 5), 2), ("GroupNorm(4, 4, affine=False)", (1, 4, 3, 5), 1),
+    ("GroupNorm(3, 3, eps=1e-3)", (130, 3), 2),
+    # wav2vec2's GroupNorm(num_groups=C, num_channels=C) over a long sequence; one group of 16 x 3000
+    # positions: rows wider than the unified buffer take column tiles, they do not fall back
+    ("GroupNorm(num_groups=8, num_channels=8, affine=True)", (2, 8, 3000), 2), ("GroupNorm(1, 16)", (1, 16, 3000), 2),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_group_norm_launches_its_kernels_and_matches_the_module(tmp_path, cls, shape, launches, dtype):
+    model, reference, translated = _pair(tmp_path, cls, dtype)
+    x = sample(*shape, dtype=dtype)
+    launched = counting()
+    with torch.no_grad(), torch2pypto.interpreted(translated):
+        got = model(x)
+    assert sum(n for k, n in launched().items() if k.startswith("group_norm")) == launches, launched()
+    expected = reference(x)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, **({"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {}))
+
+
+@pytest.mark.interpreter
+def test_group_norm_gradients_are_torchs_and_a_non_contiguous_input_runs_torch(tmp_path):
+    """With grad mode on, input, weight and bias get torch's gradients. A transposed or channels
+    last input would be read from a copy, and torch keeps channels last: torch runs."""
+    model, reference, translated = _pair(tmp_path, "GroupNorm(2, 6)")
+    for x in (sample(2, 7, 6).transpose(1, 2), sample(2, 5, 4, 6).permute(0, 3, 1, 2)):
+        launched = counting()
+        with torch.no_grad(), torch2pypto.interpreted(translated):
+            got = model(x)
+        assert not any(k.startswith("group_norm") for k in launched()) and got.stride() == reference(x).stride(), launched()
+        torch.testing.assert_close(got, reference(x))
+    x, y = sample(2, 6, 7).requires_grad_(), sample(2, 6, 7).requires_grad_()
+    launched = counting()
+    with torch2pypto.interpreted(translated):
+        got = model(x)
+    assert sum(n for k, n in launched().items() if k.startswith("group_norm")) == 2, launched()
+    expected = reference(y)
+    torch.testing.assert_close(got, expected)
+    got.square().sum().backward(), expected.square().sum().backward()
+    torch.testing.assert_close(x.grad, y.grad)
+    for (name, mine), theirs in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(mine.grad, theirs.grad, msg=name)
+
+
+def test_group_norm_runs_torch_where_torch_raises_or_the_kernel_cannot(tmp_path):
+    """Groups that do not divide the channels and a 1-D input raise as torch; a weight of another
+    dtype than the input's runs torch."""
+    source = "import torch\nimport torch.nn.functional as F\n\n\ndef f(x, g, w=None):\n    return F.group_norm(x, g, w)\n"
+    module = load(tmp_path / "snippet_pypto.py", translate(source).code)
+    launched = counting()
+    with torch2pypto.interpreted(module):
+        for x, g in ((sample(2, 6, 7), 4), (sample(6), 1)):
+            with pytest.raises(RuntimeError) as ours:
+                module.f(x, g)
+            with pytest.raises(RuntimeError) as theirs:
+                torch.nn.functional.group_norm(x, g)
+            assert str(ours.value) == str(theirs.value)
+        x, w = sample(2, 6, 7, dtype=torch.bfloat16), sample(6)
+        torch.testing.assert_close(module.f(x, 2, w), torch.nn.functional.group_norm(x, 2, w))
+    assert not launched(), launched()

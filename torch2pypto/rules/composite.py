@@ -28,17 +28,25 @@ input is read in place as [batch * channels, rest] rows and each such operand as
 column broadcast along them (:func:`walks.channel_kernel`; prelu, eval-mode batch_norm). One
 of ``shared`` may also hold one value for all channels (prelu's single weight); a channel operand
 that may be None (batch_norm's weight) drops its step, as a row recipe's does.
+
+``groups`` names the int parameter splitting dim 1 into that many groups (group_norm's
+num_groups): the recipe's reductions run over each group's channels and the positions after
+dim 1, the input read in place as [batch * groups, rest] rows (a row kernel, as a row recipe's),
+and its steps from the first on a channel operand on apply those to the rows' result, held in
+FP32, in a channel kernel (:func:`recipe.stages`): two launches, one where no channel operand
+is given.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates
 from torch2pypto.rules.calls import fallback, number_for_tensor, rejection, replacement, wrapper_params
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.recipe import RecipeError, constants, number_operands, operands, parts, program, str_choices, variants
+from torch2pypto.rules.recipe import RecipeError, constants, number_operands, operands, parts, program, stages, str_choices, variants
 from torch2pypto.rules.recipe_kernels import built
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.tile_program import Operand
@@ -53,6 +61,7 @@ class CompositeFields(Fields):
     recipe: str | None = field("other entries' steps (a composite's inlined) or PyPTO ops (pypto.log1p), as Python: assignments, then the result (\"mul(input, sigmoid(input))\")")
     along: str | None = field("the parameter naming the row a row recipe reduces: a dim (int: moved last) or a normalized shape (Dims: trailing dims folded into the row)")
     halves: str | None = field("a dim whose two halves of the input are the operands a and b (glu)")
+    groups: str | None = field("the int parameter splitting dim 1 into groups whose channels and positions the reductions run over (group_norm's num_groups); the steps on channel operands follow in a channel kernel")
     channels: tuple[str, ...] = field("operands of one value per channel (dim 1), read as [channels, 1] columns broadcast along the rows of each channel (prelu's weight, batch_norm's statistics)", ())
     shared: tuple[str, ...] = field("channel operands that may also hold one value for all channels (prelu's single weight); others hold one per channel", ())
     compute: Literal["float32"] | None = field("float32 computes the recipe in FP32")
@@ -86,8 +95,22 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
             return f"channels names {name!r}, which is no tensor operand after the input of an elementwise recipe"
     if entry.fields.channels and {p.name for p in tensors[1:]} != set(entry.fields.channels):
         return "a recipe over channels takes the input and channel operands only"
-    if entry.fields.channels and any(templates.whole_tiles(p) for p in programs):
-        return f"a recipe over channels cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
+    if entry.fields.groups:
+        if entry.fields.along or entry.fields.halves or entry.fields.groups not in {p.name for p in entry.params} or entry.param(entry.fields.groups).kinds != ("int",):
+            return f"groups = {entry.fields.groups!r} names an int parameter (the groups of dim 1) of a recipe of no row (along) nor halves"
+        if not entry.fields.channels or any(entry.param(c).default is not None for c in entry.fields.channels):
+            return "a grouped recipe applies optional channel operands (channels) to its rows' result"
+        if entry.fields.compute != "float32":
+            return "a grouped recipe computes in FP32 (compute = 'float32'): its rows' result reaches the channel kernel in FP32"
+        try:
+            rows = {stages(entry, steps)[0] for steps in programs}
+        except RecipeError as exc:
+            return f"recipe {entry.fields.recipe!r}: {exc}"
+        if len(rows) > 1:
+            return "a grouped recipe's steps before its first on a channel operand are the same whichever channel operands are given: one row kernel serves all"
+        used.add(entry.fields.groups)
+    if (entry.fields.channels or entry.fields.groups) and any(templates.whole_tiles(p) for p in programs):
+        return f"a recipe over channels or groups cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
     if not set(entry.fields.shared) <= set(entry.fields.channels):
         return "shared names channel operands"
     used |= {*entry.fallback, *entry.torch_only, *filter(None, [entry.forward])}
@@ -102,8 +125,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         if any(templates.whole_tiles(p) for p in programs):
             return f"a row recipe cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
         used |= {entry.fields.along, "dtype"}
-    elif any(templates.reduces(p) for p in programs):
-        return "a recipe that reduces along the row names its row (along)"
+    elif any(templates.reduces(p) for p in programs) and not entry.fields.groups:
+        return "a recipe that reduces along the row names its row (along) or its groups (groups)"
     elif any("Tensor" in p.kinds and p.default is None and p.name not in entry.fields.channels for p in tensors):
         return "optional tensors are rows of a normalized shape (along) or channel operands (channels)"
     for p in wrapper_params(entry):
@@ -135,7 +158,10 @@ def fuse(builder, entry: Entry, bound, env) -> Operand:
 
 
 def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
-    """A row recipe's row: the normalized shape's (the last dim here) or ``dim``'s values."""
+    """A row recipe's row: the normalized shape's (the last dim here) or ``dim``'s values; a
+    grouped recipe's at most all values after dim 0 (one group)."""
+    if entry.fields.groups:
+        return math.prod(shape[1:])
     along = entry.fields.along
     if not along:
         return 1

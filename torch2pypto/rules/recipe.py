@@ -184,6 +184,24 @@ def program(entry: Entry, entries: Mapping[str, Entry], choice=(), absent: froze
     return (*rest, Apply("result", final.step, final.operands))
 
 
+def stages(entry: Entry, steps: tuple[Apply, ...]) -> tuple[tuple[Apply, ...], tuple[Apply, ...]]:
+    """A grouped recipe's program (``groups``) cut before its first step on a channel operand:
+    the steps over each group's row, their last one's target ``result``, and the steps applying
+    the channel operands to it, which they read as ``input`` (none: the rows' result is the
+    recipe's)."""
+    channels = set(entry.fields.channels)
+    cut = next((k for k, a in enumerate(steps) if channels & set(a.operands)), len(steps))
+    if cut == len(steps):
+        return steps, ()
+    rows, applied = steps[:cut], steps[cut:]
+    earlier = {*(a.target for a in rows[:-1]), *(set(tensor_names(entry)) - channels)}
+    if not rows or any(a.step.reduces or earlier & set(a.operands) for a in applied):
+        raise RecipeError("from its first step on a channel operand, a grouped recipe reads only channel operands and the result of the steps before, and reduces nothing")
+    last = rows[-1].target
+    return (*rows[:-1], Apply("result", rows[-1].step, rows[-1].operands)), tuple(
+        Apply(a.target, a.step, tuple("input" if o == last else o for o in a.operands)) for a in applied)
+
+
 def _pypto(node: ast.Call) -> bool:
     """Whether the call names a PyPTO op itself (``pypto.log1p(x)``), not a table entry's step."""
     return isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "pypto"

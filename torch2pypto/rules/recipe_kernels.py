@@ -5,13 +5,14 @@ recipes and row recipes.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import textwrap
 
 from torch2pypto.rules import templates, walks, wrappers
 from torch2pypto.rules.calls import fallback_checks, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
-from torch2pypto.rules.recipe import constants, number_operands, operands, optional_operands, program, str_choices, tensor_names, variants
+from torch2pypto.rules.recipe import constants, number_operands, operands, optional_operands, program, stages, str_choices, tensor_names, variants
 from torch2pypto.rules.steps import Apply
 from torch2pypto.schema.entry import Entry
 
@@ -24,6 +25,8 @@ def built(entry: Entry) -> tuple[str, tuple[Definition, ...]]:
     """The entry's PyPTO ops, and its kernels and wrapper."""
     kernels = [(_kernel_name(entry, c, a, g), c, a, g, program(entry, entry.parts, c, a)) for c, a, g in variants(entry)]
     pypto = " + ".join(dict.fromkeys(f"pypto.{a.step.op}" for *_, steps in kernels for a in steps))
+    if entry.fields.groups:
+        return pypto, _group_definitions(entry, kernels)
     if entry.fields.channels:
         return pypto, _channel_definitions(entry, kernels)
     return pypto, _row_definitions(entry, kernels) if entry.fields.along else _definitions(entry, kernels)
@@ -53,15 +56,15 @@ def _kernel(
     ``blocked``: the inputs read in place (templates.ROW_BLOCKS)."""
     inputs = [i for i in inputs if i not in given]
     steps = _on_tiles(entry, steps, given)
-    row = bool(entry.fields.along)
+    row = bool(entry.fields.along or entry.fields.groups)
     numbers = _in_order(entry, given)
-    cast = _casts(entry)
+    cast = _casts(entry) or bool(entry.fields.groups)  # a grouped recipe's rows: FP32 for its channel kernel
     told = [f"{n}={v!r}" for n, v in choice] + [f"with {v}" for v in vectors] + [f"{n} a Python number" for n in numbers]
     return templates.row_kernel(
         name,
         f"{entry.op} on [rows, cols] tiles{' (' + ', '.join(told) + ')' if told else ''}"
         + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.",
-        ", ".join(["dtype", *(["out_dtype"] if cast else []), "cols", *(["width"] if row else []), *constants(entry), *numbers]),
+        ", ".join(["dtype", *(["out_dtype"] if cast else []), "cols", *(["width"] if row else []), *_constants_of(entry, steps), *numbers]),
         [_tile(i) for i in inputs],
         steps,
         buffers=len(inputs) + len(vectors) + sum(not a.step.reduces for a in steps),  # a reduced row is one column
@@ -122,11 +125,20 @@ def _nullable(entry: Entry) -> list[str]:
     return [c for c in constants(entry) if params[c].default is None]
 
 
-def _factory_constants(entry: Entry) -> list[str]:
-    """The constants as the kernel factory takes them: numbers as floats for float tensors (pypto
-    compares no int with them)."""
+def _constants_of(entry: Entry, steps: tuple[Apply, ...]) -> list[str]:
+    """The constants ``steps`` use (a grouped recipe's kernels use some each); all of them, in
+    signature order, for a recipe of one kernel per variant."""
+    if not entry.fields.groups:
+        return list(constants(entry))
+    named = {n.id for a in steps for o in a.operands for n in ast.walk(ast.parse(o, mode="eval")) if isinstance(n, ast.Name)}
+    return [c for c in constants(entry) if c in named]
+
+
+def _factory_constants(entry: Entry, steps: tuple[Apply, ...] = ()) -> list[str]:
+    """The constants (those ``steps`` use, for a grouped recipe) as the kernel factory takes them:
+    numbers as floats for float tensors (pypto compares no int with them)."""
     kinds = {p.name: p.kinds for p in wrapper_params(entry)}
-    named = [(c, f"{c}_value" if c in _nullable(entry) else c) for c in constants(entry)]
+    named = [(c, f"{c}_value" if c in _nullable(entry) else c) for c in _constants_of(entry, steps)]
     return [f"_kernel_number({v}, x.dtype)" if "Number" in kinds[c] else v for c, v in named]
 
 
@@ -200,7 +212,33 @@ def _channel_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
     operand as a [channels, 1] column (:func:`walks.channel_kernel`), one kernel per set of
     optional operands given."""
     params = wrapper_params(entry)
+    defined = _channel_kernels(entry, kernels)
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "count", *_factory_constants(entry)])
+    body = (
+        "cols = math.prod(input.shape[2:]) if input.dim() > 1 else input.numel()\n"
+        "x = input.reshape(-1, cols).contiguous()\n"
+        + _columns(entry)
+        + _defaults(entry)
+        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
+        + _choose(entry, kernels, factory)
+        + "_launch(kernel, x, *columns, out)\n"
+        "return _in_layout_of(out.reshape(input.shape), input)\n"
+    )
+    wrapper = wrappers.wrapper(
+        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, one value per channel (dim 1) broadcast along its rows",
+        ", ".join(["input", *entry.fields.channels]), wrappers.torch_call(entry, params), f"({' and '.join(_channel_guards(entry))})", body,
+        ("_kernel_operands", "_kernel_number", "_in_layout_of", *(d.name for d in defined)), prologue=CHANNEL_COUNT,
+    )
+    return (*defined, dataclasses.replace(wrapper, imports=("math",)))
+
+
+CHANNEL_COUNT = "count = input.shape[1] if isinstance(input, torch.Tensor) and input.dim() > 1 else 1  # channels: dim 1\n"
+
+
+def _channel_kernels(entry: Entry, kernels, in_dtype: str = "dtype") -> list[Definition]:
+    """A channel kernel per variant (:func:`walks.channel_kernel`), over ``x`` of ``in_dtype``."""
     channels = list(entry.fields.channels)
+    named = _constants_of(entry, tuple(a for *_, steps in kernels for a in steps))  # one factory signature for all
     defined = []
     for name, choice, absent, _, steps in kernels:
         present = [c for c in channels if c not in absent]
@@ -208,36 +246,74 @@ def _channel_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
         steps = _on_tiles(entry, steps)
         doc = (f"{entry.op} on the rows of each channel{' (' + ', '.join(told) + ')' if told else ''}"
                + (", in FP32" if any(a.step.fp32 for a in steps) else "") + f": {' + '.join(dict.fromkeys(f'pypto.{a.step.op}' for a in steps))}.")
-        defined.append(walks.channel_kernel(name, doc, ", ".join(["dtype", "cols", "count", *constants(entry)]), present, steps,
-                                                buffers=2 + len(present) + len(steps)))
+        defined.append(walks.channel_kernel(name, doc, ", ".join(["dtype", "cols", "count", *named]), present, steps,
+                                            buffers=2 + len(present) + len(steps), in_dtype=in_dtype))
+    return defined
+
+
+def _given(entry: Entry) -> str:
+    """The channel operands given, as the arguments of a call (an optional one where not None)."""
     optional = {p.name for p in optional_operands(entry)}
-    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "count", *_factory_constants(entry)])
-    spelled = ", ".join(["input", *channels])
+    return ", ".join(f"{c}" if c not in optional else f"*([] if {c} is None else [{c}])" for c in entry.fields.channels)
+
+
+def _columns(entry: Entry) -> str:
+    """The statement making ``columns``: each channel operand given as a [count, 1] column."""
+    return (f"columns = [c.reshape(-1, 1) if c.numel() == count else c.reshape(1, 1).expand(count, 1).contiguous() "
+            f"for c in ({_given(entry)},)]\n")
+
+
+def _channel_guards(entry: Entry, rank: int = 1) -> list[str]:
+    """A channel recipe's guards: its operands' dtypes and devices, an input of at least ``rank``
+    dims, channel operands of torch's sizes, fallback parameters at their defaults."""
+    optional = {p.name for p in optional_operands(entry)}
     declared = ", ".join(f"torch.{d}" for d in entry.dtypes) + ("," if len(entry.dtypes) == 1 else "")
-    given = ", ".join(f"{c}" if c not in optional else f"*([] if {c} is None else [{c}])" for c in channels)
-    guards = [*_accepted(entry), f"_kernel_operands(({declared}), input, {given})", "input.dim() > 0"]
-    for c in channels:  # torch's rule: one value per channel (dim 1), or one for all where shared
+    guards = [*_accepted(entry), f"_kernel_operands(({declared}), input, {_given(entry)})", f"input.dim() > {rank - 1}"]
+    for c in entry.fields.channels:  # torch's rule: one value per channel (dim 1), or one for all where shared
         size = f"{c}.numel() in (1, count)" if c in entry.fields.shared else f"{c}.numel() == count"
         guards.append(f"({c} is None or {c}.dim() <= 1 and {size})" if c in optional else f"{c}.dim() <= 1 and {size}")
-    guards += fallback_checks(entry)
-    columns = ", ".join(f"{c}" if c not in optional else f"*([] if {c} is None else [{c}])" for c in channels)
+    return guards + fallback_checks(entry)
+
+
+def _group_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:
+    """Grouped composites (:func:`recipe.stages`): a contiguous input read in place as [batch *
+    groups, rest] rows, a group's channels and positions each, normalized by one row kernel (every
+    variant's rows are the same steps: the variants differ in channel operands); then, where
+    channel operands are given, their steps in a channel kernel over the rows' FP32 result as
+    [batch * channels, positions] rows, which rounds once to the input's dtype."""
+    params = wrapper_params(entry)
+    groups = entry.fields.groups
+    rows = stages(entry, kernels[0][-1])[0]
+    applied = [(name, choice, absent, given, stages(entry, steps)[1]) for name, choice, absent, given, steps in kernels]
+    applied = [k for k in applied if k[-1]]
+    row_kernel = _kernel(entry, f"{entry.op}_kernel", (), rows, ["input"])
+    defined = [row_kernel, *_channel_kernels(entry, applied, in_dtype=templates.FP32)]
+    factory = ", ".join(["_PYPTO_DTYPES[x.dtype]", "_PYPTO_DTYPES[normed.dtype]", "x.shape[1]", "_row_width(x.shape[1], x.dtype)",
+                         *_factory_constants(entry, rows), templates.SPREAD_ROWS])
     body = (
-        "cols = math.prod(input.shape[2:]) if input.dim() > 1 else input.numel()\n"
-        "x = input.reshape(-1, cols).contiguous()\n"
-        f"columns = [c.reshape(-1, 1) if c.numel() == count else c.reshape(1, 1).expand(count, 1).contiguous() for c in ({columns},)]\n"
+        "cols = math.prod(input.shape[2:])\n"
+        f"x = input.view(-1, count // {groups} * cols)  # a row per group: its channels' positions\n"
+        + _columns(entry)
         + _defaults(entry)
-        + "out = torch.empty(x.shape, dtype=x.dtype, device=x.device)\n"
-        + _choose(entry, kernels, factory)
-        + "_launch(kernel, x, *columns, out)\n"
-        "return _in_layout_of(out.reshape(input.shape), input)\n"
+        + "normed = torch.empty(x.shape, dtype=torch.float32 if columns else x.dtype, device=x.device)\n"
+        f"_launch({row_kernel.name}({factory}), x, normed)\n"
+        "if not columns:\n"
+        "    return normed.view(input.shape)\n"
+        "normed = normed.view(-1, cols)\n"
+        "out = torch.empty(normed.shape, dtype=x.dtype, device=x.device)\n"
+        + _choose(entry, applied, ", ".join(["_PYPTO_DTYPES[x.dtype]", "cols", "count", *_factory_constants(entry, tuple(a for *_, steps in applied for a in steps))]),
+                  "_spread_rows(*normed.shape)")
+        + "_launch(kernel, normed, *columns, out)\n"
+        "return out.view(input.shape)\n"
     )
-    prologue = "count = input.shape[1] if isinstance(input, torch.Tensor) and input.dim() > 1 else 1  # channels: dim 1\n"
+    # a non-contiguous input runs torch: its rows would be a copy, and torch's result keeps some layouts (channels last)
+    guards = [*_channel_guards(entry, rank=2), "input.is_contiguous()", f"type({groups}) is int and {groups} > 0 and count % {groups} == 0"]
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, one value per channel (dim 1) broadcast along its rows",
-        spelled, wrappers.torch_call(entry, params), f"({' and '.join(guards)})", body,
-        ("_kernel_operands", "_kernel_number", "_in_layout_of", *(d.name for d in defined)), prologue=prologue,
+        entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, over groups of channels",
+        ", ".join(["input", *entry.fields.channels]), wrappers.torch_call(entry, params), f"({' and '.join(guards)})", body,
+        ("_kernel_operands", "_kernel_number", "_row_width", *(d.name for d in defined)), prologue=CHANNEL_COUNT,
     )
-    return (*defined, dataclasses.replace(wrapper, imports=("math",)))
+    return (*defined, templates.ROW_WIDTH, dataclasses.replace(wrapper, imports=("math",)))
 
 
 def _row_definitions(entry: Entry, kernels) -> tuple[Definition, ...]:

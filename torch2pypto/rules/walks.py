@@ -259,14 +259,17 @@ def index_bounds_kernel() -> Definition:
 INDEX_BOUNDS = index_bounds_kernel()
 
 
-def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int) -> Definition:
+def channel_kernel(
+    name: str, doc: str, factory_params: str, channels: Sequence[str], program: Sequence[Apply], *, buffers: int, in_dtype: str = "dtype",
+) -> Definition:
     """A kernel factory over ``x``, an [n * count, cols] matrix (the input's batch and channel
     dims folded into rows, the rest into cols), and ``channels``: [count, 1] columns of one value
     per channel (a norm's statistics, prelu's weight), read in place.
 
     The kernel walks each batch's channels in tiles of ``rows`` channels: the columns' tiles are
     the same rows of every batch, and broadcast along the row. The last target of ``program`` is
-    the result, stored as the input's dtype.
+    the result, stored as ``dtype``, the channels'; ``x`` is of ``in_dtype`` (FP32: group_norm's
+    normalized rows, whose affine rounds once).
     """
     fp32 = any(a.step.fp32 for a in program)
     result = program[-1].target
@@ -279,7 +282,8 @@ def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[
         *(Assign(f"{c}_tile", pypto("view", c, items("rows", "1"), items("c", "0"), valid_shape=items("valid[0]", "1"))) for c in channels),
     ]
     if fp32:
-        body.append(to_fp32([f"{t}_tile" for t in ("x", *channels)], comment="FP32-only ops: compute in FP32"))
+        tiles = [f"{t}_tile" for t in ("x", *channels) if t != "x" or in_dtype != FP32]
+        body.append(to_fp32(tiles, comment="FP32-only ops: compute in FP32"))
     setup, store = casting(result, FP32 if fp32 else "dtype", "dtype")
     body += [*statements(program), *store, Do(pypto("assemble", result, items("r", "0"), "out"))]
     loops = [
@@ -287,8 +291,8 @@ def channel_kernel(name: str, doc: str, factory_params: str, channels: Sequence[
         loop("b", pypto("loop", "n", name='"batch"', unroll_list=items("1")),
              loop("j", pypto("loop", "(count + rows - 1) // rows", name='"channel_tiles"', unroll_list=items("1")), *body)),
     ]
-    params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), *(tensor(c, items("count", "1"), "dtype") for c in channels),
+    params = [tensor("x", items("pypto.DYNAMIC", "cols"), in_dtype), *(tensor(c, items("count", "1"), "dtype") for c in channels),
               tensor("out", items("pypto.DYNAMIC", "cols"), "dtype")]
-    tiles = call("_tile_shape", "cols", "max_rows", str(buffers), tile_dtypes("dtype", *([FP32] if fp32 else [])), split_cols="True")
+    tiles = call("_tile_shape", "cols", "max_rows", str(buffers), tile_dtypes(in_dtype, "dtype", *([FP32] if fp32 else [])), split_cols="True")
     prelude = [Assign("rows, tile_cols", tiles), *setup]
     return Definition(name, factory(name, [factory_params, "max_rows"], doc, prelude, params, loops), TILE_SHAPE)

@@ -298,7 +298,7 @@ class Built(Leaves, Inlining):
         return self.program.apply(entry.op, steps, {"x_tile": self.value(bound["input"], env)}, fp32=True, dtypes=entry.dtypes)
 
     def composite(self, entry: Entry, bound, env) -> Operand:
-        if entry.fields.channels or entry.fallback or entry.forward:
+        if entry.fields.channels or entry.fields.groups or entry.fallback or entry.forward:
             raise Unfusible(f"{entry.op} reads one value per channel, or runs torch on values known at run time: its own kernel")
         cast = None  # softmax's dtype= casts the input first, as torch does
         if entry.fields.along:
