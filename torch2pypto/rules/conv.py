@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import fallback, source_of, static_value, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
+from torch2pypto.rules.depthwise import depthwise_kernel
 from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pypto
 from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -55,18 +57,22 @@ _FORMS = {"padding": (0, "valid"), "dilation": (1,), "groups": (1,)}
 CONSTRUCTOR = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode")
 _WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel "
             "size, no padding, dilation or groups)")
+_DEPTHWISE = ("a grouped conv1d runs on the depthwise kernel only with one filter per channel (groups = in_channels = "
+              "out_channels), stride and dilation 1, zero padding of at most kernel_size - 1")
 
 
 def _static_form(site: CallSite) -> Unsupported | None:
     """Why a call stays torch whose padding, dilation or groups are other than the kernel takes, or
     not known when translating (the weight's kernel size and the stride are checked at run time);
     an nn.ConvNd's call also unless its construction shows a form the kernel computes (a kernel
-    size of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding)."""
+    size of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding).
+    A conv1d of groups other than 1 is the depthwise kernel's (:func:`_depthwise_form`)."""
     built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
+    given = {name: _given(site, built, name) for name in ("stride", *_FORMS)}
+    if site.entry.fields.dims == 1 and given["groups"] not in (Ellipsis, 1):
+        return _depthwise_form(built, given)
     for name, takes in _FORMS.items():
-        value = built.get(name, Ellipsis) if name in built else static_value(site, name)
-        if value is Ellipsis and not built and name in site.args:  # a function's argument of no literal
-            value = Expression(source_of(site.args[name]).strip())
+        value = given[name]
         if isinstance(value, Expression):
             return Unsupported(f"{name}={value.text}: known at run time only; {_WINDOWS}")
         if value is not Ellipsis and value not in takes and not (isinstance(value, tuple) and set(value) <= set(takes)):
@@ -76,9 +82,45 @@ def _static_form(site: CallSite) -> Unsupported | None:
     taps, stride = built["kernel_size"], built.get("stride", 1)
     if _same(taps, 1) and _same(stride, 1) or _same(stride, taps):
         return None
-    show = lambda v: v.text if isinstance(v, Expression) else repr(v)  # noqa: E731
     unknown = "not known to be one size when translating; " if isinstance(stride, Expression) or isinstance(taps, Expression) else ""
-    return Unsupported(f"stride={show(stride)} of kernel_size={show(taps)}: {unknown}{_WINDOWS}")
+    return Unsupported(f"stride={_shown(stride)} of kernel_size={_shown(taps)}: {unknown}{_WINDOWS}")
+
+
+def _given(site: CallSite, built: Mapping[str, object], name: str) -> object:
+    """Argument ``name`` as the call or the module's constructions give it: a literal, an
+    :class:`Expression` known at run time only, or ``...`` (not given, or constructions that differ)."""
+    value = built.get(name, Ellipsis) if name in built else static_value(site, name)
+    if value is Ellipsis and not built and name in site.args:  # a function's argument of no literal
+        value = Expression(source_of(site.args[name]).strip())
+    return value
+
+
+def _depthwise_form(built: Mapping[str, object], given: Mapping[str, object]) -> Unsupported | None:
+    """Why a grouped conv1d stays torch: a construction whose channels are not its groups, a stride
+    or dilation other than 1 (or a dilation known at run time only), a padding wider than the
+    kernel allows. Groups, padding and a stride known at run time only, and a function's groups,
+    the wrapper checks against the weight."""
+    groups = given["groups"]
+    for channels in ("in_channels", "out_channels"):
+        if built and built.get(channels, Ellipsis) != groups:
+            return Unsupported(f"groups={_shown(groups)} of {channels}={_shown(built.get(channels, Ellipsis))}: {_DEPTHWISE}")
+    for name in ("stride", "dilation"):
+        value = given[name]
+        if isinstance(value, Expression) and name == "dilation":
+            return Unsupported(f"dilation={value.text}: known at run time only; {_DEPTHWISE}")
+        if value is not Ellipsis and not isinstance(value, Expression) and value not in (1, (1,)):
+            return Unsupported(f"{name}={value!r}: {_DEPTHWISE}")
+    padding, taps = given["padding"], built.get("kernel_size", Ellipsis)
+    if isinstance(padding, tuple) and len(padding) == 1:
+        padding = padding[0]
+    if isinstance(padding, int) and (padding < 0 or isinstance(taps, int) and padding >= taps):
+        return Unsupported(f"padding={padding!r} of kernel_size={_shown(taps)}: {_DEPTHWISE}")
+    return None
+
+
+def _shown(value: object) -> str:
+    """A conv argument as a reason shows it: its source, its literal, ``...`` where constructions differ."""
+    return value.text if isinstance(value, Expression) else "..." if value is Ellipsis else repr(value)
 
 
 def _same(stride: object, taps: object) -> bool:
@@ -132,41 +174,62 @@ def kernel(entry: Entry, bias: bool) -> Definition:
 
 
 CONV_TORCH = copied("conv", "_conv_torch")
-CONV_TAKES = copied("conv", "_conv_takes")
+CONV_TAKES = copied("conv", "_conv_takes", first="_conv_tensors")
+CONV_DEPTHWISE = copied("conv", "_conv_depthwise", last="_conv_ints")
 CONV_COLUMNS = copied("conv", "_conv_columns")
 
 
 @per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
-    """The kernels (with and without a bias) and the wrapper of a conv op."""
-    return (kernel(entry, False), kernel(entry, True), templates.CUBE_TILES, templates.CUBE_OPERANDS,
+    """The kernels (with and without a bias) and the wrapper of a conv op; a conv1d's also the
+    depthwise kernels."""
+    depthwise = (depthwise_kernel(entry.op, False), depthwise_kernel(entry.op, True), CONV_DEPTHWISE) if entry.fields.dims == 1 else ()
+    return (kernel(entry, False), kernel(entry, True), *depthwise, templates.CUBE_TILES, templates.CUBE_OPERANDS,
             CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry))
 
 
 def _wrapper(entry: Entry) -> Definition:
     params = wrapper_params(entry)
-    dims = entry.fields.dims
+    dims, op = entry.fields.dims, entry.op
     factory = "(_PYPTO_DTYPES[cols.dtype], _PYPTO_DTYPES[cols.dtype], w.shape[1], math.prod(positions), rows, transposed)"
-    body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
-            "cols, positions, transposed = _conv_columns(batched, weight.shape[2:])\n"
-            "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
-            "rows = _cube_rows(w.shape[0])\n"
-            "out = torch.empty(batched.shape[0] * w.shape[0], math.prod(positions), dtype=input.dtype, device=input.device)\n"
-            f"if bias is None:\n    _launch({entry.op}_kernel{factory}, w, cols, out)\n"
-            f"else:\n    _launch({entry.op}_bias_kernel{factory}, w, cols, _kept_contiguous(bias).reshape(-1, 1), out)\n"
-            "out = out.reshape(batched.shape[0], w.shape[0], *positions)\n"
-            f"return out if input.dim() == {dims + 2} else out[0]\n")
+    contraction = ("cols, positions, transposed = _conv_columns(batched, weight.shape[2:])\n"
+                   "rows = _cube_rows(w.shape[0])\n"
+                   "out = torch.empty(batched.shape[0] * w.shape[0], math.prod(positions), dtype=input.dtype, device=input.device)\n"
+                   f"if bias is None:\n    _launch({op}_kernel{factory}, w, cols, out)\n"
+                   f"else:\n    _launch({op}_bias_kernel{factory}, w, cols, _kept_contiguous(bias).reshape(-1, 1), out)\n")
+    args = "input, weight, bias, stride, padding, dilation, groups"
+    takes = f"_conv_takes({args}, {dims})"
     how = ("per image, pypto.matmul of the weight [out channels, channels * taps] by the image's columns, accumulated "
            "in FP32, the bias added per output channel; a pointwise kernel reads the input in place (channels-last: "
-           "transposed), patches of a stride equal to the kernel are gathered on the host. Padding, dilation, "
-           "groups, another stride or padding_mode run torch")
+           "transposed), patches of a stride equal to the kernel are gathered on the host")
+    kernels: tuple[str, ...] = (f"{op}_kernel", f"{op}_bias_kernel")
+    if dims == 1:
+        depthwise = "(_PYPTO_DTYPES[x.dtype], w.shape[0], x.shape[1], w.shape[1], left, width)"
+        contraction = (
+            "if groups != 1:  # one filter per channel: the depthwise kernel's shifted reads\n"
+            f"    left, width = _conv_depthwise({args})\n"
+            "    positions = [width]\n"
+            "    x = batched.contiguous().reshape(-1, batched.shape[-1])\n"
+            "    out = torch.empty(x.shape[0], width, dtype=input.dtype, device=input.device)\n"
+            f"    if bias is None:\n        _launch({op}_depthwise_kernel{depthwise}, x, w, out)\n"
+            f"    else:\n        _launch({op}_depthwise_bias_kernel{depthwise}, x, w, _kept_contiguous(bias).reshape(-1, 1), out)\n"
+            "else:\n" + textwrap.indent(contraction, "    "))
+        takes = f"({takes} or groups != 1 and _conv_depthwise({args}) is not None)"
+        how += ("; a depthwise conv (groups = channels, stride 1) sums its taps' shifted reads of each channel's row "
+                "times the tap's weight in FP32, the padding's zeros never read")
+        kernels += (f"{op}_depthwise_kernel", f"{op}_depthwise_bias_kernel", "_conv_depthwise")
+    body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
+            "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
+            f"{contraction}"
+            "out = out.reshape(batched.shape[0], w.shape[0], *positions)\n"
+            f"return out if input.dim() == {dims + 2} else out[0]\n")
+    how += ". Other padding, dilation, groups or strides, and padding_mode, run torch"
     torch_call = (f"_conv_torch({entry.torch_function}, input, weight, bias, stride, padding, dilation, groups, "
                   "padding_mode)")
-    guard = f"_conv_takes(input, weight, bias, stride, padding, dilation, groups, {dims}) and padding_mode == \"zeros\""
+    guard = f"{takes} and padding_mode == \"zeros\""
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), how, "input, weight, bias", torch_call, f"({guard})",
-        body, ("_conv_torch", "_conv_takes", "_conv_columns", "_cube_operands", "_cube_tiles",
-               f"{entry.op}_kernel", f"{entry.op}_bias_kernel"),
+        entry, f"pypto_{op}", wrappers.signature(params), how, "input, weight, bias", torch_call, f"({guard})",
+        body, ("_conv_torch", "_conv_takes", "_conv_columns", "_cube_operands", "_cube_tiles", *kernels),
     )
     return dataclasses.replace(wrapper, imports=("math",))
 
