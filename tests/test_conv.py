@@ -184,6 +184,24 @@ def test_a_depthwise_conv1d_of_no_bias_or_no_batch_launches(modules):
 
 
 @pytest.mark.interpreter
+def test_a_depthwise_conv1d_in_grad_mode_launches_and_carries_torchs_gradient(modules):
+    translated, original = modules
+    tensors = [sample(2, 5, 13, seed=3), sample(5, 1, 4, seed=1), sample(5, seed=2)]
+    ours, theirs = [t.clone().requires_grad_() for t in tensors], [t.clone().requires_grad_() for t in tensors]
+    launched = interpreter.counting()
+    with torch2pypto.interpreted(translated):
+        got = translated.causal(*ours)
+    assert sum(launched().values()) == 1
+    expected = original.causal(*theirs)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    grad = sample(*expected.shape, seed=4)
+    got.backward(grad)
+    expected.backward(grad)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+@pytest.mark.interpreter
 def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path):
     code = MODULES
     translated = load(tmp_path / "modules_pypto.py", translate(code).code)
@@ -221,11 +239,13 @@ def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padd
 def test_a_functions_conv1d_groups_of_no_literal_is_checked_at_run_time_other_forms_stay_torch():
     code = ("import torch.nn.functional as F\n\n\ndef f(x, w, b, hidden_size, stride):\n"
             "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid'),"
-            " F.conv2d(x, w, groups=hidden_size), F.conv1d(x, w, groups=hidden_size, dilation=stride)\n")
-    depthwise, strided, valid, grouped, dilated = translate(code).records
+            " F.conv2d(x, w, groups=hidden_size), F.conv1d(x, w, groups=hidden_size, dilation=stride),"
+            " F.conv1d(x, w, stride=stride, groups=hidden_size)\n")
+    depthwise, strided, valid, grouped, dilated, downsampled = translate(code).records
     assert depthwise.status == strided.status == valid.status == "converted"  # groups, stride: against the weight at run time
     assert grouped.status == "unsupported" and grouped.reason.startswith("groups=hidden_size: known at run time only")
     assert dilated.status == "unsupported" and dilated.reason.startswith("dilation=stride: known at run time only")
+    assert downsampled.status == "unsupported" and downsampled.reason.startswith("stride=stride: known at run time only; a grouped")
 
 
 # ---- the conv helpers (runtime/conv.py)

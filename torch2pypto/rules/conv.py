@@ -97,18 +97,18 @@ def _given(site: CallSite, built: Mapping[str, object], name: str) -> object:
 
 def _depthwise_form(built: Mapping[str, object], given: Mapping[str, object]) -> Unsupported | None:
     """Why a grouped conv1d stays torch: a construction whose channels are not its groups, a stride
-    or dilation other than 1 (or a dilation known at run time only), a padding wider than the
-    kernel allows. Groups, padding and a stride known at run time only, and a function's groups,
-    the wrapper checks against the weight."""
+    or dilation other than 1 or known at run time only (a downsampling filter's ``stride=ratio``),
+    a padding wider than the kernel allows. Groups and padding known at run time only, and a
+    function's groups, the wrapper checks against the weight."""
     groups = given["groups"]
     for channels in ("in_channels", "out_channels"):
         if built and built.get(channels, Ellipsis) != groups:
             return Unsupported(f"groups={_shown(groups)} of {channels}={_shown(built.get(channels, Ellipsis))}: {_DEPTHWISE}")
     for name in ("stride", "dilation"):
         value = given[name]
-        if isinstance(value, Expression) and name == "dilation":
-            return Unsupported(f"dilation={value.text}: known at run time only; {_DEPTHWISE}")
-        if value is not Ellipsis and not isinstance(value, Expression) and value not in (1, (1,)):
+        if isinstance(value, Expression):
+            return Unsupported(f"{name}={value.text}: known at run time only; {_DEPTHWISE}")
+        if value is not Ellipsis and value not in (1, (1,)):
             return Unsupported(f"{name}={value!r}: {_DEPTHWISE}")
     padding, taps = given["padding"], built.get("kernel_size", Ellipsis)
     if isinstance(padding, tuple) and len(padding) == 1:
