@@ -7,9 +7,11 @@ contraction: output [o, p] of one image is the weight [o, c * taps] times the im
 reads the image in place as that [c, positions] matrix, or as its transpose where the input is
 channels-last (``x.transpose(1, 2)`` fed to a ``Conv1d``); a patch embedding (ViT's
 ``Conv2d(stride=patch)``) gathers its non-overlapping patches into columns on the host first, a
-copy of the input's size (docs/host-copies.md). Every other form (padding, dilation, groups, a
-stride other than the kernel: overlapping windows) runs torch, as nn.ConvNd does for its
-``padding_mode``. ``dims``: the convolution's spatial rank (1 or 2).
+copy of the input's size (docs/host-copies.md). A depthwise conv1d (one filter per channel:
+``groups`` = channels, stride 1, zero padding up to kernel - 1: Mamba's causal conv, conformers')
+runs on a vector kernel of shifted reads (:mod:`depthwise`). Every other form (padding,
+dilation, groups, a stride other than the kernel: overlapping windows) runs torch, as nn.ConvNd
+does for its ``padding_mode``. ``dims``: the convolution's spatial rank (1 or 2).
 """
 
 from __future__ import annotations

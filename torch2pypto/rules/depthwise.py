@@ -74,7 +74,7 @@ def depthwise_kernel(op: str, bias: bool) -> Definition:
         Assign("lo, hi", "left, min(width, length - taps + 1 + left)", "the output columns whose taps all read inside the row"),
         Assign("middle", "max(0, hi - lo)"),
         Assign("edges", "tuple((t, max(0, left - t), min(taps, length + left - t)) for t in range(width) if not lo <= t < hi)"),
-        Assign("rows, cols", call("_tile_shape", "-(-max(middle, 1) // 16) * 16", "64", "5", "(dtype, pypto.DT_FP32)")),
+        Assign("rows, cols", call("_tile_shape", "-(-max(middle, 1) // 16) * 16", "64", "5", "(dtype, pypto.DT_FP32)", split_cols="True")),
         *setup,
     ]
     doc = (f"Per channel tile, the sum over taps of the input shifted by the tap times the tap's weight column, in FP32"
