@@ -40,13 +40,10 @@ class M(nn.Module):
 def test_module_forms_convert_or_stay_torch_by_their_construction():
     records = translate(MODULES).records
     got = [(r.status, r.reason or "") for r in records]
-    assert [s for s, _ in got] == ["converted"] * 3 + ["unsupported"] * 3 + ["converted"] + ["unsupported"] * 2, got
-    reasons = [reason for _, reason in got[3:] if reason]
-    assert reasons.pop(0).startswith("padding=config.pad: known at run time only")
-    assert reasons[0].startswith("padding=1:")
-    assert reasons[1].startswith("stride=1 of kernel_size=3:")  # stride left at its default
-    assert reasons[2].startswith("padding_mode= other than zeros")
-    assert reasons[3].startswith("dilation=2:")
+    # conv1d: padded, overlapping and depthwise forms convert (the shifted reads), a padding known at run time too
+    assert [s for s, _ in got] == ["converted"] * 7 + ["unsupported"] * 2, got
+    assert got[7][1].startswith("padding_mode= other than zeros")
+    assert got[8][1].startswith("dilation=2:") and "no contraction" in got[8][1]  # conv2d: no shifted reads
 
 
 GROUPED = """\
@@ -79,9 +76,9 @@ def test_a_grouped_conv1d_converts_where_its_construction_shows_one_filter_per_c
     assert [s for s, _ in got[:3]] == ["converted"] * 3, got
     reasons = [reason for status, reason in got[3:] if status == "unsupported"]
     assert len(reasons) == 6, got
-    assert reasons[0].startswith("groups=config.groups of in_channels=config.size: a grouped conv1d runs on the depthwise kernel")
+    assert reasons[0].startswith("groups=config.groups of in_channels=config.size: a conv1d other than a contraction runs")
     assert reasons[1].startswith("groups=8 of in_channels=16:")
-    assert reasons[2].startswith("dilation=2: a grouped conv1d")
+    assert reasons[2].startswith("dilation=2: a conv1d other than a contraction")
     assert reasons[3].startswith("padding=3 of kernel_size=3:")
     assert reasons[4].startswith("stride=2:")
     assert reasons[5].startswith("padding=1:") and "no contraction" in reasons[5]  # conv2d: no depthwise kernel
@@ -102,6 +99,10 @@ def patches(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, stride):
 
 def depthwise(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
     return F.conv1d(x, w, b, padding=padding, groups=w.shape[0])
+
+
+def padded(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
+    return F.conv1d(x, w, b, padding=padding)
 
 
 def causal(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
@@ -184,6 +185,27 @@ def test_a_depthwise_conv1d_of_no_bias_or_no_batch_launches(modules):
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("images, channels, length, out, taps, padding", [
+    (2, 5, 37, 7, 3, 1),  # xcodec's Conv1d(kernel_size=3, padding=1)
+    (3, 6, 11, 33, 4, "same"),  # three row tiles of 16 output channels
+    (1, 4, 2, 9, 5, 2),  # a sequence shorter than the kernel: every output column an edge
+])
+def test_an_ungrouped_conv1d_adds_a_matmul_per_tap(modules, dtype, images, channels, length, out, taps, padding):
+    x, w = sample(images, channels, length, dtype=dtype), sample(out, channels, taps, dtype=dtype, seed=1)
+    b = sample(out, dtype=dtype, seed=2)
+    launches, ops = launched_ops(modules, "padded", x, w, b, padding, tolerance=TOLERANCE[dtype])
+    assert launches == 1 and ops == {"clone": 1}  # the weight's taps, made once per weight (docs/host-copies.md)
+
+
+@pytest.mark.interpreter
+def test_an_ungrouped_conv1d_of_long_rows_takes_column_tiles_and_keeps_its_weights_copy(modules):
+    x, w = sample(9, 600), sample(20, 9, 3, seed=1)
+    assert launched_ops(modules, "padded", x, w, None, 0) == (1, {"clone": 1})  # no edges; three column tiles of 256
+    assert launched_ops(modules, "padded", x[None], w, None, 2) == (1, {})  # the taps' copy kept on w
+
+
+@pytest.mark.interpreter
 def test_a_depthwise_conv1d_in_grad_mode_launches_and_carries_torchs_gradient(modules):
     translated, original = modules
     tensors = [sample(2, 5, 13, seed=3), sample(5, 1, 4, seed=1), sample(5, seed=2)]
@@ -216,7 +238,7 @@ def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path
     with torch.no_grad(), torch2pypto.interpreted(translated):
         got = model(x, image)
         expected = reference(x, image)
-    assert sum(launched().values()) == 4  # pointwise, patches, patches of the config's size, depthwise
+    assert sum(launched().values()) == 6  # pointwise, patches, patches of the config's size, padded, overlapping, depthwise
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
 
@@ -245,7 +267,7 @@ def test_a_functions_conv1d_groups_of_no_literal_is_checked_at_run_time_other_fo
     assert depthwise.status == strided.status == valid.status == "converted"  # groups, stride: against the weight at run time
     assert grouped.status == "unsupported" and grouped.reason.startswith("groups=hidden_size: known at run time only")
     assert dilated.status == "unsupported" and dilated.reason.startswith("dilation=stride: known at run time only")
-    assert downsampled.status == "unsupported" and downsampled.reason.startswith("stride=stride: known at run time only; a grouped")
+    assert downsampled.status == "unsupported" and downsampled.reason.startswith("stride=stride: known at run time only; a conv1d other")
 
 
 # ---- the conv helpers (runtime/conv.py)
@@ -297,15 +319,27 @@ def test_conv_columns_read_a_pointwise_input_in_place_and_gather_patches():
     torch.testing.assert_close(out, torch.nn.functional.conv2d(image, w, stride=2))
 
 
-def test_conv_depthwise_takes_one_filter_per_channel_stride_and_dilation_1(launcher):
+def test_conv_shifted_takes_stride_and_dilation_1_ungrouped_or_one_filter_per_channel(launcher):
     x, w, bias = torch.randn(2, 6, 9), torch.randn(6, 1, 4), torch.randn(6)
-    assert conv._conv_depthwise(x, w, bias, 1, 3, 1, 6) == (3, 12)  # mamba: 9 + 2 * 3 - 4 + 1
-    assert conv._conv_depthwise(x[0], w, None, (1,), "same", (1,), 6) == (1, 9)  # the odd zero on the right
-    assert conv._conv_depthwise(x, w, None, 1, "valid", 1, 6) == (0, 6)
-    assert conv._conv_depthwise(x, w, None, 1, 4, 1, 6) is None  # zeros wider than the kernel
-    assert conv._conv_depthwise(x, w, None, 2, 1, 1, 6) is None and conv._conv_depthwise(x, w, None, 1, 1, 2, 6) is None
-    assert conv._conv_depthwise(x, w, None, 1, 1, 1, 3) is None  # groups of two channels
-    assert conv._conv_depthwise(x, torch.randn(6, 2, 4), None, 1, 1, 1, 6) is None
-    assert conv._conv_depthwise(torch.randn(2, 6, 2), w, None, 1, 0, 1, 6) is None  # no whole window: torch raises
-    assert conv._conv_depthwise(x, w, bias.half(), 1, 1, 1, 6) is None
-    assert conv._conv_depthwise(x, w, None, 1, (1, 1), 1, 6) is None
+    assert conv._conv_shifted(x, w, bias, 1, 3, 1, 6) == (3, 12)  # mamba: 9 + 2 * 3 - 4 + 1
+    assert conv._conv_shifted(x[0], w, None, (1,), "same", (1,), 6) == (1, 9)  # the odd zero on the right
+    assert conv._conv_shifted(x, w, None, 1, "valid", 1, 6) == (0, 6)
+    assert conv._conv_shifted(x, torch.randn(7, 6, 3), torch.randn(7), 1, 1, 1, 1) == (1, 9)  # ungrouped
+    assert conv._conv_shifted(x, w, None, 1, 4, 1, 6) is None  # zeros wider than the kernel
+    assert conv._conv_shifted(x, w, None, 2, 1, 1, 6) is None and conv._conv_shifted(x, w, None, 1, 1, 2, 6) is None
+    assert conv._conv_shifted(x, w, None, 1, 1, 1, 3) is None  # groups of two channels
+    assert conv._conv_shifted(x, torch.randn(6, 2, 4), None, 1, 1, 1, 6) is None
+    assert conv._conv_shifted(x, torch.randn(7, 5, 3), None, 1, 1, 1, 1) is None  # channels mismatched
+    assert conv._conv_shifted(torch.randn(2, 6, 2), w, None, 1, 0, 1, 6) is None  # no whole window: torch raises
+    assert conv._conv_shifted(x, w, bias.half(), 1, 1, 1, 6) is None
+    assert conv._conv_shifted(x, w, None, 1, (1, 1), 1, 6) is None
+
+
+def test_conv_taps_keeps_the_weights_tap_matrices_until_it_changes():
+    w = torch.randn(4, 3, 2)
+    taps = conv._conv_taps(w)
+    torch.testing.assert_close(taps, torch.cat([w[:, :, 0], w[:, :, 1]]))
+    assert conv._conv_taps(w) is taps
+    with torch.no_grad():
+        w.mul_(2)
+    torch.testing.assert_close(conv._conv_taps(w), 2 * taps)
