@@ -1,6 +1,7 @@
 """The conv family beyond the table's examples: which module forms convert (decided from their
 constructions), an input read in place (channels-last: transposed) or gathered once (patches),
-and nn.ConvNd's padding_mode kept on the torch path."""
+the depthwise conv1d's kernel (Mamba's causal conv, conformers' depthwise conv), and nn.ConvNd's
+padding_mode kept on the torch path."""
 
 import pytest
 import torch
@@ -39,14 +40,48 @@ class M(nn.Module):
 def test_module_forms_convert_or_stay_torch_by_their_construction():
     records = translate(MODULES).records
     got = [(r.status, r.reason or "") for r in records]
-    assert [s for s, _ in got] == ["converted"] * 3 + ["unsupported"] * 6, got
-    reasons = [reason for _, reason in got[3:]]
-    assert reasons.pop(0).startswith("padding=config.pad: known at run time only")
-    assert reasons[0].startswith("padding=1:")
-    assert reasons[1].startswith("stride=1 of kernel_size=3:")  # stride left at its default
-    assert reasons[2].startswith("padding=3:")
-    assert reasons[3].startswith("padding_mode= other than zeros")
-    assert reasons[4].startswith("dilation=2:")
+    # conv1d: padded, overlapping and depthwise forms convert (the shifted reads), a padding known at run time too
+    assert [s for s, _ in got] == ["converted"] * 7 + ["unsupported"] * 2, got
+    assert got[7][1].startswith("padding_mode= other than zeros")
+    assert got[8][1].startswith("dilation=2:") and "no contraction" in got[8][1]  # conv2d: no shifted reads
+
+
+GROUPED = """\
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.mamba = nn.Conv1d(in_channels=config.size, out_channels=config.size, bias=config.use_bias,
+                               kernel_size=config.kernel, groups=config.size, padding=config.kernel - 1)
+        self.conformer = nn.Conv1d(config.size, config.size, config.kernel, stride=1, padding=0, groups=config.size)
+        self.same = nn.Conv1d(8, 8, 4, padding="same", groups=8, bias=False)
+        self.positional = nn.Conv1d(config.size, config.size, kernel_size=5, padding=2, groups=config.groups)
+        self.grouped = nn.Conv1d(16, 16, 3, groups=8)
+        self.dilated = nn.Conv1d(8, 8, 3, dilation=2, groups=8)
+        self.wide = nn.Conv1d(8, 8, 3, padding=3, groups=8)
+        self.strided = nn.Conv1d(8, 8, 3, stride=2, groups=8)
+        self.image = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x, y, image):
+        return (self.mamba(x)[..., : x.shape[-1]], self.conformer(x), self.same(y), self.positional(x), self.grouped(x),
+                self.dilated(y), self.wide(y), self.strided(y), self.image(image))
+"""
+
+
+def test_a_grouped_conv1d_converts_where_its_construction_shows_one_filter_per_channel():
+    got = [(r.status, r.reason or "") for r in translate(GROUPED).records]
+    assert [s for s, _ in got[:3]] == ["converted"] * 3, got
+    reasons = [reason for status, reason in got[3:] if status == "unsupported"]
+    assert len(reasons) == 6, got
+    assert reasons[0].startswith("groups=config.groups of in_channels=config.size: a conv1d other than a contraction runs")
+    assert reasons[1].startswith("groups=8 of in_channels=16:")
+    assert reasons[2].startswith("dilation=2: a conv1d other than a contraction")
+    assert reasons[3].startswith("padding=3 of kernel_size=3:")
+    assert reasons[4].startswith("stride=2:")
+    assert reasons[5].startswith("padding=1:") and "no contraction" in reasons[5]  # conv2d: no depthwise kernel
 
 
 PROGRAM = """\
@@ -60,6 +95,19 @@ def conv1d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
 
 def patches(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, stride):
     return F.conv2d(x, w, b, stride=stride)
+
+
+def depthwise(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
+    return F.conv1d(x, w, b, padding=padding, groups=w.shape[0])
+
+
+def padded(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
+    return F.conv1d(x, w, b, padding=padding)
+
+
+def causal(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    # Mamba's conv1d: kernel - 1 zeros on both sides, the sequence's own length kept
+    return F.conv1d(x, w, b, padding=w.shape[-1] - 1, groups=x.shape[1])[..., : x.shape[-1]]
 """
 
 
@@ -72,16 +120,16 @@ def modules(tmp_path_factory):
     return load(folder / "conv_pypto.py", translation.code), load(folder / "conv.py", code)
 
 
-def launched_ops(modules, name, *args):
+def launched_ops(modules, name, *args, tolerance=None):
     """(launches, the aten ops run outside them) of translated ``name``, checked against torch's result."""
     translated, original = modules
     expected = getattr(original, name)(*args)
     launched = interpreter.counting()
     with torch.no_grad(), torch2pypto.interpreted(translated), host_ops(translated) as ops:
         got = getattr(translated, name)(*args)
-    atol, rtol = (1e-5, 1e-5) if got.dtype == torch.float32 else (1e-2, 1.6e-2)
+    atol, rtol = tolerance or ((1e-5, 1e-5) if got.dtype == torch.float32 else (1e-2, 1.6e-2))
     torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
-    assert got.is_contiguous() and got.stride() == expected.stride()
+    assert got.stride() == expected.stride()  # contiguous where torch is: a slice of it (Mamba) where not
     return sum(launched().values()), dict(ops)
 
 
@@ -103,6 +151,78 @@ def test_a_patch_embedding_gathers_its_patches_once(modules, dtype):
     assert launches == 1 and ops == {"clone": 1}  # docs/host-copies.md: patches into columns
 
 
+TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("images, channels, length, taps, padding", [
+    (2, 5, 37, 3, 1),  # a conformer's k // 2
+    (3, 7, 11, 4, "same"),  # an even kernel: the odd zero column on the right
+    (1, 6, 2, 5, 2),  # a sequence shorter than the kernel: every output column an edge
+])
+def test_a_depthwise_conv1d_sums_shifted_reads_of_each_channel(modules, dtype, images, channels, length, taps, padding):
+    x, w = sample(images, channels, length, dtype=dtype), sample(channels, 1, taps, dtype=dtype, seed=1)
+    b = sample(channels, dtype=dtype, seed=2)
+    assert launched_ops(modules, "depthwise", x, w, b, padding, tolerance=TOLERANCE[dtype]) == (1, {})
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mambas_causal_conv_launches_on_either_layout(modules, dtype):
+    # 130 channels: three channel tiles of 64 rows per image, the last of 2 valid rows
+    w, b = sample(130, 1, 4, dtype=dtype, seed=1), sample(130, dtype=dtype, seed=2)
+    assert launched_ops(modules, "causal", sample(2, 130, 45, dtype=dtype), w, b, tolerance=TOLERANCE[dtype]) == (1, {})
+    channels_last = sample(2, 45, 130, dtype=dtype).transpose(1, 2)  # in_proj(x).transpose(1, 2): copied first
+    assert launched_ops(modules, "causal", channels_last, w, b, tolerance=TOLERANCE[dtype]) == (1, {"clone": 1})
+
+
+@pytest.mark.interpreter
+def test_a_depthwise_conv1d_of_no_bias_or_no_batch_launches(modules):
+    w = sample(9, 1, 3, seed=1)
+    assert launched_ops(modules, "depthwise", sample(9, 1100, seed=3), w, None, 2) == (1, {})  # three column tiles of 512
+    assert launched_ops(modules, "depthwise", sample(2, 9, 19), w, None, 0) == (1, {})  # no edge columns
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("images, channels, length, out, taps, padding", [
+    (2, 5, 37, 7, 3, 1),  # xcodec's Conv1d(kernel_size=3, padding=1)
+    (3, 6, 11, 33, 4, "same"),  # three row tiles of 16 output channels
+    (1, 4, 2, 9, 5, 2),  # a sequence shorter than the kernel: every output column an edge
+])
+def test_an_ungrouped_conv1d_adds_a_matmul_per_tap(modules, dtype, images, channels, length, out, taps, padding):
+    x, w = sample(images, channels, length, dtype=dtype), sample(out, channels, taps, dtype=dtype, seed=1)
+    b = sample(out, dtype=dtype, seed=2)
+    launches, ops = launched_ops(modules, "padded", x, w, b, padding, tolerance=TOLERANCE[dtype])
+    assert launches == 1 and ops == {"clone": 1}  # the weight's taps, made once per weight (docs/host-copies.md)
+
+
+@pytest.mark.interpreter
+def test_an_ungrouped_conv1d_of_long_rows_takes_column_tiles_and_keeps_its_weights_copy(modules):
+    x, w = sample(9, 600), sample(20, 9, 3, seed=1)
+    assert launched_ops(modules, "padded", x, w, None, 0) == (1, {"clone": 1})  # no edges; three column tiles of 256
+    assert launched_ops(modules, "padded", x[None], w, None, 2) == (1, {})  # the taps' copy kept on w
+
+
+@pytest.mark.interpreter
+def test_a_depthwise_conv1d_in_grad_mode_launches_and_carries_torchs_gradient(modules):
+    translated, original = modules
+    tensors = [sample(2, 5, 13, seed=3), sample(5, 1, 4, seed=1), sample(5, seed=2)]
+    ours, theirs = [t.clone().requires_grad_() for t in tensors], [t.clone().requires_grad_() for t in tensors]
+    launched = interpreter.counting()
+    with torch2pypto.interpreted(translated):
+        got = translated.causal(*ours)
+    assert sum(launched().values()) == 1
+    expected = original.causal(*theirs)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    grad = sample(*expected.shape, seed=4)
+    got.backward(grad)
+    expected.backward(grad)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
 @pytest.mark.interpreter
 def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path):
     code = MODULES
@@ -118,7 +238,7 @@ def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path
     with torch.no_grad(), torch2pypto.interpreted(translated):
         got = model(x, image)
         expected = reference(x, image)
-    assert sum(launched().values()) == 3  # pointwise, patches, patches of the config's size
+    assert sum(launched().values()) == 6  # pointwise, patches, patches of the config's size, padded, overlapping, depthwise
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
 
@@ -138,12 +258,16 @@ def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padd
     torch.testing.assert_close(got, reference(x))
 
 
-def test_a_functions_padding_dilation_or_groups_of_no_literal_stays_torch():
+def test_a_functions_conv1d_groups_of_no_literal_is_checked_at_run_time_other_forms_stay_torch():
     code = ("import torch.nn.functional as F\n\n\ndef f(x, w, b, hidden_size, stride):\n"
-            "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid')\n")
-    depthwise, strided, valid = translate(code).records
-    assert depthwise.status == "unsupported" and depthwise.reason.startswith("groups=hidden_size: known at run time only")
-    assert strided.status == valid.status == "converted"  # the stride against the weight's kernel size: at run time
+            "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid'),"
+            " F.conv2d(x, w, groups=hidden_size), F.conv1d(x, w, groups=hidden_size, dilation=stride),"
+            " F.conv1d(x, w, stride=stride, groups=hidden_size)\n")
+    depthwise, strided, valid, grouped, dilated, downsampled = translate(code).records
+    assert depthwise.status == strided.status == valid.status == "converted"  # groups, stride: against the weight at run time
+    assert grouped.status == "unsupported" and grouped.reason.startswith("groups=hidden_size: known at run time only")
+    assert dilated.status == "unsupported" and dilated.reason.startswith("dilation=stride: known at run time only")
+    assert downsampled.status == "unsupported" and downsampled.reason.startswith("stride=stride: known at run time only; a conv1d other")
 
 
 # ---- the conv helpers (runtime/conv.py)
@@ -193,3 +317,29 @@ def test_conv_columns_read_a_pointwise_input_in_place_and_gather_patches():
     assert positions == [4, 4] and cols.shape == (2 * 12, 16) and not transposed
     out = torch.stack([w.reshape(4, -1) @ c for c in cols.reshape(2, 12, 16)]).reshape(2, 4, 4, 4)
     torch.testing.assert_close(out, torch.nn.functional.conv2d(image, w, stride=2))
+
+
+def test_conv_shifted_takes_stride_and_dilation_1_ungrouped_or_one_filter_per_channel(launcher):
+    x, w, bias = torch.randn(2, 6, 9), torch.randn(6, 1, 4), torch.randn(6)
+    assert conv._conv_shifted(x, w, bias, 1, 3, 1, 6) == (3, 12)  # mamba: 9 + 2 * 3 - 4 + 1
+    assert conv._conv_shifted(x[0], w, None, (1,), "same", (1,), 6) == (1, 9)  # the odd zero on the right
+    assert conv._conv_shifted(x, w, None, 1, "valid", 1, 6) == (0, 6)
+    assert conv._conv_shifted(x, torch.randn(7, 6, 3), torch.randn(7), 1, 1, 1, 1) == (1, 9)  # ungrouped
+    assert conv._conv_shifted(x, w, None, 1, 4, 1, 6) is None  # zeros wider than the kernel
+    assert conv._conv_shifted(x, w, None, 2, 1, 1, 6) is None and conv._conv_shifted(x, w, None, 1, 1, 2, 6) is None
+    assert conv._conv_shifted(x, w, None, 1, 1, 1, 3) is None  # groups of two channels
+    assert conv._conv_shifted(x, torch.randn(6, 2, 4), None, 1, 1, 1, 6) is None
+    assert conv._conv_shifted(x, torch.randn(7, 5, 3), None, 1, 1, 1, 1) is None  # channels mismatched
+    assert conv._conv_shifted(torch.randn(2, 6, 2), w, None, 1, 0, 1, 6) is None  # no whole window: torch raises
+    assert conv._conv_shifted(x, w, bias.half(), 1, 1, 1, 6) is None
+    assert conv._conv_shifted(x, w, None, 1, (1, 1), 1, 6) is None
+
+
+def test_conv_taps_keeps_the_weights_tap_matrices_until_it_changes():
+    w = torch.randn(4, 3, 2)
+    taps = conv._conv_taps(w)
+    torch.testing.assert_close(taps, torch.cat([w[:, :, 0], w[:, :, 1]]))
+    assert conv._conv_taps(w) is taps
+    with torch.no_grad():
+        w.mul_(2)
+    torch.testing.assert_close(conv._conv_taps(w), 2 * taps)

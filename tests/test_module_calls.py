@@ -137,6 +137,7 @@ HELD = [
     ("nn.Linear(40, 7)", "linear"), ("nn.LogSigmoid()", "logsigmoid"), ("nn.Softplus(beta=2.0, threshold=1.0)", "softplus"),
     ("nn.GLU()", "glu"), ("nn.PReLU()", "prelu"), ("nn.PReLU(3)", "prelu"),
     ("nn.Conv1d(3, 7, 1)", "conv1d"), ("nn.Conv1d(3, 7, kernel_size=4, stride=4, bias=False)", "conv1d"),
+    ("nn.Conv1d(3, 3, kernel_size=4, groups=3, padding=3)", "conv1d"), ("nn.Conv1d(3, 5, kernel_size=3, padding=1)", "conv1d"),
     ("nn.Conv2d(5, 6, 1)", "conv2d"), ("nn.Conv2d(5, 6, kernel_size=(1, 4), stride=(1, 4))", "conv2d"),
 ]  # fmt: skip
 HELD_SOURCE = """\

@@ -7,20 +7,24 @@ contraction: output [o, p] of one image is the weight [o, c * taps] times the im
 reads the image in place as that [c, positions] matrix, or as its transpose where the input is
 channels-last (``x.transpose(1, 2)`` fed to a ``Conv1d``); a patch embedding (ViT's
 ``Conv2d(stride=patch)``) gathers its non-overlapping patches into columns on the host first, a
-copy of the input's size (docs/host-copies.md). Every other form (padding, dilation, groups, a
-stride other than the kernel: overlapping windows) runs torch, as nn.ConvNd does for its
-``padding_mode``. ``dims``: the convolution's spatial rank (1 or 2).
-"""
+copy of the input's size (docs/host-copies.md). A conv1d of stride 1 and zero padding up to
+kernel - 1 runs on the kernels of shifted reads (:mod:`shifted`): depthwise (``groups`` =
+channels: Mamba's causal conv, conformers') on the vector cores, ungrouped a matmul per tap.
+Every other form (padding, dilation, groups, a stride other than the kernel: overlapping
+windows) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the convolution's
+spatial rank (1 or 2)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
 from torch2pypto.rules.calls import fallback, source_of, static_value, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
+from torch2pypto.rules.shifted import dense_kernel, depthwise_kernel
 from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pypto
 from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -55,18 +59,29 @@ _FORMS = {"padding": (0, "valid"), "dilation": (1,), "groups": (1,)}
 CONSTRUCTOR = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode")
 _WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel "
             "size, no padding, dilation or groups)")
+_SHIFTED = ("a conv1d other than a contraction runs on the kernels of shifted reads only with stride and dilation 1, "
+            "zero padding of at most kernel_size - 1, and groups 1 or one filter per channel (groups = in_channels = "
+            "out_channels)")
 
 
 def _static_form(site: CallSite) -> Unsupported | None:
     """Why a call stays torch whose padding, dilation or groups are other than the kernel takes, or
     not known when translating (the weight's kernel size and the stride are checked at run time);
     an nn.ConvNd's call also unless its construction shows a form the kernel computes (a kernel
-    size of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding)."""
+    size of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding).
+    A conv1d the contraction does not compute may be the shifted reads' (:func:`_shifted_form`)."""
     built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
+    given = {name: _given(site, built, name) for name in ("stride", *_FORMS)}
+    if site.entry.fields.dims == 1 and given["groups"] not in (Ellipsis, 1):
+        return _shifted_form(built, given)
+    contraction = _contraction_form(built, given)
+    return contraction and (_shifted_form(built, given) if site.entry.fields.dims == 1 else contraction)
+
+
+def _contraction_form(built: Mapping[str, object], given: Mapping[str, object]) -> Unsupported | None:
+    """Why a call is no contraction the kernel computes (see :func:`_static_form`)."""
     for name, takes in _FORMS.items():
-        value = built.get(name, Ellipsis) if name in built else static_value(site, name)
-        if value is Ellipsis and not built and name in site.args:  # a function's argument of no literal
-            value = Expression(source_of(site.args[name]).strip())
+        value = given[name]
         if isinstance(value, Expression):
             return Unsupported(f"{name}={value.text}: known at run time only; {_WINDOWS}")
         if value is not Ellipsis and value not in takes and not (isinstance(value, tuple) and set(value) <= set(takes)):
@@ -76,9 +91,45 @@ def _static_form(site: CallSite) -> Unsupported | None:
     taps, stride = built["kernel_size"], built.get("stride", 1)
     if _same(taps, 1) and _same(stride, 1) or _same(stride, taps):
         return None
-    show = lambda v: v.text if isinstance(v, Expression) else repr(v)  # noqa: E731
     unknown = "not known to be one size when translating; " if isinstance(stride, Expression) or isinstance(taps, Expression) else ""
-    return Unsupported(f"stride={show(stride)} of kernel_size={show(taps)}: {unknown}{_WINDOWS}")
+    return Unsupported(f"stride={_shown(stride)} of kernel_size={_shown(taps)}: {unknown}{_WINDOWS}")
+
+
+def _given(site: CallSite, built: Mapping[str, object], name: str) -> object:
+    """Argument ``name`` as the call or the module's constructions give it: a literal, an
+    :class:`Expression` known at run time only, or ``...`` (not given, or constructions that differ)."""
+    value = built.get(name, Ellipsis) if name in built else static_value(site, name)
+    if value is Ellipsis and not built and name in site.args:  # a function's argument of no literal
+        value = Expression(source_of(site.args[name]).strip())
+    return value
+
+
+def _shifted_form(built: Mapping[str, object], given: Mapping[str, object]) -> Unsupported | None:
+    """Why a conv1d stays torch on the kernels of shifted reads too: a grouped construction whose
+    channels are not its groups, a stride or dilation other than 1 or known at run time only (a
+    downsampling filter's ``stride=ratio``), a padding wider than the kernel allows. Groups and
+    padding known at run time only, and a function's groups, the wrapper checks against the weight."""
+    groups = given["groups"]
+    for channels in ("in_channels", "out_channels") if groups not in (Ellipsis, 1) else ():
+        if built and built.get(channels, Ellipsis) != groups:
+            return Unsupported(f"groups={_shown(groups)} of {channels}={_shown(built.get(channels, Ellipsis))}: {_SHIFTED}")
+    for name in ("stride", "dilation"):
+        value = given[name]
+        if isinstance(value, Expression):
+            return Unsupported(f"{name}={value.text}: known at run time only; {_SHIFTED}")
+        if value is not Ellipsis and value not in (1, (1,)):
+            return Unsupported(f"{name}={value!r}: {_SHIFTED}")
+    padding, taps = given["padding"], built.get("kernel_size", Ellipsis)
+    if isinstance(padding, tuple) and len(padding) == 1:
+        padding = padding[0]
+    if isinstance(padding, int) and (padding < 0 or isinstance(taps, int) and padding >= taps):
+        return Unsupported(f"padding={padding!r} of kernel_size={_shown(taps)}: {_SHIFTED}")
+    return None
+
+
+def _shown(value: object) -> str:
+    """A conv argument as a reason shows it: its source, its literal, ``...`` where constructions differ."""
+    return value.text if isinstance(value, Expression) else "..." if value is Ellipsis else repr(value)
 
 
 def _same(stride: object, taps: object) -> bool:
@@ -132,41 +183,72 @@ def kernel(entry: Entry, bias: bool) -> Definition:
 
 
 CONV_TORCH = copied("conv", "_conv_torch")
-CONV_TAKES = copied("conv", "_conv_takes")
+CONV_TAKES = copied("conv", "_conv_takes", first="_conv_tensors")
+CONV_SHIFTED = copied("conv", "_conv_shifted", last="_conv_ints")
 CONV_COLUMNS = copied("conv", "_conv_columns")
 
 
 @per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
-    """The kernels (with and without a bias) and the wrapper of a conv op."""
-    return (kernel(entry, False), kernel(entry, True), templates.CUBE_TILES, templates.CUBE_OPERANDS,
+    """The kernels (with and without a bias) and the wrapper of a conv op; a conv1d's also the
+    kernels of shifted reads (rules/shifted.py)."""
+    shifted = (*(make(entry.op, bias) for make in (depthwise_kernel, dense_kernel) for bias in (False, True)),
+               CONV_SHIFTED) if entry.fields.dims == 1 else ()
+    return (kernel(entry, False), kernel(entry, True), *shifted, templates.CUBE_TILES, templates.CUBE_OPERANDS,
             CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry))
 
 
 def _wrapper(entry: Entry) -> Definition:
     params = wrapper_params(entry)
-    dims = entry.fields.dims
+    dims, op = entry.fields.dims, entry.op
     factory = "(_PYPTO_DTYPES[cols.dtype], _PYPTO_DTYPES[cols.dtype], w.shape[1], math.prod(positions), rows, transposed)"
-    body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
-            "cols, positions, transposed = _conv_columns(batched, weight.shape[2:])\n"
-            "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
-            "rows = _cube_rows(w.shape[0])\n"
-            "out = torch.empty(batched.shape[0] * w.shape[0], math.prod(positions), dtype=input.dtype, device=input.device)\n"
-            f"if bias is None:\n    _launch({entry.op}_kernel{factory}, w, cols, out)\n"
-            f"else:\n    _launch({entry.op}_bias_kernel{factory}, w, cols, _kept_contiguous(bias).reshape(-1, 1), out)\n"
-            "out = out.reshape(batched.shape[0], w.shape[0], *positions)\n"
-            f"return out if input.dim() == {dims + 2} else out[0]\n")
+    contraction = ("cols, positions, transposed = _conv_columns(batched, weight.shape[2:])\n"
+                   "rows = _cube_rows(w.shape[0])\n"
+                   "out = torch.empty(batched.shape[0] * w.shape[0], math.prod(positions), dtype=input.dtype, device=input.device)\n"
+                   f"if bias is None:\n    _launch({op}_kernel{factory}, w, cols, out)\n"
+                   f"else:\n    _launch({op}_bias_kernel{factory}, w, cols, _kept_contiguous(bias).reshape(-1, 1), out)\n")
+    args = "input, weight, bias, stride, padding, dilation, groups"
+    takes = f"_conv_takes({args}, {dims})"
     how = ("per image, pypto.matmul of the weight [out channels, channels * taps] by the image's columns, accumulated "
            "in FP32, the bias added per output channel; a pointwise kernel reads the input in place (channels-last: "
-           "transposed), patches of a stride equal to the kernel are gathered on the host. Padding, dilation, "
-           "groups, another stride or padding_mode run torch")
+           "transposed), patches of a stride equal to the kernel are gathered on the host")
+    kernels: tuple[str, ...] = (f"{op}_kernel", f"{op}_bias_kernel")
+    if dims == 1:
+        shape = "(_PYPTO_DTYPES[x.dtype], batched.shape[1], x.shape[1], weight.shape[2], left, width"
+        launches = (
+            "if groups != 1:  # one filter per channel: each channel's row times its taps\n"
+            f"    if bias is None:\n        _launch({op}_depthwise_kernel{shape}), x, w, out)\n"
+            f"    else:\n        _launch({op}_depthwise_bias_kernel{shape}), x, w, _kept_contiguous(bias).reshape(-1, 1), out)\n"
+            "else:  # ungrouped: a matmul per tap\n"
+            f"    factory = {shape}, _cube_rows(weight.shape[0]))\n"
+            f"    if bias is None:\n        _launch({op}_taps_kernel(*factory), _conv_taps(weight), x, out)\n"
+            f"    else:\n        _launch({op}_taps_bias_kernel(*factory), _conv_taps(weight), x, _kept_contiguous(bias).reshape(-1, 1), out)")
+        contraction = (
+            f"shifted = None if _conv_takes({args}, 1) else _conv_shifted({args})\n"
+            "if shifted is not None:  # stride 1, zero padding: the kernels of shifted reads\n"
+            "    left, width = shifted\n"
+            "    positions = [width]\n"
+            "    x = batched.contiguous().reshape(-1, batched.shape[-1])\n"
+            "    out = torch.empty(batched.shape[0] * weight.shape[0], width, dtype=input.dtype, device=input.device)\n"
+            + textwrap.indent(launches, "    ") + "\n"
+            "else:\n" + textwrap.indent(contraction, "    "))
+        takes = f"({takes} or _conv_shifted({args}) is not None)"
+        how += ("; a conv of stride 1 and zero padding (depthwise, groups = channels, or ungrouped) sums its taps' reads "
+                "of the input shifted by the tap, times the tap's weight (depthwise: each channel's, on the vector "
+                "cores; ungrouped: a pypto.matmul per tap) in FP32, the padding's zeros never read")
+        kernels += tuple(f"{op}_{form}{bias}_kernel" for form in ("depthwise", "taps") for bias in ("", "_bias")) + ("_conv_shifted",)
+    body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
+            "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
+            f"{contraction}"
+            "out = out.reshape(batched.shape[0], weight.shape[0], *positions)\n"
+            f"return out if input.dim() == {dims + 2} else out[0]\n")
+    how += ". Other padding, dilation, groups or strides, and padding_mode, run torch"
     torch_call = (f"_conv_torch({entry.torch_function}, input, weight, bias, stride, padding, dilation, groups, "
                   "padding_mode)")
-    guard = f"_conv_takes(input, weight, bias, stride, padding, dilation, groups, {dims}) and padding_mode == \"zeros\""
+    guard = f"{takes} and padding_mode == \"zeros\""
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}", wrappers.signature(params), how, "input, weight, bias", torch_call, f"({guard})",
-        body, ("_conv_torch", "_conv_takes", "_conv_columns", "_cube_operands", "_cube_tiles",
-               f"{entry.op}_kernel", f"{entry.op}_bias_kernel"),
+        entry, f"pypto_{op}", wrappers.signature(params), how, "input, weight, bias", torch_call, f"({guard})",
+        body, ("_conv_torch", "_conv_takes", "_conv_columns", "_cube_operands", "_cube_tiles", *kernels),
     )
     return dataclasses.replace(wrapper, imports=("math",))
 

@@ -21,13 +21,18 @@ def _conv_torch(conv, input, weight, bias, stride, padding, dilation, groups, pa
     return conv(torch.nn.functional.pad(input, pads, mode=padding_mode), weight, bias, stride, 0, dilation, groups)
 
 
+def _conv_tensors(input, weight, bias):
+    """Whether a conv's tensors are of one PyPTO dtype, on the kernel path."""
+    tensors = [input, weight] + ([] if bias is None else [bias])
+    return all(isinstance(t, torch.Tensor) and t.dtype == input.dtype for t in tensors) and _on_kernel_path(*tensors)
+
+
 def _conv_takes(input, weight, bias, stride, padding, dilation, groups, dims):
     """Whether the conv kernel computes torch's conv of `dims` spatial dims: tensors of one PyPTO
     dtype on the kernel path, a batched or unbatched input of the weight's channels, a stride equal to
     the kernel size that fits at least once, no padding, dilation or groups; k = channels * taps
     and the positions n at most 65535."""
-    tensors = [input, weight] + ([] if bias is None else [bias])
-    if not all(isinstance(t, torch.Tensor) and t.dtype == input.dtype for t in tensors) or not _on_kernel_path(*tensors):
+    if not _conv_tensors(input, weight, bias):
         return False
     taps = tuple(weight.shape[2:])
     tupled = lambda v: (v,) * dims if isinstance(v, int) else tuple(v)
@@ -41,6 +46,49 @@ def _conv_takes(input, weight, bias, stride, padding, dilation, groups, dims):
     if min(positions) < 1 or bias is not None and bias.shape != weight.shape[:1]:
         return False
     return max(math.prod(weight.shape[1:]), math.prod(positions)) <= 65535
+
+
+def _conv_shifted(input, weight, bias, stride, padding, dilation, groups):
+    """(left, width) where a conv1d kernel of shifted reads computes torch's conv1d: tensors of one
+    PyPTO dtype on the kernel path, a batched or unbatched input, ungrouped (weight [out, channels,
+    taps], at most 65535 channels: the cube's k) or depthwise (groups = channels, weight [channels,
+    1, taps]), stride and dilation 1, and zero padding of at most taps - 1 a side ('same' pads the
+    odd column on the right, as torch); `left` zero columns precede each row of the output's
+    `width` columns. None where it does not."""
+    if not _conv_tensors(input, weight, bias) or weight.dim() != 3 or input.dim() not in (2, 3):
+        return None
+    channels, taps, length = input.shape[-2], weight.shape[2], input.shape[-1]
+    dense = groups == 1 and weight.shape[1] == channels <= 65535
+    if not (dense or type(groups) is int and groups == channels == weight.shape[0] and weight.shape[1] == 1):
+        return None
+    if _conv_ints(stride) != (1,) or _conv_ints(dilation) != (1,):
+        return None
+    if padding in ("same", "valid"):
+        left = (taps - 1) // 2 if padding == "same" else 0
+        right = taps - 1 - left if padding == "same" else 0
+    else:
+        left = right = (_conv_ints(padding) or (-1,))[0]
+    width = length + left + right - taps + 1
+    if not 0 <= left < taps or not 0 <= right < taps or width < 1 or bias is not None and bias.shape != weight.shape[:1]:
+        return None
+    return left, width
+
+
+def _conv_taps(weight):
+    """An ungrouped conv1d's weight [out, channels, taps] as the dense kernel reads it: [taps * out,
+    channels], tap k's matrix at rows k * out. A copy made once and kept on the weight until it
+    changes (its version counter), so that no forward copies it again."""
+    kept = getattr(weight, "_pypto_taps", None)
+    if kept is None or kept[0] != weight._version:
+        kept = weight._version, weight.detach().permute(2, 0, 1).reshape(-1, weight.shape[1])
+        weight._pypto_taps = kept
+    return kept[1]
+
+
+def _conv_ints(value):
+    """A conv1d's stride, padding or dilation as a 1-tuple of ints; None if it is not one."""
+    value = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    return value if len(value) == 1 and type(value[0]) is int else None
 
 
 def _conv_columns(input, taps):
