@@ -43,6 +43,20 @@ class _Summary:
 Declared = tuple[ast.expr, Callable[[ast.expr], set[str]]]  # an annotation, with what its names import where written
 
 
+def _answered(question):
+    """A question of :class:`Hierarchy` answered once per instance (one file's translation): each
+    answer stats the files it follows, and a module asks the same names again and again."""
+
+    @functools.wraps(question)
+    def answered(self, *args):
+        key = (question.__name__, *args)
+        if key not in self._answers:
+            self._answers[key] = question(self, *args)
+        return self._answers[key]
+
+    return answered
+
+
 class Hierarchy:
     """Answers for the names one file imports: is this class an nn.Module, what does it declare."""
 
@@ -52,33 +66,40 @@ class Hierarchy:
         self._file = file
         self._modules = _MODULE_CLASSES | module_bases
         self._known: dict[tuple[frozenset, Path | None, str], bool] = {}
+        self._answers: dict[tuple, object] = {}
 
+    @_answered
     def is_module(self, qualified: str) -> bool:
         """Whether the class ``qualified`` (as this file imports it) derives from ``nn.Module``."""
         return self._qualified(self._file, qualified, set(), self._modules)
 
+    @_answered
     def derives(self, qualified: str, roots: frozenset[str]) -> bool:
         """Whether the class ``qualified`` (as this file imports it) is or derives from one of ``roots``
         (absolute dotted names)."""
         return self._qualified(self._file, qualified, set(), roots)
 
+    @_answered
     def method_returns(self, qualified: str, method: str) -> Declared | None:
         """The return annotation of ``method`` of the class ``qualified`` (as this file imports it)
         or of its bases, read in the file that defines it, with what its names there import."""
         target = _locate(self._file, qualified)
         return self._member(*target, "returns", method, set()) if target else None
 
+    @_answered
     def field(self, qualified: str, name: str) -> Declared | None:
         """The annotation of the field ``name`` that the class ``qualified`` (as this file imports
         it) or one of its bases declares in its body (``pooler_output: torch.FloatTensor | None``)."""
         target = _locate(self._file, qualified)
         return self._member(*target, "fields", name, set()) if target else None
 
+    @_answered
     def function_returns(self, qualified: str) -> Declared | None:
         """The return annotation of the function ``qualified`` (as this file imports it; an
         undecorated one), read in the file that defines it."""
         return self._declared(qualified, "functions")
 
+    @_answered
     def declared(self, qualified: str) -> Declared | None:
         """The annotation of the module-level name ``qualified`` (``ALL_ATTENTION_FUNCTIONS:
         AttentionInterface = ...``), read in the file that defines it."""
@@ -114,6 +135,7 @@ class Hierarchy:
                 return found
         return None
 
+    @_answered
     def absolute(self, qualified: str) -> str:
         """The absolute dotted name of a name this file imports (``...utils.X`` -> ``transformers.utils.X``)."""
         return (_absolute(self._file, qualified) if qualified.startswith(".") else None) or qualified
