@@ -43,6 +43,20 @@ class _Summary:
 Declared = tuple[ast.expr, Callable[[ast.expr], set[str]]]  # an annotation, with what its names import where written
 
 
+def _answered(question):
+    """A question of :class:`Hierarchy` answered once per instance (one file's translation): each
+    answer stats the files it follows, and a module asks the same names again and again."""
+
+    @functools.wraps(question)
+    def answered(self, *args):
+        key = (question.__name__, *args)
+        if key not in self._answers:
+            self._answers[key] = question(self, *args)
+        return self._answers[key]
+
+    return answered
+
+
 class Hierarchy:
     """Answers for the names one file imports: is this class an nn.Module, what does it declare."""
 
@@ -52,41 +66,50 @@ class Hierarchy:
         self._file = file
         self._modules = _MODULE_CLASSES | module_bases
         self._known: dict[tuple[frozenset, Path | None, str], bool] = {}
+        self._answers: dict[tuple, object] = {}
+        self._located: dict[tuple[Path | None, str], tuple[Path, str] | None] = {}
+        self._summaries: dict[Path, _Summary | None] = {}
 
+    @_answered
     def is_module(self, qualified: str) -> bool:
         """Whether the class ``qualified`` (as this file imports it) derives from ``nn.Module``."""
         return self._qualified(self._file, qualified, set(), self._modules)
 
+    @_answered
     def derives(self, qualified: str, roots: frozenset[str]) -> bool:
         """Whether the class ``qualified`` (as this file imports it) is or derives from one of ``roots``
         (absolute dotted names)."""
         return self._qualified(self._file, qualified, set(), roots)
 
+    @_answered
     def method_returns(self, qualified: str, method: str) -> Declared | None:
         """The return annotation of ``method`` of the class ``qualified`` (as this file imports it)
         or of its bases, read in the file that defines it, with what its names there import."""
-        target = _locate(self._file, qualified)
+        target = self._locate(self._file, qualified)
         return self._member(*target, "returns", method, set()) if target else None
 
+    @_answered
     def field(self, qualified: str, name: str) -> Declared | None:
         """The annotation of the field ``name`` that the class ``qualified`` (as this file imports
         it) or one of its bases declares in its body (``pooler_output: torch.FloatTensor | None``)."""
-        target = _locate(self._file, qualified)
+        target = self._locate(self._file, qualified)
         return self._member(*target, "fields", name, set()) if target else None
 
+    @_answered
     def function_returns(self, qualified: str) -> Declared | None:
         """The return annotation of the function ``qualified`` (as this file imports it; an
         undecorated one), read in the file that defines it."""
         return self._declared(qualified, "functions")
 
+    @_answered
     def declared(self, qualified: str) -> Declared | None:
         """The annotation of the module-level name ``qualified`` (``ALL_ATTENTION_FUNCTIONS:
         AttentionInterface = ...``), read in the file that defines it."""
         return self._declared(qualified, "annotations")
 
     def _declared(self, qualified: str, field: str) -> Declared | None:
-        target = _locate(self._file, qualified)
-        found = _defining(target, set()) if target else None
+        target = self._locate(self._file, qualified)
+        found = self._defining(target, set()) if target else None
         if found is None:
             return None
         file, summary, name = found
@@ -96,7 +119,7 @@ class Hierarchy:
     def _member(self, file: Path, name: str, field: str, member: str, seen: set) -> Declared | None:
         """What the class ``name`` of ``file`` or one of its bases declares of ``member`` in its
         summary's ``field`` (method returns, field annotations)."""
-        found = _defining((file, name), seen)
+        found = self._defining((file, name), seen)
         if found is None or found[2] not in found[1].classes:
             return None
         file, summary, name = found
@@ -106,7 +129,7 @@ class Hierarchy:
         for base in summary.classes[name]:
             head, dot, rest = base.partition(".")
             if head in summary.imports:
-                target = _locate(file, summary.imports[head] + dot + rest)
+                target = self._locate(file, summary.imports[head] + dot + rest)
             else:
                 target = (file, head) if not rest else None
             found = self._member(*target, field, member, seen) if target else None
@@ -114,6 +137,7 @@ class Hierarchy:
                 return found
         return None
 
+    @_answered
     def absolute(self, qualified: str) -> str:
         """The absolute dotted name of a name this file imports (``...utils.X`` -> ``transformers.utils.X``)."""
         return (_absolute(self._file, qualified) if qualified.startswith(".") else None) or qualified
@@ -123,7 +147,7 @@ class Hierarchy:
     def _qualified(self, file: Path | None, qualified: str, seen: set, roots: frozenset) -> bool:
         if qualified in roots or _absolute(file, qualified) in roots:
             return True
-        target = _locate(file, qualified)
+        target = self._locate(file, qualified)
         return target is not None and self._class(*target, seen, roots)
 
     def _class(self, file: Path, name: str, seen: set, roots: frozenset) -> bool:
@@ -133,7 +157,7 @@ class Hierarchy:
         if key in seen or len(seen) > _MAX_HOPS:
             return False
         seen.add(key)
-        summary = _summary(file)
+        summary = self._summary(file)
         if summary is None:
             answer = False
         elif name in summary.classes:
@@ -152,6 +176,33 @@ class Hierarchy:
         if not rest and head in summary.classes:
             return self._class(file, head, seen, roots)
         return False
+
+    def _defining(self, target: tuple[Path, str] | None, seen: set) -> tuple[Path, _Summary, str] | None:
+        """The file that defines the name ``target`` names in its file (following re-exports), that
+        file's summary, and the name there."""
+        while target is not None:
+            file, name = target
+            summary = self._summary(file)
+            if summary is None or target in seen or len(seen) > _MAX_HOPS:
+                return None
+            seen.add(target)
+            if name not in summary.imports:
+                return file, summary, name
+            target = self._locate(file, summary.imports[name])
+        return None
+
+    # --- the disk, read once per translation --------------------------------------------
+
+    def _locate(self, file: Path | None, qualified: str) -> tuple[Path, str] | None:
+        key = (file, qualified)
+        if key not in self._located:
+            self._located[key] = _locate(file, qualified)
+        return self._located[key]
+
+    def _summary(self, file: Path) -> _Summary | None:
+        if file not in self._summaries:
+            self._summaries[file] = _summary(file)
+        return self._summaries[file]
 
 
 def _package_root(file: Path) -> Path | None:
@@ -217,21 +268,6 @@ def _locate(file: Path | None, qualified: str) -> tuple[Path, str] | None:
     for candidate in (module.with_name(module.name + ".py"), module / "__init__.py"):
         if candidate.is_file():
             return candidate, parts[-1]
-    return None
-
-
-def _defining(target: tuple[Path, str] | None, seen: set) -> tuple[Path, _Summary, str] | None:
-    """The file that defines the name ``target`` names in its file (following re-exports), that
-    file's summary, and the name there."""
-    while target is not None:
-        file, name = target
-        summary = _summary(file)
-        if summary is None or target in seen or len(seen) > _MAX_HOPS:
-            return None
-        seen.add(target)
-        if name not in summary.imports:
-            return file, summary, name
-        target = _locate(file, summary.imports[name])
     return None
 
 

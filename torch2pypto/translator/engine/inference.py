@@ -133,9 +133,10 @@ class Inference:
         func = call.func
         if type(func) is not ast.Attribute or call.keywords or len(call.args) != 1 or type(call.args[0]) is ast.Starred:
             return None
-        if self.kind(func.value) == TENSOR or self.kind(call.args[0]) == NOT_TENSOR:
+        module = self._classes.attribute_activation(func)  # read off the syntax first: most calls are none
+        if module is None or self.kind(func.value) == TENSOR or self.kind(call.args[0]) == NOT_TENSOR:
             return None
-        return self._classes.attribute_activation(func)
+        return module
 
     def super_module(self, func: ast.Attribute) -> HeldModule | None:
         """``super().forward`` in a subclass of a torch.nn layer (transformers' scaled embeddings:

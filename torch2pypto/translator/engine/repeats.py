@@ -30,14 +30,15 @@ def repeat_kv(hidden_states, n_rep):
     hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
     return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
 ''').body[0]
+_REPEAT_KV_DUMP = ast.dump(_REPEAT_KV)
 
 
 def defer(tree: ast.Module, lines, conversions, edits) -> list[tuple[int, int, str]]:
     """The edits that defer the repeats of ``tree`` read by converted sdpa calls (``conversions``:
     (attempt, ...) of the calls converted, whose wrapper brings pypto_repeat_kv; ``edits``: (start,
     end, new) made already, which these must not overlap)."""
-    repeats = {s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_repeat_kv(s)}
     sdpa = {a.span for a, *_ in conversions if a.resolved.api == SDPA}
+    repeats = {s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_repeat_kv(s)} if sdpa else set()
     if not repeats or not sdpa:
         return []
     made, taken = [], [(s, e) for s, e, _ in edits]
@@ -53,9 +54,11 @@ def _is_repeat_kv(function: ast.FunctionDef) -> bool:
     """Whether ``function`` is transformers' repeat_kv (any docstring and annotations)."""
     body = function.body[1:] if ast.get_docstring(function) is not None else function.body
     args = function.args
+    if len(body) != len(_REPEAT_KV.body) or len(args.args) != len(_REPEAT_KV.args.args):
+        return False  # told apart without dumping the function
     plain = ast.arguments(args.posonlyargs, [ast.arg(a.arg) for a in args.args], args.vararg, args.kwonlyargs,
                           args.kw_defaults, args.kwarg, args.defaults)
-    return ast.dump(ast.FunctionDef(_REPEAT_KV.name, plain, body, [], None, None)) == ast.dump(_REPEAT_KV)
+    return ast.dump(ast.FunctionDef(_REPEAT_KV.name, plain, body, [], None, None)) == _REPEAT_KV_DUMP
 
 
 def _function(function, repeats: set[str], sdpa: set, lines) -> list[tuple[tuple, str]]:
