@@ -237,6 +237,16 @@ def test_a_row_composite_casts_on_the_host_only_where_the_cast_rounds(modules):
     assert host(modules, "log_softmax_to", sample(37, 5), torch.bfloat16) == {"_to_copy": 1}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_row_composite_of_a_transposed_input_is_contiguous_as_torch_s(modules, dtype):
+    # torch's softmax and norms write a contiguous result whatever the input's strides; before: a
+    # copy_ of the result back into the input's strides, a host op and a layout torch never gives
+    x, w, b = sample(2, 37, 5, dtype=dtype).transpose(1, 2), sample(37, seed=1, dtype=dtype), sample(37, seed=2, dtype=dtype)
+    assert host(modules, "softmax", x) == host(modules, "layer_norm", x, w, b) == {"clone": 1}  # the rows, gathered
+    same_layout(modules[0].softmax(x), modules[1].softmax(x))
+    same_layout(modules[0].layer_norm(x, w, b), modules[1].layer_norm(x, w, b))
+
+
 def test_a_row_composite_of_aligned_rows_copies_nothing(modules):
     assert host(modules, "softmax", sample(2, 3, 64)) == {}
     assert host(modules, "layer_norm", sample(2, 3, 64), sample(64, seed=1), sample(64, seed=2)) == {}

@@ -19,7 +19,9 @@ parameter (torch's ``softmax(dtype=)``) makes the recipe compute in FP32 and sto
 the kernel casts its tiles on chip where the cast is exact (to FP32, or to the input's dtype);
 the host casts the input first where it rounds (an FP32 input to BF16), as torch does. A Number constant that may be
 None (``F.rms_norm``'s eps) is FP32's epsilon when it is, as in torch. ``compute = "float32"``
-computes the whole recipe in FP32.
+computes the whole recipe in FP32. A row recipe's result takes the input's strides, as an
+elementwise op's does (normalize), unless ``contiguous``: torch's own kernel writes softmax and
+the norms contiguous whatever the input's strides.
 
 Host layouts for elementwise recipes: ``halves = "dim"`` makes the input's two halves along that
 dim the recipe's operands ``a`` and ``b`` (glu; an odd size runs torch, which raises);
@@ -65,6 +67,7 @@ class CompositeFields(Fields):
     channels: tuple[str, ...] = field("operands of one value per channel (dim 1), read as [channels, 1] columns broadcast along the rows of each channel (prelu's weight, batch_norm's statistics)", ())
     shared: tuple[str, ...] = field("channel operands that may also hold one value for all channels (prelu's single weight); others hold one per channel", ())
     compute: Literal["float32"] | None = field("float32 computes the recipe in FP32")
+    contiguous: bool = field("a row recipe's result is contiguous whatever the input's strides, as torch's own kernel writes it (softmax, layer_norm); otherwise it takes the input's layout, as an elementwise op's (normalize)", False)
     output: Literal["bool"] | None = field("bool for a recipe ending in a comparison")
     positive: tuple[str, ...] = field("Number constants the kernel takes only above zero (rpow's base, whose math.log it takes); other values run torch", ())
 
@@ -111,6 +114,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         used.add(entry.fields.groups)
     if (entry.fields.channels or entry.fields.groups) and any(templates.whole_tiles(p) for p in programs):
         return f"a recipe over channels or groups cannot use ops that read whole tiles ({', '.join(sorted(templates.WHOLE_TILE_OPS))})"
+    if entry.fields.contiguous and not entry.fields.along:
+        return "contiguous is a row recipe's (along): other recipes' results take the input's layout"
     if not set(entry.fields.shared) <= set(entry.fields.channels):
         return "shared names channel operands"
     used |= {*entry.fallback, *entry.torch_only, *filter(None, [entry.forward])}

@@ -357,10 +357,10 @@ tiles 32 bytes wide (_row_width) whose valid shape is the row."""
         + f"out = torch.empty(x.shape, dtype={out_dtype}, device=x.device)\n"
         + _choose(entry, kernels, factory)
         + f"_launch(kernel, x, {'*rows, ' if rows and not dim else ''}out)\n"
-        f"return _in_layout_of({shaped}, input)\n"
+        + (f"return {shaped}\n" if entry.fields.contiguous else f"return _in_layout_of({shaped}, input)\n")
     )
     spelled = ", ".join(names)
-    requires = ["_as_rows", "_row_width", "_in_layout_of", "_kernel_number", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
+    requires = ["_as_rows", "_row_width", *([] if entry.fields.contiguous else ["_in_layout_of"]), "_kernel_number", *(d.name for d in defined), *([] if dim else ["_row_operands"])]
     along = "the dim moved last" if dim else "the normalized dims folded into rows"
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(params), entry.note or f"{_how(entry)}, along {along}",
