@@ -305,6 +305,17 @@ def _scan_rows(t, dim):
     return moved.reshape(-1, moved.shape[-1]).contiguous(), moved.shape
 
 
+def _product_rows(t, dim, keepdim):
+    """`t` as [rows, cols] with `dim` last (None: all of `t` one row), and the shape torch gives
+    the reduction along `dim`: read in place where `dim` is last and `t` contiguous."""
+    if dim is None:
+        return t.reshape(1, -1).contiguous(), []
+    d, = _reduced_dims(t, dim)
+    rows, _ = _scan_rows(t, d)
+    shape = [1 if k == d else n for k, n in enumerate(t.shape)] if keepdim else [n for k, n in enumerate(t.shape) if k != d]
+    return rows, shape
+
+
 def _joined(tensors, dim, stacked):
     """Whether a join kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along `dim`:
     tensors of one float dtype on the kernel path, shapes torch accepts; and if so the window
