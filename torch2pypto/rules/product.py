@@ -39,11 +39,19 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         return rejected
     entry = site.entry
     whole = "dim" not in site.args  # torch.prod(x): torch's overload (input, *, dtype)
-    params = tuple(p for p in wrapper_params(entry) if not whole or p.name in ("input", "dtype"))
     if whole and "keepdim" in site.args:
         return Unsupported("keepdim without dim: torch.prod takes no such call")
-    name = f"pypto_{entry.op}_all" if whole else f"pypto_{entry.op}"
-    return Converted(replacement(site, name, params), definitions(entry, whole), "pypto.mul", params)
+    params = _params(entry, whole)
+    return Converted(replacement(site, _name(entry, whole), params), definitions(entry, whole), "pypto.mul", params)
+
+
+def _params(entry: Entry, whole: bool):
+    """The wrapper's parameters: the call without dim takes input and dtype only."""
+    return tuple(p for p in wrapper_params(entry) if not whole or p.name in ("input", "dtype"))
+
+
+def _name(entry: Entry, whole: bool) -> str:
+    return f"pypto_{entry.op}_all" if whole else f"pypto_{entry.op}"
 
 
 @per_entry
@@ -51,7 +59,7 @@ def definitions(entry: Entry, whole: bool = False) -> tuple[Definition, ...]:
     """The kernel and the wrapper; ``whole``: the call without dim, the product of every element."""
     kernel = templates.product_kernel(
         f"{entry.op}_kernel", "The product of the cols of each row of [rows, cols] tiles, pypto.mul in FP32.")
-    params = tuple(p for p in wrapper_params(entry) if not whole or p.name in ("input", "dtype"))
+    params = _params(entry, whole)
     dim, keepdim = ("None", "False") if whole else ("dim", "keepdim")
     body = (
         f"x, shape = _product_rows(input, {dim}, {keepdim})\n"
@@ -63,7 +71,7 @@ def definitions(entry: Entry, whole: bool = False) -> tuple[Definition, ...]:
     guard = (f"(out_dtype in _PYPTO_DTYPES and _on_kernel_path(input)"
              f" and {count} <= {templates.PRODUCT_BLOCK * templates.PRODUCT_BLOCKS})")
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{entry.op}_all" if whole else f"pypto_{entry.op}", wrappers.signature(params),
+        entry, _name(entry, whole), wrappers.signature(params),
         "pypto.mul of the cols, " + ("the tensor one row" if whole else "dim moved last") + ", in FP32",
         "input", wrappers.torch_call(entry, params), guard, body,
         ("_product_rows", f"{entry.op}_kernel"), prologue="out_dtype = input.dtype if dtype is None else dtype\n",
