@@ -33,6 +33,9 @@ WHOLE_SPREAD_ROWS = "_spread_rows(*x.shape, whole=True)"
 # scan blocks: pypto.cumsum of a [rows, 2048] FP32 tile overflows the 192 KB UB in 0.2.0 (its
 # TRANSPOSE_VNCHWCONV needs 204800 bytes); [8, 1024] blocks fit
 SCAN_BLOCK = 1024
+# product blocks: a column tile's widest (_WIDEST_TILE); a row of up to PRODUCT_BLOCKS of them
+# launches (each block's multiply is unrolled in the kernel)
+PRODUCT_BLOCK, PRODUCT_BLOCKS = 8192, 16
 
 
 def whole_tiles(program: Sequence[Apply]) -> bool:
@@ -210,6 +213,51 @@ def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
     ]
     params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), tensor("out", items("pypto.DYNAMIC", "cols"), "out_dtype")]
     return Definition(name, factory(name, ["dtype, out_dtype, cols, max_rows"], doc, prelude, params, body), ("_tile_shape", "_annotated"))
+
+
+def product_kernel(name: str, doc: str) -> Definition:
+    """A kernel factory multiplying the cols of each row of ``x`` into one, in FP32.
+
+    PyPTO 0.2.0's pypto.prod fails to compile (F7A001): the product is made of pypto.mul. The row
+    is ``blocks`` column blocks ``block`` wide (the widest power of two in it, at most
+    :data:`PRODUCT_BLOCK`) multiplied together, then halved down to one column, the left half
+    times the right; the ``rest`` of the row after the blocks is one piece per set bit of its
+    width, each multiplied in as the halving reaches its width. Every view lies within the row:
+    no padding is read or needed.
+    """
+    body = [
+        Assign("r", "i * rows"),
+        Assign("valid", "(n - r).min(rows)"),
+        Do(pypto("set_vec_tile_shapes", "rows", "max(block, 16)"), "at least 32 bytes wide (a row of a few cols)"),
+        loop("b", "range(blocks)",
+             Assign("x_tile", pypto("view", "x", items("rows", "block"), items("r", "b * block"), valid_shape=items("valid", "block"))),
+             to_fp32(["x_tile"]),
+             If("b == 0", (Assign("result", "x_tile"),), (Assign("result", pypto("mul", "result", "x_tile")),)),
+             comment="unrolled"),
+        loop("k", "range(block.bit_length())",
+             Assign("width", "block >> k"),
+             when("k > 0", Assign("result", pypto("mul", pypto("view", "result", items("rows", "width"), items("0", "0")),
+                                                  pypto("view", "result", items("rows", "width"), items("0", "width")))),
+                  comment="the left half times the right"),
+             when("rest & width != 0",
+                  Assign("x_tile", pypto("view", "x", items("rows", "width"), items("r", "cols - (rest & (2 * width - 1))"),
+                                         valid_shape=items("valid", "width"))),
+                  to_fp32(["x_tile"]),
+                  Assign("result", pypto("mul", "result", "x_tile")),
+                  comment="the piece of the rest as wide"),
+             comment="unrolled"),
+        *casting("result", FP32, "out_dtype")[1],
+        Do(pypto("assemble", "result", items("r", "0"), "out")),
+    ]
+    prelude = [
+        Assign("block", f"min(1 << (cols.bit_length() - 1), {PRODUCT_BLOCK})"),
+        Assign("blocks", "cols // block"),
+        Assign("rest", "cols - blocks * block", "fewer than block: a piece per set bit"),
+        Assign("rows, _", call("_tile_shape", "block", "max_rows", "4", tile_dtypes("dtype", "out_dtype", FP32), whole_rows="True")),
+    ]
+    params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), tensor("out", items("pypto.DYNAMIC", "1"), "out_dtype")]
+    loops = [Assign("n", "x.shape[0]"), row_tiles("n", *body)]
+    return Definition(name, factory(name, ["dtype, out_dtype, cols, max_rows"], doc, prelude, params, loops), ("_tile_shape", "_annotated"))
 
 
 def tile_dtypes(*dtypes: str) -> str:

@@ -2,7 +2,7 @@
 
 Column runs copied between matrices (:func:`assemble_kernel`), tensors joined from windows of
 their storage (:func:`join_kernel`), stacked matrices
-(:func:`triangle_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`), a sequence (:func:`arange_kernel`) and a
+(:func:`triangle_kernel`), rows or columns reversed (:func:`reversed_cols_kernel`, :func:`reversed_rows_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`), a sequence (:func:`arange_kernel`) and a
 batch's channels (:func:`channel_kernel`). They are built on the kernel IR with the frame, casts
 and row loop of :mod:`templates`, where PyPTO's quirks live.
 """
@@ -21,6 +21,9 @@ INDEX = "pypto.DT_INT64"  # torch's index dtype: pypto.topk's INT32 indices are 
 INDEXED_DIM = copied("operands", "_indexed_dim")
 INDICES = copied("operands", "_kernel_indices", last="_index_bounds")
 TILE_SHAPE = ("_tile_shape", "_annotated")  # the definitions every kernel here uses
+# the widest block a reversal's index_select takes: the interpreter's memory for one grows faster
+# than the square of its width (0.1 GB at 1024 columns, 9 GB at 4096)
+REVERSED_BLOCK = 512
 
 
 def _row_start(valid: str) -> list[Stmt]:
@@ -183,6 +186,55 @@ def arange_kernel(name: str, doc: str) -> Definition:
     prelude = [Assign("rows, tiles", "_ARANGE_TILE")]
     params = [tensor("out", items("pypto.DYNAMIC"), "dtype")]
     return Definition(name, factory(name, ["dtype, start, step"], doc, prelude, params, body), (*TILE_SHAPE, "_arange_plan"))  # _ARANGE_TILE
+
+
+def reversed_cols_kernel(name: str, doc: str) -> Definition:
+    """A kernel factory ``name(dtype, cols, max_rows)``: ``out`` [rows, cols] = ``x`` with each
+    row's cols in reverse order. PyPTO 0.2.0 has no reverse: pypto.index_select by a descending
+    pypto.arange reverses a tile's columns. The row is walked in column blocks of one tile (at most
+    :data:`REVERSED_BLOCK`), the
+    last ending at the row's end (overlapping the one before: a copy may write a column twice),
+    each read from its mirror block."""
+    body = [
+        *_row_start("(n - r).min(rows)"),
+        Do(pypto("set_vec_tile_shapes", "rows", "block")),
+        loop("b", "range(blocks)",
+             Assign("c", "min(b * block, cols - block)", "the last block ends at the row's end"),
+             Assign("x_tile", pypto("view", "x", items("rows", "block"), items("r", "cols - c - block"), valid_shape=items("valid", "block")),
+                    "its mirror"),
+             Assign("result", pypto("index_select", "x_tile", "1", pypto("arange", "block - 1", "-1", "-1"))),
+             Do(pypto("assemble", "result", items("r", "c"), "out")),
+             comment="unrolled"),
+    ]
+    prelude = [Assign("rows, block", call("_tile_shape", f"min(cols, {REVERSED_BLOCK})", "max_rows", "4", tile_dtypes("dtype"))),
+               Assign("blocks", "(cols + block - 1) // block")]
+    params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), tensor("out", items("pypto.DYNAMIC", "cols"), "dtype")]
+    loops = [Assign("n", "x.shape[0]"), row_tiles("n", *body)]
+    return Definition(name, factory(name, ["dtype, cols, max_rows"], doc, prelude, params, loops), TILE_SHAPE)
+
+
+def reversed_rows_kernel(name: str, doc: str) -> Definition:
+    """A kernel factory ``name(dtype, cols, group, max_rows)``: ``out`` [n, cols] = ``x`` with the
+    rows of each group of ``group`` rows in reverse order. pypto.index_select by a descending
+    pypto.arange reverses a tile's rows; tiles are whole, at most ``group`` rows (``max_rows``),
+    the last of a group overlapping the one before, each read from its mirror tile; rows wider
+    than a tile in column blocks, the last ending at the row's end."""
+    block = [
+        Assign("c", "min(b * block, cols - block)", "the last block ends at the row's end"),
+        Assign("x_tile", pypto("view", "x", items("rows", "block"), items("g * group + group - r - rows", "c")), "its mirror"),
+        Assign("result", pypto("index_select", "x_tile", "0", pypto("arange", "rows - 1", "-1", "-1"))),
+        Do(pypto("assemble", "result", items("g * group + r", "c"), "out")),
+    ]
+    tiles = loop("i", pypto("loop", "tiles", name='"row_tiles"', unroll_list=items("1")),
+                 Assign("r", "(i * rows).min(group - rows)", "a whole tile: the last one overlaps its predecessor"),
+                 Do(pypto("set_vec_tile_shapes", "rows", "block")),
+                 loop("b", "range(blocks)", *block, comment="unrolled"))
+    body = [Assign("n", "x.shape[0]"), loop("g", pypto("loop", "n // group", name='"groups"', unroll_list=items("1")), tiles)]
+    prelude = [Assign("rows, block", call("_tile_shape", f"min(cols, {REVERSED_BLOCK})", "max_rows", "4", tile_dtypes("dtype"))),
+               Assign("tiles", "(group + rows - 1) // rows"),
+               Assign("blocks", "(cols + block - 1) // block")]
+    params = [tensor("x", items("pypto.DYNAMIC", "cols"), "dtype"), tensor("out", items("pypto.DYNAMIC", "cols"), "dtype")]
+    return Definition(name, factory(name, ["dtype, cols, group, max_rows"], doc, prelude, params, body), TILE_SHAPE)
 
 
 def indexed_kernel(

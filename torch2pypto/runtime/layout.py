@@ -305,6 +305,36 @@ def _scan_rows(t, dim):
     return moved.reshape(-1, moved.shape[-1]).contiguous(), moved.shape
 
 
+def _product_rows(t, dim, keepdim):
+    """`t` as [rows, cols] with `dim` last (None: all of `t` one row), and the shape torch gives
+    the reduction along `dim`: read in place where `dim` is last and `t` contiguous."""
+    if dim is None:
+        return t.reshape(1, -1).contiguous(), []
+    d, = _reduced_dims(t, dim)
+    rows, _ = _scan_rows(t, d)
+    shape = [1 if k == d else n for k, n in enumerate(t.shape)] if keepdim else [n for k, n in enumerate(t.shape) if k != d]
+    return rows, shape
+
+
+def _flipped_runs(t, dims):
+    """(outer, length, inner): contiguous `t` as [outer, length, inner] whose middle dim is its
+    `dims` (a sequence) flipped together, as they are when adjacent (size-1 dims between them
+    aside; a flip of size-1 dims only is a copy, of length 1); None where they are not, where
+    torch raises or where `t` is not contiguous."""
+    rank = t.dim()
+    if not rank or not t.is_contiguous() or any(type(d) is not int or not -rank <= d < rank for d in dims):
+        return None
+    if len({d % rank for d in dims}) < len(dims):
+        return None
+    dims = {d % rank for d in dims if t.shape[d] > 1}
+    if not dims:
+        return t.numel() // t.shape[-1], 1, t.shape[-1]
+    if any(t.shape[d] > 1 and d not in dims for d in range(min(dims), max(dims))):
+        return None
+    first, last = min(dims), max(dims) + 1
+    return math.prod(t.shape[:first]), math.prod(t.shape[first:last]), math.prod(t.shape[last:])
+
+
 def _joined(tensors, dim, stacked):
     """Whether a join kernel joins `tensors` as torch.cat (`stacked`: torch.stack) along `dim`:
     tensors of one float dtype on the kernel path, shapes torch accepts; and if so the window
