@@ -28,22 +28,28 @@ attention; causal attention counted in full, as torch counts it). Launch gaps ar
 only widen a per-op chain's time). Figures only, not a test.
 
 Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), µs:
-  64 tokens:   fused 415.8 (6 launches) against per-op 540.0 (38): 1.30x; layer floor 285.8 (HBM:
-               387 MiB of weights), fused 1.45x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
-               q/k/v with RoPE in its epilogue 73.1 (1 launch; the projections 3 x 42.9 and RoPE
-               54.2 apart), o_proj 42.9; residual add + RMSNorm as the gated kernel's prologue 185.4
-               (gate and up 75.0 each apart), down + add 82.9; sdpa 28.4 (18.9x its floor).
-  2048 tokens: fused 4773.5 (6 launches) against per-op 7680.0: 1.61x; floor 2536.5 (898 GFLOP at
-               the cube peak), fused 1.88x. RMSNorm 24.6 against 186.1 (7.55x, 1.04x floor); q/k/v
-               with RoPE 990.1 (1.70x its floor; 3 x 387.4 apart), o_proj 387.4 (2.00x), add + RMSNorm
-               + gated 1789.2 (1.71x the two projections' floor; 932.2 each apart), down + add 897.2
-               (1.72x); causal sdpa 685.0 (3.53x its floor, FLOPs counted in full; 873.3 before its
-               kv loop was unrolled, commit 00c81d8). Its cube tasks wait on their copies too: Q.K^T
+  64 tokens:   fused 406.2 (6 launches) against per-op 464.4 (38): 1.14x; layer floor 285.8 (HBM:
+               387 MiB of weights), fused 1.42x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
+               q/k/v with RoPE in its epilogue 73.1 (1 launch; the projections 3 x 33.3 and RoPE
+               54.2 apart), o_proj 33.3 (1.37x; 42.9 while the vector cores cast its FP32 product);
+               residual add + RMSNorm as the gated kernel's prologue 185.4 (gate and up 61.2 each
+               apart), down + add 82.9; sdpa 28.4 (18.9x its floor).
+  2048 tokens: fused 4676.7 (6 launches) against per-op 7591.6: 1.62x; floor 2536.5 (898 GFLOP at
+               the cube peak), fused 1.84x (4773.5, 1.88x, before the two changes below). RMSNorm
+               24.6 against 186.1 (7.55x, 1.04x floor); q/k/v with RoPE 990.1 (1.70x its floor; 3 x
+               370.7 apart), o_proj 370.7 (1.91x; 387.4 with the FP32 product cast on the vector
+               cores), add + RMSNorm + gated 1789.2 (1.71x the two projections' floor; 971.1 each
+               apart), down + add 897.2 (1.72x); causal sdpa 604.9 (3.12x its floor, FLOPs counted in
+               full; 685.0 with its kv loop unrolled [4, 2, 1], 873.3 not unrolled). Its cube tasks wait on their copies too: Q.K^T
                writes its [512, 512] FP32 scores in 8 L0C tiles of 2028 cycles each on MTE_OUT,
                P.V copies P again for each of its 2 n tiles; cube and vector cores are ~55% busy.
   The cube kernels are bound by their GM-to-L1 copies (each cube core's MTE_IN pipe runs them one
   after another, ~1400 cycles + bytes / 96 each; the cube pipe is busy about a third of the
-  time): see runtime/tiles.py's _cube_tiles. Before a's longer L1 k tile (commit a4499fa): 64
+  time): see runtime/tiles.py's _cube_tiles. A [128, 256] output tile of K 4096 is 12 copies of
+  256 KiB (a's and b's L1 tiles fill L1): 49.7k cycles, its bytes alone 32.8k, against 32.8k at
+  the cube peak used for the floor; with ~5.5k cycles between a core's tasks (the AICPU polling
+  its cores) that is ~1.7x the floor before any tail, so the matmuls alone keep the layer above
+  1.5x at 2048 tokens. Before a's longer L1 k tile (commit a4499fa): 64
   tokens 460.7 (q/k/v+RoPE 81.8, o_proj 47.7, prologue+gated 205.6, down+add 94.1), 2048 tokens
   5334.8 (1078.8, 419.0, 1941.0, 996.8).
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not

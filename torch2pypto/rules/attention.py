@@ -63,9 +63,11 @@ JIT = (pypto("frontend.jit", runtime_options='{"stitch_function_max_num": 128}',
 MERGED = '{"cube_l1_reuse_setting": {-1: 8}, "vec_nbuffer_setting": {-1: 8}}'
 # Each iteration of the kv loop is a function PyPTO stitches (at most 128 a dispatch, JIT), and
 # the cube and vector cores idle between stitches; unrolled, one function runs up to 4 kv tiles,
-# so a dispatch holds more of them. Cost model, bf16 D128, B1 H32 S2048 causal, µs: not unrolled
-# 867.9; [2, 1] 701.9; [4, 2, 1] 675.2; [8, 4, 2, 1] 676.0 (the query loop unrolled too: 681.3).
-KV_UNROLL = ("4", "2", "1")
+# so a dispatch holds more of them, and with 3 among the factors a causal query tile of 3 kv tiles
+# is one function, not 2 + 1 (at S2048: 2 dispatches, not 3). Cost model, bf16 D128, B1 H32 S2048
+# causal, µs: not unrolled 867.9; [2, 1] 701.9; [4, 2, 1] 675.2; [8, 4, 2, 1] 676.0 (the query
+# loop unrolled too: 681.3); [4, 3, 2, 1] 605.1.
+KV_UNROLL = ("4", "3", "2", "1")
 FP32 = templates.FP32
 
 
