@@ -6,6 +6,11 @@ positional placeholders ``arg1``... to the overload the call's arguments select:
 ...)``, ``(device, dtype, ...)`` or ``(other, ...)``; a lone argument of a kind known at run time
 only (``x.to(target)``) goes to ``pypto_to``, which picks the overload there. The device part of
 a call stays torch (a move is no kernel); the dtype part is the cast.
+
+Targets are floats, int64 and int32 (``x.long()``) and bool (``x.to(torch.bool)``). The wrapper
+launches by the input's dtype at run time where runtime/casts.py lists the pair (an exact chain of
+A2/A3 casts: a bool read as its bytes, a float truncated toward zero, a bool as ``x != 0``) and
+runs torch's cast for any other; :func:`launches` tells the tests and --verify the same.
 """
 
 from __future__ import annotations
