@@ -96,8 +96,11 @@ def _first_example(entry: Entry, torch, dtype) -> tuple[str, Any]:
 
 
 def _integer_dtypes(entry: Entry, torch, pypto) -> list[str]:
-    """An integer dtype is declared only on an op whose torch result keeps integers (or bool)."""
+    """An integer dtype is declared only on an op whose torch result keeps integers (or bool), or on
+    a cast (its result is of its target dtype, whatever the input's)."""
     found = []
+    if entry.pypto == "cast":
+        return found
     for name in (d for d in entry.dtypes if d in INTEGERS and entry.examples.convert):
         try:
             call, result = _first_example(entry, torch, getattr(torch, name))

@@ -6,6 +6,11 @@ positional placeholders ``arg1``... to the overload the call's arguments select:
 ...)``, ``(device, dtype, ...)`` or ``(other, ...)``; a lone argument of a kind known at run time
 only (``x.to(target)``) goes to ``pypto_to``, which picks the overload there. The device part of
 a call stays torch (a move is no kernel); the dtype part is the cast.
+
+Targets are floats, int64 and int32 (``x.long()``) and bool (``x.to(torch.bool)``). The wrapper
+launches by the input's dtype at run time where runtime/casts.py lists the pair (an exact chain of
+A2/A3 casts: a bool read as its bytes, a float truncated toward zero, a bool as ``x != 0``) and
+runs torch's cast for any other; :func:`launches` tells the tests and --verify the same.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import dataclasses
 from typing import Literal, Mapping
 
 import libcst as cst
+import torch
 
 from torch2pypto.rules import templates
 from torch2pypto.rules.calls import dtype_expr, literal, rejection, replacement, source_of
 from torch2pypto.rules.codegen import copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.tile_program import Operand
+from torch2pypto.runtime.casts import _CASTS
 from torch2pypto.schema.entry import Entry, Fields, field, parse_signature
 from torch2pypto.schema.family import Family, OperandSample, register
 
@@ -28,15 +35,17 @@ from torch2pypto.schema.family import Family, OperandSample, register
 class CastFields(Fields):
     """The table fields the casting family reads."""
 
-    target: Literal["float32", "float16", "bfloat16"] | None = field("the dtype a cast without a dtype parameter makes (x.float())")
+    target: Literal["float32", "float16", "bfloat16", "int64", "int32"] | None = field("the dtype a cast without a dtype parameter makes (x.float())")
     overloads: tuple[str, ...] = field("the torch overloads, as parameter lists (Tensor.to)", ())
 
 
 CAST_KERNEL = templates.row_kernel(
     "cast_kernel", "pypto.cast of [rows, cols] tiles from `dtype` to `out_dtype`.",
-    "dtype, out_dtype, cols", ["x"], (), out_dtype="out_dtype",
+    "dtype, out_dtype, cols", ["x"], (), out_dtype="out_dtype", routed=True,
 )
-CAST = copied("casting", "pypto_cast", first="_INTEGER_CASTS")
+ROUTE = copied("casting", "_cast_route")
+CASTS = copied("casts", "_CASTS", first="_FLOATS")
+CAST = copied("casting", "pypto_cast")
 LIKE = copied("casting", "pypto_cast_like")
 TYPE_AS = copied("casting", "pypto_type_as")
 TO = copied("casting", "pypto_to")
@@ -46,8 +55,8 @@ PARAMS = {
     "pypto_type_as": parse_signature("pypto_type_as", "(input: Tensor, other: Tensor)"),
     "pypto_to": parse_signature("pypto_to", "(input: Tensor, arg: object, non_blocking: bool = False)"),
 }
-WRAPPERS = {"pypto_cast": (CAST_KERNEL, CAST), "pypto_cast_like": (CAST_KERNEL, CAST, LIKE),
-            "pypto_type_as": (CAST_KERNEL, CAST, TYPE_AS), "pypto_to": (CAST_KERNEL, CAST, LIKE, TO)}  # fmt: skip
+KERNEL = (ROUTE, CAST_KERNEL, CASTS, CAST)
+WRAPPERS = {"pypto_cast": KERNEL, "pypto_cast_like": (*KERNEL, LIKE), "pypto_type_as": (*KERNEL, TYPE_AS), "pypto_to": (*KERNEL, LIKE, TO)}
 OVERLOAD_KINDS = {"dtype", "device", "other", "non_blocking", "copy", "memory_format"}
 
 
@@ -176,9 +185,19 @@ def fuse(builder, entry: Entry, bound, env) -> Operand:
     return builder.cast(entry, bound, env)
 
 
+def launches(entry: Entry, dtype: str, arguments: Mapping[str, str]) -> bool:
+    """Whether a cast of a ``dtype`` input launches: to a target the call names (or the entry's),
+    where runtime/casts.py's _CASTS makes it from ``dtype`` (to its own dtype, none: torch returns
+    the input); to a dtype known at run time only (a tensor's), from any dtype the entry declares."""
+    named = [d for v in arguments.values() if v.startswith("torch.") and isinstance(d := getattr(torch, v[6:], None), torch.dtype)]
+    target = getattr(torch, entry.fields.target) if entry.fields.target else named[0] if named else None
+    source = getattr(torch, dtype)
+    return target is None or target != source and target in _CASTS.get(source, ())
+
+
 def operand_sample(entry: Entry, position: int, name: str) -> OperandSample:
     """A tensor after the input (type_as's other) carries another dtype: the one cast to."""
     return "other" if position else "same"
 
 
-register(Family("cast", CastFields, rewrite, problem, wrapper_names, fuse=fuse, operand_sample=operand_sample))
+register(Family("cast", CastFields, rewrite, problem, wrapper_names, fuse=fuse, operand_sample=operand_sample, launches=launches))

@@ -95,6 +95,7 @@ def row_kernel(
     vectors: Sequence[str] = (),
     masks: Sequence[str] = (),
     blocked: bool = False,
+    routed: bool = False,
 ) -> Definition:
     """A kernel factory over row tiles of ``inputs`` (all of dtype ``in_dtype`` but the bool
     ``masks``).
@@ -112,7 +113,8 @@ def row_kernel(
     row ([1, cols]) that broadcast over the tile's rows (a norm's weight). ``blocked`` (no
     reduction, ``row_inputs``, ``also`` nor ``vectors``): the inputs are read in place as
     [X * (n or 1), width] windows and the result written as [blocks * n, cols] (ROW_BLOCKS);
-    the factory also takes ``blocks``, ``heads`` and each input's map.
+    the factory also takes ``blocks``, ``heads`` and each input's map. ``routed``: the result is
+    stored as any ``out_dtype`` :func:`routing` reaches from ``in_dtype`` (the cast kernel's).
     """
     fp32 = any(a.step.fp32 for a in program)
     fixed = program[-1].step.result if program else None
@@ -133,7 +135,7 @@ def row_kernel(
     body += statements(program)
     setup: list[Stmt] = []
     if fixed is None:
-        more, store = casting(result, FP32 if fp32 else in_dtype, out_dtype)
+        more, store = (routing if routed else casting)(result, FP32 if fp32 else in_dtype, out_dtype)
         setup += more
         body += store
     for output, tile in also:
@@ -162,7 +164,8 @@ def row_kernel(
         Assign("n", f"{inputs[0]}.shape[0]"),
         row_tiles("n", *start, Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")), *body, Do(pypto("assemble", result, items("r", "0"), "out"))),
     ]
-    return Definition(name, factory(name, [factory_params, "max_rows"], doc, prelude, params, loops), ("_tile_shape", "_annotated"))
+    requires = ("_tile_shape", "_annotated", *(["_cast_route"] if routed else []))
+    return Definition(name, factory(name, [factory_params, "max_rows"], doc, prelude, params, loops), requires)
 
 
 def scan_kernel(name: str, doc: str, program: Sequence[Apply]) -> Definition:
@@ -280,6 +283,19 @@ def casting(var: str, src: str, dst: str) -> tuple[tuple[Stmt, ...], tuple[Stmt,
         return (), (cast,)
     setup = Assign(f"{var}_via_fp32", f"{{{src}, {dst}}} == {{pypto.DT_BF16, pypto.DT_FP16}}")
     return (setup,), (when(f"{var}_via_fp32", Assign(var, pypto("cast", var, FP32))), cast)
+
+
+def routing(var: str, src: str, dst: str) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """As :func:`casting`, between any dtypes ``_cast_route`` (runtime/casting.py) takes: through
+    FP16 and FP32 where A2/A3 cast no further directly, a float truncated into an integer, a bool
+    as ``x != 0``."""
+    setup = Assign(f"{var}_via_fp16, {var}_via_fp32, {var}_mode", call("_cast_route", src, dst))
+    return (setup,), (
+        when(f"{var}_via_fp16", Assign(var, pypto("cast", var, "pypto.DT_FP16"))),
+        when(f"{var}_via_fp32", Assign(var, pypto("cast", var, FP32))),
+        when(f"{dst} == {BOOL}", Assign(var, pypto("ne", var, "0.0"))),
+        when(f"{dst} not in ({src}, {BOOL})", Assign(var, pypto("cast", var, dst, mode=f"{var}_mode"))),
+    )
 
 
 REDUCTION_ROWS = copied("layout", "_reduction_rows", "_reduced_dims")
