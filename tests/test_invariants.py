@@ -79,6 +79,19 @@ def test_text_between_two_calls_on_a_line_is_checked():
     assert any(OUTSIDE in p for p in violations(tampered, options=PER_CALL))
 
 
+def test_reads_of_transformers_mask_builders_are_rewrites_not_changed_text():
+    """engine.masks reads create_causal_mask through pypto_causal_mask: calls the report does not
+    list as sites, whose text the diff takes as the builder's own (a second run's input too)."""
+    from test_masks import SOURCE as MASKS
+
+    once = translate_source(MASKS)
+    assert "pypto_causal_mask(create_causal_mask," in once.code and "pypto_causal_mask_maker(" in once.code
+    assert violations(once) == []
+    assert violations(translate_source(once.code)) == []
+    planted = dataclasses.replace(once, code=once.code.replace("pypto_causal_mask(create_causal_mask,", "pypto_causal_mask(create_causal_mask, 1,"))
+    assert any("outside converted calls" in v for v in violations(planted))
+
+
 def test_a_multiline_kernels_import_counts_as_added():
     source = "import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.exp(x)\n"
     real = translate_source(source, kernels_module=KERNELS)

@@ -111,6 +111,17 @@ def _decoded(source: str | bytes) -> str:
     return decode(source)[0]
 
 
+_MASK_MAKER = re.compile(r"pypto_causal_mask_maker\((\w+)\)")
+_MASK_CALL = re.compile(r"pypto_causal_mask\((\w+)(?:, |,(?=\r?\n)|(?=\)))")
+
+
+def _unmasked(line: str) -> str:
+    """A line with engine.masks' reads of transformers' mask builders undone
+    (``pypto_causal_mask(create, ...)`` is ``create(...)``): those edits rewrite calls that are no
+    call sites of the report."""
+    return _MASK_CALL.sub(r"\1(", _MASK_MAKER.sub(r"\1", line))
+
+
 def _first_difference(old: str, new: str) -> str:
     pairs = zip(_lines(old) + [""], _lines(new) + [""])
     number, (a, b) = next(((i, p) for i, p in enumerate(pairs, 1) if p[0] != p[1]), (0, ("", "")))
@@ -125,7 +136,7 @@ def _diff_problems(t: Translation, kernels_module: str | None) -> list[str]:
     lines included, except next to an insertion, where spacing may change).
     """
     problems: list[str] = []
-    src, out = _lines(t.source), _lines(t.code)
+    src, out = ([_unmasked(line) for line in _lines(text)] for text in (t.source, t.code))
     strings = [set(), set()]  # lines inside multi-line statements, where a marker is text
     if not (_plain_markers(t.source, src) and _plain_markers(t.code, out)):
         strings = [_statement_lines(t.source), _statement_lines(t.code)]
