@@ -63,6 +63,15 @@ def test_operators_of_no_known_tensor_are_no_sites():
     assert sites("a = n + 1\nb = x.shape[0] * 2\nc = -n\nd = n < 3\ne = u + n\nf = u - u\nreturn not x, +x") == []
 
 
+def test_equality_of_a_tensor_or_none_is_no_site_as_none_compares_in_python():
+    # None == n is Python's bool, where pypto_eq(None, n) would raise; None < n raises either way.
+    # moshi: the second translation took pypto_ne(m, n) for a tensor and made m's x[mask] a site
+    code = body("m = None\nif n:\n    m = x * 2\nmask = m != u\nreturn y[mask], m < u")
+    assert sites(code) == [("torch.Tensor.__mul__", "converted"), ("torch.Tensor.__lt__", "converted")]
+    once = translate(code, fuse=False)
+    assert translate(once.code, fuse=False).code == once.code
+
+
 def test_an_unknown_operand_whose_method_runs_first_is_ambiguous():
     assert sites("return u @ x") == [("torch.Tensor.__matmul__", "left-alone")]
     assert sites("return u @ x", assume_tensors=True) == [("torch.Tensor.__matmul__", "converted")]

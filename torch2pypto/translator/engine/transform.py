@@ -187,7 +187,9 @@ class Sites:
         for side in sides:
             self.index.scope_of.setdefault(side, self.index.scope_of[node])  # x += y: x read where the statement is
         assume = self.options.assume_tensors  # operands of no known kind are tensors, as receivers are
-        kinds = [self.inference.receiver_kind(side) for side in sides]
+        # None has no arithmetic, so a tensor or None there is a tensor's; None == x is Python's bool
+        equality = type(node) is ast.Compare and type(node.ops[0]) in (ast.Eq, ast.NotEq)
+        kinds = [(self.inference.kind if equality else self.inference.receiver_kind)(side) for side in sides]
         if TENSOR not in kinds and not (assume and any(kind != NOT_TENSOR for kind in kinds)):
             return None
         if type(node) is ast.Subscript and kinds != [TENSOR, TENSOR]:
