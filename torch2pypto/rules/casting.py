@@ -16,6 +16,7 @@ runs torch's cast for any other; :func:`launches` tells the tests and --verify t
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Literal, Mapping
 
 import libcst as cst
@@ -188,11 +189,18 @@ def fuse(builder, entry: Entry, bound, env) -> Operand:
 def launches(entry: Entry, dtype: str, arguments: Mapping[str, str]) -> bool:
     """Whether a cast of a ``dtype`` input launches: to a target the call names (or the entry's),
     where runtime/casts.py's _CASTS makes it from ``dtype`` (to its own dtype, none: torch returns
-    the input); to a dtype known at run time only (a tensor's), from any dtype the entry declares."""
-    named = [d for v in arguments.values() if v.startswith("torch.") and isinstance(d := getattr(torch, v[6:], None), torch.dtype)]
+    the input); to a dtype known at run time only (a tensor's), from a float dtype, which every
+    float target takes."""
+    spelt = [_NAMED.fullmatch(v) for v in arguments.values()]
+    named = [d for m in spelt if m and isinstance(d := getattr(torch, m.group(1) or m.group(2), None), torch.dtype)]
     target = getattr(torch, entry.fields.target) if entry.fields.target else named[0] if named else None
     source = getattr(torch, dtype)
-    return target is None or target != source and target in _CASTS.get(source, ())
+    if target is None:
+        return source.is_floating_point
+    return target != source and target in _CASTS.get(source, ())
+
+
+_NAMED = re.compile(r"torch\.(\w+)|getattr\(torch, ['\"](\w+)['\"]\)")
 
 
 def operand_sample(entry: Entry, position: int, name: str) -> OperandSample:
