@@ -127,6 +127,14 @@ def wrapper_params(entry: Entry) -> tuple[Param, ...]:
     return tuple(p for p in entry.params if p.name not in entry.reject)
 
 
+def signature_problem(entry: Entry, family: str, names: tuple[str, ...]) -> str | None:
+    """Why ``entry``'s wrapper parameters are not exactly ``names``, the ones ``family`` computes with."""
+    given = tuple(p.name for p in wrapper_params(entry))
+    if given != names:
+        return f"{family} takes ({', '.join(names)}) besides rejected arguments, not ({', '.join(given)})"
+    return None
+
+
 def replacement(site: CallSite, wrapper: str, params: tuple[Param, ...] | None = None) -> cst.Call:
     """``wrapper(<required args>, <optional args as keywords>)`` for this call site.
 

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import wrapped, wrapper_params
+from torch2pypto.rules.calls import signature_problem, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
@@ -35,9 +35,7 @@ GROUPED_TAKES = copied("cube", "_grouped_takes", last="_grouped_operands")
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "matmul":
         return f"a grouped matmul is pypto.matmul, not pypto.{entry.pypto}"
-    if tuple(p.name for p in wrapper_params(entry)) != PARAMS:
-        return f"a grouped matmul takes {PARAMS} (torch.nn.functional.grouped_mm's)"
-    return None
+    return signature_problem(entry, "a grouped matmul", PARAMS)
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:

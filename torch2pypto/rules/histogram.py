@@ -14,7 +14,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.rules import wrappers
-from torch2pypto.rules.calls import wrapped, wrapper_params
+from torch2pypto.rules.calls import signature_problem, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.kernel_ir import Assign, Do, call, items, loop, pypto
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
@@ -36,8 +36,8 @@ class HistogramFields(Fields):
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "floor+eq+sum":
         return "a histogram counts with pypto.floor, pypto.eq and pypto.sum (floor+eq+sum)"
-    if tuple(p.name for p in wrapper_params(entry)) != PARAMS:
-        return f"a histogram takes {PARAMS}"
+    if problem := signature_problem(entry, "a histogram", PARAMS):
+        return problem
     if tuple(entry.dtypes) != ("float32",):
         return "a histogram takes float32 values (torch bins a half input in its own dtype)"
     return None

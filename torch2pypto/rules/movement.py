@@ -28,7 +28,7 @@ from typing import Mapping
 import libcst as cst
 
 from torch2pypto.rules import templates, walks, wrappers
-from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import literal, rejection, replacement, signature_problem, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields, field
@@ -80,9 +80,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         return "args: only layout"
     if entry.pypto != "assemble":
         return f"movement copies with pypto.view and pypto.assemble (pypto = \"assemble\"), not pypto.{entry.pypto}"
-    names = tuple(p.name for p in wrapper_params(entry))
-    if names != PARAMS[kind]:
-        return f"a {kind} takes ({', '.join(PARAMS[kind])}) once rejected arguments are gone, not ({', '.join(names)})"
+    if problem := signature_problem(entry, f"a {kind}", PARAMS[kind]):
+        return problem
     if set(entry.dtypes) - {"float32", "float16", "bfloat16", *(("int64",) if kind in ("pad", "contiguous") else ())}:
         return ("movement kernels take float dtypes (a pad int64 too: _moved_along's kernel casts its FP32 fill; "
                 "contiguous int64 too: the join kernel only views and assembles)")

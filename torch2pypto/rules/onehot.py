@@ -13,7 +13,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.rules import walks, wrappers
-from torch2pypto.rules.calls import wrapped, wrapper_params
+from torch2pypto.rules.calls import signature_problem, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
@@ -31,8 +31,8 @@ CLASSES = copied("operands", "_one_hot_classes")
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "one_hot":
         return "a one_hot is pypto.one_hot"
-    if tuple(p.name for p in wrapper_params(entry)) != ("input", "num_classes"):
-        return "a one_hot takes (input, num_classes)"
+    if problem := signature_problem(entry, "a one_hot", ("input", "num_classes")):
+        return problem
     if tuple(entry.dtypes) != ("int64",):
         return "one_hot takes int64 indices (torch's LongTensor)"
     return None

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import rejection, replacement, signature_problem, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.scan import SCAN_ROWS
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
-from torch2pypto.schema.family import Family, length_over, register
+from torch2pypto.schema.family import Family, is_float_dtype, length_over, register
 
 PARAMS = ("input", "dim", "keepdim", "dtype")
 PRODUCT_ROWS = copied("layout", "_product_rows")
@@ -25,12 +25,9 @@ PRODUCT_ROWS = copied("layout", "_product_rows")
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "mul":
         return "a product multiplies with pypto.mul (pypto.prod fails to compile in 0.2.0)"
-    names = tuple(p.name for p in wrapper_params(entry))
-    if names != PARAMS:
-        return f"a product takes ({', '.join(PARAMS)}) besides rejected arguments, not ({', '.join(names)})"
-    if any(not d.startswith(("float", "bfloat")) for d in entry.dtypes):
+    if not all(map(is_float_dtype, entry.dtypes)):
         return "a product computes float results (torch multiplies integers into int64)"
-    return None
+    return signature_problem(entry, "a product", PARAMS)
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from torch2pypto.rules import walks, wrappers
-from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import literal, rejection, replacement, signature_problem, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
@@ -28,10 +28,7 @@ FLIPPED_RUNS = copied("layout", "_flipped_runs")
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "index_select":
         return "a reverse is a pypto.index_select by a descending pypto.arange (PyPTO 0.2.0 has no reverse)"
-    names = tuple(p.name for p in wrapper_params(entry))
-    if names != PARAMS:
-        return f"a reverse takes ({', '.join(PARAMS)}) besides rejected arguments, not ({', '.join(names)})"
-    return None
+    return signature_problem(entry, "a reverse", PARAMS)
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:

@@ -17,7 +17,7 @@ from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Apply, Step
 from torch2pypto.schema.entry import Entry, Fields, field
-from torch2pypto.schema.family import Family, keeps_integers, length_over, register
+from torch2pypto.schema.family import Family, is_float_dtype, keeps_integers, length_over, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ def launches(entry: Entry, dtype: str, arguments: Mapping[str, str]) -> bool:
     named = arguments.get("dtype", "None")
     own = named in (f"torch.{dtype}", f"{arguments.get('input')}.dtype")
     declared = not named.startswith("torch.") or named.removeprefix("torch.") in entry.dtypes
-    floats = dtype.startswith(("float", "bfloat"))
+    floats = is_float_dtype(dtype)
     return keeps_integers(entry, dtype, arguments) and declared and (floats or own)
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.rules import walks, wrappers
-from torch2pypto.rules.calls import literal, wrapped, wrapper_params
+from torch2pypto.rules.calls import literal, signature_problem, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
@@ -33,8 +33,8 @@ PLAN = (copied("launch", "_kernel_device"), copied("operands", "_arange_plan", f
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "arange":
         return "an arange is pypto.arange"
-    if tuple(p.name for p in wrapper_params(entry)) != PARAMS:
-        return f"an arange takes ({', '.join(PARAMS)}) besides rejected arguments"
+    if problem := signature_problem(entry, "an arange", PARAMS):
+        return problem
     if set(entry.dtypes) != {"int64", "int32"}:
         return "an arange computes int64 and int32 results"
     return None

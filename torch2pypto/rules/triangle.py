@@ -12,7 +12,7 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.rules import walks, wrappers
-from torch2pypto.rules.calls import wrapped, wrapper_params
+from torch2pypto.rules.calls import signature_problem, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.steps import Step
@@ -37,8 +37,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         return 'args: keep = "le" (lower triangle) or "ge" (upper)'
     if entry.pypto != f"{entry.fields.args['keep']}+where":
         return f'pypto names the ops: "{entry.fields.args["keep"]}+where"'
-    if tuple(p.name for p in wrapper_params(entry)) != ("input", "diagonal"):
-        return "a triangle takes (input, diagonal) once rejected arguments are gone"
+    if problem := signature_problem(entry, "a triangle", ("input", "diagonal")):
+        return problem
     if set(entry.dtypes) - {"float32", "float16", "bfloat16"}:
         return "triangle kernels take float dtypes"
     return None

@@ -66,10 +66,15 @@ def is_float_literal(source: str) -> bool:
         return False
 
 
+def is_float_dtype(dtype: str) -> bool:
+    """Whether a table dtype name (``bfloat16``, ``int32``) is a floating-point one."""
+    return dtype.startswith(("float", "bfloat"))
+
+
 def keeps_integers(entry: Entry, dtype: str, arguments: Mapping[str, str]) -> bool:
     """Whether a call with these arguments (parameter -> source) launches on ``dtype`` tensors: torch
     promotes an integer tensor with a float number to float, and the wrapper runs torch for that."""
-    return dtype.startswith(("float", "bfloat")) or not any(map(is_float_literal, arguments.values()))
+    return is_float_dtype(dtype) or not any(map(is_float_literal, arguments.values()))
 
 
 def length_over(shape: tuple[int, ...], dim: int | tuple[int, ...] | None) -> int:
