@@ -58,6 +58,16 @@ def test_norms_projections_and_rope_are_one_call(code):
     assert translated(translation.code).code == translation.code  # translating again changes nothing
 
 
+def test_a_comment_above_the_projections_heads_what_replaces_them():
+    """t5gemma2's layout: a comment, then gemma3's projections and norms with blank lines between
+    and after: the blank line after them goes, so the comment stays above the statements that
+    replace them (the invariants oracle in ``translated`` checks every other byte)."""
+    code = GEMMA3.replace("        query_states = self.q_proj", "        # self-attention.\n        query_states = self.q_proj")
+    assert code != GEMMA3
+    translation = translated(code)
+    assert "        # self-attention.\n        cos, sin = position_embeddings\n        query_states, key_states, value_states = " in translation.code
+
+
 @pytest.mark.parametrize("change", [
     ("self.k_norm(self.k_proj(hidden_states).view(hidden_shape))", "self.k_proj(hidden_states).view(hidden_shape)"),  # no norm of k's heads
     ("        input_dtype = hidden_states.dtype\n", "        input_dtype = hidden_states.dtype\n        print(input_dtype)\n"),  # another forward

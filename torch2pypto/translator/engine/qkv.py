@@ -30,7 +30,7 @@ from torch2pypto.rules.fusion import name_of
 from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.linears import BIAS, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
-from torch2pypto.translator.engine.siblings import _BETWEEN, _alone, _root, _rope_call, _rope_groups
+from torch2pypto.translator.engine.siblings import _BETWEEN, _alone, _opens, _root, _rope_call, _rope_groups
 
 _HOST = 2  # host statements that may stand between the linear and the slices
 
@@ -171,8 +171,8 @@ def _emit(finder, removed: list[ast.stmt], rotary: ast.stmt, linear, bounds, vie
 
 
 def _merged(text: str, lines: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The removed lines' spans, those with only blank lines between as one; a span between two
-    blank lines takes the one after it (one blank line stays)."""
+    """The removed lines' spans, those with only blank lines between as one; a span after a blank
+    line or a comment takes the blank line after it (one stays, or the comment heads what follows)."""
     merged = [lines[0]]
     for begin, end in lines[1:]:
         if text[merged[-1][1] : begin].strip() == "":
@@ -181,9 +181,8 @@ def _merged(text: str, lines: list[tuple[int, int]]) -> list[tuple[int, int]]:
             merged.append((begin, end))
     result = []
     for begin, end in merged:
-        before = text[text.rfind("\n", 0, max(begin - 1, 0)) + 1 : begin]
         after = text.find("\n", end)
-        if begin and before.strip() == "" and after >= 0 and text[end:after].strip() == "":
+        if begin and _opens(text, begin) and after >= 0 and text[end:after].strip() == "":
             end = after + 1
         result.append((begin, end))
     return result

@@ -366,6 +366,13 @@ def _alone(finder, statement: ast.stmt) -> tuple[int, int] | None:
     return line, stop + 1
 
 
+def _opens(text: str, line: int) -> bool:
+    """Whether the line before the one at offset ``line`` is blank or a comment: statements removed
+    from there on take a blank line after them too (one stays above, or the comment heads what follows)."""
+    before = text[text.rfind("\n", 0, max(line - 1, 0)) + 1 : line].strip()
+    return before == "" or before.startswith("#")
+
+
 def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call,
                   groups, modules, found) -> bool:
     from torch2pypto.translator.engine.regions import Region  # regions calls this module
@@ -434,8 +441,8 @@ def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rota
     found.regions.append(Region(finder.path, span, finder.function.name, ("linear",) * 3, wrapper, f"{base}_kernel",
                                 tuple(params.values()), ("linear",), modules=tuple(held)))
     (first, _), (_, last) = lines[0], lines[-2]
-    if finder.text[finder.text.rfind("\n", 0, first - 1) + 1 : first].strip() == "" and finder.text[last : finder.text.find("\n", last) + 1].strip() == "":
-        lines[-2] = (lines[-2][0], finder.text.find("\n", last) + 1)  # blank lines around them: one stays
+    if _opens(finder.text, first) and finder.text[last : finder.text.find("\n", last) + 1].strip() == "":
+        lines[-2] = (lines[-2][0], finder.text.find("\n", last) + 1)  # a blank line after them goes too
     for start, stop in lines[:-1]:
         found.edits.append((start, stop, ""))
     s = finder.lines.span(rotary)
