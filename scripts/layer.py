@@ -61,14 +61,17 @@ Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), Â
   A2A3.ini peak the floor uses). linear 2048x4096x4096 (o_proj): generated 370.7 (256 tasks of
   54.5k cycles; MTE_IN 79% busy, cube 27%); 256 rows with L1 m 256: 406.6 (still [128, 256]
   tasks); L1 n 512 (k [128, 256]): 547.4; [64, 512] tasks: 529.8; [256, 128]: 477.0;
-  enable_split_k: F21004; runtime triple_stream_sched, device_sched_mode 1-3: unchanged.
+  enable_split_k: F21004; runtime triple_stream_sched, device_sched_mode 1-3,
+  stitch_function_max_num 128, stitch_function_inner/outcast_memory 128: unchanged (a core's tasks
+  stay 5.5k cycles apart).
   Merging a row tile's tasks (cube_l1_reuse_setting or cube_nbuffer_setting, as q/k/v + RoPE
   does) shares no operand: the merged task copies a again (L1 holds no [128, K] tile); it only
   saves the gaps and costs a tail: 2, 3, 4 tasks 368.6, 362.2, 353.8; 2048x4096x11008 971.1,
   911.8 (2), 896.6 (3), 909.0 (4); K 3072 299.6 -> 272.2 (4), 5504 478.6 -> 473.8, 8192 673.2
-  -> 685.1, 12288 987.6 -> 1016.4; down's K 11008 881.3 -> 2720.2 (2: the merged task's copies
-  multiply, MTE_IN 88% busy; 1394.9 with k [128, 256]), 3305.9 (3). The gated kernel (4096 ->
-  11008, no prologue) 1766.8: 1746.5 (nbuffer 2), 1792.2 (l1_reuse 2), 1792.9 (nbuffer 3). Not
+  -> 685.1, 12288 987.6 -> 1016.4; down's K 11008 881.3 -> 2720.2 (2: the merged task copies 90
+  a tiles and 102 b tiles where its two tiles need 22 and 44; 1394.9 with k [128, 256]), 3305.9
+  (3). The gated kernel (4096 -> 11008, no prologue) 1766.8: 1746.5 (nbuffer 2), 1792.2 (l1_reuse
+  2), 1792.9 (nbuffer 3). Not
   adopted: in this layer it would save o_proj's ~17 Âµs and cannot take down's K. sdpa with
   global pass.enable_cv_fuse: 605.1, unchanged (cube cores 6% busy, vector 30%, MTE_IN 48%).
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
