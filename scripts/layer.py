@@ -72,8 +72,12 @@ Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), �
   a tiles and 102 b tiles where its two tiles need 22 and 44; 1394.9 with k [128, 256]), 3305.9
   (3). The gated kernel (4096 -> 11008, no prologue) 1766.8: 1746.5 (nbuffer 2), 1792.2 (l1_reuse
   2), 1792.9 (nbuffer 3). Not
-  adopted: in this layer it would save o_proj's ~17 µs and cannot take down's K. sdpa with
-  global pass.enable_cv_fuse: 605.1, unchanged (cube cores 6% busy, vector 30%, MTE_IN 48%).
+  adopted: in this layer it would save o_proj's ~17 µs and cannot take down's K. sdpa's timeline
+  (causal, 2048 tokens, 605.1; unchanged with the global pass.enable_cv_fuse): 320 Q.K^T and 320
+  P.V cube tasks (the 320 kv tiles the causal loop visits) of 24.0k and 26.0k cycles against the
+  floor's 16.4k for a kv tile's two products (its FP32 scores leave through MTE_OUT, P comes back
+  through MTE_IN); cube cores 61% busy over the span (25-28% where a wave of q tiles' chains ends),
+  vector cores 58%.
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
   fallbacks. Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha
   87.0 at B1 H8 S512 (0.68x), 1125.8 against 3290.9 at H32 S2048 (0.34x; 794.4 with the kv loop
