@@ -52,6 +52,32 @@ Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), �
   1.5x at 2048 tokens. Before a's longer L1 k tile (commit a4499fa): 64
   tokens 460.7 (q/k/v+RoPE 81.8, o_proj 47.7, prologue+gated 205.6, down+add 94.1), 2048 tokens
   5334.8 (1078.8, 419.0, 1941.0, 996.8).
+  Other matmul structures (raw pypto kernels in SIM, bf16, 2048 rows; µs): none reaches 1.5x. A
+  task is one L0C tile whatever the L1 m and n, and L0C's 128 KiB holds [128, 256] FP32 at most:
+  its 768 bytes per k step take the core's MTE_IN (~96 B/cycle) exactly the floor's 8 cycles, so
+  bytes alone are 1.0x the floor ([176, 176] would move 3% less), and its 12 copies of 256 KiB
+  (a's and b's L1 tiles share 512 KiB) add 1400 cycles each: 49.7k of MTE_IN a task against
+  32.8k, 1.51x before the ~5k cycles between tasks (the model's cube pipe needs 17k: twice the
+  A2A3.ini peak the floor uses). linear 2048x4096x4096 (o_proj): generated 370.7 (256 tasks of
+  54.5k cycles; MTE_IN 79% busy, cube 27%); 256 rows with L1 m 256: 406.6 (still [128, 256]
+  tasks); L1 n 512 (k [128, 256]): 547.4; [64, 512] tasks: 529.8; [256, 128]: 477.0;
+  enable_split_k: F21004; runtime triple_stream_sched, device_sched_mode 1-3,
+  stitch_function_max_num 128, stitch_function_inner/outcast_memory 128: unchanged (a core's tasks
+  stay 5.5k cycles apart).
+  Merging a row tile's tasks (cube_l1_reuse_setting or cube_nbuffer_setting, as q/k/v + RoPE
+  does) shares no operand: the merged task copies a again (L1 holds no [128, K] tile); it only
+  saves the gaps and costs a tail: 2, 3, 4 tasks 368.6, 362.2, 353.8; 2048x4096x11008 971.1,
+  911.8 (2), 896.6 (3), 909.0 (4); K 3072 299.6 -> 272.2 (4), 5504 478.6 -> 473.8, 8192 673.2
+  -> 685.1, 12288 987.6 -> 1016.4; down's K 11008 881.3 -> 2720.2 (2: the merged task copies 90
+  a tiles and 102 b tiles where its two tiles need 22 and 44; 1394.9 with k [128, 256]), 3305.9
+  (3). The gated kernel (4096 -> 11008, no prologue) 1766.8: 1746.5 (nbuffer 2), 1792.2 (l1_reuse
+  2), 1792.9 (nbuffer 3). Not
+  adopted: in this layer it would save o_proj's ~17 µs and cannot take down's K. sdpa's timeline
+  (causal, 2048 tokens, 605.1; unchanged with the global pass.enable_cv_fuse): 320 Q.K^T and 320
+  P.V cube tasks (the 320 kv tiles the causal loop visits) of 24.0k and 26.0k cycles against the
+  floor's 16.4k for a kv tile's two products (its FP32 scores leave through MTE_OUT, P comes back
+  through MTE_IN); cube cores 61% busy over the span (25-28% where a wave of q tiles' chains ends),
+  vector cores 58%.
   The fused-run "(torch path)" wrappers listed are the FLOP count's meta-tensor runs, not
   fallbacks. Experts (non-causal attention): translated sdpa 59.0 against flash_attention_mha
   87.0 at B1 H8 S512 (0.68x), 1125.8 against 3290.9 at H32 S2048 (0.34x; 794.4 with the kv loop
