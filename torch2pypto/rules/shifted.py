@@ -1,4 +1,5 @@
-"""conv1d kernels of shifted reads: stride 1, zero padding, depthwise (vector) or ungrouped (cube).
+"""conv kernels of shifted reads: stride 1, zero padding; conv1d depthwise (vector) or ungrouped
+(cube), conv2d ungrouped (cube).
 
 Output column t of an output row is the sum over taps k of the weights times the input's column
 ``t + k - left``, reads outside [0, length) zero padding. The columns whose every tap reads
@@ -7,6 +8,9 @@ The few columns at either edge (at most kernel - 1 each) read their in-row taps 
 at a time, so no padding is ever read or copied. A depthwise conv multiplies each channel's row
 by its tap weight (one filter per channel, FP32 on the vector cores); an ungrouped one adds a
 ``pypto.matmul`` per tap, the tap's weight [out, channels] times the shifted [channels, cols].
+A conv2d splits its output rows alike: each row of the middle sums every tap row (kh) over the
+input row it reads, a row at either edge the tap rows that read inside the image; within a row,
+its columns are a conv1d's.
 """
 
 from __future__ import annotations
@@ -31,23 +35,31 @@ def _taps(shape: tuple[str, str], col: str, width: str, taps: str) -> list[Stmt]
     ]
 
 
-def _store(col: str, bias: bool, store: tuple[Stmt, ...]) -> list[Stmt]:
-    """``acc`` plus the channels' bias, cast and assembled into the output at column ``col``."""
+def _store(at: str, col: str, bias: bool, store: tuple[Stmt, ...], whose: str = "channel") -> list[Stmt]:
+    """``acc`` plus the bias of each of its rows (b's rows from ``i * rows``), cast and assembled into
+    the output at row ``at``, column ``col``."""
     added: list[Stmt] = []
     if bias:
         added = [Assign("bias_tile", pypto("view", "b", items("rows", "1"), items("i * rows", "0"), valid_shape=items("valid", "1"))),
                  to_fp32(["bias_tile"]),
-                 Assign("acc", pypto("add", "acc", "bias_tile"), "one value per channel, along the row")]
-    return [*added, *store, Do(pypto("assemble", "acc", items("r", col), "out"))]
+                 Assign("acc", pypto("add", "acc", "bias_tile"), f"one value per {whose}, along the row")]
+    return [*added, *store, Do(pypto("assemble", "acc", items(at, col), "out"))]
+
+
+def _split(lo: str, hi: str, middle: str, edges: str, t: str, size: str, taps: str, before: str, out: str,
+           what: str = "columns", whole: str = "row") -> list[Stmt]:
+    """The factory's split of the ``out`` output columns (or rows) of an input of ``size``, ``before``
+    zeros first: the middle [lo, hi) of whole windows, the edges with the taps that read inside."""
+    return [
+        Assign(f"{lo}, {hi}", f"{before}, min({out}, {size} - {taps} + 1 + {before})", f"the output {what} whose taps all read inside the {whole}"),
+        Assign(middle, f"max(0, {hi} - {lo})"),
+        Assign(edges, f"tuple(({t}, max(0, {before} - {t}), min({taps}, {size} + {before} - {t})) for {t} in range({out}) if not {lo} <= {t} < {hi})"),
+    ]
 
 
 def _columns() -> list[Stmt]:
-    """The factory's split of the output columns: the middle [lo, hi) of whole windows, the edges."""
-    return [
-        Assign("lo, hi", "left, min(width, length - taps + 1 + left)", "the output columns whose taps all read inside the row"),
-        Assign("middle", "max(0, hi - lo)"),
-        Assign("edges", "tuple((t, max(0, left - t), min(taps, length + left - t)) for t in range(width) if not lo <= t < hi)"),
-    ]
+    """The split of a row's output columns: ``lo, hi``, ``middle``, ``edges`` (see :func:`_split`)."""
+    return _split("lo", "hi", "middle", "edges", "t", "length", "taps", "left", "width")
 
 
 def depthwise_kernel(op: str, bias: bool) -> Definition:
@@ -63,12 +75,12 @@ def depthwise_kernel(op: str, bias: bool) -> Definition:
     middle = [
         Assign("cols_valid", "(middle - c * cols).min(cols)"),
         *_taps(("rows", "cols"), "c * cols", "cols_valid", "range(taps)"),
-        *_store("lo + c * cols", bias, store),
+        *_store("r", "lo + c * cols", bias, store),
     ]
     edge = [
         Assign("t, k0, k1", "edges[e]", "an output column and the taps that read inside the row"),
         *_taps(("rows", "1"), "t - left", "1", "range(k0, k1)"),
-        *_store("t", bias, store),
+        *_store("r", "t", bias, store),
     ]
     body = [
         Assign("tiles", "(channels + rows - 1) // rows"),
@@ -92,54 +104,69 @@ def depthwise_kernel(op: str, bias: bool) -> Definition:
     return Definition(name, text, ("_tile_shape", "_annotated"))
 
 
-def dense_kernel(op: str, bias: bool) -> Definition:
+def dense_kernel(op: str, bias: bool, dims: int = 1) -> Definition:
     """A factory ``name(dtype, channels, length, taps, left, width, rows)``: per image, the sum
     over taps of the weight's tap matrix ([taps * out, channels], row tiles of a dynamic out)
     times the image's [channels, length] rows shifted by the tap, ``left`` zero columns before
-    each row, into [images * out, width]; the bias added per output channel."""
+    each row, into [images * out, width]; the bias added per output channel. Of ``dims`` 2,
+    ``name(dtype, channels, lines, length, tap_rows, taps, top, left, height, width, rows)``: the
+    image's [channels, lines * length] planes, taps [tap_rows * taps * out, channels] (tap (h, k)
+    at rows (h * taps + k) * out), ``top`` zero rows above, into [images * out, height * width];
+    each output row y sums the taps h that read inside the image, its input row y - top + h."""
     name = f"{op}_taps{'_bias' if bias else ''}_kernel"
     setup, store = casting("acc", FP32, "dtype")
-    params = [tensor("w", items("pypto.DYNAMIC", "channels"), "dtype"), tensor("x", items("pypto.DYNAMIC", "length"), "dtype")]
+    plane, out_plane = ("lines * length", "height * width") if dims == 2 else ("length", "width")
+    params = [tensor("w", items("pypto.DYNAMIC", "channels"), "dtype"), tensor("x", items("pypto.DYNAMIC", plane), "dtype")]
     if bias:
         params.append(tensor("b", items("pypto.DYNAMIC", "1"), "dtype"))
-    params.append(tensor("out", items("pypto.DYNAMIC", "width"), "dtype"))
+    params.append(tensor("out", items("pypto.DYNAMIC", out_plane), "dtype"))
+    tap, line, at = ("(h * taps + k)", "(y - top + h) * length + ", "y * width + ") if dims == 2 else ("k", "", "")
 
-    def taps(tiles: str, cols: str, col: str, valid_cols: str, k_range: str) -> list[Stmt]:
-        """``acc``: the sum over ``k_range`` of the tap's weight times the input shifted by it."""
+    def taps(tiles: str, cols: str, col: str, valid_cols: str, k_range: str, h_range: str) -> list[Stmt]:
+        """``acc``: the sum over ``k_range`` (and ``h_range``) of the tap's weight times the input shifted by it."""
+        matmul: Stmt = loop(
+            "k", k_range,
+            Assign("tap", pypto("view", "w", items("rows", "c16"), items(f"{tap} * m + i * rows", "0"), valid_shape=items("valid", "channels"))),
+            Assign("shifted", pypto("view", "x", items("c16", cols), items("j * channels", f"{line}{col} + k"),
+                                    valid_shape=items("channels", valid_cols))),
+            Assign("acc", pypto("add", "acc", pypto("matmul", "tap", "shifted", FP32))),
+            comment="unrolled: one matmul per tap, its input shifted by the tap")
         return [
             Do(pypto("set_cube_tile_shapes", items("rows", "rows"), f"{tiles}_k", f"{tiles}_n")),
             Do(pypto("set_vec_tile_shapes", f"{tiles}_rows", f"{tiles}_cols")),
             Assign("acc", pypto("full", items("rows", cols), "0.0", FP32, valid_shape=items("valid", valid_cols))),
-            loop("k", k_range,
-                 Assign("tap", pypto("view", "w", items("rows", "c16"), items("k * m + i * rows", "0"), valid_shape=items("valid", "channels"))),
-                 Assign("shifted", pypto("view", "x", items("c16", cols), items("j * channels", f"{col} + k"),
-                                         valid_shape=items("channels", valid_cols))),
-                 Assign("acc", pypto("add", "acc", pypto("matmul", "tap", "shifted", FP32))),
-                 comment="unrolled: one matmul per tap, its input shifted by the tap"),
+            loop("h", h_range, matmul, comment="unrolled: the tap rows that read inside the image") if dims == 2 else matmul,
         ]
 
-    def stored(col: str) -> list[Stmt]:
-        added: list[Stmt] = []
-        if bias:
-            added = [Assign("bias_tile", pypto("view", "b", items("rows", "1"), items("i * rows", "0"), valid_shape=items("valid", "1"))),
-                     to_fp32(["bias_tile"]),
-                     Assign("acc", pypto("add", "acc", "bias_tile"), "one value per output channel, along the row")]
-        return [*added, *store, Do(pypto("assemble", "acc", items("j * m + i * rows", col), "out"))]
+    def columns(h_range: str) -> list[Stmt]:
+        """An output row's middle column tiles and its edge columns."""
+        middle = [Assign("cols_valid", "(middle - c * cols).min(cols)"),
+                  *taps("middle", "cols", "c * cols", "cols_valid", "range(taps)", h_range),
+                  *_store("j * m + i * rows", f"{at}lo + c * cols", bias, store, "output channel")]
+        edge = [Assign("t, k0, k1", "edges[e]", "an output column and the taps that read inside the row"),
+                *taps("edge", "16", "t - left", "1", "range(k0, k1)", h_range),
+                *_store("j * m + i * rows", f"{at}t", bias, store, "output channel")]
+        return [when("middle > 0", loop("c", pypto("loop", "(middle + cols - 1) // cols", name='"col_tiles"', unroll_list=items("1")), *middle)),
+                when("len(edges) > 0", loop("e", "range(len(edges))", *edge, comment="unrolled"),
+                     comment="the parser refuses a loop over nothing")]
 
-    middle = [Assign("cols_valid", "(middle - c * cols).min(cols)"),
-              *taps("middle", "cols", "c * cols", "cols_valid", "range(taps)"), *stored("lo + c * cols")]
-    edge = [Assign("t, k0, k1", "edges[e]", "an output column and the taps that read inside the row"),
-            *taps("edge", "16", "t - left", "1", "range(k0, k1)"), *stored("t")]
+    rows = columns("")
+    if dims == 2:
+        rows = [when("inner > 0", loop("s", pypto("loop", "inner", name='"out_rows"', unroll_list=items("1")),
+                                       Assign("y", "lo_y + s"), *columns("range(tap_rows)"))),
+                when("len(row_edges) > 0",
+                     loop("u", "range(len(row_edges))",
+                          Assign("y, h0, h1", "row_edges[u]", "an output row and the tap rows that read inside the image"),
+                          *columns("range(h0, h1)"), comment="unrolled"),
+                     comment="the parser refuses a loop over nothing")]
     body = [
-        Assign("m", "w.shape[0] // taps", "output channels"),
+        Assign("m", "w.shape[0] // (tap_rows * taps)" if dims == 2 else "w.shape[0] // taps", "output channels"),
         loop("j", pypto("loop", "x.shape[0] // channels", name='"images"'),
              loop("i", pypto("loop", "(m + rows - 1) // rows", name='"row_tiles"', unroll_list=items("1")),
-                  Assign("valid", "(m - i * rows).min(rows)"),
-                  when("middle > 0", loop("c", pypto("loop", "(middle + cols - 1) // cols", name='"col_tiles"', unroll_list=items("1")), *middle)),
-                  when("len(edges) > 0", loop("e", "range(len(edges))", *edge, comment="unrolled"),
-                       comment="the parser refuses a loop over nothing"))),
+                  Assign("valid", "(m - i * rows).min(rows)"), *rows)),
     ]
     prelude = [
+        *(_split("lo_y", "hi_y", "inner", "row_edges", "y", "lines", "tap_rows", "top", "height", "rows", "image") if dims == 2 else ()),
         *_columns(),
         Assign("c16, cols", "-(-channels // 16) * 16, min(-(-max(middle, 1) // 16) * 16, 256)", "the cube's 32-byte aligned tiles"),
         Assign("middle_k, middle_n", call("_cube_tiles", "c16", "cols", "dtype", "rows")),
@@ -148,7 +175,10 @@ def dense_kernel(op: str, bias: bool) -> Definition:
         Assign("edge_rows, edge_cols", call("_tile_shape", "16", "rows", "3", "(pypto.DT_FP32,)")),
         *setup,
     ]
-    doc = (f"Per image, the sum over taps of pypto.matmul of the tap's weight [rows, channels] by the input shifted by the "
-           f"tap, in FP32{', plus the bias of each output channel' if bias else ''}; the edge columns read their in-row taps only.")
-    text = factory(name, ["dtype, channels, length, taps, left, width, rows"], doc, prelude, params, body, CUBE)
+    per, edges = ("image and output row", "edge rows and columns read their in-image") if dims == 2 else ("image", "edge columns read their in-row")
+    doc = (f"Per {per}, the sum over taps of pypto.matmul of the tap's weight [rows, channels] by the input shifted by the "
+           f"tap, in FP32{', plus the bias of each output channel' if bias else ''}; the {edges} taps only.")
+    factory_params = ("dtype, channels, lines, length, tap_rows, taps, top, left, height, width, rows" if dims == 2
+                      else "dtype, channels, length, taps, left, width, rows")
+    text = factory(name, [factory_params], doc, prelude, params, body, CUBE)
     return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
