@@ -230,15 +230,19 @@ def test_an_ungrouped_conv1d_of_long_rows_takes_column_tiles_and_keeps_its_weigh
 
 
 @pytest.mark.interpreter
-def test_a_depthwise_conv1d_in_grad_mode_launches_and_carries_torchs_gradient(modules):
+@pytest.mark.parametrize("name, shapes, args", [
+    ("causal", [(2, 5, 13), (5, 1, 4), (5,)], ()),  # depthwise conv1d
+    ("image", [(2, 3, 5, 7), (4, 3, 3, 3), (4,)], (1,)),  # ungrouped conv2d, padding 1
+])
+def test_a_shifted_conv_in_grad_mode_launches_and_carries_torchs_gradient(modules, name, shapes, args):
     translated, original = modules
-    tensors = [sample(2, 5, 13, seed=3), sample(5, 1, 4, seed=1), sample(5, seed=2)]
+    tensors = [sample(*shape, seed=seed) for shape, seed in zip(shapes, (3, 1, 2))]
     ours, theirs = [t.clone().requires_grad_() for t in tensors], [t.clone().requires_grad_() for t in tensors]
     launched = interpreter.counting()
     with torch2pypto.interpreted(translated):
-        got = translated.causal(*ours)
+        got = getattr(translated, name)(*ours, *args)
     assert sum(launched().values()) == 1
-    expected = original.causal(*theirs)
+    expected = getattr(original, name)(*theirs, *args)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     grad = sample(*expected.shape, seed=4)
     got.backward(grad)
