@@ -48,7 +48,7 @@ def test_module_forms_convert_or_stay_torch_by_their_construction():
     assert [s for s, _ in got] == ["converted"] * 7 + ["unsupported"] * 2 + ["converted", "unsupported"], got
     assert got[7][1].startswith("padding_mode= other than zeros")
     assert got[8][1].startswith("stride=2: a conv2d other than a contraction runs on the kernels of shifted reads")
-    assert got[10][1].startswith("stride=2: a conv2d other than") and "one filter per channel" not in got[10][1]
+    assert got[10][1].startswith("stride=2: a conv2d other than")
 
 
 GROUPED = """\
@@ -80,13 +80,12 @@ def test_a_grouped_conv1d_converts_where_its_construction_shows_one_filter_per_c
     got = [(r.status, r.reason or "") for r in translate(GROUPED).records]
     assert [s for s, _ in got[:3]] == ["converted"] * 3, got
     reasons = [reason for status, reason in got[3:] if status == "unsupported"]
-    assert len(reasons) == 6, got
+    assert len(reasons) == 5 and got[8][0] == "converted", got  # the depthwise conv2d too
     assert reasons[0].startswith("groups=config.groups of in_channels=config.size: a conv1d other than a contraction runs")
     assert reasons[1].startswith("groups=8 of in_channels=16:")
     assert reasons[2].startswith("dilation=2: a conv1d other than a contraction")
     assert reasons[3].startswith("padding=3 of kernel_size=3:")
     assert reasons[4].startswith("stride=2:")
-    assert reasons[5].startswith("padding=1:") and "no contraction" in reasons[5]  # conv2d: no depthwise kernel
 
 
 PROGRAM = """\
@@ -112,6 +111,11 @@ def padded(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
 
 def image(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
     return F.conv2d(x, w, b, padding=padding)
+
+
+def depthwise_image(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
+    # ConvNeXt's Conv2d(dim, dim, kernel_size=7, padding=3, groups=dim)
+    return F.conv2d(x, w, b, padding=padding, groups=w.shape[0])
 
 
 def causal(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
@@ -223,6 +227,19 @@ def test_an_ungrouped_conv2d_adds_a_matmul_per_tap_and_output_row(modules, dtype
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("images, channels, size, taps, padding", [
+    (2, 5, (7, 9), (3, 3), 1),  # odd height and width
+    (1, 70, (9, 10), (7, 7), 3),  # ConvNeXt's 7 x 7: two channel tiles of 64, three edge rows and columns a side
+    (3, 4, (5, 8), (2, 4), "same"),  # even kernels: the odd zero row and column after
+])
+def test_a_depthwise_conv2d_sums_shifted_reads_of_each_channel(modules, dtype, images, channels, size, taps, padding):
+    x, w = sample(images, channels, *size, dtype=dtype), sample(channels, 1, *taps, dtype=dtype, seed=1)
+    b = sample(channels, dtype=dtype, seed=2) if images != 3 else None
+    assert launched_ops(modules, "depthwise_image", x, w, b, padding, tolerance=TOLERANCE[dtype]) == (1, {})
+
+
+@pytest.mark.interpreter
 def test_an_ungrouped_conv1d_of_long_rows_takes_column_tiles_and_keeps_its_weights_copy(modules):
     x, w = sample(9, 600), sample(20, 9, 3, seed=1)
     assert launched_ops(modules, "padded", x, w, None, 0) == (1, {"clone": 1})  # no edges; three column tiles of 256
@@ -286,14 +303,14 @@ def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padd
     torch.testing.assert_close(got, reference(x))
 
 
-def test_a_functions_conv1d_groups_of_no_literal_is_checked_at_run_time_other_forms_stay_torch():
+def test_a_functions_conv_groups_of_no_literal_is_checked_at_run_time_other_forms_stay_torch():
     code = ("import torch.nn.functional as F\n\n\ndef f(x, w, b, hidden_size, stride):\n"
             "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid'),"
-            " F.conv2d(x, w, groups=hidden_size), F.conv1d(x, w, groups=hidden_size, dilation=stride),"
+            " F.conv2d(x, w, groups=hidden_size, stride=stride), F.conv1d(x, w, groups=hidden_size, dilation=stride),"
             " F.conv1d(x, w, stride=stride, groups=hidden_size)\n")
     depthwise, strided, valid, grouped, dilated, downsampled = translate(code).records
     assert depthwise.status == strided.status == valid.status == "converted"  # groups, stride: against the weight at run time
-    assert grouped.status == "unsupported" and grouped.reason.startswith("groups=hidden_size: known at run time only")
+    assert grouped.status == "unsupported" and grouped.reason.startswith("stride=stride: known at run time only; a conv2d other")
     assert dilated.status == "unsupported" and dilated.reason.startswith("dilation=stride: known at run time only")
     assert downsampled.status == "unsupported" and downsampled.reason.startswith("stride=stride: known at run time only; a conv1d other")
 
@@ -367,7 +384,8 @@ def test_conv_shifted_takes_stride_and_dilation_1_ungrouped_or_one_filter_per_ch
     assert conv._conv_shifted(image, dense, None, 1, "same", 1, 1, 2) == (1, 7, 0, 9)  # the odd zero column after
     assert conv._conv_shifted(image, dense, None, 1, (1, 2), 1, 1, 2) is None  # zeros wider than the kernel's 2 columns
     assert conv._conv_shifted(image, dense, None, (1, 2), 1, 1, 1, 2) is None  # strided columns
-    assert conv._conv_shifted(image, torch.randn(3, 1, 3, 3), None, 1, 1, 1, 3, 2) is None  # no depthwise conv2d kernel
+    assert conv._conv_shifted(image, torch.randn(3, 1, 3, 3), None, 1, 1, 1, 3, 2) == (1, 7, 1, 9)  # depthwise
+    assert conv._conv_shifted(torch.randn(2, 4, 7, 9), torch.randn(4, 2, 3, 3), None, 1, 1, 1, 2, 2) is None  # two groups
     assert conv._conv_shifted(image, dense, None, 1, 1, 1, 1, 1) is None  # a conv1d of a 2-D kernel
 
 

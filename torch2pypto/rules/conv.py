@@ -9,8 +9,8 @@ channels-last (``x.transpose(1, 2)`` fed to a ``Conv1d``); a patch embedding (Vi
 ``Conv2d(stride=patch)``) gathers its non-overlapping patches into columns on the host first, a
 copy of the input's size (docs/host-copies.md). A conv of stride 1 and zero padding up to
 kernel - 1 runs on the kernels of shifted reads (:mod:`shifted`): ungrouped a matmul per tap
-(conv2d: per output row), a conv1d's depthwise (``groups`` = channels: Mamba's causal conv,
-conformers') on the vector cores. Every other form (dilation, other groups, a stride other than
+(conv2d: per output row), depthwise (``groups`` = channels: Mamba's causal conv, conformers',
+ConvNeXt's) on the vector cores. Every other form (dilation, other groups, a stride other than
 1 or the kernel) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the convolution's
 spatial rank (1 or 2)."""
 
@@ -60,8 +60,8 @@ CONSTRUCTOR = ("in_channels", "out_channels", "kernel_size", "stride", "padding"
 _WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel "
             "size, no padding, dilation or groups)")
 _SHIFTED = ("a conv{dims}d other than a contraction runs on the kernels of shifted reads only with stride and dilation 1, "
-            "zero padding of at most kernel_size - 1, and groups 1{depthwise}")
-_DEPTHWISE = " or one filter per channel (groups = in_channels = out_channels)"
+            "zero padding of at most kernel_size - 1, and groups 1 or one filter per channel (groups = in_channels = "
+            "out_channels)")
 
 
 def _static_form(site: CallSite) -> Unsupported | None:
@@ -73,8 +73,8 @@ def _static_form(site: CallSite) -> Unsupported | None:
     built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
     given = {name: _given(site, built, name) for name in ("stride", *_FORMS)}
     dims = site.entry.fields.dims
-    if given["groups"] not in (Ellipsis, 1):  # only a conv1d has a kernel of groups (depthwise)
-        return _shifted_form(built, given, dims) if dims == 1 else _contraction_form(built, given)
+    if given["groups"] not in (Ellipsis, 1):
+        return _shifted_form(built, given, dims)
     return _contraction_form(built, given) and _shifted_form(built, given, dims)
 
 
@@ -109,7 +109,7 @@ def _shifted_form(built: Mapping[str, object], given: Mapping[str, object], dims
     channels are not its groups, a stride or dilation other than 1 or known at run time only (a
     downsampling filter's ``stride=ratio``), a padding wider than the kernel allows. Groups and
     padding known at run time only, and a function's groups, the wrapper checks against the weight."""
-    reason = _SHIFTED.format(dims=dims, depthwise=_DEPTHWISE if dims == 1 else "")
+    reason = _SHIFTED.format(dims=dims)
     groups = given["groups"]
     for channels in ("in_channels", "out_channels") if groups not in (Ellipsis, 1) else ():
         if built and built.get(channels, Ellipsis) != groups:
@@ -193,11 +193,10 @@ CONV_COLUMNS = copied("conv", "_conv_columns")
 @per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
     """The kernels (with and without a bias) and the wrapper of a conv op, and its kernels of
-    shifted reads (rules/shifted.py): ungrouped, and a conv1d's depthwise."""
+    shifted reads (rules/shifted.py): depthwise and ungrouped."""
     dims = entry.fields.dims
-    depthwise = tuple(depthwise_kernel(entry.op, bias) for bias in (False, True)) if dims == 1 else ()
-    dense = tuple(dense_kernel(entry.op, bias, dims) for bias in (False, True))
-    return (kernel(entry, False), kernel(entry, True), *depthwise, *dense, CONV_SHIFTED, templates.CUBE_TILES, templates.CUBE_OPERANDS,
+    shifted = tuple(make(entry.op, bias, dims) for make in (depthwise_kernel, dense_kernel) for bias in (False, True))
+    return (kernel(entry, False), kernel(entry, True), *shifted, CONV_SHIFTED, templates.CUBE_TILES, templates.CUBE_OPERANDS,
             CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry))
 
 
@@ -219,10 +218,9 @@ def _wrapper(entry: Entry) -> Definition:
     shifted, shifted_kernels = _shifted_path(op, dims, args)
     contraction = shifted + "else:\n" + textwrap.indent(contraction, "    ")
     takes = f"({takes} or _conv_shifted({args}, {dims}) is not None)"
-    how += ("; a conv of stride 1 and zero padding (" + ("depthwise, groups = channels, or ungrouped" if dims == 1 else "ungrouped")
-            + ") sums its taps' reads of the input shifted by the tap, times the tap's weight ("
-            + ("depthwise: each channel's, on the vector cores; ungrouped: " if dims == 1 else "per output row: ")
-            + "a pypto.matmul per tap) in FP32, the padding's zeros never read")
+    how += ("; a conv of stride 1 and zero padding (depthwise, groups = channels, or ungrouped) sums its taps' reads "
+            "of the input shifted by the tap, times the tap's weight (depthwise: each channel's, on the vector "
+            "cores; ungrouped: a pypto.matmul per tap) in FP32, the padding's zeros never read")
     kernels += shifted_kernels
     body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
             "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
@@ -243,28 +241,25 @@ def _wrapper(entry: Entry) -> Definition:
 def _shifted_path(op: str, dims: int, args: str) -> tuple[str, tuple[str, ...]]:
     """The wrapper's launch of the kernels of shifted reads where ``_conv_shifted`` takes the call,
     and the names it needs."""
-    dense = ("batched.shape[1], x.shape[1], weight.shape[2], left, width" if dims == 1
+    sizes = ("batched.shape[1], x.shape[1], weight.shape[2], left, width" if dims == 1
              else "batched.shape[1], *batched.shape[2:], *weight.shape[2:], top, left, height, width")
-    launches = (f"factory = (_PYPTO_DTYPES[x.dtype], {dense}, _cube_rows(weight.shape[0]))\n"
-                f"if bias is None:\n    _launch({op}_taps_kernel(*factory), _conv_taps(weight), x, out)\n"
-                f"else:\n    _launch({op}_taps_bias_kernel(*factory), _conv_taps(weight), x, _kept_contiguous(bias).reshape(-1, 1), out)")
-    forms = ("taps",)
-    if dims == 1:
-        shape = "(_PYPTO_DTYPES[x.dtype], batched.shape[1], x.shape[1], weight.shape[2], left, width)"
-        launches = ("if groups != 1:  # one filter per channel: each channel's row times its taps\n"
-                    f"    if bias is None:\n        _launch({op}_depthwise_kernel{shape}, x, w, out)\n"
-                    f"    else:\n        _launch({op}_depthwise_bias_kernel{shape}, x, w, _kept_contiguous(bias).reshape(-1, 1), out)\n"
-                    "else:  # ungrouped: a matmul per tap\n" + textwrap.indent(launches, "    "))
-        forms = ("depthwise", "taps")
-    sizes, plane = ("left, width", "width") if dims == 1 else ("top, height, left, width", "height * width")
+    shape = f"(_PYPTO_DTYPES[x.dtype], {sizes})"
+    launches = ("if groups != 1:  # one filter per channel: each channel's row times its taps\n"
+                f"    if bias is None:\n        _launch({op}_depthwise_kernel{shape}, x, w, out)\n"
+                f"    else:\n        _launch({op}_depthwise_bias_kernel{shape}, x, w, _kept_contiguous(bias).reshape(-1, 1), out)\n"
+                "else:  # ungrouped: a matmul per tap\n"
+                f"    factory = (_PYPTO_DTYPES[x.dtype], {sizes}, _cube_rows(weight.shape[0]))\n"
+                f"    if bias is None:\n        _launch({op}_taps_kernel(*factory), _conv_taps(weight), x, out)\n"
+                f"    else:\n        _launch({op}_taps_bias_kernel(*factory), _conv_taps(weight), x, _kept_contiguous(bias).reshape(-1, 1), out)")
+    outs, plane = ("left, width", "width") if dims == 1 else ("top, height, left, width", "height * width")
     text = (f"shifted = None if _conv_takes({args}, {dims}) else _conv_shifted({args}, {dims})\n"
             "if shifted is not None:  # stride 1, zero padding: the kernels of shifted reads\n"
-            f"    {sizes} = shifted\n"
+            f"    {outs} = shifted\n"
             f"    positions = [{plane.replace(' * ', ', ')}]\n"
             f"    x = batched.contiguous().reshape(-1, {'batched.shape[-1]' if dims == 1 else 'batched.shape[-2] * batched.shape[-1]'})\n"
             f"    out = torch.empty(batched.shape[0] * weight.shape[0], {plane}, dtype=input.dtype, device=input.device)\n"
             + textwrap.indent(launches, "    ") + "\n")
-    return text, tuple(f"{op}_{form}{bias}_kernel" for form in forms for bias in ("", "_bias")) + ("_conv_shifted",)
+    return text, tuple(f"{op}_{form}{bias}_kernel" for form in ("depthwise", "taps") for bias in ("", "_bias")) + ("_conv_shifted",)
 
 
 def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:

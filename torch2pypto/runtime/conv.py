@@ -53,14 +53,14 @@ def _conv_shifted(input, weight, bias, stride, padding, dilation, groups, dims):
     zeros before the input and the output's size: (left, width) for conv1d, (top, height, left,
     width) for conv2d. It takes tensors of one PyPTO dtype on the kernel path, a batched or
     unbatched input, ungrouped (weight [out, channels, *taps], at most 65535 channels: the cube's
-    k) or, for conv1d, depthwise (groups = channels, weight [channels, 1, taps]), stride and
-    dilation 1, and zero padding of at most taps - 1 a side ('same' pads the odd one after, as
-    torch). None where it does not."""
+    k) or depthwise (groups = channels, weight [channels, 1, *taps]), stride and dilation 1, and
+    zero padding of at most taps - 1 a side ('same' pads the odd one after, as torch). None where
+    it does not."""
     if not _conv_tensors(input, weight, bias) or weight.dim() != dims + 2 or input.dim() not in (dims + 1, dims + 2):
         return None
     channels, taps, sizes = input.shape[-dims - 1], tuple(weight.shape[2:]), tuple(input.shape[-dims:])
     dense = groups == 1 and weight.shape[1] == channels <= 65535
-    if not (dense or dims == 1 and type(groups) is int and groups == channels == weight.shape[0] and weight.shape[1] == 1):
+    if not (dense or type(groups) is int and groups == channels == weight.shape[0] and weight.shape[1] == 1):
         return None
     if _conv_ints(stride, dims) != (1,) * dims or _conv_ints(dilation, dims) != (1,) * dims:
         return None
