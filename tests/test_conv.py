@@ -88,6 +88,17 @@ def test_a_grouped_conv1d_converts_where_its_construction_shows_one_filter_per_c
     assert reasons[4].startswith("stride=2:")
 
 
+def test_a_conv2d_construction_pads_each_dim_at_most_its_kernel_minus_1():
+    code = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.a = nn.Conv2d(3, 4, (3, 1), padding=1)\n        self.b = nn.Conv2d(3, 4, 3, padding=(1, 3))\n"
+            "        self.c = nn.Conv2d(3, 4, 3, padding=(1, 2))\n        self.d = nn.Conv2d(3, 4, (1, 7), padding=(0, 3))\n\n"
+            "    def forward(self, x):\n        return self.a(x), self.b(x), self.c(x), self.d(x)\n")
+    a, b, c, d = translate(code).records
+    assert a.reason.startswith("padding=1 of kernel_size=(3, 1): a conv2d other than a contraction")  # 1 zero column of 1 tap
+    assert b.reason.startswith("padding=(1, 3) of kernel_size=3:")
+    assert c.status == d.status == "converted"
+
+
 PROGRAM = """\
 import torch
 import torch.nn.functional as F

@@ -11,8 +11,8 @@ copy of the input's size (docs/host-copies.md). A conv of stride 1 and zero padd
 kernel - 1 runs on the kernels of shifted reads (:mod:`shifted`): ungrouped a matmul per tap
 (conv2d: per output row), depthwise (``groups`` = channels: Mamba's causal conv, conformers',
 ConvNeXt's) on the vector cores. Every other form (dilation, other groups, a stride other than
-1 or the kernel) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the convolution's
-spatial rank (1 or 2)."""
+1 or the kernel) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the
+convolution's spatial rank (1 or 2)."""
 
 from __future__ import annotations
 
@@ -121,9 +121,8 @@ def _shifted_form(built: Mapping[str, object], given: Mapping[str, object], dims
         if value is not Ellipsis and value not in (1, (1,), (1,) * dims):
             return Unsupported(f"{name}={value!r}: {reason}")
     padding, taps = given["padding"], built.get("kernel_size", Ellipsis)
-    pads = padding if isinstance(padding, tuple) else (padding,)
-    sizes = taps if isinstance(taps, tuple) else (taps,) * len(pads)
-    for pad, size in zip(pads, sizes * len(pads) if len(sizes) == 1 else sizes):
+    pads, sizes = ((v if isinstance(v, tuple) else (v,)) for v in (padding, taps))
+    for pad, size in zip(pads * dims if len(pads) == 1 else pads, sizes * dims if len(sizes) == 1 else sizes):
         if isinstance(pad, int) and (pad < 0 or isinstance(size, int) and pad >= size):
             return Unsupported(f"padding={padding!r} of kernel_size={_shown(taps)}: {reason}")
     return None
