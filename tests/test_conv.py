@@ -30,20 +30,25 @@ class M(nn.Module):
         self.reflected = nn.Conv1d(6, 6, kernel_size=3, padding=config.pad, padding_mode="reflect")
         self.dilated = nn.Conv2d(3, 3, kernel_size=2, stride=2, dilation=2)
         self.of_config = nn.Conv1d(6, 6, kernel_size=config.kernel, padding=config.pad, padding_mode=config.mode)
+        self.image = nn.Conv2d(3, 5, kernel_size=3, padding=config.pad)
+        self.downsampled = nn.Conv2d(3, 5, kernel_size=3, stride=2, padding=1)
 
     def forward(self, x, image):
         return (self.pointwise(x), self.patches(image), self.patches_of_config(image), self.of_config(x), self.padded(x),
-                self.overlapping(x), self.depthwise(x), self.reflected(x), self.dilated(image))
+                self.overlapping(x), self.depthwise(x), self.reflected(x), self.dilated(image), self.image(image),
+                self.downsampled(image))
 """
 
 
 def test_module_forms_convert_or_stay_torch_by_their_construction():
     records = translate(MODULES).records
     got = [(r.status, r.reason or "") for r in records]
-    # conv1d: padded, overlapping and depthwise forms convert (the shifted reads), a padding known at run time too
-    assert [s for s, _ in got] == ["converted"] * 7 + ["unsupported"] * 2, got
+    # padded, overlapping and depthwise conv1d forms convert (the shifted reads), a padding known at run time too;
+    # so does a padded conv2d (nn.Conv2d passes its own padding: the wrapper reads it at run time)
+    assert [s for s, _ in got] == ["converted"] * 7 + ["unsupported"] * 2 + ["converted", "unsupported"], got
     assert got[7][1].startswith("padding_mode= other than zeros")
-    assert got[8][1].startswith("dilation=2:") and "no contraction" in got[8][1]  # conv2d: no shifted reads
+    assert got[8][1].startswith("stride=2: a conv2d other than a contraction runs on the kernels of shifted reads")
+    assert got[10][1].startswith("stride=2: a conv2d other than")
 
 
 GROUPED = """\
@@ -75,13 +80,23 @@ def test_a_grouped_conv1d_converts_where_its_construction_shows_one_filter_per_c
     got = [(r.status, r.reason or "") for r in translate(GROUPED).records]
     assert [s for s, _ in got[:3]] == ["converted"] * 3, got
     reasons = [reason for status, reason in got[3:] if status == "unsupported"]
-    assert len(reasons) == 6, got
+    assert len(reasons) == 5 and got[8][0] == "converted", got  # the depthwise conv2d too
     assert reasons[0].startswith("groups=config.groups of in_channels=config.size: a conv1d other than a contraction runs")
     assert reasons[1].startswith("groups=8 of in_channels=16:")
     assert reasons[2].startswith("dilation=2: a conv1d other than a contraction")
     assert reasons[3].startswith("padding=3 of kernel_size=3:")
     assert reasons[4].startswith("stride=2:")
-    assert reasons[5].startswith("padding=1:") and "no contraction" in reasons[5]  # conv2d: no depthwise kernel
+
+
+def test_a_conv2d_construction_pads_each_dim_at_most_its_kernel_minus_1():
+    code = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.a = nn.Conv2d(3, 4, (3, 1), padding=1)\n        self.b = nn.Conv2d(3, 4, 3, padding=(1, 3))\n"
+            "        self.c = nn.Conv2d(3, 4, 3, padding=(1, 2))\n        self.d = nn.Conv2d(3, 4, (1, 7), padding=(0, 3))\n\n"
+            "    def forward(self, x):\n        return self.a(x), self.b(x), self.c(x), self.d(x)\n")
+    a, b, c, d = translate(code).records
+    assert a.reason.startswith("padding=1 of kernel_size=(3, 1): a conv2d other than a contraction")  # 1 zero column of 1 tap
+    assert b.reason.startswith("padding=(1, 3) of kernel_size=3:")
+    assert c.status == d.status == "converted"
 
 
 PROGRAM = """\
@@ -103,6 +118,15 @@ def depthwise(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
 
 def padded(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
     return F.conv1d(x, w, b, padding=padding)
+
+
+def image(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
+    return F.conv2d(x, w, b, padding=padding)
+
+
+def depthwise_image(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
+    # ConvNeXt's Conv2d(dim, dim, kernel_size=7, padding=3, groups=dim)
+    return F.conv2d(x, w, b, padding=padding, groups=w.shape[0])
 
 
 def causal(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
@@ -199,6 +223,34 @@ def test_an_ungrouped_conv1d_adds_a_matmul_per_tap(modules, dtype, images, chann
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("images, channels, size, out, taps, padding", [
+    (2, 5, (7, 9), 7, (3, 3), 1),  # the zoo's Conv2d(3, padding=1): odd height and width, channels no multiple of 16
+    (1, 3, (6, 11), 20, (5, 5), 2),  # a padding of kernel // 2, two rows and columns at each edge
+    (3, 4, (5, 8), 9, (4, 2), "same"),  # even kernels: the odd zero row and column after
+    (2, 6, (4, 5), 17, (3, 3), 0),  # unpadded, two row tiles of 16 output channels: no edges
+])
+def test_an_ungrouped_conv2d_adds_a_matmul_per_tap_and_output_row(modules, dtype, images, channels, size, out, taps, padding):
+    x, w = sample(images, channels, *size, dtype=dtype), sample(out, channels, *taps, dtype=dtype, seed=1)
+    b = sample(out, dtype=dtype, seed=2) if images != 3 else None
+    launches, ops = launched_ops(modules, "image", x, w, b, padding, tolerance=TOLERANCE[dtype])
+    assert launches == 1 and ops == {"clone": 1}  # the weight's taps, made once per weight (docs/host-copies.md)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("images, channels, size, taps, padding", [
+    (2, 5, (7, 9), (3, 3), 1),  # odd height and width
+    (1, 70, (9, 10), (7, 7), 3),  # ConvNeXt's 7 x 7: two channel tiles of 64, three edge rows and columns a side
+    (3, 4, (5, 8), (2, 4), "same"),  # even kernels: the odd zero row and column after
+])
+def test_a_depthwise_conv2d_sums_shifted_reads_of_each_channel(modules, dtype, images, channels, size, taps, padding):
+    x, w = sample(images, channels, *size, dtype=dtype), sample(channels, 1, *taps, dtype=dtype, seed=1)
+    b = sample(channels, dtype=dtype, seed=2) if images != 3 else None
+    assert launched_ops(modules, "depthwise_image", x, w, b, padding, tolerance=TOLERANCE[dtype]) == (1, {})
+
+
+@pytest.mark.interpreter
 def test_an_ungrouped_conv1d_of_long_rows_takes_column_tiles_and_keeps_its_weights_copy(modules):
     x, w = sample(9, 600), sample(20, 9, 3, seed=1)
     assert launched_ops(modules, "padded", x, w, None, 0) == (1, {"clone": 1})  # no edges; three column tiles of 256
@@ -206,15 +258,19 @@ def test_an_ungrouped_conv1d_of_long_rows_takes_column_tiles_and_keeps_its_weigh
 
 
 @pytest.mark.interpreter
-def test_a_depthwise_conv1d_in_grad_mode_launches_and_carries_torchs_gradient(modules):
+@pytest.mark.parametrize("name, shapes, args", [
+    ("causal", [(2, 5, 13), (5, 1, 4), (5,)], ()),  # depthwise conv1d
+    ("image", [(2, 3, 5, 7), (4, 3, 3, 3), (4,)], (1,)),  # ungrouped conv2d, padding 1
+])
+def test_a_shifted_conv_in_grad_mode_launches_and_carries_torchs_gradient(modules, name, shapes, args):
     translated, original = modules
-    tensors = [sample(2, 5, 13, seed=3), sample(5, 1, 4, seed=1), sample(5, seed=2)]
+    tensors = [sample(*shape, seed=seed) for shape, seed in zip(shapes, (3, 1, 2))]
     ours, theirs = [t.clone().requires_grad_() for t in tensors], [t.clone().requires_grad_() for t in tensors]
     launched = interpreter.counting()
     with torch2pypto.interpreted(translated):
-        got = translated.causal(*ours)
+        got = getattr(translated, name)(*ours, *args)
     assert sum(launched().values()) == 1
-    expected = original.causal(*theirs)
+    expected = getattr(original, name)(*theirs, *args)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     grad = sample(*expected.shape, seed=4)
     got.backward(grad)
@@ -238,7 +294,7 @@ def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path
     with torch.no_grad(), torch2pypto.interpreted(translated):
         got = model(x, image)
         expected = reference(x, image)
-    assert sum(launched().values()) == 6  # pointwise, patches, patches of the config's size, padded, overlapping, depthwise
+    assert sum(launched().values()) == 7  # pointwise, patches, patches of the config's size, padded, overlapping, depthwise, image
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
 
@@ -258,14 +314,14 @@ def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padd
     torch.testing.assert_close(got, reference(x))
 
 
-def test_a_functions_conv1d_groups_of_no_literal_is_checked_at_run_time_other_forms_stay_torch():
+def test_a_functions_conv_groups_of_no_literal_is_checked_at_run_time_other_forms_stay_torch():
     code = ("import torch.nn.functional as F\n\n\ndef f(x, w, b, hidden_size, stride):\n"
             "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid'),"
-            " F.conv2d(x, w, groups=hidden_size), F.conv1d(x, w, groups=hidden_size, dilation=stride),"
+            " F.conv2d(x, w, groups=hidden_size, stride=stride), F.conv1d(x, w, groups=hidden_size, dilation=stride),"
             " F.conv1d(x, w, stride=stride, groups=hidden_size)\n")
     depthwise, strided, valid, grouped, dilated, downsampled = translate(code).records
     assert depthwise.status == strided.status == valid.status == "converted"  # groups, stride: against the weight at run time
-    assert grouped.status == "unsupported" and grouped.reason.startswith("groups=hidden_size: known at run time only")
+    assert grouped.status == "unsupported" and grouped.reason.startswith("stride=stride: known at run time only; a conv2d other")
     assert dilated.status == "unsupported" and dilated.reason.startswith("dilation=stride: known at run time only")
     assert downsampled.status == "unsupported" and downsampled.reason.startswith("stride=stride: known at run time only; a conv1d other")
 
@@ -321,24 +377,35 @@ def test_conv_columns_read_a_pointwise_input_in_place_and_gather_patches():
 
 def test_conv_shifted_takes_stride_and_dilation_1_ungrouped_or_one_filter_per_channel(launcher):
     x, w, bias = torch.randn(2, 6, 9), torch.randn(6, 1, 4), torch.randn(6)
-    assert conv._conv_shifted(x, w, bias, 1, 3, 1, 6) == (3, 12)  # mamba: 9 + 2 * 3 - 4 + 1
-    assert conv._conv_shifted(x[0], w, None, (1,), "same", (1,), 6) == (1, 9)  # the odd zero on the right
-    assert conv._conv_shifted(x, w, None, 1, "valid", 1, 6) == (0, 6)
-    assert conv._conv_shifted(x, torch.randn(7, 6, 3), torch.randn(7), 1, 1, 1, 1) == (1, 9)  # ungrouped
-    assert conv._conv_shifted(x, w, None, 1, 4, 1, 6) is None  # zeros wider than the kernel
-    assert conv._conv_shifted(x, w, None, 2, 1, 1, 6) is None and conv._conv_shifted(x, w, None, 1, 1, 2, 6) is None
-    assert conv._conv_shifted(x, w, None, 1, 1, 1, 3) is None  # groups of two channels
-    assert conv._conv_shifted(x, torch.randn(6, 2, 4), None, 1, 1, 1, 6) is None
-    assert conv._conv_shifted(x, torch.randn(7, 5, 3), None, 1, 1, 1, 1) is None  # channels mismatched
-    assert conv._conv_shifted(torch.randn(2, 6, 2), w, None, 1, 0, 1, 6) is None  # no whole window: torch raises
-    assert conv._conv_shifted(x, w, bias.half(), 1, 1, 1, 6) is None
-    assert conv._conv_shifted(x, w, None, 1, (1, 1), 1, 6) is None
+    assert conv._conv_shifted(x, w, bias, 1, 3, 1, 6, 1) == (3, 12)  # mamba: 9 + 2 * 3 - 4 + 1
+    assert conv._conv_shifted(x[0], w, None, (1,), "same", (1,), 6, 1) == (1, 9)  # the odd zero on the right
+    assert conv._conv_shifted(x, w, None, 1, "valid", 1, 6, 1) == (0, 6)
+    assert conv._conv_shifted(x, torch.randn(7, 6, 3), torch.randn(7), 1, 1, 1, 1, 1) == (1, 9)  # ungrouped
+    assert conv._conv_shifted(x, w, None, 1, 4, 1, 6, 1) is None  # zeros wider than the kernel
+    assert conv._conv_shifted(x, w, None, 2, 1, 1, 6, 1) is None and conv._conv_shifted(x, w, None, 1, 1, 2, 6, 1) is None
+    assert conv._conv_shifted(x, w, None, 1, 1, 1, 3, 1) is None  # groups of two channels
+    assert conv._conv_shifted(x, torch.randn(6, 2, 4), None, 1, 1, 1, 6, 1) is None
+    assert conv._conv_shifted(x, torch.randn(7, 5, 3), None, 1, 1, 1, 1, 1) is None  # channels mismatched
+    assert conv._conv_shifted(torch.randn(2, 6, 2), w, None, 1, 0, 1, 6, 1) is None  # no whole window: torch raises
+    assert conv._conv_shifted(x, w, bias.half(), 1, 1, 1, 6, 1) is None
+    assert conv._conv_shifted(x, w, None, 1, (1, 1), 1, 6, 1) is None
+    image, dense = torch.randn(2, 3, 7, 9), torch.randn(4, 3, 3, 2)
+    assert conv._conv_shifted(image, dense, None, 1, 1, 1, 1, 2) == (1, 7, 1, 10)  # (top, height, left, width)
+    assert conv._conv_shifted(image[0], dense, None, (1, 1), (2, 0), 1, 1, 2) == (2, 9, 0, 8)
+    assert conv._conv_shifted(image, dense, None, 1, "same", 1, 1, 2) == (1, 7, 0, 9)  # the odd zero column after
+    assert conv._conv_shifted(image, dense, None, 1, (1, 2), 1, 1, 2) is None  # zeros wider than the kernel's 2 columns
+    assert conv._conv_shifted(image, dense, None, (1, 2), 1, 1, 1, 2) is None  # strided columns
+    assert conv._conv_shifted(image, torch.randn(3, 1, 3, 3), None, 1, 1, 1, 3, 2) == (1, 7, 1, 9)  # depthwise
+    assert conv._conv_shifted(torch.randn(2, 4, 7, 9), torch.randn(4, 2, 3, 3), None, 1, 1, 1, 2, 2) is None  # two groups
+    assert conv._conv_shifted(image, dense, None, 1, 1, 1, 1, 1) is None  # a conv1d of a 2-D kernel
 
 
 def test_conv_taps_keeps_the_weights_tap_matrices_until_it_changes():
     w = torch.randn(4, 3, 2)
     taps = conv._conv_taps(w)
     torch.testing.assert_close(taps, torch.cat([w[:, :, 0], w[:, :, 1]]))
+    image = torch.randn(4, 3, 2, 3)  # conv2d: tap (h, k) at rows (h * 3 + k) * 4
+    torch.testing.assert_close(conv._conv_taps(image)[20:24], image[:, :, 1, 2])
     assert conv._conv_taps(w) is taps
     with torch.no_grad():
         w.mul_(2)

@@ -7,12 +7,12 @@ contraction: output [o, p] of one image is the weight [o, c * taps] times the im
 reads the image in place as that [c, positions] matrix, or as its transpose where the input is
 channels-last (``x.transpose(1, 2)`` fed to a ``Conv1d``); a patch embedding (ViT's
 ``Conv2d(stride=patch)``) gathers its non-overlapping patches into columns on the host first, a
-copy of the input's size (docs/host-copies.md). A conv1d of stride 1 and zero padding up to
-kernel - 1 runs on the kernels of shifted reads (:mod:`shifted`): depthwise (``groups`` =
-channels: Mamba's causal conv, conformers') on the vector cores, ungrouped a matmul per tap.
-Every other form (padding, dilation, groups, a stride other than the kernel: overlapping
-windows) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the convolution's
-spatial rank (1 or 2)."""
+copy of the input's size (docs/host-copies.md). A conv of stride 1 and zero padding up to
+kernel - 1 runs on the kernels of shifted reads (:mod:`shifted`): ungrouped a matmul per tap
+(conv2d: per output row), depthwise (``groups`` = channels: Mamba's causal conv, conformers',
+ConvNeXt's) on the vector cores. Every other form (dilation, other groups, a stride other than
+1 or the kernel) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the
+convolution's spatial rank (1 or 2)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ _FORMS = {"padding": (0, "valid"), "dilation": (1,), "groups": (1,)}
 CONSTRUCTOR = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode")
 _WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel "
             "size, no padding, dilation or groups)")
-_SHIFTED = ("a conv1d other than a contraction runs on the kernels of shifted reads only with stride and dilation 1, "
+_SHIFTED = ("a conv{dims}d other than a contraction runs on the kernels of shifted reads only with stride and dilation 1, "
             "zero padding of at most kernel_size - 1, and groups 1 or one filter per channel (groups = in_channels = "
             "out_channels)")
 
@@ -69,13 +69,13 @@ def _static_form(site: CallSite) -> Unsupported | None:
     not known when translating (the weight's kernel size and the stride are checked at run time);
     an nn.ConvNd's call also unless its construction shows a form the kernel computes (a kernel
     size of 1 with a stride of 1, or a stride given as the kernel size is: a patch embedding).
-    A conv1d the contraction does not compute may be the shifted reads' (:func:`_shifted_form`)."""
+    A call the contraction does not compute may be the shifted reads' (:func:`_shifted_form`)."""
     built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
     given = {name: _given(site, built, name) for name in ("stride", *_FORMS)}
-    if site.entry.fields.dims == 1 and given["groups"] not in (Ellipsis, 1):
-        return _shifted_form(built, given)
-    contraction = _contraction_form(built, given)
-    return contraction and (_shifted_form(built, given) if site.entry.fields.dims == 1 else contraction)
+    dims = site.entry.fields.dims
+    if given["groups"] not in (Ellipsis, 1):
+        return _shifted_form(built, given, dims)
+    return _contraction_form(built, given) and _shifted_form(built, given, dims)
 
 
 def _contraction_form(built: Mapping[str, object], given: Mapping[str, object]) -> Unsupported | None:
@@ -104,26 +104,27 @@ def _given(site: CallSite, built: Mapping[str, object], name: str) -> object:
     return value
 
 
-def _shifted_form(built: Mapping[str, object], given: Mapping[str, object]) -> Unsupported | None:
-    """Why a conv1d stays torch on the kernels of shifted reads too: a grouped construction whose
+def _shifted_form(built: Mapping[str, object], given: Mapping[str, object], dims: int) -> Unsupported | None:
+    """Why a conv stays torch on the kernels of shifted reads too: a grouped construction whose
     channels are not its groups, a stride or dilation other than 1 or known at run time only (a
     downsampling filter's ``stride=ratio``), a padding wider than the kernel allows. Groups and
     padding known at run time only, and a function's groups, the wrapper checks against the weight."""
+    reason = _SHIFTED.format(dims=dims)
     groups = given["groups"]
     for channels in ("in_channels", "out_channels") if groups not in (Ellipsis, 1) else ():
         if built and built.get(channels, Ellipsis) != groups:
-            return Unsupported(f"groups={_shown(groups)} of {channels}={_shown(built.get(channels, Ellipsis))}: {_SHIFTED}")
+            return Unsupported(f"groups={_shown(groups)} of {channels}={_shown(built.get(channels, Ellipsis))}: {reason}")
     for name in ("stride", "dilation"):
         value = given[name]
         if isinstance(value, Expression):
-            return Unsupported(f"{name}={value.text}: known at run time only; {_SHIFTED}")
-        if value is not Ellipsis and value not in (1, (1,)):
-            return Unsupported(f"{name}={value!r}: {_SHIFTED}")
+            return Unsupported(f"{name}={value.text}: known at run time only; {reason}")
+        if value is not Ellipsis and value not in (1, (1,), (1,) * dims):
+            return Unsupported(f"{name}={value!r}: {reason}")
     padding, taps = given["padding"], built.get("kernel_size", Ellipsis)
-    if isinstance(padding, tuple) and len(padding) == 1:
-        padding = padding[0]
-    if isinstance(padding, int) and (padding < 0 or isinstance(taps, int) and padding >= taps):
-        return Unsupported(f"padding={padding!r} of kernel_size={_shown(taps)}: {_SHIFTED}")
+    pads, sizes = ((v if isinstance(v, tuple) else (v,)) for v in (padding, taps))
+    for pad, size in zip(pads * dims if len(pads) == 1 else pads, sizes * dims if len(sizes) == 1 else sizes):
+        if isinstance(pad, int) and (pad < 0 or isinstance(size, int) and pad >= size):
+            return Unsupported(f"padding={padding!r} of kernel_size={_shown(taps)}: {reason}")
     return None
 
 
@@ -190,11 +191,11 @@ CONV_COLUMNS = copied("conv", "_conv_columns")
 
 @per_entry
 def definitions(entry: Entry) -> tuple[Definition, ...]:
-    """The kernels (with and without a bias) and the wrapper of a conv op; a conv1d's also the
-    kernels of shifted reads (rules/shifted.py)."""
-    shifted = (*(make(entry.op, bias) for make in (depthwise_kernel, dense_kernel) for bias in (False, True)),
-               CONV_SHIFTED) if entry.fields.dims == 1 else ()
-    return (kernel(entry, False), kernel(entry, True), *shifted, templates.CUBE_TILES, templates.CUBE_OPERANDS,
+    """The kernels (with and without a bias) and the wrapper of a conv op, and its kernels of
+    shifted reads (rules/shifted.py): depthwise and ungrouped."""
+    dims = entry.fields.dims
+    shifted = tuple(make(entry.op, bias, dims) for make in (depthwise_kernel, dense_kernel) for bias in (False, True))
+    return (kernel(entry, False), kernel(entry, True), *shifted, CONV_SHIFTED, templates.CUBE_TILES, templates.CUBE_OPERANDS,
             CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry))
 
 
@@ -213,30 +214,13 @@ def _wrapper(entry: Entry) -> Definition:
            "in FP32, the bias added per output channel; a pointwise kernel reads the input in place (channels-last: "
            "transposed), patches of a stride equal to the kernel are gathered on the host")
     kernels: tuple[str, ...] = (f"{op}_kernel", f"{op}_bias_kernel")
-    if dims == 1:
-        shape = "(_PYPTO_DTYPES[x.dtype], batched.shape[1], x.shape[1], weight.shape[2], left, width"
-        launches = (
-            "if groups != 1:  # one filter per channel: each channel's row times its taps\n"
-            f"    if bias is None:\n        _launch({op}_depthwise_kernel{shape}), x, w, out)\n"
-            f"    else:\n        _launch({op}_depthwise_bias_kernel{shape}), x, w, _kept_contiguous(bias).reshape(-1, 1), out)\n"
-            "else:  # ungrouped: a matmul per tap\n"
-            f"    factory = {shape}, _cube_rows(weight.shape[0]))\n"
-            f"    if bias is None:\n        _launch({op}_taps_kernel(*factory), _conv_taps(weight), x, out)\n"
-            f"    else:\n        _launch({op}_taps_bias_kernel(*factory), _conv_taps(weight), x, _kept_contiguous(bias).reshape(-1, 1), out)")
-        contraction = (
-            f"shifted = None if _conv_takes({args}, 1) else _conv_shifted({args})\n"
-            "if shifted is not None:  # stride 1, zero padding: the kernels of shifted reads\n"
-            "    left, width = shifted\n"
-            "    positions = [width]\n"
-            "    x = batched.contiguous().reshape(-1, batched.shape[-1])\n"
-            "    out = torch.empty(batched.shape[0] * weight.shape[0], width, dtype=input.dtype, device=input.device)\n"
-            + textwrap.indent(launches, "    ") + "\n"
-            "else:\n" + textwrap.indent(contraction, "    "))
-        takes = f"({takes} or _conv_shifted({args}) is not None)"
-        how += ("; a conv of stride 1 and zero padding (depthwise, groups = channels, or ungrouped) sums its taps' reads "
-                "of the input shifted by the tap, times the tap's weight (depthwise: each channel's, on the vector "
-                "cores; ungrouped: a pypto.matmul per tap) in FP32, the padding's zeros never read")
-        kernels += tuple(f"{op}_{form}{bias}_kernel" for form in ("depthwise", "taps") for bias in ("", "_bias")) + ("_conv_shifted",)
+    shifted, shifted_kernels = _shifted_path(op, dims, args)
+    contraction = shifted + "else:\n" + textwrap.indent(contraction, "    ")
+    takes = f"({takes} or _conv_shifted({args}, {dims}) is not None)"
+    how += ("; a conv of stride 1 and zero padding (depthwise, groups = channels, or ungrouped) sums its taps' reads "
+            "of the input shifted by the tap, times the tap's weight (depthwise: each channel's, on the vector "
+            "cores; ungrouped: a pypto.matmul per tap) in FP32, the padding's zeros never read")
+    kernels += shifted_kernels
     body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
             "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
             f"{contraction}"
@@ -251,6 +235,30 @@ def _wrapper(entry: Entry) -> Definition:
         body, ("_conv_torch", "_conv_takes", "_conv_columns", "_cube_operands", "_cube_tiles", *kernels),
     )
     return dataclasses.replace(wrapper, imports=("math",))
+
+
+def _shifted_path(op: str, dims: int, args: str) -> tuple[str, tuple[str, ...]]:
+    """The wrapper's launch of the kernels of shifted reads where ``_conv_shifted`` takes the call,
+    and the names it needs."""
+    sizes = ("batched.shape[1], x.shape[1], weight.shape[2], left, width" if dims == 1
+             else "batched.shape[1], *batched.shape[2:], *weight.shape[2:], top, left, height, width")
+    shape = f"(_PYPTO_DTYPES[x.dtype], {sizes})"
+    launches = ("if groups != 1:  # one filter per channel: each channel's row times its taps\n"
+                f"    if bias is None:\n        _launch({op}_depthwise_kernel{shape}, x, w, out)\n"
+                f"    else:\n        _launch({op}_depthwise_bias_kernel{shape}, x, w, _kept_contiguous(bias).reshape(-1, 1), out)\n"
+                "else:  # ungrouped: a matmul per tap\n"
+                f"    factory = (_PYPTO_DTYPES[x.dtype], {sizes}, _cube_rows(weight.shape[0]))\n"
+                f"    if bias is None:\n        _launch({op}_taps_kernel(*factory), _conv_taps(weight), x, out)\n"
+                f"    else:\n        _launch({op}_taps_bias_kernel(*factory), _conv_taps(weight), x, _kept_contiguous(bias).reshape(-1, 1), out)")
+    outs, plane = ("left, width", "width") if dims == 1 else ("top, height, left, width", "height * width")
+    text = (f"shifted = None if _conv_takes({args}, {dims}) else _conv_shifted({args}, {dims})\n"
+            "if shifted is not None:  # stride 1, zero padding: the kernels of shifted reads\n"
+            f"    {outs} = shifted\n"
+            f"    positions = [{plane.replace(' * ', ', ')}]\n"
+            f"    x = batched.contiguous().reshape(-1, {'batched.shape[-1]' if dims == 1 else 'batched.shape[-2] * batched.shape[-1]'})\n"
+            f"    out = torch.empty(batched.shape[0] * weight.shape[0], {plane}, dtype=input.dtype, device=input.device)\n"
+            + textwrap.indent(launches, "    ") + "\n")
+    return text, tuple(f"{op}_{form}{bias}_kernel" for form in ("depthwise", "taps") for bias in ("", "_bias")) + ("_conv_shifted",)
 
 
 def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:

@@ -48,47 +48,53 @@ def _conv_takes(input, weight, bias, stride, padding, dilation, groups, dims):
     return max(math.prod(weight.shape[1:]), math.prod(positions)) <= 65535
 
 
-def _conv_shifted(input, weight, bias, stride, padding, dilation, groups):
-    """(left, width) where a conv1d kernel of shifted reads computes torch's conv1d: tensors of one
-    PyPTO dtype on the kernel path, a batched or unbatched input, ungrouped (weight [out, channels,
-    taps], at most 65535 channels: the cube's k) or depthwise (groups = channels, weight [channels,
-    1, taps]), stride and dilation 1, and zero padding of at most taps - 1 a side ('same' pads the
-    odd column on the right, as torch); `left` zero columns precede each row of the output's
-    `width` columns. None where it does not."""
-    if not _conv_tensors(input, weight, bias) or weight.dim() != 3 or input.dim() not in (2, 3):
+def _conv_shifted(input, weight, bias, stride, padding, dilation, groups, dims):
+    """Where a kernel of shifted reads computes torch's conv of `dims` spatial dims, per dim the
+    zeros before the input and the output's size: (left, width) for conv1d, (top, height, left,
+    width) for conv2d. It takes tensors of one PyPTO dtype on the kernel path, a batched or
+    unbatched input, ungrouped (weight [out, channels, *taps], at most 65535 channels: the cube's
+    k) or depthwise (groups = channels, weight [channels, 1, *taps]), stride and dilation 1, and
+    zero padding of at most taps - 1 a side ('same' pads the odd one after, as torch). None where
+    it does not."""
+    if not _conv_tensors(input, weight, bias) or weight.dim() != dims + 2 or input.dim() not in (dims + 1, dims + 2):
         return None
-    channels, taps, length = input.shape[-2], weight.shape[2], input.shape[-1]
+    channels, taps, sizes = input.shape[-dims - 1], tuple(weight.shape[2:]), tuple(input.shape[-dims:])
     dense = groups == 1 and weight.shape[1] == channels <= 65535
     if not (dense or type(groups) is int and groups == channels == weight.shape[0] and weight.shape[1] == 1):
         return None
-    if _conv_ints(stride) != (1,) or _conv_ints(dilation) != (1,):
+    if _conv_ints(stride, dims) != (1,) * dims or _conv_ints(dilation, dims) != (1,) * dims:
         return None
     if padding in ("same", "valid"):
-        left = (taps - 1) // 2 if padding == "same" else 0
-        right = taps - 1 - left if padding == "same" else 0
+        befores = tuple((tap - 1) // 2 if padding == "same" else 0 for tap in taps)
+        afters = tuple(tap - 1 - before if padding == "same" else 0 for tap, before in zip(taps, befores))
     else:
-        left = right = (_conv_ints(padding) or (-1,))[0]
-    width = length + left + right - taps + 1
-    if not 0 <= left < taps or not 0 <= right < taps or width < 1 or bias is not None and bias.shape != weight.shape[:1]:
-        return None
-    return left, width
+        befores = afters = _conv_ints(padding, dims) or (-1,) * dims
+    shifted = ()
+    for before, after, tap, size in zip(befores, afters, taps, sizes):
+        out = size + before + after - tap + 1
+        if not 0 <= before < tap or not 0 <= after < tap or out < 1:
+            return None
+        shifted += (before, out)
+    return None if bias is not None and bias.shape != weight.shape[:1] else shifted
 
 
 def _conv_taps(weight):
-    """An ungrouped conv1d's weight [out, channels, taps] as the dense kernel reads it: [taps * out,
-    channels], tap k's matrix at rows k * out. A copy made once and kept on the weight until it
-    changes (its version counter), so that no forward copies it again."""
+    """An ungrouped conv's weight [out, channels, *taps] as the dense kernel reads it: [taps * out,
+    channels], tap k's matrix (taps in row-major order) at rows k * out. A copy made once and kept
+    on the weight until it changes (its version counter), so that no forward copies it again."""
     kept = getattr(weight, "_pypto_taps", None)
     if kept is None or kept[0] != weight._version:
-        kept = weight._version, weight.detach().permute(2, 0, 1).reshape(-1, weight.shape[1])
+        kept = weight._version, weight.detach().permute(*range(2, weight.dim()), 0, 1).reshape(-1, weight.shape[1])
         weight._pypto_taps = kept
     return kept[1]
 
 
-def _conv_ints(value):
-    """A conv1d's stride, padding or dilation as a 1-tuple of ints; None if it is not one."""
+def _conv_ints(value, dims):
+    """A conv's stride, padding or dilation as a `dims`-tuple of ints (one int or a 1-tuple stands
+    for every dim, as torch reads it); None if it is not one."""
     value = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    return value if len(value) == 1 and type(value[0]) is int else None
+    value = value * dims if len(value) == 1 else value
+    return value if len(value) == dims and all(type(v) is int for v in value) else None
 
 
 def _conv_columns(input, taps):
