@@ -29,18 +29,11 @@ class Inlining:
     def inline(self, node: ast.Call, helper, env, method: bool = True) -> Operand:
         """A helper of the same class (``method``) or module called with tensors: its statements in
         the caller's kernel."""
-        args = helper.args
-        if node.keywords or any(type(a) is ast.Starred for a in node.args) or helper.decorator_list:
-            raise Unfusible("a helper call with keywords or decorators")
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(args.args) != len(node.args) + method:
-            raise Unfusible("a helper whose parameters the call does not fill one for one")
+        body = _inlinable(node, helper, method)  # before the arguments are lowered
         if self.depth >= INLINE_DEPTH:
             raise Unfusible("helpers nested too deep")
-        scope = {a.arg: self.value(v, env) for a, v in zip(args.args[method:], node.args)}
+        scope = {a.arg: self.value(v, env) for a, v in zip(helper.args.args[method:], node.args)}
         context = None if method else self.finder.contexts.get(id(helper))
-        body = helper.body[1:] if is_docstring(helper.body[0]) else helper.body
-        if not body or type(body[-1]) is not ast.Return or not all(candidate(s) for s in body):
-            raise Unfusible(f"{helper.name} is no straight line of tensor statements")
         self.depth += 1
         self.inlined.append(helper)
         self.contexts += [context] if context is not None else []
@@ -75,6 +68,7 @@ class Inlining:
         forward = self.inference.method(cls, "forward")
         if forward is None or self.inference.method(cls, "__call__") is not None:
             raise Unfusible(f"{cls.name} has no forward of its own here, or a __call__")
+        _inlinable(node, forward, method=True)  # before the submodule's locals are read
         if cls.name in locals_of(self.inlined[-1] if self.inlined else self.finder.function):
             raise Unfusible(f"{cls.name} is a local name where it is called")
         source = self._source(node.func)
@@ -91,3 +85,18 @@ class Inlining:
             return self.inline(node, forward, env)
         finally:
             self.module = None
+
+
+def _inlinable(node: ast.Call, helper: ast.FunctionDef, method: bool) -> list[ast.stmt]:
+    """The statements of ``helper`` (its docstring left out) if the call ``node`` can inline it
+    whatever its arguments hold: positional arguments filling its parameters one for one, no
+    decorator, and a straight line of tensor statements ending in a return; else Unfusible."""
+    args = helper.args
+    if node.keywords or any(type(a) is ast.Starred for a in node.args) or helper.decorator_list:
+        raise Unfusible("a helper call with keywords or decorators")
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or len(args.args) != len(node.args) + method:
+        raise Unfusible("a helper whose parameters the call does not fill one for one")
+    body = helper.body[1:] if is_docstring(helper.body[0]) else helper.body
+    if not body or type(body[-1]) is not ast.Return or not all(candidate(s) for s in body):
+        raise Unfusible(f"{helper.name} is no straight line of tensor statements")
+    return body

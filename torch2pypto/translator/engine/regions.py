@@ -326,7 +326,7 @@ class Finder:
         region found so far is built again from its statements."""
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
-        if self._host_call(statements[i]):
+        if self._fails_first(statements[i].value):
             self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
             return None
         best, built, j = None, None, i
@@ -352,12 +352,14 @@ class Finder:
             built.outputs = self.outputs(statements[i:best], built)
         return best, built
 
-    def _host_call(self, statement: ast.stmt) -> bool:
-        """Whether a run from the candidate ``statement`` fails at once, found without building it:
-        ``name = f(...)`` or ``return f(...)`` of a call of no pending site, no helper of the module,
-        no method of the class and no submodule of a class of the module is a leaf computed on the
-        host at most, and a statement of a leaf makes no op."""
-        value = statement.value
+    def _fails_first(self, value: ast.expr) -> bool:
+        """Whether a region whose first statement evaluates ``value`` (or the expression ``value``
+        alone) fails at once, found without building it: a statement of a leaf makes no op, and
+        ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
+        a call computed on the host) or is a call of no pending site, no helper of the module, no
+        method of the class and no submodule of a class of the module (computed on the host)."""
+        if self._ops_at_most(value) == 0:
+            return True
         if type(value) is not ast.Call:
             return False
         func, inference = value.func, self.sites.inference
@@ -391,7 +393,8 @@ class Finder:
         if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
             return
         alone = self._alone.get(id(node))
-        if isinstance(node, (*OPERATORS, ast.Call)) and self._worth([node]) and not (alone and alone[0] is node and alone[1] < 2) and not self._enclosed(node):
+        if isinstance(node, (*OPERATORS, ast.Call)) and self._worth([node]) and not (alone and alone[0] is node and alone[1] < 2) \
+                and not self._enclosed(node) and not self._fails_first(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
             try:
