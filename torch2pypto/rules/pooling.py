@@ -14,11 +14,11 @@ import dataclasses
 from typing import Mapping
 
 from torch2pypto.rules import reduction
-from torch2pypto.rules.calls import signature_problem, wrapped
+from torch2pypto.rules.calls import signature_problem, via_parts, wrapped
 from torch2pypto.rules.codegen import Definition, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.wrappers import api
-from torch2pypto.schema.entry import Entry, Fields, TableError, field
+from torch2pypto.schema.entry import Entry, Fields, field
 from torch2pypto.schema.family import Family, register
 
 
@@ -44,12 +44,6 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     return None
 
 
-def parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:
-    if entry.fields.via not in entries:
-        raise TableError(f"{entry.op}: via names no entry: {entry.fields.via!r}")
-    return (entry.fields.via,)
-
-
 def rewrite(site: CallSite) -> Converted | Unsupported:
     return wrapped(site, definitions)
 
@@ -73,4 +67,4 @@ def pypto_{entry.op}(input, output_size):
     return (*reduction.definitions(via), Definition(f"pypto_{entry.op}", wrapper, ("_on_kernel_path", f"pypto_{via.op}")))
 
 
-register(Family("pooling", PoolingFields, rewrite, problem, parts=parts))
+register(Family("pooling", PoolingFields, rewrite, problem, parts=via_parts))
