@@ -24,7 +24,7 @@ from torch2pypto.schema.family import Family, register
 
 @dataclasses.dataclass(frozen=True)
 class PoolingFields(Fields):
-    """The table fields the pooling family read."""
+    """The table fields the pooling family reads."""
 
     via: str | None = field("the reduction entry averaging the pooled dims (mean)")
     dims: int = field("how many trailing dims are pooled (2: adaptive_avg_pool2d)", 2)
