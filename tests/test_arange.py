@@ -104,3 +104,34 @@ def test_a_start_that_changes_every_call_builds_a_bounded_number_of_kernels(made
     for s, values in zip(starts, got):
         assert torch.equal(values, torch.arange(s, s + 40, 11, dtype=torch.int32))
     assert torch.equal(again, torch.arange(0, 40, 11, dtype=torch.int32))
+
+
+KEYWORD_END = """import torch
+
+
+def keyword_end(n, dtype=None):
+    return torch.arange(end=n, dtype=dtype)
+"""
+
+
+@pytest.mark.parametrize("n", [1, 13, 1025])
+@pytest.mark.parametrize("dtype", [None, torch.int32])
+def test_a_lone_end_given_by_keyword_is_arange_of_it(tmp_path, n, dtype):
+    translation = translate(KEYWORD_END)
+    assert [r.status for r in translation.records] == ["converted"]
+    assert "pypto_arange(end=n, dtype=dtype)" in translation.code
+    made = load(tmp_path / "keyword_end.py", translation.code)
+    ran = counting()
+    with torch2pypto.interpreted(made):
+        got = made.keyword_end(n, dtype)
+    assert ran() == {"arange_kernel.kernel": 1}, ran()
+    expected = torch.arange(end=n, dtype=dtype)
+    assert got.dtype == expected.dtype and torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("call, reason", [("torch.arange(end=5, step=2)", "step= without start"), ("torch.arange(dtype=torch.int32)", "no end")])
+def test_no_start_with_a_step_or_no_end_stays_torch_which_raises(call, reason):
+    (record,) = translate(f"import torch\n\n\ndef f():\n    return {call}\n").records
+    assert record.status != "converted" and reason in record.reason
+    with pytest.raises(TypeError):
+        eval(call)

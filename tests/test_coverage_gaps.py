@@ -139,21 +139,20 @@ def test_a_method_outside_the_table_on_a_value_not_known_a_tensor_is_no_site():
 def test_every_held_torch_nn_module_is_a_site_under_its_class_name():
     records = translate(MODULES).records
     assert sorted((r.api, r.status) for r in records) == [
-        ("torch.nn.AdaptiveAvgPool2d", "unsupported"), ("torch.nn.BatchNorm2d", "converted"),
+        ("torch.nn.AdaptiveAvgPool2d", "converted"), ("torch.nn.BatchNorm2d", "converted"),
         ("torch.nn.Conv2d", "unsupported"), ("torch.nn.ReLU", "converted"),
     ]  # fmt: skip; nn.Identity computes nothing: no site
     reasons = {r.api: r.reason for r in records if r.status == "unsupported"}
-    assert reasons["torch.nn.AdaptiveAvgPool2d"].startswith("adaptive average pooling")
     # the conv family maps Conv2d; a 3x3 conv of stride 2 is neither a contraction nor shifted reads
     assert reasons["torch.nn.Conv2d"].startswith("stride=2: a conv2d other than a contraction")
 
 
-@pytest.mark.parametrize("fail_under, code", [(40, 0), (60, 1)])
+@pytest.mark.parametrize("fail_under, code", [(70, 0), (80, 1)])
 def test_fail_under_counts_the_modules_left_as_torch(tmp_path, capsys, fail_under, code):
     source = tmp_path / "block.py"
     source.write_text(MODULES)
     assert main([str(source), "--analyze", "--fail-under", str(fail_under)]) == code
-    assert "Conversion rate 50.0%" in capsys.readouterr().err  # ReLU and BatchNorm2d of 4 sites
+    assert "Conversion rate 75.0%" in capsys.readouterr().err  # ReLU, BatchNorm2d and AdaptiveAvgPool2d of 4 sites
 
 
 ACTIVATIONS = """\

@@ -25,6 +25,8 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     loss,
     movement,
     onehot,
+    outer,
+    pooling,
     product,
     reduction,
     reverse,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from typing import Mapping
 
 import libcst as cst
 
 from torch2pypto.rules.site import CallSite, Converted, Expression, Unsupported
-from torch2pypto.schema.entry import Entry, Param
+from torch2pypto.schema.entry import Entry, Param, TableError
 
 _EMPTY = cst.Module([])
 _EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
@@ -158,12 +159,20 @@ def dtype_expr(site: CallSite, dtype: str) -> cst.BaseExpression | None:
     return None if torch_name is None else cst.Attribute(cst.Name(torch_name), cst.Name(dtype))
 
 
-def wrapped(site: CallSite, definitions) -> Converted | Unsupported:
-    """The call as ``pypto_<op>(...)``, with ``definitions(entry)``: the kernel and wrapper of
-    the entry, whose ``pypto`` names the API; unless a rejected argument keeps it torch."""
+def wrapped(site: CallSite, definitions, params: tuple[Param, ...] | None = None) -> Converted | Unsupported:
+    """The call as ``pypto_<op>(...)`` (its arguments passed as :func:`replacement` passes
+    ``params``), with ``definitions(entry)``: the kernel and wrapper of the entry, whose ``pypto``
+    names the API; unless a rejected argument keeps it torch."""
     rejected = rejection(site)
     if rejected:
         return rejected
     entry = site.entry
     api = f"pypto.{entry.pypto}"
-    return Converted(replacement(site, f"pypto_{entry.op}"), definitions(entry), api, wrapper_params(entry))
+    return Converted(replacement(site, f"pypto_{entry.op}", params), definitions(entry), api, wrapper_params(entry))
+
+
+def via_parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:
+    """The entry named by the entry's ``via`` field, whose wrapper its own calls (a family's ``parts``)."""
+    if entry.fields.via not in entries:
+        raise TableError(f"{entry.op}: via names no entry: {entry.fields.via!r}")
+    return (entry.fields.via,)

@@ -18,11 +18,11 @@ import math
 from typing import Mapping
 
 from torch2pypto.rules import cube
-from torch2pypto.rules.calls import literal, replacement, wrapper_params
+from torch2pypto.rules.calls import literal, replacement, via_parts, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.runtime.contraction import _einsum_plan
-from torch2pypto.schema.entry import Entry, Fields, TableError, field
+from torch2pypto.schema.entry import Entry, Fields, field
 from torch2pypto.schema.family import Family, register
 
 
@@ -44,12 +44,6 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if via is None or via.family != "cube" or via.fields.rank or via.fields.args:
         return "via names the cube entry of torch.matmul's semantics (no rank, no args)"
     return None
-
-
-def parts(entry: Entry, entries: Mapping[str, Entry]) -> tuple[str, ...]:
-    if entry.fields.via not in entries:
-        raise TableError(f"{entry.op}: via names no entry: {entry.fields.via!r}")
-    return (entry.fields.via,)
 
 
 def _check(equation: str) -> str | None:
@@ -98,5 +92,5 @@ def pypto_{entry.op}(equation, a, b):
             Definition(f"pypto_{entry.op}", wrapper, ("_einsum_plan", "_on_kernel_path", f"pypto_{via.op}"), imports=("math",)))
 
 
-register(Family("contraction", ContractionFields, rewrite, problem, parts=parts, accumulates="sum",
+register(Family("contraction", ContractionFields, rewrite, problem, parts=via_parts, accumulates="sum",
                 reduced_length=lambda entry, shape, dim: math.prod(shape)))  # at most all of a's values

@@ -4,7 +4,9 @@ The kernel (:func:`walks.arange_kernel`) computes start + k * step in INT32 tile
 to the result's dtype; one kernel per (dtype, start, step) serves every length. What it does not
 compute runs torch's arange, decided at run time (:func:`operands._arange_plan`): arguments that
 are not Python ints, float dtypes, values beyond INT32, requires_grad, pinned or non-strided
-results, devices off the kernel path.
+results, devices off the kernel path. ``torch.arange(end=n)``, the lone bound as a keyword, is
+``torch.arange(n)``: the wrapper's start defaults to None for it, and the call passes a start
+positionally, as written.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from torch2pypto.rules import walks, wrappers
 from torch2pypto.rules.calls import literal, signature_problem, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
-from torch2pypto.schema.entry import Entry, Fields
+from torch2pypto.schema.entry import Entry, Fields, Param
 from torch2pypto.schema.family import Family, register
 
 
@@ -37,6 +39,8 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
         return problem
     if set(entry.dtypes) != {"int64", "int32"}:
         return "an arange computes int64 and int32 results"
+    if entry.params[0].default is not None:
+        return "an arange's start defaults to None: torch.arange(end=n) gives no start"
     return None
 
 
@@ -47,7 +51,11 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     for name in ("start", "end", "step"):
         if name in site.args and type(literal(site.args[name])) is float:
             return Unsupported(f"a float {name}: a float range, tensor creation on the host (the kernel makes integer ones)", host=True)
-    return wrapped(site, definitions)
+    if "start" not in site.args and ("end" not in site.args or "step" in site.args):
+        given = "step= without start" if "end" in site.args else "no end"
+        return Unsupported(f"{given}: torch.arange takes end alone, or start and end before step (torch raises)")
+    start, *rest = wrapper_params(site.entry)
+    return wrapped(site, definitions, (Param(start.name, start.kinds), *rest))  # a start given: positional, as written
 
 
 # torch.arange(end) binds end to start; a step without an end goes on to torch, which refuses it
@@ -68,7 +76,8 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
     wrapper = wrappers.wrapper(
         entry, f"pypto_{entry.op}", wrappers.signature(wrapper_params(entry)), how, "", TORCH,
         "plan is not None", body, (kernel, "_arange_plan"),
-        prologue="plan = _arange_plan(start, end, step, dtype, layout, device, pin_memory, requires_grad)\n",
+        prologue="if start is None:  # torch.arange(end=n) is torch.arange(n)\n    start, end = end, None\n"
+                 "plan = _arange_plan(start, end, step, dtype, layout, device, pin_memory, requires_grad)\n",
         launched="kernel_path()",
     )
     doc = "start + k * step for k < n into out ([n], dtype), computed in INT32."
