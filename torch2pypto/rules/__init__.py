@@ -27,6 +27,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     onehot,
     product,
     reduction,
+    resample,
     reverse,
     scan,
     sequence,
