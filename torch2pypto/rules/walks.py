@@ -2,8 +2,8 @@
 
 Column runs copied between matrices (:func:`assemble_kernel`), tensors joined from windows of
 their storage (:func:`join_kernel`), stacked matrices
-(:func:`triangle_kernel`), rows or columns reversed (:func:`reversed_cols_kernel`, :func:`reversed_rows_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`), a sequence (:func:`arange_kernel`) and a
-batch's channels (:func:`channel_kernel`). They are built on the kernel IR with the frame, casts
+(:func:`triangle_kernel`), rows or columns reversed (:func:`reversed_cols_kernel`, :func:`reversed_rows_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`), a sequence (:func:`arange_kernel`), a
+batch's channels (:func:`channel_kernel`) and images resampled (:func:`resampled_kernel`). They are built on the kernel IR with the frame, casts
 and row loop of :mod:`templates`, where PyPTO's quirks live.
 """
 
