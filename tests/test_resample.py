@@ -164,7 +164,8 @@ def test_a_gradient(module):
 
 def test_the_calls_that_run_torch(module):
     """5-D inputs, inputs that are not contiguous, images over the tile budget, integers: torch,
-    no launch; FP16 antialiasing and size with scale_factor raise as torch does."""
+    no launch; FP16 antialiasing, size with scale_factor and size with recompute_scale_factor
+    raise as torch does."""
     x = sample(1, 2, 5, 7)
     cases = [
         (sample(1, 2, 3, 4, 5), dict(size=(4, 5, 6), mode="trilinear")),
@@ -176,6 +177,7 @@ def test_the_calls_that_run_torch(module):
         got, ran = resized(module, t, **kwargs)
         assert ran == {} and torch.equal(got, torch.nn.functional.interpolate(t, **kwargs)), kwargs
     for t, kwargs, error in [(x.half(), dict(size=(3, 3), mode="bilinear", antialias=True), NotImplementedError),
-                             (x, dict(size=(3, 3), scale_factor=2.0), ValueError)]:
+                             (x, dict(size=(3, 3), scale_factor=2.0), ValueError),
+                             (x, dict(size=(3, 3), recompute=True), ValueError)]:
         with pytest.raises(error), torch2pypto.interpreted(module):
             module.resize(t, **kwargs)

@@ -23,6 +23,8 @@ def _resampled(t, size, scale_factor, mode, align_corners, recompute_scale_facto
     rank = t.dim()
     if not t.is_contiguous() or mode not in _RESAMPLED_MODES.get(rank, ()) or (size is None) == (scale_factor is None):
         return None
+    if recompute_scale_factor and size is not None:
+        return None
     if align_corners not in (None, False, True) or align_corners is not None and mode not in _SMOOTHED_MODES:
         return None
     if antialias not in (False, True) or antialias and (mode not in ("bilinear", "bicubic") or t.dtype != torch.float32):
