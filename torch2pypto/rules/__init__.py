@@ -29,6 +29,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     pooling,
     product,
     reduction,
+    resample,
     reverse,
     scan,
     sequence,

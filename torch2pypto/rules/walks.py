@@ -2,8 +2,8 @@
 
 Column runs copied between matrices (:func:`assemble_kernel`), tensors joined from windows of
 their storage (:func:`join_kernel`), stacked matrices
-(:func:`triangle_kernel`), rows or columns reversed (:func:`reversed_cols_kernel`, :func:`reversed_rows_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`), a sequence (:func:`arange_kernel`) and a
-batch's channels (:func:`channel_kernel`). They are built on the kernel IR with the frame, casts
+(:func:`triangle_kernel`), rows or columns reversed (:func:`reversed_cols_kernel`, :func:`reversed_rows_kernel`), 1-D indices (:func:`one_hot_kernel`, :func:`indexed_kernel`), a sequence (:func:`arange_kernel`), a
+batch's channels (:func:`channel_kernel`) and images resampled (:func:`resampled_kernel`). They are built on the kernel IR with the frame, casts
 and row loop of :mod:`templates`, where PyPTO's quirks live.
 """
 
@@ -348,3 +348,39 @@ def channel_kernel(
     tiles = call("_tile_shape", "cols", "max_rows", str(buffers), tile_dtypes(in_dtype, "dtype", *([FP32] if fp32 else [])), split_cols="True")
     prelude = [Assign("rows, tile_cols", tiles), *setup]
     return Definition(name, factory(name, [factory_params, "max_rows"], doc, prelude, params, loops), TILE_SHAPE)
+
+
+def resampled_kernel(name: str, doc: str) -> Definition:
+    """A kernel factory ``name(dtype, h, w, out_h, out_w, row_taps, col_taps)``: ``out`` [n *
+    out_h, out_w] = each [h, w] image of ``x`` [n * h, w] resampled, one image a tile, in FP32:
+    its cols by the sum over ``col_taps`` taps of ``col_weights[t]`` (a row) times the cols
+    pypto.index_select picks by ``cols[t * out_w:]``, then its rows likewise by ``rows`` and the
+    columns of ``row_weights`` (:func:`torch2pypto.runtime.resample._resampling_taps`)."""
+    def taps(result: str, tile: str, dim: str, index: str, points: str, count: str, weight: Stmt) -> Stmt:
+        return loop("t", f"range({count})",
+                    Do(pypto("set_vec_tile_shapes", "width" if dim == "1" else "height")),
+                    Assign("index", pypto("view", index, items(points), items(f"t * {points}"))),
+                    Do(pypto("set_vec_tile_shapes", "height", "width")),
+                    weight,
+                    Assign("term", pypto("mul", pypto("index_select", tile, dim, "index"), "weight")),
+                    Assign(result, f"term if t == 0 else pypto.add({result}, term)"),
+                    comment="unrolled")
+    body = [
+        Do(pypto("set_vec_tile_shapes", "height", "width")),
+        Assign("x_tile", pypto("view", "x", items("h", "w"), items("b * h", "0"))),
+        to_fp32(["x_tile"]),
+        taps("across", "x_tile", "1", "cols", "out_w", "col_taps",
+             Assign("weight", pypto("view", "col_weights", items("1", "out_w"), items("t", "0")), "a row")),
+        taps("result", "across", "0", "rows", "out_h", "row_taps",
+             Assign("weight", pypto("view", "row_weights", items("out_h", "1"), items("0", "t")), "a column")),
+        when(f"dtype != {FP32}", Assign("result", pypto("cast", "result", "dtype"))),
+        Do(pypto("assemble", "result", items("b * out_h", "0"), "out")),
+    ]
+    params = [tensor("x", items("pypto.DYNAMIC", "w"), "dtype"),
+              tensor("cols", items("col_taps * out_w"), INT32), tensor("col_weights", items("col_taps", "out_w"), FP32),
+              tensor("rows", items("row_taps * out_h"), INT32), tensor("row_weights", items("out_h", "row_taps"), FP32),
+              tensor("out", items("pypto.DYNAMIC", "out_w"), "dtype")]
+    loops = [loop("b", pypto("loop", "x.shape[0] // h", name='"images"', unroll_list=items("1")), *body)]
+    prelude = [Assign("height, width", call("_resampled_tile", "h", "w", "out_h", "out_w"))]
+    return Definition(name, factory(name, ["dtype, h, w, out_h, out_w, row_taps, col_taps"], doc, prelude, params, loops),
+                      ("_resampled_tile", "_annotated"))
