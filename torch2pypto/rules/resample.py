@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Mapping
 
 from torch2pypto.rules import walks, wrappers
-from torch2pypto.rules.calls import literal, rejection, replacement, wrapper_params
+from torch2pypto.rules.calls import literal, rejection, replacement, signature_problem, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.schema.entry import Entry, Fields
-from torch2pypto.schema.family import Family, register
+from torch2pypto.schema.family import Family, is_float_dtype, register
 
 PARAMS = ("input", "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias")
 RESAMPLED_TILE = copied("resample", "_resampled_tile")
@@ -31,10 +31,9 @@ TORCH_MODES = {"trilinear": "trilinear resamples the three dims of a 5-D input, 
 def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
     if entry.pypto != "index_select":
         return "a resampling picks source points with pypto.index_select"
-    names = tuple(p.name for p in wrapper_params(entry))
-    if names != PARAMS:
-        return f"a resampling takes ({', '.join(PARAMS)}) besides rejected arguments, not ({', '.join(names)})"
-    if any(not d.startswith(("float", "bfloat")) for d in entry.dtypes):
+    if problem := signature_problem(entry, "a resampling", PARAMS):
+        return problem
+    if not all(map(is_float_dtype, entry.dtypes)):
         return "a resampling weighs float inputs (torch resamples no integers)"
     return None
 
