@@ -140,7 +140,11 @@ HELD = [
     ("nn.Conv1d(3, 3, kernel_size=4, groups=3, padding=3)", "conv1d"), ("nn.Conv1d(3, 5, kernel_size=3, padding=1)", "conv1d"),
     ("nn.Conv2d(5, 6, 1)", "conv2d"), ("nn.Conv2d(5, 6, kernel_size=(1, 4), stride=(1, 4))", "conv2d"),
     ("nn.AdaptiveAvgPool2d(1)", "adaptive_avg_pool2d"), ("nn.AdaptiveAvgPool2d((1, 1))", "adaptive_avg_pool2d"),
+    ("nn.Hardswish()", "hardswish"), ("nn.Hardsigmoid()", "hardsigmoid"),
+    ("nn.Upsample(scale_factor=2)", "interpolate"), ("nn.Upsample(size=57, mode='linear', align_corners=True)", "interpolate"),
+    ("nn.Flatten(1)", "flatten"), ("nn.Unflatten(2, (4, 10))", "unflatten"),
 ]  # fmt: skip
+HOST_SIDE = {"dropout", "flatten", "unflatten"}  # views and identities: no kernel
 HELD_SOURCE = """\
 import torch
 from torch import nn
@@ -188,8 +192,15 @@ def test_every_module_class_of_the_table_is_tried():
     assert tried | tried_elsewhere == set(load_table().by_module)
 
 
+@pytest.mark.parametrize("construction", [c for c, op in HELD if op in HOST_SIDE])
+def test_a_held_host_side_module_is_a_site_left_as_written(construction):
+    source = HELD_SOURCE.format(construction)
+    translation = translate(source)
+    assert [r.status for r in translation.records] == ["host-side"] and translation.code == source
+
+
 @pytest.mark.interpreter
-@pytest.mark.parametrize("construction, op", [h for h in HELD if h[1] != "dropout"], ids=[c for c, op in HELD if op != "dropout"])
+@pytest.mark.parametrize("construction, op", [h for h in HELD if h[1] not in HOST_SIDE], ids=[c for c, op in HELD if op not in HOST_SIDE])
 def test_a_held_module_runs_its_kernel_and_matches_the_module_with_its_gradient(tmp_path, construction, op):
     source = HELD_SOURCE.format(construction)
     translation = translate(source)
