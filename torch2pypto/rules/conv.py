@@ -101,11 +101,12 @@ def _contraction_form(built: Mapping[str, object], given: Mapping[str, object]) 
 def _strided(site: CallSite) -> bool:
     """Whether a call's stride or dilation may be other than 1 (``pypto_<op>_strided`` computes it):
     given so, known at run time only or by constructions that differ, unless a construction shows a
-    patch embedding (a stride given as the kernel size is, undilated)."""
+    patch embedding (a stride given as the kernel size is, unpadded and undilated)."""
     built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
-    stride, dilation = (_given(site, built, name) if name in built or not built and name in site.args else 1
-                        for name in ("stride", "dilation"))
-    if built and "stride" in built and _same(stride, built.get("kernel_size", Ellipsis)) and _same(dilation, 1):
+    stride, dilation, padding = (_given(site, built, name) if name in built or not built and name in site.args else default
+                                 for name, default in (("stride", 1), ("dilation", 1), ("padding", 0)))
+    unpadded = padding == "valid" or _same(padding, 0)
+    if built and "stride" in built and _same(stride, built.get("kernel_size", Ellipsis)) and _same(dilation, 1) and unpadded:
         return False
     return not (_same(stride, 1) and _same(dilation, 1))
 
