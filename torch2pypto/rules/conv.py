@@ -10,8 +10,11 @@ channels-last (``x.transpose(1, 2)`` fed to a ``Conv1d``); a patch embedding (Vi
 copy of the input's size (docs/host-copies.md). A conv of stride 1 and zero padding up to
 kernel - 1 runs on the kernels of shifted reads (:mod:`shifted`): ungrouped a matmul per tap
 (conv2d: per output row), depthwise (``groups`` = channels: Mamba's causal conv, conformers',
-ConvNeXt's) on the vector cores. Every other form (dilation, other groups, a stride other than
-1 or the kernel) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the
+ConvNeXt's) on the vector cores. A call whose stride or dilation may be other than 1 (ResNet's
+downsampling, an audio encoder's ``stride=config.conv_stride[i]``) calls ``pypto_<op>_strided``,
+whose kernels of shifted reads take any stride and dilation with zero padding up to dilation *
+(kernel - 1), so that the stride-1 wrapper and its kernels stay as they are. Every other form
+(other groups, wider zero padding) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the
 convolution's spatial rank (1 or 2)."""
 
 from __future__ import annotations

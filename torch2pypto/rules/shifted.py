@@ -1,5 +1,5 @@
-"""conv1d and conv2d kernels of shifted reads: stride 1, zero padding, depthwise (vector) or
-ungrouped (cube).
+"""conv1d and conv2d kernels of shifted reads: zero padding, depthwise (vector) or ungrouped
+(cube); of stride 1, or strided (any stride and dilation).
 
 Output column t of an output row is the sum over taps k of the weights times the input's column
 ``t + k - left``, reads outside [0, length) zero padding. The columns whose every tap reads
@@ -11,6 +11,11 @@ by its tap weight (one filter per channel, FP32 on the vector cores); an ungroup
 A conv2d splits its output rows alike: each row of the middle sums every tap row h over the
 input row it reads, a row at either edge the tap rows that read inside the image; within a row,
 its columns are a conv1d's. Its images are [channels, lines * length] planes, read in place.
+
+A strided kernel's output t reads input ``t * stride + k * dilation - left`` (rows alike, their
+offsets scalars): a middle tile of its columns reads ``stride`` times as many in place, then
+``pypto.index_select`` picks every stride-th (the int32 ``picks``, made once per shape on the
+host); an edge column reads its own. Its factories take the stride and dilation, one kernel each.
 """
 
 from __future__ import annotations
@@ -156,6 +161,7 @@ def _strided(name: str, strided: bool) -> str:
 PICKS = ("picks", "-(-width // 16) * 16", "pypto.DT_INT32")
 
 
+_PICKED = "; a strided read's columns picked in place by pypto.index_select"
 _EDGES = {1: ("edge columns read their in-row", "taps"), 2: ("edge rows and columns read their in-image", "tap_rows * taps")}
 
 
@@ -209,7 +215,7 @@ def depthwise_kernel(op: str, bias: bool, dims: int = 1, strided: bool = False) 
                         "a tile's read spans stride times its columns, at most the widest pypto.index_select")]
     prelude = [*_splits(dims, strided), *tiles, *setup]
     doc = (f"Per channel tile, the sum over taps of the input shifted by the tap times the tap's weight column, in FP32"
-           f"{', plus the bias of each channel' if bias else ''}; the {_EDGES[dims][0]} taps only.")
+           f"{', plus the bias of each channel' if bias else ''}; the {_EDGES[dims][0]} taps only{_PICKED if strided else ''}.")
     text = factory(name, [f"dtype, {sizes}"], doc, prelude, params, body)
     return Definition(name, text, ("_tile_shape", "_annotated"))
 
@@ -288,6 +294,6 @@ def dense_kernel(op: str, bias: bool, dims: int = 1, strided: bool = False) -> D
     ]
     doc = (f"Per image{' and output row' if dims == 2 else ''}, the sum over taps of pypto.matmul of the tap's weight "
            f"[rows, channels] by the input shifted by the tap, in FP32{', plus the bias of each output channel' if bias else ''}; "
-           f"the {_EDGES[dims][0]} taps only.")
+           f"the {_EDGES[dims][0]} taps only{_PICKED if strided else ''}.")
     text = factory(name, [f"dtype, {sizes}, rows"], doc, prelude, params, body, CUBE)
     return Definition(name, text, ("_cube_tiles", "_tile_shape", "_annotated"))
