@@ -311,4 +311,9 @@ def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
     return shape[1] if len(shape) > 1 else 1
 
 
-register(Family("conv", ConvFields, rewrite, problem, accumulates="sum", reduced_length=reduced_length))
+def wrapper_names(entry: Entry) -> tuple[str, ...]:
+    """A conv's wrappers: ``pypto_<op>`` and ``pypto_<op>_strided``."""
+    return f"pypto_{entry.op}", f"pypto_{entry.op}_strided"
+
+
+register(Family("conv", ConvFields, rewrite, problem, wrapper_names=wrapper_names, accumulates="sum", reduced_length=reduced_length))
