@@ -40,16 +40,17 @@ def _reads(dims: int, strided: bool = False) -> tuple[str, str, str]:
     return ("(h * taps + k)", f"{row} * length + ", "y * width + ") if dims == 2 else ("k", "", "")
 
 
-def _picked(tile: str, shape: tuple[str, str], valid: tuple[str, str], tiles: tuple[str, str]) -> Stmt:
+def _picked(tile: str, shape: tuple[str, str], valid: tuple[str, str], tiles: tuple[str, str], *after: Stmt) -> Stmt:
     """Of a strided conv (decided when the kernel is parsed), ``tile``'s columns 0, stride, 2 *
     stride, ... picked by pypto.index_select (its read spans ``stride`` times its columns), their
-    ``valid`` columns kept, on vector tiles ``tiles`` (then the [rows, cols * stride] read's)."""
+    ``valid`` columns kept, on vector tiles ``tiles`` (then the [rows, cols * stride] read's); then ``after``."""
     return when("stride > 1",
                 Do(pypto("set_vec_tile_shapes", "cols")),
                 Assign("picks_tile", pypto("view", "picks", items("cols"), items("0"), valid_shape=items(valid[1]))),
                 Do(pypto("set_vec_tile_shapes", *tiles)),
                 Assign(tile, pypto("view", pypto("index_select", tile, "1", "picks_tile"), items(*shape), items("0", "0"),
                                    valid_shape=items(*valid))),
+                *after,
                 comment="the row's columns at the stride, read in place")
 
 
@@ -251,8 +252,8 @@ def dense_kernel(op: str, bias: bool, dims: int = 1, strided: bool = False) -> D
         elif strided:
             read = (Assign("shifted", pypto("view", "x", items("c16", "cols * stride"), items("j * channels", f"{line}{col} + k * dilation"),
                                             valid_shape=items("channels", f"({valid_cols} - 1) * stride + 1"))),
-                    _picked("shifted", ("c16", cols), ("channels", valid_cols), ("picked_rows", "cols * stride")),
-                    when("stride > 1", Do(pypto("set_vec_tile_shapes", f"{tiles}_rows", f"{tiles}_cols"))))
+                    _picked("shifted", ("c16", cols), ("channels", valid_cols), ("picked_rows", "cols * stride"),
+                            Do(pypto("set_vec_tile_shapes", f"{tiles}_rows", f"{tiles}_cols"))))
         return [
             Do(pypto("set_cube_tile_shapes", items("rows", "rows"), f"{tiles}_k", f"{tiles}_n")),
             Do(pypto("set_vec_tile_shapes", f"{tiles}_rows", f"{tiles}_cols")),
