@@ -1,7 +1,7 @@
 """The conv family beyond the table's examples: which module forms convert (decided from their
 constructions), an input read in place (channels-last: transposed) or gathered once (patches),
-the depthwise conv1d's kernel (Mamba's causal conv, conformers' depthwise conv), and nn.ConvNd's
-padding_mode kept on the torch path."""
+the depthwise conv1d's kernel (Mamba's causal conv, conformers' depthwise conv), the strided and
+dilated kernels of shifted reads (downsampling), and nn.ConvNd's padding_mode kept on the torch path."""
 
 import pytest
 import torch
@@ -44,11 +44,12 @@ def test_module_forms_convert_or_stay_torch_by_their_construction():
     records = translate(MODULES).records
     got = [(r.status, r.reason or "") for r in records]
     # padded, overlapping and depthwise conv1d forms convert (the shifted reads), a padding known at run time too;
-    # so does a padded conv2d (nn.Conv2d passes its own padding: the wrapper reads it at run time)
-    assert [s for s, _ in got] == ["converted"] * 7 + ["unsupported"] * 2 + ["converted", "unsupported"], got
+    # so does a padded conv2d (nn.Conv2d passes its own padding: the wrapper reads it at run time), strided and dilated ones
+    assert [s for s, _ in got] == ["converted"] * 7 + ["unsupported"] + ["converted"] * 3, got
     assert got[7][1].startswith("padding_mode= other than zeros")
-    assert got[8][1].startswith("stride=2: a conv2d other than a contraction runs on the kernels of shifted reads")
-    assert got[10][1].startswith("stride=2: a conv2d other than")
+    code = translate(MODULES).code
+    assert code.count("pypto_conv2d_strided(image, self.dilated.weight") == code.count("pypto_conv2d_strided(image, self.downsampled.weight") == 1
+    assert "pypto_conv2d(image, self.patches.weight" in code  # a patch embedding: the contraction's wrapper
 
 
 GROUPED = """\
@@ -80,12 +81,11 @@ def test_a_grouped_conv1d_converts_where_its_construction_shows_one_filter_per_c
     got = [(r.status, r.reason or "") for r in translate(GROUPED).records]
     assert [s for s, _ in got[:3]] == ["converted"] * 3, got
     reasons = [reason for status, reason in got[3:] if status == "unsupported"]
-    assert len(reasons) == 5 and got[8][0] == "converted", got  # the depthwise conv2d too
+    assert len(reasons) == 3 and got[8][0] == "converted", got  # the depthwise conv2d, the dilated and strided ones too
     assert reasons[0].startswith("groups=config.groups of in_channels=config.size: a conv1d other than a contraction runs")
     assert reasons[1].startswith("groups=8 of in_channels=16:")
-    assert reasons[2].startswith("dilation=2: a conv1d other than a contraction")
-    assert reasons[3].startswith("padding=3 of kernel_size=3:")
-    assert reasons[4].startswith("stride=2:")
+    assert reasons[2].startswith("padding=3 of kernel_size=3: a conv1d other than a contraction runs on the kernels of "
+                                 "shifted reads only with zero padding of at most dilation * (kernel_size - 1)")
 
 
 def test_a_conv2d_construction_pads_each_dim_at_most_its_kernel_minus_1():
@@ -97,6 +97,10 @@ def test_a_conv2d_construction_pads_each_dim_at_most_its_kernel_minus_1():
     assert a.reason.startswith("padding=1 of kernel_size=(3, 1): a conv2d other than a contraction")  # 1 zero column of 1 tap
     assert b.reason.startswith("padding=(1, 3) of kernel_size=3:")
     assert c.status == d.status == "converted"
+    code = code.replace("(3, 1), padding=1)", "(3, 1), padding=1, dilation=(1, 2))").replace("3, padding=(1, 3))", "3, padding=(1, 3), dilation=2)")
+    a, b, _, _ = translate(code).records
+    assert a.reason.startswith("padding=1 of kernel_size=(3, 1) and dilation=(1, 2):")  # still no tap in the zero column
+    assert b.status == "converted"  # dilated: 3 zeros reach 4 columns
 
 
 PROGRAM = """\
@@ -132,6 +136,16 @@ def depthwise_image(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding):
 def causal(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
     # Mamba's conv1d: kernel - 1 zeros on both sides, the sequence's own length kept
     return F.conv1d(x, w, b, padding=w.shape[-1] - 1, groups=x.shape[1])[..., : x.shape[-1]]
+
+
+def strided(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, stride, padding, dilation):
+    # an audio encoder's Conv1d(kernel_size=3, stride=2, padding=1), a vocoder's downsampling stride=ratio
+    return F.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=1 if w.shape[1] > 1 else w.shape[0])
+
+
+def strided_image(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, stride, padding, dilation):
+    # ResNet's Conv2d(3, stride=2, padding=1), MobileNet's depthwise stride-2 blocks
+    return F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=1 if w.shape[1] > 1 else w.shape[0])
 """
 
 
@@ -280,6 +294,44 @@ def test_a_shifted_conv_in_grad_mode_launches_and_carries_torchs_gradient(module
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name, images, channels, size, out, taps, stride, padding, dilation", [
+    ("strided", 2, 5, (37,), 7, (3,), 2, 1, 1),  # ungrouped: every other column picked
+    ("strided", 1, 6, (40,), 6, (4,), 3, 2, 2),  # depthwise, dilated: a column reads every other input column
+    ("strided_image", 2, 5, (9, 11), 7, (3, 3), 2, 1, 1),  # ResNet's downsampling 3 x 3
+    ("strided_image", 1, 6, (13, 10), 6, (3, 3), (3, 2), (2, 1), (2, 1)),  # depthwise: strides, zeros and dilations per dim
+    ("strided_image", 3, 4, (8, 7), 5, (1, 1), 2, 0, 1),  # a 1 x 1 kernel of stride 2 (a ResNet shortcut): no edges
+])
+def test_a_strided_or_dilated_conv_picks_its_columns_in_place(modules, dtype, name, images, channels, size, out, taps, stride, padding, dilation):
+    depthwise = out == channels
+    x = sample(images, channels, *size, dtype=dtype)
+    w = sample(out, 1 if depthwise else channels, *taps, dtype=dtype, seed=1)
+    b = sample(out, dtype=dtype, seed=2) if images != 3 else None
+    launches, ops = launched_ops(modules, name, x, w, b, stride, padding, dilation, tolerance=TOLERANCE[dtype])
+    assert ops.pop("arange", 0) <= 1  # the columns picked, made once per shape (the dtypes share them)
+    copies = {} if depthwise or taps == (1, 1) else {"clone": 1}  # a 1 x 1 kernel's taps: a view of the weight
+    assert launches == 1 and ops == copies  # no copy of the input; the weight's taps once
+
+
+@pytest.mark.interpreter
+def test_a_strided_conv_of_long_rows_takes_several_column_tiles(modules):
+    x, w = sample(2, 4, 700), sample(4, 1, 5, seed=1)
+    assert launched_ops(modules, "strided", x, w, None, 2, 4, 1) == (1, {"arange": 1})  # 352 columns in tiles of 256 (512 read)
+    assert launched_ops(modules, "strided", x, w, None, 2, 4, 1) == (1, {})  # the picks kept
+    x, w = sample(1, 3, 5, 400), sample(8, 3, 3, 3, seed=1)
+    assert launched_ops(modules, "strided_image", x, w, None, 3, 1, 1)[0] == 1  # 134 columns in tiles of 80
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("name, shapes, args", [
+    ("strided", [(2, 5, 13), (5, 1, 3), (5,)], (2, 1, 1)),  # depthwise conv1d, stride 2
+    ("strided_image", [(2, 3, 7, 8), (4, 3, 3, 3), (4,)], (2, 1, 2)),  # ungrouped conv2d, stride 2, dilation 2
+])
+def test_a_strided_conv_in_grad_mode_launches_and_carries_torchs_gradient(modules, name, shapes, args):
+    test_a_shifted_conv_in_grad_mode_launches_and_carries_torchs_gradient(modules, name, shapes, args)
+
+
+@pytest.mark.interpreter
 def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path):
     code = MODULES
     translated = load(tmp_path / "modules_pypto.py", translate(code).code)
@@ -294,7 +346,7 @@ def test_forms_the_kernel_does_not_compute_run_torch_as_the_module_does(tmp_path
     with torch.no_grad(), torch2pypto.interpreted(translated):
         got = model(x, image)
         expected = reference(x, image)
-    assert sum(launched().values()) == 7  # pointwise, patches, patches of the config's size, padded, overlapping, depthwise, image
+    assert sum(launched().values()) == 9  # pointwise, patches (twice), padded, overlapping, depthwise, dilated, image, downsampled
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
 
@@ -314,16 +366,16 @@ def test_a_padding_mode_known_at_run_time_pads_as_the_module_does(tmp_path, padd
     torch.testing.assert_close(got, reference(x))
 
 
-def test_a_functions_conv_groups_of_no_literal_is_checked_at_run_time_other_forms_stay_torch():
+def test_a_functions_conv_groups_stride_and_dilation_of_no_literal_are_checked_at_run_time():
     code = ("import torch.nn.functional as F\n\n\ndef f(x, w, b, hidden_size, stride):\n"
             "    return F.conv1d(x, w, b, padding=0, groups=hidden_size), F.conv1d(x, w, b, stride=stride), F.conv2d(x, w, padding='valid'),"
             " F.conv2d(x, w, groups=hidden_size, stride=stride), F.conv1d(x, w, groups=hidden_size, dilation=stride),"
-            " F.conv1d(x, w, stride=stride, groups=hidden_size)\n")
-    depthwise, strided, valid, grouped, dilated, downsampled = translate(code).records
-    assert depthwise.status == strided.status == valid.status == "converted"  # groups, stride: against the weight at run time
-    assert grouped.status == "unsupported" and grouped.reason.startswith("stride=stride: known at run time only; a conv2d other")
-    assert dilated.status == "unsupported" and dilated.reason.startswith("dilation=stride: known at run time only")
-    assert downsampled.status == "unsupported" and downsampled.reason.startswith("stride=stride: known at run time only; a conv1d other")
+            " F.conv1d(x, w, stride=stride, groups=hidden_size), F.conv1d(x, w, stride=(1,), dilation=1)\n")
+    records = translate(code).records
+    assert {r.status for r in records} == {"converted"}  # groups, stride, dilation: against the weight at run time
+    calls = translate(code).code.rsplit("def f", 1)[1]
+    assert calls.count("pypto_conv1d(") == 2 and calls.count("pypto_conv2d(") == 1  # stride 1 where given or not: the plain wrapper
+    assert calls.count("pypto_conv1d_strided(") == 3 and calls.count("pypto_conv2d_strided(") == 1
 
 
 # ---- the conv helpers (runtime/conv.py)
@@ -398,6 +450,28 @@ def test_conv_shifted_takes_stride_and_dilation_1_ungrouped_or_one_filter_per_ch
     assert conv._conv_shifted(image, torch.randn(3, 1, 3, 3), None, 1, 1, 1, 3, 2) == (1, 7, 1, 9)  # depthwise
     assert conv._conv_shifted(torch.randn(2, 4, 7, 9), torch.randn(4, 2, 3, 3), None, 1, 1, 1, 2, 2) is None  # two groups
     assert conv._conv_shifted(image, dense, None, 1, 1, 1, 1, 1) is None  # a conv1d of a 2-D kernel
+
+
+def test_conv_strided_takes_any_stride_and_dilation_where_every_output_reads_a_tap(launcher):
+    x, w = torch.randn(2, 6, 9), torch.randn(6, 1, 4)
+    assert conv._conv_strided(x, w, None, 1, 3, 1, 6, 1) == (3, 12, 1, 1)  # stride 1 as _conv_shifted's, flattened
+    assert conv._conv_strided(x, w, None, 2, 1, 1, 6, 1) == (1, 4, 2, 1)  # (9 + 2 - 3 - 1) // 2 + 1
+    assert conv._conv_strided(x, w, None, (3,), 6, 2, 6, 1) == (6, 5, 3, 2)  # dilated: 6 zeros reach 7 columns
+    assert conv._conv_strided(x, w, None, 1, "same", 2, 6, 1) == (3, 9, 1, 2)  # 'same' spreads d * (k - 1) zeros
+    assert conv._conv_strided(x, w, None, 2, "same", 1, 6, 1) is None  # torch refuses 'same' of a stride
+    assert conv._conv_strided(x, w, None, 2, 4, 1, 6, 1) is None  # a column of zeros only
+    assert conv._conv_strided(x, w, None, 0, 0, 1, 6, 1) is None and conv._conv_strided(x, w, None, 1, 0, 0, 6, 1) is None
+    assert conv._conv_strided(x, w, None, 1, 0, 10, 6, 1) is None  # no whole window
+    assert conv._conv_strided(torch.randn(1, 6, 2), torch.randn(6, 1, 2), None, 1, 3, 3, 6, 1) is None  # taps miss the row
+    image, dense = torch.randn(2, 3, 7, 9), torch.randn(4, 3, 3, 2)
+    assert conv._conv_strided(image, dense, None, (2, 3), (1, 0), (1, 2), 1, 2) == (1, 4, 2, 1, 0, 3, 3, 2)
+    assert conv._conv_strided(image, torch.randn(4, 2, 3, 3), None, 2, 1, 1, 1, 2) is None  # channels mismatched
+
+
+def test_conv_picks_are_a_rows_columns_at_the_stride_made_once_per_shape():
+    picks = conv._conv_picks(20, 3, torch.device("cpu"))
+    assert picks.dtype == torch.int32 and picks.tolist() == list(range(0, 96, 3))  # 32 columns: two tiles of 16
+    assert conv._conv_picks(20, 3, torch.device("cpu")) is picks
 
 
 def test_conv_taps_keeps_the_weights_tap_matrices_until_it_changes():

@@ -57,7 +57,7 @@ MODULES = HEAD + """
 class Block(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, stride=2)
+        self.conv = nn.Conv2d(4, 8, 3, stride=2, groups=2)
         self.bn = nn.BatchNorm2d(8)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.act = nn.ReLU()
@@ -143,8 +143,8 @@ def test_every_held_torch_nn_module_is_a_site_under_its_class_name():
         ("torch.nn.Conv2d", "unsupported"), ("torch.nn.ReLU", "converted"),
     ]  # fmt: skip; nn.Identity computes nothing: no site
     reasons = {r.api: r.reason for r in records if r.status == "unsupported"}
-    # the conv family maps Conv2d; a 3x3 conv of stride 2 is neither a contraction nor shifted reads
-    assert reasons["torch.nn.Conv2d"].startswith("stride=2: a conv2d other than a contraction")
+    # the conv family maps Conv2d; a conv of two groups of two channels is neither a contraction nor shifted reads
+    assert reasons["torch.nn.Conv2d"].startswith("groups=2 of in_channels=4: a conv2d other than a contraction")
 
 
 @pytest.mark.parametrize("fail_under, code", [(70, 0), (80, 1)])

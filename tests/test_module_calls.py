@@ -139,6 +139,7 @@ HELD = [
     ("nn.Conv1d(3, 7, 1)", "conv1d"), ("nn.Conv1d(3, 7, kernel_size=4, stride=4, bias=False)", "conv1d"),
     ("nn.Conv1d(3, 3, kernel_size=4, groups=3, padding=3)", "conv1d"), ("nn.Conv1d(3, 5, kernel_size=3, padding=1)", "conv1d"),
     ("nn.Conv2d(5, 6, 1)", "conv2d"), ("nn.Conv2d(5, 6, kernel_size=(1, 4), stride=(1, 4))", "conv2d"),
+    ("nn.Conv1d(3, 5, kernel_size=3, stride=2, padding=1)", "conv1d"), ("nn.Conv2d(5, 6, 3, stride=(1, 3), padding=1, dilation=(1, 2))", "conv2d"),
     ("nn.AdaptiveAvgPool2d(1)", "adaptive_avg_pool2d"), ("nn.AdaptiveAvgPool2d((1, 1))", "adaptive_avg_pool2d"),
     ("nn.Hardswish()", "hardswish"), ("nn.Hardsigmoid()", "hardsigmoid"),
     ("nn.Upsample(scale_factor=2)", "interpolate"), ("nn.Upsample(size=57, mode='linear', align_corners=True)", "interpolate"),

@@ -10,8 +10,11 @@ channels-last (``x.transpose(1, 2)`` fed to a ``Conv1d``); a patch embedding (Vi
 copy of the input's size (docs/host-copies.md). A conv of stride 1 and zero padding up to
 kernel - 1 runs on the kernels of shifted reads (:mod:`shifted`): ungrouped a matmul per tap
 (conv2d: per output row), depthwise (``groups`` = channels: Mamba's causal conv, conformers',
-ConvNeXt's) on the vector cores. Every other form (dilation, other groups, a stride other than
-1 or the kernel) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the
+ConvNeXt's) on the vector cores. A call whose stride or dilation may be other than 1 (ResNet's
+downsampling, an audio encoder's ``stride=config.conv_stride[i]``) calls ``pypto_<op>_strided``,
+whose kernels of shifted reads take any stride and dilation with zero padding up to dilation *
+(kernel - 1), so that the stride-1 wrapper and its kernels stay as they are. Every other form
+(other groups, wider zero padding) runs torch, as nn.ConvNd does for its ``padding_mode``. ``dims``: the
 convolution's spatial rank (1 or 2)."""
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import textwrap
 from typing import Literal, Mapping
 
 from torch2pypto.rules import templates, wrappers
-from torch2pypto.rules.calls import fallback, source_of, static_value, wrapped, wrapper_params
+from torch2pypto.rules.calls import fallback, rejection, replacement, source_of, static_value, wrapped, wrapper_params
 from torch2pypto.rules.codegen import Definition, copied, per_entry
 from torch2pypto.rules.shifted import dense_kernel, depthwise_kernel
 from torch2pypto.rules.kernel_ir import Assign, Do, Stmt, call, items, loop, pypto
@@ -52,16 +55,19 @@ def problem(entry: Entry, entries: Mapping[str, Entry]) -> str | None:
 
 
 def rewrite(site: CallSite) -> Converted | Unsupported:
-    return fallback(site) or _static_form(site) or wrapped(site, definitions)
+    if fallback(site) or _static_form(site) or not _strided(site):
+        return fallback(site) or _static_form(site) or wrapped(site, definitions)
+    entry = site.entry
+    return rejection(site) or Converted(replacement(site, f"pypto_{entry.op}_strided"), strided_definitions(entry),
+                                        f"pypto.{entry.pypto}", wrapper_params(entry))
 
 
 _FORMS = {"padding": (0, "valid"), "dilation": (1,), "groups": (1,)}
 CONSTRUCTOR = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode")
 _WINDOWS = ("a conv of overlapping, spread or grouped windows is no contraction of the input (kernel: stride = kernel "
             "size, no padding, dilation or groups)")
-_SHIFTED = ("a conv{dims}d other than a contraction runs on the kernels of shifted reads only with stride and dilation 1, "
-            "zero padding of at most kernel_size - 1, and groups 1 or one filter per channel (groups = in_channels = "
-            "out_channels)")
+_SHIFTED = ("a conv{dims}d other than a contraction runs on the kernels of shifted reads only with zero padding of at "
+            "most dilation * (kernel_size - 1), and groups 1 or one filter per channel (groups = in_channels = out_channels)")
 
 
 def _static_form(site: CallSite) -> Unsupported | None:
@@ -95,6 +101,19 @@ def _contraction_form(built: Mapping[str, object], given: Mapping[str, object]) 
     return Unsupported(f"stride={_shown(stride)} of kernel_size={_shown(taps)}: {unknown}{_WINDOWS}")
 
 
+def _strided(site: CallSite) -> bool:
+    """Whether a call's stride or dilation may be other than 1 (``pypto_<op>_strided`` computes it):
+    given so, known at run time only or by constructions that differ, unless a construction shows a
+    patch embedding (a stride given as the kernel size is, unpadded and undilated)."""
+    built = {CONSTRUCTOR[k] if isinstance(k, int) and k < len(CONSTRUCTOR) else k: v for k, v in site.built.items()}
+    stride, dilation, padding = (_given(site, built, name) if name in built or not built and name in site.args else default
+                                 for name, default in (("stride", 1), ("dilation", 1), ("padding", 0)))
+    unpadded = padding == "valid" or _same(padding, 0)
+    if built and "stride" in built and _same(stride, built.get("kernel_size", Ellipsis)) and _same(dilation, 1) and unpadded:
+        return False
+    return not (_same(stride, 1) and _same(dilation, 1))
+
+
 def _given(site: CallSite, built: Mapping[str, object], name: str) -> object:
     """Argument ``name`` as the call or the module's constructions give it: a literal, an
     :class:`Expression` known at run time only, or ``...`` (not given, or constructions that differ)."""
@@ -106,9 +125,9 @@ def _given(site: CallSite, built: Mapping[str, object], name: str) -> object:
 
 def _shifted_form(built: Mapping[str, object], given: Mapping[str, object], dims: int) -> Unsupported | None:
     """Why a conv stays torch on the kernels of shifted reads too: a grouped construction whose
-    channels are not its groups, a stride or dilation other than 1 or known at run time only (a
-    downsampling filter's ``stride=ratio``), a padding wider than the kernel allows. Groups and
-    padding known at run time only, and a function's groups, the wrapper checks against the weight."""
+    channels are not its groups, a stride or dilation below 1, a padding wider than the kernel and
+    its dilation allow. Groups, strides, dilations and padding known at run time only, and a
+    function's groups, the wrapper checks against the weight."""
     reason = _SHIFTED.format(dims=dims)
     groups = given["groups"]
     for channels in ("in_channels", "out_channels") if groups not in (Ellipsis, 1) else ():
@@ -116,15 +135,16 @@ def _shifted_form(built: Mapping[str, object], given: Mapping[str, object], dims
             return Unsupported(f"groups={_shown(groups)} of {channels}={_shown(built.get(channels, Ellipsis))}: {reason}")
     for name in ("stride", "dilation"):
         value = given[name]
-        if isinstance(value, Expression):
-            return Unsupported(f"{name}={value.text}: known at run time only; {reason}")
-        if value is not Ellipsis and value not in (1, (1,), (1,) * dims):
+        if any(isinstance(v, int) and v < 1 for v in (value if isinstance(value, tuple) else (value,))):
             return Unsupported(f"{name}={value!r}: {reason}")
-    padding, taps = given["padding"], built.get("kernel_size", Ellipsis)
-    pads, sizes = ((v if isinstance(v, tuple) else (v,)) for v in (padding, taps))
-    for pad, size in zip(pads * dims if len(pads) == 1 else pads, sizes * dims if len(sizes) == 1 else sizes):
-        if isinstance(pad, int) and (pad < 0 or isinstance(size, int) and pad >= size):
-            return Unsupported(f"padding={padding!r} of kernel_size={_shown(taps)}: {reason}")
+    padding, taps, dilation = given["padding"], built.get("kernel_size", Ellipsis), given["dilation"]
+    pads, sizes, spreads = ((v if isinstance(v, tuple) else (v,)) for v in (padding, taps, 1 if dilation is Ellipsis else dilation))
+    per_dim = (values * dims if len(values) == 1 else values for values in (pads, sizes, spreads))
+    for pad, size, spread in zip(*per_dim):
+        reach = spread * (size - 1) if isinstance(size, int) and isinstance(spread, int) else None
+        if isinstance(pad, int) and (pad < 0 or reach is not None and pad > reach):
+            shown = "" if spread == 1 else f" and dilation={_shown(dilation)}"
+            return Unsupported(f"padding={padding!r} of kernel_size={_shown(taps)}{shown}: {reason}")
     return None
 
 
@@ -187,6 +207,7 @@ CONV_TORCH = copied("conv", "_conv_torch")
 CONV_TAKES = copied("conv", "_conv_takes", first="_conv_tensors")
 CONV_SHIFTED = copied("conv", "_conv_shifted", last="_conv_ints")
 CONV_COLUMNS = copied("conv", "_conv_columns")
+CONV_STRIDED = copied("conv", "_conv_strided", last="_conv_picks")
 
 
 @per_entry
@@ -199,7 +220,17 @@ def definitions(entry: Entry) -> tuple[Definition, ...]:
             CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry))
 
 
-def _wrapper(entry: Entry) -> Definition:
+@per_entry
+def strided_definitions(entry: Entry) -> tuple[Definition, ...]:
+    """The definitions of a call whose stride or dilation may be other than 1: the wrapper
+    ``pypto_<op>_strided``, whose kernels of shifted reads take any stride and dilation."""
+    dims = entry.fields.dims
+    shifted = tuple(make(entry.op, bias, dims, True) for make in (depthwise_kernel, dense_kernel) for bias in (False, True))
+    return (kernel(entry, False), kernel(entry, True), *shifted, CONV_SHIFTED, CONV_STRIDED, templates.CUBE_TILES,
+            templates.CUBE_OPERANDS, CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry, True))
+
+
+def _wrapper(entry: Entry, strided: bool = False) -> Definition:
     params = wrapper_params(entry)
     dims, op = entry.fields.dims, entry.op
     factory = "(_PYPTO_DTYPES[cols.dtype], _PYPTO_DTYPES[cols.dtype], w.shape[1], math.prod(positions), rows, transposed)"
@@ -214,51 +245,62 @@ def _wrapper(entry: Entry) -> Definition:
            "in FP32, the bias added per output channel; a pointwise kernel reads the input in place (channels-last: "
            "transposed), patches of a stride equal to the kernel are gathered on the host")
     kernels: tuple[str, ...] = (f"{op}_kernel", f"{op}_bias_kernel")
-    shifted, shifted_kernels = _shifted_path(op, dims, args)
+    shifted, shifted_kernels = _shifted_path(op, dims, args, strided)
     contraction = shifted + "else:\n" + textwrap.indent(contraction, "    ")
-    takes = f"({takes} or _conv_shifted({args}, {dims}) is not None)"
-    how += ("; a conv of stride 1 and zero padding (depthwise, groups = channels, or ungrouped) sums its taps' reads "
+    takes = f"({takes} or _conv_{'strided' if strided else 'shifted'}({args}, {dims}) is not None)"
+    how += (f"; a conv of {'any stride and dilation' if strided else 'stride 1'} and zero padding (depthwise, groups = channels, or ungrouped) sums its taps' reads "
             "of the input shifted by the tap, times the tap's weight (depthwise: each channel's, on the vector "
             "cores; ungrouped: a pypto.matmul per tap) in FP32, the padding's zeros never read")
+    if strided:
+        how += "; a strided row's columns picked in place by pypto.index_select"
     kernels += shifted_kernels
     body = (f"batched = input if input.dim() == {dims + 2} else input[None]\n"
             "w = _kept_contiguous(weight).reshape(weight.shape[0], -1)\n"
             f"{contraction}"
             "out = out.reshape(batched.shape[0], weight.shape[0], *positions)\n"
             f"return out if input.dim() == {dims + 2} else out[0]\n")
-    how += ". Other padding, dilation, groups or strides, and padding_mode, run torch"
+    how += f". Other padding, {'' if strided else 'dilation, '}groups{'' if strided else ' or strides'}, and padding_mode, run torch"
     torch_call = (f"_conv_torch({entry.torch_function}, input, weight, bias, stride, padding, dilation, groups, "
                   "padding_mode)")
     guard = f"{takes} and padding_mode == \"zeros\""
     wrapper = wrappers.wrapper(
-        entry, f"pypto_{op}", wrappers.signature(params), how, "input, weight, bias", torch_call, f"({guard})",
+        entry, f"pypto_{op}{'_strided' if strided else ''}", wrappers.signature(params), how, "input, weight, bias", torch_call, f"({guard})",
         body, ("_conv_torch", "_conv_takes", "_conv_columns", "_cube_operands", "_cube_tiles", *kernels),
     )
     return dataclasses.replace(wrapper, imports=("math",))
 
 
-def _shifted_path(op: str, dims: int, args: str) -> tuple[str, tuple[str, ...]]:
-    """The wrapper's launch of the kernels of shifted reads where ``_conv_shifted`` takes the call,
-    and the names it needs."""
+def _shifted_path(op: str, dims: int, args: str, strided: bool = False) -> tuple[str, tuple[str, ...]]:
+    """The wrapper's launch of the kernels of shifted reads where ``_conv_shifted`` takes the call
+    (``strided``: ``_conv_strided``, its columns picked by ``_conv_picks``), and the names it needs."""
     sizes = ("batched.shape[1], x.shape[1], weight.shape[2], left, width" if dims == 1
              else "batched.shape[1], *batched.shape[2:], *weight.shape[2:], top, left, height, width")
+    if strided:
+        sizes = "batched.shape[1], *batched.shape[2:], *weight.shape[2:], *shifted"
     shape = f"(_PYPTO_DTYPES[x.dtype], {sizes})"
+    kind = "_strided" if strided else ""
+    picks = "_conv_picks(width, shifted[-2], x.device), " if strided else ""
     launches = ("if groups != 1:  # one filter per channel: each channel's row times its taps\n"
-                f"    if bias is None:\n        _launch({op}_depthwise_kernel{shape}, x, w, out)\n"
-                f"    else:\n        _launch({op}_depthwise_bias_kernel{shape}, x, w, _kept_contiguous(bias).reshape(-1, 1), out)\n"
+                f"    if bias is None:\n        _launch({op}_depthwise{kind}_kernel{shape}, x, w, {picks}out)\n"
+                f"    else:\n        _launch({op}_depthwise_bias{kind}_kernel{shape}, x, w, _kept_contiguous(bias).reshape(-1, 1), {picks}out)\n"
                 "else:  # ungrouped: a matmul per tap\n"
                 f"    factory = (_PYPTO_DTYPES[x.dtype], {sizes}, _cube_rows(weight.shape[0]))\n"
-                f"    if bias is None:\n        _launch({op}_taps_kernel(*factory), _conv_taps(weight), x, out)\n"
-                f"    else:\n        _launch({op}_taps_bias_kernel(*factory), _conv_taps(weight), x, _kept_contiguous(bias).reshape(-1, 1), out)")
+                f"    if bias is None:\n        _launch({op}_taps{kind}_kernel(*factory), _conv_taps(weight), x, {picks}out)\n"
+                f"    else:\n        _launch({op}_taps_bias{kind}_kernel(*factory), _conv_taps(weight), x, _kept_contiguous(bias).reshape(-1, 1), {picks}out)")
     outs, plane = ("left, width", "width") if dims == 1 else ("top, height, left, width", "height * width")
-    text = (f"shifted = None if _conv_takes({args}, {dims}) else _conv_shifted({args}, {dims})\n"
-            "if shifted is not None:  # stride 1, zero padding: the kernels of shifted reads\n"
+    if strided:
+        outs = "left, width, _, _" if dims == 1 else "top, height, _, _, left, width, _, _"
+    check = "_conv_strided" if strided else "_conv_shifted"
+    text = (f"shifted = None if _conv_takes({args}, {dims}) else {check}({args}, {dims})\n"
+            + ("if shifted is not None:  # zero padding, any stride and dilation: the kernels of shifted reads\n" if strided else
+               "if shifted is not None:  # stride 1, zero padding: the kernels of shifted reads\n") +
             f"    {outs} = shifted\n"
             f"    positions = [{plane.replace(' * ', ', ')}]\n"
             f"    x = batched.contiguous().reshape(-1, {'batched.shape[-1]' if dims == 1 else 'batched.shape[-2] * batched.shape[-1]'})\n"
             f"    out = torch.empty(batched.shape[0] * weight.shape[0], {plane}, dtype=input.dtype, device=input.device)\n"
             + textwrap.indent(launches, "    ") + "\n")
-    return text, tuple(f"{op}_{form}{bias}_kernel" for form in ("depthwise", "taps") for bias in ("", "_bias")) + ("_conv_shifted",)
+    names = tuple(f"{op}_{form}{bias}{kind}_kernel" for form in ("depthwise", "taps") for bias in ("", "_bias"))
+    return text, names + (("_conv_strided",) if strided else ("_conv_shifted",))
 
 
 def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
@@ -269,4 +311,9 @@ def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:
     return shape[1] if len(shape) > 1 else 1
 
 
-register(Family("conv", ConvFields, rewrite, problem, accumulates="sum", reduced_length=reduced_length))
+def wrapper_names(entry: Entry) -> tuple[str, ...]:
+    """A conv's wrappers: ``pypto_<op>`` and ``pypto_<op>_strided``."""
+    return f"pypto_{entry.op}", f"pypto_{entry.op}_strided"
+
+
+register(Family("conv", ConvFields, rewrite, problem, wrapper_names=wrapper_names, accumulates="sum", reduced_length=reduced_length))

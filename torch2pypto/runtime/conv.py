@@ -1,5 +1,6 @@
 """Convolutions: torch's own call, whether the conv kernel takes one, and its input as columns."""
 
+import functools
 import math
 
 import torch
@@ -114,3 +115,40 @@ def _conv_columns(input, taps):
     split = kept.reshape(b, c, *(d for n, t in zip(positions, taps) for d in (n, t)))
     order = [0, 1, *range(3, 2 + 2 * dims, 2), *range(2, 2 + 2 * dims, 2)]  # b, c, taps..., positions...
     return split.permute(order).reshape(b * c * math.prod(taps), math.prod(positions)), positions, False
+
+
+def _conv_strided(input, weight, bias, stride, padding, dilation, groups, dims):
+    """Where a kernel of strided shifted reads computes torch's conv of `dims` spatial dims: as
+    _conv_shifted takes it, but of any stride and dilation, with zero padding of at most
+    dilation * (taps - 1) a side and each dim at least its dilation long, so that every output
+    point reads a tap inside the input. Per dim (zeros before, output size, stride, dilation),
+    flattened: (left, width, stride, dilation) for conv1d, (top, height, stride_y, dilation_y,
+    left, width, stride_x, dilation_x) for conv2d. None where it does not."""
+    if not _conv_tensors(input, weight, bias) or weight.dim() != dims + 2 or input.dim() not in (dims + 1, dims + 2):
+        return None
+    channels, taps, sizes = input.shape[-dims - 1], tuple(weight.shape[2:]), tuple(input.shape[-dims:])
+    dense = groups == 1 and weight.shape[1] == channels <= 65535
+    if not (dense or type(groups) is int and groups == channels == weight.shape[0] and weight.shape[1] == 1):
+        return None
+    steps, spreads = _conv_ints(stride, dims), _conv_ints(dilation, dims)
+    if steps is None or spreads is None or min(steps + spreads) < 1 or padding == "same" and steps != (1,) * dims:
+        return None  # torch pads 'same' at stride 1 only
+    reaches = tuple(spread * (tap - 1) for spread, tap in zip(spreads, taps))
+    if padding in ("same", "valid"):
+        befores = tuple(reach // 2 if padding == "same" else 0 for reach in reaches)
+        afters = tuple(reach - before if padding == "same" else 0 for reach, before in zip(reaches, befores))
+    else:
+        befores = afters = _conv_ints(padding, dims) or (-1,) * dims
+    strided = ()
+    for before, after, reach, size, step, spread in zip(befores, afters, reaches, sizes, steps, spreads):
+        if not 0 <= before <= reach or not 0 <= after <= reach or size < spread or size + before + after <= reach:
+            return None
+        strided += (before, (size + before + after - reach - 1) // step + 1, step, spread)
+    return None if bias is not None and bias.shape != weight.shape[:1] else strided
+
+
+@functools.cache
+def _conv_picks(width, stride, device):
+    """The columns a strided row's tile picks from its read of `stride` times its width: 0, stride,
+    2 * stride, ... for the tiles of an output row of `width` columns (int32, made once per shape)."""
+    return torch.arange(0, -(-width // 16) * 16 * stride, stride, dtype=torch.int32, device=device)
