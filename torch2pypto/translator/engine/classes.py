@@ -199,8 +199,9 @@ class Classes:
         name = names.pop() if len(names) == 1 else ""
         if not name.startswith("torch.nn.") or not name.rpartition(".")[2][:1].isupper():
             return None
-        callees = {id(n.func) for n in walk(function) if type(n) is ast.Call}
-        reads = (n for n in walk(function) if type(n) is ast.Name and n.id == func.id and type(n.ctx) is not ast.Store)
+        nodes = walk(function)
+        callees = {id(n.func) for n in nodes if type(n) is ast.Call}
+        reads = (n for n in nodes if type(n) is ast.Name and n.id == func.id and type(n.ctx) is not ast.Store)
         if any(id(n) not in callees for n in reads):
             return None
         return HeldModule(name, all(not v.args and not v.keywords for v in values), _literals(values))
