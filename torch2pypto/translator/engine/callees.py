@@ -168,7 +168,7 @@ class Callees:
         names = self._index.import_names(base)
         if len(names) != 1:
             return None
-        name = names.pop()
+        name = next(iter(names))
         if func.attr == "forward" and name in FACTS.module_tensor_results:
             return [Callee(kind=TENSOR)]
         declared = self._hierarchy.method_returns(name, func.attr)
@@ -283,8 +283,9 @@ class Callees:
             calls: dict[ast.AST, list[ast.Call]] = {}
             escaped: set[ast.AST] = set()
             defined: dict[int, tuple[list, list]] = {}  # id of a bindings list -> (it, its functions' definitions)
+            functions = {n.name for n in self._index.scope_of if type(n) in FUNCTION_DEFS}  # the names a def binds
             for node, scope in self._index.scope_of.items():
-                if type(node) is not ast.Name or type(node.ctx) is not ast.Load:
+                if type(node) is not ast.Name or node.id not in functions or type(node.ctx) is not ast.Load:
                     continue
                 bindings = self._index.lookup(scope, node.id)
                 if not bindings:

@@ -10,7 +10,7 @@ from typing import Mapping
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.rules.site import Expression
 from torch2pypto.translator.engine.hierarchy import Hierarchy
-from torch2pypto.translator.engine.scopes import ASSIGN, ModuleIndex, statements, walk
+from torch2pypto.translator.engine.scopes import ASSIGN, ModuleIndex, walk
 
 FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -199,8 +199,9 @@ class Classes:
         name = names.pop() if len(names) == 1 else ""
         if not name.startswith("torch.nn.") or not name.rpartition(".")[2][:1].isupper():
             return None
-        callees = {id(n.func) for n in walk(function) if type(n) is ast.Call}
-        reads = (n for n in walk(function) if type(n) is ast.Name and n.id == func.id and type(n.ctx) is not ast.Store)
+        nodes = walk(function)
+        callees = {id(n.func) for n in nodes if type(n) is ast.Call}
+        reads = (n for n in nodes if type(n) is ast.Name and n.id == func.id and type(n.ctx) is not ast.Store)
         if any(id(n) not in callees for n in reads):
             return None
         return HeldModule(name, all(not v.args and not v.keywords for v in values), _literals(values))
@@ -218,7 +219,7 @@ class Classes:
         if function is None or not function.args.args or function.args.args[0].arg != "self":
             return None
         names = self._index.import_names(cls.bases[0])
-        name = names.pop() if len(names) == 1 else ""
+        name = next(iter(names)) if len(names) == 1 else ""
         return HeldModule(name, False) if name.startswith("torch.nn.") else None
 
     def attribute_activation(self, func: ast.Attribute) -> HeldModule | None:
@@ -314,18 +315,16 @@ class SelfStores:
         self.calls: dict[str, list[ast.Call]] = {}
         self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
         self.replacements: set[int] = set()  # ids of values a setter stores: a parameter of a method but __init__
-        for method in cls.body:
-            if isinstance(method, FUNCTION_DEFS) and method.name != "__init__":
-                params = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
-                self.replacements |= {
-                    id(n.value) for n in statements(method)
-                    if type(n) is ast.Assign and type(n.value) is ast.Name and n.value.id in params
-                }  # fmt: skip
+        named: list[ast.Assign] = []  # assignments of a name's value
         for node in walk(cls):
             kind = type(node)
+            if kind not in _STORING:
+                continue
             if kind is ast.Assign:
                 for target in node.targets:
                     self._store(target, node.value)
+                if type(node.value) is ast.Name:
+                    named.append(node)
             elif kind is ast.AnnAssign and node.value is not None:
                 self._store(node.target, node.value)
             elif kind is ast.AugAssign:
@@ -337,6 +336,13 @@ class SelfStores:
                 self._call(node)
             elif kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _IN_PLACE_CHANGES:
                 self._changed(node.func.value)
+        for method in cls.body if named else ():
+            if isinstance(method, FUNCTION_DEFS) and method.name != "__init__":
+                params = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
+                first, last = (method.lineno, method.col_offset), (method.end_lineno, method.end_col_offset)
+                self.replacements |= {
+                    id(n.value) for n in named if n.value.id in params and first <= (n.lineno, n.col_offset) <= last
+                }  # the method's statements (its nested ones too) are those within its lines
 
     def _call(self, node: ast.Call) -> None:
         method = node.func.attr
@@ -368,6 +374,7 @@ class SelfStores:
                     self.assigned.setdefault(element.attr, []).append(UNKNOWN_VALUE)
 
 
+_STORING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith, ast.Call})
 UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
 
 

@@ -207,7 +207,7 @@ class Declarations:
             if local is not None:
                 return local
         qualified = names(annotation)
-        return self._hierarchy.absolute(qualified.pop()) if len(qualified) == 1 else None
+        return self._hierarchy.absolute(next(iter(qualified))) if len(qualified) == 1 else None
 
     def _alternatives(self, annotation: ast.expr, names: Names) -> list[ast.expr]:
         """The alternatives of a union annotation (``A | B | None``, ``Optional[A]``, ``Union[A, B]``)."""
@@ -232,7 +232,7 @@ class Declarations:
         for base in cls.bases if depth < MAX_DEPTH else ():
             local = self._classes.local(base)
             names = self._index.import_names(base)
-            found = self._field(local, name, depth + 1) if local else self._field(names.pop(), name) if len(names) == 1 else None
+            found = self._field(local, name, depth + 1) if local else self._field(next(iter(names)), name) if len(names) == 1 else None
             if found is not None:
                 return found
         return None

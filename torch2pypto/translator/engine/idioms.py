@@ -134,7 +134,7 @@ class Idioms:
         local = self._classes.local(func)
         if local is None:
             names = self._index.import_names(func)
-            return len(names) == 1 and self._hierarchy.derives(names.pop(), FACTS.module_output_classes)
+            return len(names) == 1 and self._hierarchy.derives(next(iter(names)), FACTS.module_output_classes)
         dataclass = any(self._index.import_names(d.func if type(d) is ast.Call else d) & _DATACLASS for d in local.decorator_list)
         return dataclass and depth < MAX_DEPTH and len(local.bases) == 1 and self._output_class(local.bases[0], depth + 1)
 

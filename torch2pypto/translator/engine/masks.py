@@ -20,6 +20,7 @@ NAMES = ("pypto_causal_mask", "pypto_causal_mask_maker")
 DEFINITION = CAUSAL_MASKS
 _CREATES = ("create_causal_mask", "create_sliding_window_causal_mask")
 _BINDERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_REBINDING = frozenset({*_BINDERS, ast.arg, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom})  # what _rebinds reads
 
 
 def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tuple[int, int, str]]:
@@ -43,7 +44,7 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
                 called[id(node.func)] = node
                 if node.func.id in NAMES:  # translated already: its name and arguments
                     translated.update(id(c) for c in (node.func, *node.args))
-        else:
+        elif kind in _REBINDING:
             _rebinds(node, bound)
     names -= bound
     made = []

@@ -99,12 +99,22 @@ class ModuleIndex:
         self.fstrings: list[ast.JoinedStr] = []
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._imports_of: dict[int, tuple] = {}  # id of a bindings list -> (it, its length, imports())
+        self._looked_up: dict[tuple[Scope, str], list[Binding]] = {}
+        self._import_names: dict[ast.AST, frozenset[str]] = {}
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
 
     # --- queries -------------------------------------------------------------------------
 
     def lookup(self, scope: Scope, name: str) -> list[Binding]:
-        """The bindings a read of ``name`` in ``scope`` sees ([] for builtins and undefined)."""
+        """The bindings a read of ``name`` in ``scope`` sees ([] for builtins and undefined); found
+        once per scope and name (a method reads ``self`` and ``torch`` many times)."""
+        key = (scope, name)
+        found = self._looked_up.get(key)
+        if found is None:
+            found = self._looked_up[key] = self._lookup(scope, name)
+        return found
+
+    def _lookup(self, scope: Scope, name: str) -> list[Binding]:
         current: Scope | None = scope
         first = True
         while current is not None:
@@ -119,11 +129,18 @@ class ModuleIndex:
             current = current.parent
         return []
 
-    def import_names(self, expr: ast.AST) -> set[str]:
-        """Qualified names a dotted expression has through imports (``T.nn`` -> ``torch.nn``).
+    def import_names(self, expr: ast.AST) -> frozenset[str]:
+        """Qualified names a dotted expression has through imports (``T.nn`` -> ``torch.nn``),
+        found once per expression (a callee is asked about by resolution, inference and fusion).
 
         Builtins resolve to ``builtins.<name>``; anything else (locals, calls) to nothing.
         """
+        found = self._import_names.get(expr)
+        if found is None:
+            found = self._import_names[expr] = frozenset(self._find_import_names(expr))
+        return found
+
+    def _find_import_names(self, expr: ast.AST) -> set[str]:
         parts: list[str] = []
         node = expr
         while type(node) is ast.Attribute:
@@ -170,6 +187,7 @@ class ModuleIndex:
         push = stack.append
         scope_of = self.scope_of
         handlers = self._handlers()
+        known = _WALKED_FIELDS.get
         while stack:
             node, scope = stack.pop()
             kind = type(node)
@@ -189,9 +207,16 @@ class ModuleIndex:
                 if handler is not None:
                     handler(node, scope, push)
                     continue
-            for child in children(node):
-                if type(child) not in INERT:
-                    push((child, scope))
+            fields = known(kind)
+            for name in fields if fields is not None else _walked_fields(kind):  # children(node) inlined, symbols left out
+                value = getattr(node, name, None)
+                if isinstance(value, ast.AST):
+                    if type(value) is not ast.Constant:
+                        push((value, scope))
+                elif type(value) is list:
+                    for child in value:
+                        if child is not None and type(child) not in INERT:
+                            push((child, scope))
 
     def _handlers(self):
         return {

@@ -36,6 +36,9 @@ class Solver:
     def answer(self, expr: ast.expr) -> Kind:
         """:meth:`kind` of a question asked from outside; a chain too deep to follow at once is
         answered from its innermost link out."""
+        known = self._kinds.get(expr)
+        if known is not None:
+            return known
         todo: list[tuple] = [(expr, lambda: self.kind(expr))]
         while True:
             try:

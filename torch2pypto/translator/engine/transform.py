@@ -189,11 +189,14 @@ class Sites:
         assume = self.options.assume_tensors  # operands of no known kind are tensors, as receivers are
         # None has no arithmetic, so a tensor or None there is a tensor's; None == x is Python's bool
         equality = type(node) is ast.Compare and type(node.ops[0]) in (ast.Eq, ast.NotEq)
-        kinds = [(self.inference.kind if equality else self.inference.receiver_kind)(side) for side in sides]
+        kind_of = self.inference.kind if equality else self.inference.receiver_kind
+        if type(node) is ast.Subscript and (not sides or kind_of(sides[0]) != TENSOR):
+            return None  # x[0], x[i]: a view, no site; only a tensor's item by a tensor index gathers (its index not asked about)
+        kinds = [kind_of(side) for side in sides]
         if TENSOR not in kinds and not (assume and any(kind != NOT_TENSOR for kind in kinds)):
             return None
         if type(node) is ast.Subscript and kinds != [TENSOR, TENSOR]:
-            return None  # x[0], x[i]: a view, no site; only a tensor's item by a tensor index gathers
+            return None
         dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
         call = ast.Call(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), [dispatch.argument] if dispatch.argument else [], [])
         ast.copy_location(call, node)
