@@ -250,6 +250,9 @@ class Finder:
 
     @functools.cached_property
     def declared(self) -> set[str]:
+        text = self._text(self.function)
+        if "global" not in text and "nonlocal" not in text:
+            return set()  # no declaration written: the function's nodes left unwalked
         return {name for n in own_nodes(self.function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
 
     @functools.cached_property
