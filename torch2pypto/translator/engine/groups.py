@@ -143,7 +143,7 @@ def interleaved(finder, statements: list[ast.stmt], start: int) -> tuple[int, Gr
     stop = start
     while stop < len(statements) and stop - start < _WOVEN and candidate(statements[stop]):
         stop += 1
-    for end in range(stop, start + 2, -1):
+    for end in reversed(_woven(statements[start:stop], finder.nodes, start)):
         chains = _chains(statements[start:end], finder.nodes)
         builds: list[Built] = []
         for chain in chains or ():
@@ -162,6 +162,38 @@ def interleaved(finder, statements: list[ast.stmt], start: int) -> tuple[int, Gr
             if chains and len(builds[0].program.ops) >= 2:
                 return end, Grouped(builds)
     return None
+
+
+def _woven(statements: list[ast.stmt], nodes, start: int) -> list[int]:
+    """The ends (``start`` plus a length of three or more) of the prefixes of ``statements`` that
+    may be chains that interleave: those :func:`_chains` finds none in by their statements alone
+    (one reading two chains' names or assigning another's, fewer than two chains, chains in
+    order) left out, each found once in one pass instead of once per prefix."""
+    ends = []
+    for length, (count, woven) in enumerate(_prefixes(statements, nodes), 1):
+        if length >= 3 and count >= 2 and woven:
+            ends.append(start + length)
+    return ends
+
+
+def _prefixes(statements: list[ast.stmt], nodes):
+    """For each prefix of ``statements`` as chains: how many chains, and whether a statement
+    joins a chain before the latest (they interleave); none from a prefix where a statement
+    reads two chains' names or assigns what another chain assigns."""
+    owner: dict[str, int] = {}  # name -> the chain assigning it
+    count, last, woven = 0, -1, False
+    for statement in statements:
+        reads = {n.id for n in nodes(statement.value) if type(n) is ast.Name}
+        found = {owner[name] for name in reads if name in owner}
+        if len(found) > 1:
+            return
+        k = found.pop() if found else count
+        count = max(count, k + 1)
+        woven, last = woven or k < last, k
+        for name in assigned_names([statement]) if type(statement) is ast.Assign else ():
+            if owner.setdefault(name, k) != k:
+                return
+        yield count, woven
 
 
 def _chains(statements: list[ast.stmt], nodes) -> list[list[ast.stmt]] | None:

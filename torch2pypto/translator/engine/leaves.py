@@ -76,12 +76,12 @@ class Leaves:
             return Program.literal(value)
         if value is not None or self.depth and not self_rooted(node):
             return None
-        nodes = self.finder.nodes(node)
-        if any(type(n) is ast.Name and n.id in env for n in nodes):
+        names, computed = self.finder.reads(node)
+        if not names.isdisjoint(env):
             return None  # reads the region
-        if any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in nodes):
+        if computed:
             return None
-        if any(self.finder.lines.span(n) in self.pending for n in nodes if isinstance(n, OPERATORS)):
+        if any(self.finder.lines.span(n) in self.pending for n in self.finder.nodes(node) if isinstance(n, OPERATORS)):
             return None  # an operator on a tensor (x == m, where m may be one): no number
         if self.inference.kind(node) == TENSOR:
             return None

@@ -238,6 +238,7 @@ class Finder:
         self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
         self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
         self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
+        self._reads: dict[int, tuple[ast.AST, frozenset[str], bool]] = {}  # id of an expression -> (it, :meth:`reads`)
         self._ahead: dict[int, tuple[list, list[float]]] = {}  # id of a block -> (it, _ops_ahead of each statement)
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
@@ -250,6 +251,9 @@ class Finder:
 
     @functools.cached_property
     def declared(self) -> set[str]:
+        text = self._text(self.function)
+        if "global" not in text and "nonlocal" not in text:
+            return set()  # no declaration written: the function's nodes left unwalked
         return {name for n in own_nodes(self.function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
 
     @functools.cached_property
@@ -431,6 +435,17 @@ class Finder:
         if known is None or known[0] is not node:
             known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
         return known[1]
+
+    def reads(self, node: ast.AST) -> tuple[frozenset[str], bool]:
+        """The names an expression reads and whether it holds a call, a subscript, a lambda or a
+        walrus (no number then), once per node: a build asks at each level of an expression."""
+        known = self._reads.get(id(node))
+        if known is None or known[0] is not node:
+            nodes = self.nodes(node)
+            names = frozenset(n.id for n in nodes if type(n) is ast.Name)
+            computed = any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in nodes)
+            known = self._reads[id(node)] = (node, names, computed)  # the node kept, so that its id is not reused
+        return known[1], known[2]
 
     def _ops_at_most(self, node: ast.AST) -> float:
         """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
