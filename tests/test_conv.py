@@ -439,6 +439,10 @@ def test_conv_shifted_takes_stride_and_dilation_1_ungrouped_or_one_filter_per_ch
     assert conv._conv_shifted(x, torch.randn(6, 2, 4), None, 1, 1, 1, 6, 1) is None
     assert conv._conv_shifted(x, torch.randn(7, 5, 3), None, 1, 1, 1, 1, 1) is None  # channels mismatched
     assert conv._conv_shifted(torch.randn(2, 6, 2), w, None, 1, 0, 1, 6, 1) is None  # no whole window: torch raises
+    empty = torch.randn(2, 6, 0)  # zeros around no input: torch raises, the kernels take no empty tensor
+    assert conv._conv_shifted(empty, w, None, 1, 3, 1, 6, 1) is None and conv._conv_strided(empty, w, None, 1, 3, 1, 6, 1) is None
+    with pytest.raises(RuntimeError, match="zero batch or zero channel"):
+        torch.nn.functional.conv1d(empty, w, None, 1, 3, 1, 6)
     assert conv._conv_shifted(x, w, bias.half(), 1, 1, 1, 6, 1) is None
     assert conv._conv_shifted(x, w, None, 1, (1, 1), 1, 6, 1) is None
     image, dense = torch.randn(2, 3, 7, 9), torch.randn(4, 3, 3, 2)

@@ -205,9 +205,9 @@ def kernel(entry: Entry, bias: bool) -> Definition:
 
 CONV_TORCH = copied("conv", "_conv_torch")
 CONV_TAKES = copied("conv", "_conv_takes", first="_conv_tensors")
-CONV_SHIFTED = copied("conv", "_conv_shifted", last="_conv_ints")
 CONV_COLUMNS = copied("conv", "_conv_columns")
-CONV_STRIDED = copied("conv", "_conv_strided", last="_conv_picks")
+CONV_SHIFTED = copied("conv", "_conv_shifted", last="_conv_strided")
+CONV_PICKS = copied("conv", "_conv_picks")
 
 
 @per_entry
@@ -226,7 +226,7 @@ def strided_definitions(entry: Entry) -> tuple[Definition, ...]:
     ``pypto_<op>_strided``, whose kernels of shifted reads take any stride and dilation."""
     dims = entry.fields.dims
     shifted = tuple(make(entry.op, bias, dims, True) for make in (depthwise_kernel, dense_kernel) for bias in (False, True))
-    return (kernel(entry, False), kernel(entry, True), *shifted, CONV_SHIFTED, CONV_STRIDED, templates.CUBE_TILES,
+    return (kernel(entry, False), kernel(entry, True), *shifted, CONV_SHIFTED, CONV_PICKS, templates.CUBE_TILES,
             templates.CUBE_OPERANDS, CONV_TORCH, CONV_TAKES, CONV_COLUMNS, _wrapper(entry, True))
 
 
@@ -300,7 +300,7 @@ def _shifted_path(op: str, dims: int, args: str, strided: bool = False) -> tuple
             f"    out = torch.empty(batched.shape[0] * weight.shape[0], {plane}, dtype=input.dtype, device=input.device)\n"
             + textwrap.indent(launches, "    ") + "\n")
     names = tuple(f"{op}_{form}{bias}{kind}_kernel" for form in ("depthwise", "taps") for bias in ("", "_bias"))
-    return text, names + (("_conv_strided",) if strided else ("_conv_shifted",))
+    return text, names + ("_conv_shifted", *(("_conv_picks",) if strided else ()))
 
 
 def reduced_length(entry: Entry, shape: tuple[int, ...], dim) -> int:

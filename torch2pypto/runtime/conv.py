@@ -49,34 +49,34 @@ def _conv_takes(input, weight, bias, stride, padding, dilation, groups, dims):
     return max(math.prod(weight.shape[1:]), math.prod(positions)) <= 65535
 
 
+def _conv_columns(input, taps):
+    """A batched input [b, c, *sizes] as the kernel reads it: (columns, positions, transposed).
+    Each image's columns are [c * taps, positions], stacked ([b * c * taps, positions]), or,
+    where the input is channels-last with one tap, their transposes ([b * positions, c]): both
+    read in place. Patches of several taps (a stride equal to the kernel) are gathered into
+    columns: a copy of the input's size, as pypto.from_torch reads row-major tensors only."""
+    b, c, dims = input.shape[0], input.shape[1], len(taps)
+    positions = [size // tap for size, tap in zip(input.shape[2:], taps)]
+    if math.prod(taps) == 1:
+        images = input.reshape(b, c, -1)
+        if not images.is_contiguous() and images.mT.is_contiguous():
+            return images.mT.reshape(-1, c), positions, True
+        return images.contiguous().reshape(-1, images.shape[-1]), positions, False
+    kept = input[(..., *(slice(0, n * t) for n, t in zip(positions, taps)))]
+    split = kept.reshape(b, c, *(d for n, t in zip(positions, taps) for d in (n, t)))
+    order = [0, 1, *range(3, 2 + 2 * dims, 2), *range(2, 2 + 2 * dims, 2)]  # b, c, taps..., positions...
+    return split.permute(order).reshape(b * c * math.prod(taps), math.prod(positions)), positions, False
+
+
 def _conv_shifted(input, weight, bias, stride, padding, dilation, groups, dims):
-    """Where a kernel of shifted reads computes torch's conv of `dims` spatial dims, per dim the
-    zeros before the input and the output's size: (left, width) for conv1d, (top, height, left,
-    width) for conv2d. It takes tensors of one PyPTO dtype on the kernel path, a batched or
-    unbatched input, ungrouped (weight [out, channels, *taps], at most 65535 channels: the cube's
-    k) or depthwise (groups = channels, weight [channels, 1, *taps]), stride and dilation 1, and
-    zero padding of at most taps - 1 a side ('same' pads the odd one after, as torch). None where
-    it does not."""
-    if not _conv_tensors(input, weight, bias) or weight.dim() != dims + 2 or input.dim() not in (dims + 1, dims + 2):
-        return None
-    channels, taps, sizes = input.shape[-dims - 1], tuple(weight.shape[2:]), tuple(input.shape[-dims:])
-    dense = groups == 1 and weight.shape[1] == channels <= 65535
-    if not (dense or type(groups) is int and groups == channels == weight.shape[0] and weight.shape[1] == 1):
-        return None
+    """Where a kernel of shifted reads computes torch's conv of `dims` spatial dims: where
+    _conv_strided takes it at stride and dilation 1 (zero padding of at most taps - 1 a side, 'same'
+    padding the odd one after, as torch), per dim the zeros before the input and the output's size:
+    (left, width) for conv1d, (top, height, left, width) for conv2d. None where it does not."""
     if _conv_ints(stride, dims) != (1,) * dims or _conv_ints(dilation, dims) != (1,) * dims:
         return None
-    if padding in ("same", "valid"):
-        befores = tuple((tap - 1) // 2 if padding == "same" else 0 for tap in taps)
-        afters = tuple(tap - 1 - before if padding == "same" else 0 for tap, before in zip(taps, befores))
-    else:
-        befores = afters = _conv_ints(padding, dims) or (-1,) * dims
-    shifted = ()
-    for before, after, tap, size in zip(befores, afters, taps, sizes):
-        out = size + before + after - tap + 1
-        if not 0 <= before < tap or not 0 <= after < tap or out < 1:
-            return None
-        shifted += (before, out)
-    return None if bias is not None and bias.shape != weight.shape[:1] else shifted
+    strided = _conv_strided(input, weight, bias, stride, padding, dilation, groups, dims)
+    return None if strided is None else tuple(v for i, v in enumerate(strided) if i % 4 < 2)
 
 
 def _conv_taps(weight):
@@ -98,32 +98,15 @@ def _conv_ints(value, dims):
     return value if len(value) == dims and all(type(v) is int for v in value) else None
 
 
-def _conv_columns(input, taps):
-    """A batched input [b, c, *sizes] as the kernel reads it: (columns, positions, transposed).
-    Each image's columns are [c * taps, positions], stacked ([b * c * taps, positions]), or,
-    where the input is channels-last with one tap, their transposes ([b * positions, c]): both
-    read in place. Patches of several taps (a stride equal to the kernel) are gathered into
-    columns: a copy of the input's size, as pypto.from_torch reads row-major tensors only."""
-    b, c, dims = input.shape[0], input.shape[1], len(taps)
-    positions = [size // tap for size, tap in zip(input.shape[2:], taps)]
-    if math.prod(taps) == 1:
-        images = input.reshape(b, c, -1)
-        if not images.is_contiguous() and images.mT.is_contiguous():
-            return images.mT.reshape(-1, c), positions, True
-        return images.contiguous().reshape(-1, images.shape[-1]), positions, False
-    kept = input[(..., *(slice(0, n * t) for n, t in zip(positions, taps)))]
-    split = kept.reshape(b, c, *(d for n, t in zip(positions, taps) for d in (n, t)))
-    order = [0, 1, *range(3, 2 + 2 * dims, 2), *range(2, 2 + 2 * dims, 2)]  # b, c, taps..., positions...
-    return split.permute(order).reshape(b * c * math.prod(taps), math.prod(positions)), positions, False
-
-
 def _conv_strided(input, weight, bias, stride, padding, dilation, groups, dims):
-    """Where a kernel of strided shifted reads computes torch's conv of `dims` spatial dims: as
-    _conv_shifted takes it, but of any stride and dilation, with zero padding of at most
-    dilation * (taps - 1) a side and each dim at least its dilation long, so that every output
-    point reads a tap inside the input. Per dim (zeros before, output size, stride, dilation),
-    flattened: (left, width, stride, dilation) for conv1d, (top, height, stride_y, dilation_y,
-    left, width, stride_x, dilation_x) for conv2d. None where it does not."""
+    """Where a kernel of strided shifted reads computes torch's conv of `dims` spatial dims. It takes
+    tensors of one PyPTO dtype on the kernel path, a batched or unbatched input, ungrouped (weight
+    [out, channels, *taps], at most 65535 channels: the cube's k) or depthwise (groups = channels,
+    weight [channels, 1, *taps]), any stride and dilation ('same' at stride 1 only, as torch), zero
+    padding of at most dilation * (taps - 1) a side and each dim at least its dilation long, so
+    that every output point reads a tap inside the input. Per dim (zeros before, output size,
+    stride, dilation), flattened: (left, width, stride, dilation) for conv1d, (top, height,
+    stride_y, dilation_y, left, width, stride_x, dilation_x) for conv2d. None where it does not."""
     if not _conv_tensors(input, weight, bias) or weight.dim() != dims + 2 or input.dim() not in (dims + 1, dims + 2):
         return None
     channels, taps, sizes = input.shape[-dims - 1], tuple(weight.shape[2:]), tuple(input.shape[-dims:])
