@@ -279,6 +279,17 @@ def test_version_is_the_installed_package_s():
     assert (result.returncode, result.stdout) == (0, f"translate (torch2pypto) {metadata.version('torch2pypto')}\n")
 
 
+
+def test_translating_imports_neither_torch_nor_pypto(tmp_path):
+    """Issue 21: importing torch took 3 of the CLI's seconds over the transformers zoo; only --verify needs it."""
+    source = tmp_path / "m.py"
+    source.write_text("import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.relu(x)\n")
+    check = ("import sys; from torch2pypto.translator.run import cli; code = cli.main(sys.argv[1:]);"
+             " print(code, sorted({'torch', 'pypto', 'numpy'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", check, str(source), "-o", str(tmp_path / "out.py")], capture_output=True, text=True)
+    assert result.stdout == "0 []\n", result.stderr
+
+
 CTRL_C_AT_START_UP = """
 import builtins, os, signal, sys
 real = builtins.__import__

@@ -20,14 +20,12 @@ import re
 from typing import Literal, Mapping
 
 import libcst as cst
-import torch
 
 from torch2pypto.rules import templates
 from torch2pypto.rules.calls import dtype_expr, literal, rejection, replacement, source_of
 from torch2pypto.rules.codegen import copied
 from torch2pypto.rules.site import CallSite, Converted, Unsupported
 from torch2pypto.rules.tile_program import Operand
-from torch2pypto.runtime.casts import _CASTS
 from torch2pypto.schema.entry import Entry, Fields, field, parse_signature
 from torch2pypto.schema.family import Family, OperandSample, register
 
@@ -190,7 +188,12 @@ def launches(entry: Entry, dtype: str, arguments: Mapping[str, str]) -> bool:
     """Whether a cast of a ``dtype`` input launches: to a target the call names (or the entry's),
     where runtime/casts.py's _CASTS makes it from ``dtype`` (to its own dtype, none: torch returns
     the input); to a dtype known at run time only (a tensor's), from a float dtype, which every
-    float target takes."""
+    float target takes. torch is imported here, by the checks that ask, so that translating
+    never loads it."""
+    import torch
+
+    from torch2pypto.runtime.casts import _CASTS
+
     spelt = [_NAMED.fullmatch(v) for v in arguments.values()]
     named = [d for m in spelt if m and isinstance(d := getattr(torch, m.group(1) or m.group(2), None), torch.dtype)]
     target = getattr(torch, entry.fields.target) if entry.fields.target else named[0] if named else None

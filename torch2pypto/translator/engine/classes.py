@@ -28,6 +28,7 @@ class Classes:
         self._modules: dict[ast.ClassDef, bool] = {}
         self._held: dict[tuple[ast.ClassDef | None, str], HeldModule | None] = {}
         self._held_classes: dict[tuple[ast.ClassDef | None, str], ast.ClassDef | None] = {}
+        self._constructions: dict[tuple[ast.ClassDef, str], list[ast.expr] | None] = {}
 
     def stores(self, cls: ast.ClassDef) -> SelfStores:
         """What a class does with ``self``, with what its bases of this module store there (their
@@ -131,12 +132,19 @@ class Classes:
         ``__init__``) is taken as a replacement of the same class, as transformers' are. The key of
         a registry lookup known at run time stored there too (``ACT2FN[config.hidden_act]`` if it
         is a name, else ``config.hidden_act`` itself: a callable a config may give) is taken as
-        that lookup's module, whose wrapper runs any other callable as it is."""
+        that lookup's module, whose wrapper runs any other callable as it is. Worked out once per
+        class and name (asked for the module held, its class and its layers' weights)."""
         cls = self.enclosing(attr.value)
         if cls is None:
             return None
+        key = (cls, attr.attr)
+        if key not in self._constructions:
+            self._constructions[key] = self._constructed(cls, attr.attr)
+        return self._constructions[key]
+
+    def _constructed(self, cls: ast.ClassDef, attr: str) -> list[ast.expr] | None:
         stores = self.stores(cls)
-        stored = [v for v in stores.assigned.get(attr.attr, ()) if id(v) not in stores.replacements]
+        stored = [v for v in stores.assigned.get(attr, ()) if id(v) not in stores.replacements]
         values = []
         while stored:
             value = stored.pop()

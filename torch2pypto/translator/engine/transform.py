@@ -158,8 +158,10 @@ class Sites:
             return None
         api = f"torch.Tensor.{func.attr}"
         if entry is None:  # a tensor method outside the table (alibi.baddbmm(...)): a site on a known tensor
+            if func.attr not in FACTS.tensor_methods:  # self.attention(x), logger.info(...): no receiver asked about
+                return None
             kind = self.inference.receiver_kind(func.value)
-            known = func.attr in FACTS.tensor_methods and (kind == TENSOR or kind == UNKNOWN and self.options.assume_tensors)
+            known = kind == TENSOR or kind == UNKNOWN and self.options.assume_tensors
             return Resolved(api, None, method=True) if known else None
         kind = self.inference.receiver_kind(func.value)
         if kind == TENSOR or (kind != NOT_TENSOR and self.options.assume_tensors):
