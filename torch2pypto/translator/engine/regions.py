@@ -52,7 +52,7 @@ from torch2pypto.translator.engine import epilogues, groups, halves, prologues, 
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import INERT, children, statements, walk
-from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, own_nodes
+from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, last_dim_slice, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
 _NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
@@ -327,13 +327,13 @@ class Finder:
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
         statement extends the build of the ones before it; where one does not fit, the longest
-        region found so far is built again from its statements."""
+        region found so far is the snapshot taken of its build."""
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
         if self._fails_first(statements[i].value):
             self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
             return None
-        best, built, j = None, None, i
+        best, built, j = None, None, i  # best: the longest region's end and a snapshot of its build
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
             try:
@@ -348,31 +348,34 @@ class Finder:
             except Unfusible:
                 continue  # a later statement may read what this prefix cannot return
             if self._worth(statements[i:j]):
-                best = j
-        if best is None:
-            return None
-        if len(built.statements) != best - i:  # extended past it, or left half-extended by a failure
-            built = self.build(statements[i:best])
-            built.outputs = self.outputs(statements[i:best], built)
-        return best, built
+                best = j, built.snapshot()  # extended later, or left half-extended by a failure
+        return best
 
     def _fails_first(self, value: ast.expr) -> bool:
         """Whether a region whose first statement evaluates ``value`` (or the expression ``value``
         alone) fails at once, found without building it: a statement of a leaf makes no op, and
         ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
-        a call computed on the host) or is a call of no pending site, no helper of the module, no
-        method of the class and no submodule of a class of the module (computed on the host)."""
+        a call computed on the host), is a subscript but a last-dim slice (computed on the host),
+        or is a call of no helper of the module, no method of the class and no submodule of a
+        class of the module that is no pending site (computed on the host) or a module's or a
+        wrapper's (which no kernel carries)."""
         if self._ops_at_most(value) == 0:
             return True
+        if type(value) is ast.Subscript:
+            return not last_dim_slice(value)
         if type(value) is not ast.Call:
             return False
         func, inference = value.func, self.sites.inference
-        return (
-            not (type(func) is ast.Name and func.id in self.helpers)
-            and self.lines.span(value) not in self.pending
-            and inference.held_class(func) is None
-            and inference.self_method(func) is None
-        )
+        if type(func) is ast.Name and func.id in self.helpers or inference.held_class(func) is not None or inference.self_method(func) is not None:
+            return False
+        attempt = self.pending.get(self.lines.span(value))
+        return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
+
+    def failed(self, statement: ast.stmt) -> bool:
+        """Whether the build of ``statement`` alone, as a region's first, is known to have failed
+        (a run from it tried it): a later try of a region that starts with it need not build it."""
+        alone = self._alone.get(id(statement.value))
+        return alone is not None and alone[0] is statement.value and alone[1] == 0
 
     def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
         """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
