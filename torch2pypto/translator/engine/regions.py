@@ -416,7 +416,7 @@ class Finder:
             if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                 continue  # its names are its own
             for inner in [child] if isinstance(child, ast.expr) else children(child):
-                if isinstance(inner, ast.expr):
+                if isinstance(inner, ast.expr) and not _no_op(inner):
                     self.expression(inner, found)
 
     def _worth(self, parts: list) -> bool:
@@ -471,7 +471,9 @@ class Finder:
         for child in children(node):
             if count >= 2:
                 break
-            if type(child) not in _NO_OPS:
+            if type(child) is ast.keyword:
+                child = child.value  # a keyword argument's bound is its value's
+            if not _no_op(child):
                 count += self._ops_at_most(child)
         self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
         return count
@@ -579,6 +581,13 @@ class Finder:
                                     tuple(built.program.modules), tuple(built.program.derived.items())))
         found.edits.append((start, end, new))
         found.definitions.extend((start, d) for d in defined)
+
+
+def _no_op(node: ast.AST) -> bool:
+    """Whether ``node`` holds no op, seen at once (a name, a constant, ``self.x``): its bound is 0,
+    and it holds no expression that fuses."""
+    kind = type(node)
+    return kind in _NO_OPS or kind is ast.Attribute and type(node.value) is ast.Name
 
 
 def _expressions(statement: ast.stmt):
