@@ -49,12 +49,14 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
 from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
+from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import INERT, children, statements, walk
+from torch2pypto.translator.engine.scopes import INERT, children, walk
 from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, last_dim_slice, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
+_STATEMENT_LISTS = ("body", "handlers", "orelse", "finalbody", "cases")  # in the order of each node's fields
 _NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
 
 
@@ -143,8 +145,13 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
 
 
 def _functions(tree: ast.Module):
-    """The functions of a module, nested ones too, in ``ast.walk``'s order."""
-    return (node for node in statements(tree) if isinstance(node, FUNCTIONS))
+    """The functions of a module, nested ones too, in ``ast.walk``'s order: found through the
+    statement lists (handlers and cases too), their expressions left unvisited."""
+    found = [tree]
+    for current in found:
+        for field in _STATEMENT_LISTS:
+            found.extend(getattr(current, field, ()))
+    return (node for node in found if isinstance(node, FUNCTIONS))
 
 
 def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: Built) -> bool:
@@ -446,7 +453,7 @@ class Finder:
         if known is None or known[0] is not node:
             nodes = self.nodes(node)
             names = frozenset(n.id for n in nodes if type(n) is ast.Name)
-            computed = any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in nodes)
+            computed = any(isinstance(n, COMPUTED) for n in nodes)
             known = self._reads[id(node)] = (node, names, computed)  # the node kept, so that its id is not reused
         return known[1], known[2]
 
