@@ -169,6 +169,11 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str]
     return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
 
 
+def _linear(attempt) -> bool:
+    """Whether a pending site is a linear's (None: no site)."""
+    return attempt is not None and attempt.resolved.entry is not None and attempt.resolved.entry.op == "linear"
+
+
 def _rows(built: Built) -> set[str]:
     return {p.source for p in built.program.params if p.kind == ROWS}
 
@@ -289,6 +294,14 @@ class Finder:
         last = bisect.bisect_left(self.spans, (self.function.end_lineno + 1,))
         return [s for s in self.spans[first:last] if s in self.pending]
 
+    @functools.cached_property
+    def linears(self) -> bool:
+        """Whether a pending linear site is on the function's lines: sibling projections, a sliced
+        RoPE and a chunked gated pair each start at one, and are not looked for in a function of none."""
+        first = bisect.bisect_left(self.spans, (self.function.lineno,))
+        last = bisect.bisect_left(self.spans, (self.function.end_lineno + 1,))
+        return any(_linear(self.pending.get(s)) for s in self.spans[first:last])
+
     @property
     def loop(self) -> set[int]:
         """The nodes of the loop around the current block."""
@@ -307,8 +320,9 @@ class Finder:
             if inlined:
                 i, ahead = i + inlined, None
                 continue
-            grouped = siblings.sibling_linears(self, statements, i, found) or qkv.sliced_rope(self, statements, i, found)  # their other expressions as usual
-            if not grouped and halves.chunked_pair(self, statements, i, found):
+            linears = self.linears
+            grouped = (siblings.sibling_linears(self, statements, i, found) or qkv.sliced_rope(self, statements, i, found)) if linears else 0  # their other expressions as usual
+            if not grouped and linears and halves.chunked_pair(self, statements, i, found):
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
                 continue
             best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
