@@ -139,7 +139,10 @@ _WOVEN = 8  # statements an interleaved run may span
 
 def interleaved(finder, statements: list[ast.stmt], start: int) -> tuple[int, Grouped] | None:
     """The longest run of statements from ``start`` whose interleaved chains make a grouped
-    region (the rule above): its end and its build, or None."""
+    region (the rule above): its end and its build, or None (at once where the first chain's first
+    statement, ``statements[start]``, failed to build alone)."""
+    if finder.failed(statements[start]):
+        return None
     stop = start
     while stop < len(statements) and stop - start < _WOVEN and candidate(statements[stop]):
         stop += 1

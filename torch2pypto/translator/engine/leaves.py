@@ -15,6 +15,7 @@ from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, dotted, l
 
 _QUERIES = frozenset({"size", "dim", "numel", "stride"})  # tensor methods that read shapes only
 _BUILTINS = frozenset({"len", "int", "float", "min", "max", "abs", "range", "tuple", "list", "isinstance"})
+COMPUTED = (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)  # an expression holding one is no number
 _WRITES = (ast.Global, ast.Nonlocal, ast.AugAssign, ast.Delete, *FUNCTIONS, ast.ClassDef)
 
 
@@ -74,8 +75,8 @@ class Leaves:
         value = literal_of(node, failed=None)
         if type(value) in (int, float):
             return Program.literal(value)
-        if value is not None or self.depth and not self_rooted(node):
-            return None
+        if value is not None or self.depth and not self_rooted(node) or type(node) in COMPUTED:
+            return None  # a call or a subscript itself: computed, its nodes unwalked
         names, computed = self.finder.reads(node)
         if not names.isdisjoint(env):
             return None  # reads the region

@@ -12,6 +12,7 @@ of the module's classes inlined (:mod:`inlining`). What no kernel can carry rais
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,17 @@ class Built(Leaves, Inlining):
     @property
     def inference(self):
         return self.contexts[-1].inference if self.contexts else self.finder.sites.inference
+
+    def snapshot(self) -> Built:
+        """A copy of this build as it stands, which building on this one leaves as it is (a run keeps
+        its longest region so, instead of building it again after a longer one fails): its
+        program snapshot, its lists and dicts copied, their items shared."""
+        kept = copy.copy(self)
+        kept.program = self.program.snapshot()
+        for name, value in vars(self).items():
+            if isinstance(value, (list, dict)):
+                setattr(kept, name, value.copy())
+        return kept
 
     def _state(self):
         """What a failed inlining restores: the program and the containers of frozen values, copied."""

@@ -49,12 +49,14 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
 from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
+from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import INERT, children, statements, walk
-from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, own_nodes
+from torch2pypto.translator.engine.scopes import INERT, children, walk
+from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, last_dim_slice, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
+_STATEMENT_LISTS = ("body", "handlers", "orelse", "finalbody", "cases")  # in the order of each node's fields
 _NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
 
 
@@ -143,8 +145,13 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
 
 
 def _functions(tree: ast.Module):
-    """The functions of a module, nested ones too, in ``ast.walk``'s order."""
-    return (node for node in statements(tree) if isinstance(node, FUNCTIONS))
+    """The functions of a module, nested ones too, in ``ast.walk``'s order: found through the
+    statement lists (handlers and cases too), their expressions left unvisited."""
+    found = [tree]
+    for current in found:
+        for field in _STATEMENT_LISTS:
+            found.extend(getattr(current, field, ()))
+    return (node for node in found if isinstance(node, FUNCTIONS))
 
 
 def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: Built) -> bool:
@@ -160,6 +167,11 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str]
     if any(type(n) is ast.Name and n.id in assigned for n in walk(statement.value)):
         return False
     return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
+
+
+def _linear(attempt) -> bool:
+    """Whether a pending site is a linear's (None: no site)."""
+    return attempt is not None and attempt.resolved.entry is not None and attempt.resolved.entry.op == "linear"
 
 
 def _rows(built: Built) -> set[str]:
@@ -282,6 +294,14 @@ class Finder:
         last = bisect.bisect_left(self.spans, (self.function.end_lineno + 1,))
         return [s for s in self.spans[first:last] if s in self.pending]
 
+    @functools.cached_property
+    def linears(self) -> bool:
+        """Whether a pending linear site is on the function's lines: sibling projections, a sliced
+        RoPE and a chunked gated pair each start at one, and are not looked for in a function of none."""
+        first = bisect.bisect_left(self.spans, (self.function.lineno,))
+        last = bisect.bisect_left(self.spans, (self.function.end_lineno + 1,))
+        return any(_linear(self.pending.get(s)) for s in self.spans[first:last])
+
     @property
     def loop(self) -> set[int]:
         """The nodes of the loop around the current block."""
@@ -300,8 +320,9 @@ class Finder:
             if inlined:
                 i, ahead = i + inlined, None
                 continue
-            grouped = siblings.sibling_linears(self, statements, i, found) or qkv.sliced_rope(self, statements, i, found)  # their other expressions as usual
-            if not grouped and halves.chunked_pair(self, statements, i, found):
+            linears = self.linears
+            grouped = (siblings.sibling_linears(self, statements, i, found) or qkv.sliced_rope(self, statements, i, found)) if linears else 0  # their other expressions as usual
+            if not grouped and linears and halves.chunked_pair(self, statements, i, found):
                 i += 3  # a linear, its chunk in two halves and their gated product: one gated kernel
                 continue
             best = None if grouped else ahead[1] if ahead is not None and ahead[0] == i else self.run(statements, i)
@@ -327,13 +348,13 @@ class Finder:
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
         statement extends the build of the ones before it; where one does not fit, the longest
-        region found so far is built again from its statements."""
+        region found so far is the snapshot taken of its build."""
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
         if self._fails_first(statements[i].value):
             self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
             return None
-        best, built, j = None, None, i
+        best, built, j = None, None, i  # best: the longest region's end and a snapshot of its build
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
             try:
@@ -348,31 +369,34 @@ class Finder:
             except Unfusible:
                 continue  # a later statement may read what this prefix cannot return
             if self._worth(statements[i:j]):
-                best = j
-        if best is None:
-            return None
-        if len(built.statements) != best - i:  # extended past it, or left half-extended by a failure
-            built = self.build(statements[i:best])
-            built.outputs = self.outputs(statements[i:best], built)
-        return best, built
+                best = j, built.snapshot()  # extended later, or left half-extended by a failure
+        return best
 
     def _fails_first(self, value: ast.expr) -> bool:
         """Whether a region whose first statement evaluates ``value`` (or the expression ``value``
         alone) fails at once, found without building it: a statement of a leaf makes no op, and
         ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
-        a call computed on the host) or is a call of no pending site, no helper of the module, no
-        method of the class and no submodule of a class of the module (computed on the host)."""
+        a call computed on the host), is a subscript but a last-dim slice (computed on the host),
+        or is a call of no helper of the module, no method of the class and no submodule of a
+        class of the module that is no pending site (computed on the host) or a module's or a
+        wrapper's (which no kernel carries)."""
         if self._ops_at_most(value) == 0:
             return True
+        if type(value) is ast.Subscript:
+            return not last_dim_slice(value)
         if type(value) is not ast.Call:
             return False
         func, inference = value.func, self.sites.inference
-        return (
-            not (type(func) is ast.Name and func.id in self.helpers)
-            and self.lines.span(value) not in self.pending
-            and inference.held_class(func) is None
-            and inference.self_method(func) is None
-        )
+        if type(func) is ast.Name and func.id in self.helpers or inference.held_class(func) is not None or inference.self_method(func) is not None:
+            return False
+        attempt = self.pending.get(self.lines.span(value))
+        return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
+
+    def failed(self, statement: ast.stmt) -> bool:
+        """Whether the build of ``statement`` alone, as a region's first, is known to have failed
+        (a run from it tried it): a later try of a region that starts with it need not build it."""
+        alone = self._alone.get(id(statement.value))
+        return alone is not None and alone[0] is statement.value and alone[1] == 0
 
     def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
         """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
@@ -413,7 +437,7 @@ class Finder:
             if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                 continue  # its names are its own
             for inner in [child] if isinstance(child, ast.expr) else children(child):
-                if isinstance(inner, ast.expr):
+                if isinstance(inner, ast.expr) and not _no_op(inner):
                     self.expression(inner, found)
 
     def _worth(self, parts: list) -> bool:
@@ -443,7 +467,7 @@ class Finder:
         if known is None or known[0] is not node:
             nodes = self.nodes(node)
             names = frozenset(n.id for n in nodes if type(n) is ast.Name)
-            computed = any(isinstance(n, (ast.Call, ast.Subscript, ast.Lambda, ast.NamedExpr)) for n in nodes)
+            computed = any(isinstance(n, COMPUTED) for n in nodes)
             known = self._reads[id(node)] = (node, names, computed)  # the node kept, so that its id is not reused
         return known[1], known[2]
 
@@ -468,7 +492,9 @@ class Finder:
         for child in children(node):
             if count >= 2:
                 break
-            if type(child) not in _NO_OPS:
+            if type(child) is ast.keyword:
+                child = child.value  # a keyword argument's bound is its value's
+            if not _no_op(child):
                 count += self._ops_at_most(child)
         self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
         return count
@@ -576,6 +602,13 @@ class Finder:
                                     tuple(built.program.modules), tuple(built.program.derived.items())))
         found.edits.append((start, end, new))
         found.definitions.extend((start, d) for d in defined)
+
+
+def _no_op(node: ast.AST) -> bool:
+    """Whether ``node`` holds no op, seen at once (a name, a constant, ``self.x``): its bound is 0,
+    and it holds no expression that fuses."""
+    kind = type(node)
+    return kind in _NO_OPS or kind is ast.Attribute and type(node.value) is ast.Name
 
 
 def _expressions(statement: ast.stmt):
