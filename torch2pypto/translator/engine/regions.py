@@ -287,20 +287,23 @@ class Finder:
         return {id(n) for n in self.loads if id(n) not in own}
 
     @functools.cached_property
-    def starts(self) -> list:
-        """The pending spans on the function's lines in source order (a call site holding an
-        expression is in its statement): of the module's, sorted once (``spans``)."""
+    def on_lines(self) -> list:
+        """The module's spans pending when fusion began (``spans``, sorted once) on the function's lines."""
         first = bisect.bisect_left(self.spans, (self.function.lineno,))
         last = bisect.bisect_left(self.spans, (self.function.end_lineno + 1,))
-        return [s for s in self.spans[first:last] if s in self.pending]
+        return self.spans[first:last]
+
+    @functools.cached_property
+    def starts(self) -> list:
+        """The pending spans on the function's lines in source order (a call site holding an
+        expression is in its statement)."""
+        return [s for s in self.on_lines if s in self.pending]
 
     @functools.cached_property
     def linears(self) -> bool:
         """Whether a pending linear site is on the function's lines: sibling projections, a sliced
         RoPE and a chunked gated pair each start at one, and are not looked for in a function of none."""
-        first = bisect.bisect_left(self.spans, (self.function.lineno,))
-        last = bisect.bisect_left(self.spans, (self.function.end_lineno + 1,))
-        return any(_linear(self.pending.get(s)) for s in self.spans[first:last])
+        return any(_linear(self.pending.get(s)) for s in self.on_lines)
 
     @property
     def loop(self) -> set[int]:
