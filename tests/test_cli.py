@@ -279,7 +279,6 @@ def test_version_is_the_installed_package_s():
     assert (result.returncode, result.stdout) == (0, f"translate (torch2pypto) {metadata.version('torch2pypto')}\n")
 
 
-
 def test_translating_imports_neither_torch_nor_pypto(tmp_path):
     """Issue 21: importing torch took 3 of the CLI's seconds over the transformers zoo; only --verify needs it."""
     source = tmp_path / "m.py"
