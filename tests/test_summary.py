@@ -5,6 +5,7 @@ import io
 import pytest
 from rich.console import Console
 
+from torch2pypto.translator.engine.regions import Region
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.run.summary import (
     CHANGED,
@@ -166,6 +167,19 @@ def test_top_limits_the_table_and_says_how_many_are_left_out():
     assert "torch.sum" in text and "torch.rsqrt" not in text
     assert "... and 4 more ops" in text
     assert "more ops" not in plain_output(summarize_run(run_files()), top=None)
+
+
+def test_top_limits_the_regions_listed_and_says_how_many_are_left_out():
+    regions = tuple(
+        Region("m.py", (line, 4, line + 1, 20), "forward", ("Tensor.pow", "x * y"), f"pypto_fused_forward_{line}", f"kernel_{line}")
+        for line in range(1, 6)
+    )
+    s = summarize_run([FileOutcome("m.py", CHANGED, records=(site("torch.rsqrt", CONVERTED),), regions=regions)])
+    text = plain_output(s, top=2)
+    assert "Fused regions: 5, one kernel each" in text
+    assert "kernel_2" in text and "kernel_3" not in text
+    assert "... and 3 more regions" in text
+    assert "kernel_5" in plain_output(s, top=None) and "more regions" not in plain_output(s, top=None)
 
 
 def test_no_table_without_call_sites():

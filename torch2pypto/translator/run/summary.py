@@ -142,7 +142,8 @@ _STYLES = {"left as torch": "yellow", "ambiguous": "magenta", "converted": "gree
 
 
 def print_run_summary(console: Console, summary: RunSummary, *, top: int | None = 20) -> None:
-    """The summary lines, then the ``top`` ops in porting order (None: all of them)."""
+    """The summary lines, the first ``top`` fused regions, then the ``top`` ops in porting order
+    (None: all of them)."""
     s = summary
     lines = Table.grid(padding=(0, 1))
     lines.add_column(no_wrap=True)
@@ -163,12 +164,15 @@ def print_run_summary(console: Console, summary: RunSummary, *, top: int | None 
     lines.add_row("Conversion rate", format_rate(s.rate), "of the sites that are not host-side" if s.host_side else "")
     console.print(lines)
     if s.regions:
+        listed = s.regions if top is None else s.regions[:top]
         regions = Table.grid(padding=(0, 1))
         regions.add_column(overflow="fold")
         regions.add_row(f"Fused regions: {len(s.regions)}, one kernel each")
-        for r in s.regions:
+        for r in listed:
             regions.add_row(escape(f"  {r.path}:{r.span[0]}-{r.span[2]} {r.function}: {r.kernel}: {', '.join(r.ops)}"))
         console.print(regions)
+        if len(listed) < len(s.regions):
+            console.print(f"... and {len(s.regions) - len(listed)} more regions (the JSON report lists all).", highlight=False)
     if not s.ops:
         return
     shown = s.ops if top is None else s.ops[:top]
