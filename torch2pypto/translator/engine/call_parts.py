@@ -1,11 +1,12 @@
-"""Parse a call's text into the libcst tree ``libcst.parse_expression`` gives, reusing parts.
+"""Parse a call's or an operator's text into the libcst tree ``libcst.parse_expression`` gives, reusing parts.
 
 A converted call is parsed on its own (:mod:`transform`), and most such calls are one line of
-a callee applied to plain arguments (``self.proj(hidden_states, dim=-1)``), whose parts recur
-across calls: the callee, each argument, the spaces around commas. For such a text the tree is
-assembled from those parts, each parsed once (calls and dotted names in them assembled alike)
-and shared: libcst nodes are immutable, and no rule tells two equal nodes apart by identity.
-Where the parts of a text might not parse alone as they do in place, it is parsed whole.
+a callee applied to plain arguments (``self.proj(hidden_states, dim=-1)``) or one operator
+between primaries (``attn_weights * scaling``), whose parts recur across calls: the callee, each
+argument or operand, the spaces around commas. For such a text the tree is assembled from those
+parts, each parsed once (calls, operators and dotted names in them assembled alike) and shared:
+libcst nodes are immutable, and no rule tells two equal nodes apart by identity. Where the
+parts of a text might not parse alone as they do in place, it is parsed whole.
 """
 
 from __future__ import annotations
@@ -25,19 +26,32 @@ _NAME = re.compile(r"[^\W\d]\w*")
 # joined by dots and calls or subscripts (``x[0].float``, ``(a + b).sum``); no operator, space or number
 _PRIMARY = re.compile(rf"(?:{_NAME.pattern}|\(\))(?:\.{_NAME.pattern}|\(\))*")
 _ARGUMENT = re.compile(rf"(?:(\*\*?)( *)|({_NAME.pattern})( *)=(?!=)( *))?")  # a star, or a keyword and its equal sign
+_NUMBER = re.compile(r"\d+(?:\.\d*)?")
 _OPEN, _CLOSE = "([{", ")]}"
+_SYMBOLS = frozenset("+-*/%@&|^<>=!~")  # the characters of operators
+_UNARY = {"-": cst.Minus, "+": cst.Plus, "~": cst.BitInvert}
+_BINARY = {
+    "+": cst.Add, "-": cst.Subtract, "*": cst.Multiply, "/": cst.Divide, "//": cst.FloorDivide, "%": cst.Modulo,
+    "**": cst.Power, "@": cst.MatrixMultiply, "&": cst.BitAnd, "|": cst.BitOr, "^": cst.BitXor,
+    "<<": cst.LeftShift, ">>": cst.RightShift,
+}
+_COMPARE = {
+    "<": cst.LessThan, ">": cst.GreaterThan, "<=": cst.LessThanEqual, ">=": cst.GreaterThanEqual,
+    "==": cst.Equal, "!=": cst.NotEqual,
+}
 _PARENTHESES = (cst.LeftParen(),), (cst.RightParen(),)  # of the text parsed as "(text)"
 
 
-def parse_call(text: str) -> cst.Call:
-    """``libcst.parse_expression(f"({text})")`` for the text of a call, raising what it raises."""
+def parse(text: str) -> cst.BaseExpression:
+    """``libcst.parse_expression(f"({text})")``, raising what it raises."""
     if not _WHOLE.search(text):
         try:
-            call = _call(text, _PARENTHESES)
+            node = _call(text, _PARENTHESES) if text.endswith(")") else None
+            node = _operation(text, _PARENTHESES) if node is None else node
         except (cst.ParserSyntaxError, RecursionError):  # a part that is no expression: libcst says why in place
-            call = None
-        if call is not None:
-            return call
+            node = None
+        if node is not None:
+            return node
     return cst.parse_expression(f"({text})")
 
 
@@ -50,14 +64,17 @@ def _expression(text: str) -> cst.BaseExpression:
 
 @functools.lru_cache(maxsize=20_000)
 def _assembled(text: str) -> cst.BaseExpression | None:
-    """A name, or a name or call of a :data:`_PRIMARY` (``x.transpose(1, 2).contiguous``), assembled; else None."""
+    """A name, a name or call of a :data:`_PRIMARY` (``x.transpose(1, 2).contiguous``) or an
+    :func:`_operation`, assembled; else None."""
     head, dot, name = text.rpartition(".")
     if _NAME.fullmatch(name) and not keyword.iskeyword(name):  # True, None: parsed as libcst does
         if not dot:
             return cst.Name(name)
         value = _assembled(head)
-        return None if value is None else cst.Attribute(value, cst.Name(name))
-    return _call(text, ((), ())) if text.endswith(")") else None
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):  # a primary's attribute, not an operand's (x * y.z)
+            return cst.Attribute(value, cst.Name(name))
+    call = _call(text, ((), ())) if text.endswith(")") else None
+    return _operation(text, ((), ())) if call is None else call
 
 
 def _call(text: str, parentheses) -> cst.Call | None:
@@ -115,6 +132,56 @@ def _split(text: str) -> tuple[int, list[int]] | None:
         return None
     callee = "".join(outside[:-1]).rstrip(" ")
     return (opened, commas) if _PRIMARY.fullmatch(callee) and not _keywords(callee) else None
+
+
+def _operation(text: str, parentheses) -> cst.BaseExpression | None:
+    """The text as one unary, binary or comparison operator on operands that are numbers or
+    :data:`_PRIMARY` s (``-x``, ``a * b``, ``x.sum(-1) > 0``: no precedence to settle), assembled; else None."""
+    depth, symbols = 0, []
+    for i, char in enumerate(text):
+        if char in _OPEN:
+            depth += 1
+        elif char in _CLOSE:
+            depth -= 1
+        elif depth == 0 and char in _SYMBOLS:
+            symbols.append(i)
+    if depth or not symbols or symbols[-1] - symbols[0] != len(symbols) - 1:  # not one operator
+        return None
+    start, end = symbols[0], symbols[-1] + 1
+    symbol, left, right = text[start:end], text[:start].rstrip(" "), text[end:].lstrip(" ")
+    if not _operand(right):
+        return None
+    after = _space(text[end:len(text) - len(right)])
+    lpar, rpar = parentheses
+    if not left:
+        kind = _UNARY.get(symbol)
+        return None if kind is None else cst.UnaryOperation(kind(whitespace_after=after), _expression(right), lpar, rpar)
+    if not _operand(left):
+        return None
+    spaces = {"whitespace_before": _space(text[len(left):start]), "whitespace_after": after}
+    if symbol in _BINARY:
+        return cst.BinaryOperation(_expression(left), _BINARY[symbol](**spaces), _expression(right), lpar, rpar)
+    if symbol in _COMPARE:
+        return cst.Comparison(_expression(left), (cst.ComparisonTarget(_COMPARE[symbol](**spaces), _expression(right)),), lpar, rpar)
+    return None
+
+
+def _operand(text: str) -> bool:
+    """Whether the text is a number or a :data:`_PRIMARY` (its bracketed groups written "()")."""
+    if _NUMBER.fullmatch(text):
+        return True
+    depth, outside = 0, []
+    for char in text:
+        if char in _OPEN:
+            if depth == 0:
+                outside.append("()")
+            depth += 1
+        elif char in _CLOSE:
+            depth -= 1
+        elif depth == 0:
+            outside.append(char)
+    skeleton = "".join(outside)
+    return bool(_PRIMARY.fullmatch(skeleton)) and not _keywords(skeleton)
 
 
 @functools.lru_cache(maxsize=20_000)
