@@ -22,6 +22,7 @@ import libcst as cst
 # parameters are separated by commas) and walruses (which need parentheses alone)
 _WHOLE = re.compile(r"[^\S ]|[#\\'\"]|lambda|:=")
 _NAME = re.compile(r"[^\W\d]\w*")
+_WORD = re.compile(r"\w+")
 # a callee's characters outside brackets, each bracketed group written "()": names and groups
 # joined by dots and calls or subscripts (``x[0].float``, ``(a + b).sum``); no operator, space or number
 _PRIMARY = re.compile(rf"(?:{_NAME.pattern}|\(\))(?:\.{_NAME.pattern}|\(\))*")
@@ -199,14 +200,14 @@ def _argument(text: str) -> cst.Arg:
 
 def _keywords(text: str) -> bool:
     """Whether a name in the text is a keyword (``not(x)`` is no call, ``True`` parsed as libcst does)."""
-    return any(keyword.iskeyword(name) for name in re.findall(r"\w+", text))
+    return any(keyword.iskeyword(name) for name in _WORD.findall(text))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1024)
 def _space(spaces: str) -> cst.SimpleWhitespace:
     return cst.SimpleWhitespace(spaces)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1024)
 def _comma(before: str, after: str) -> cst.Comma:
     return cst.Comma(_space(before), _space(after))
