@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import re
 
+from torch2pypto.translator.engine.emit import line_starts
+
 CHUNK_LINES = 5000
 
 _SCAN = re.compile(
@@ -30,7 +32,7 @@ def cut(text: str, every: int | None = None) -> list[tuple[int, int, int]] | Non
     """The chunks of a module longer than ``every`` (:data:`CHUNK_LINES`) lines: (first line,
     start, end offset) each; None for a module parsed whole (short, or its text does not scan)."""
     every = every or CHUNK_LINES
-    starts = _line_starts(text)
+    starts = line_starts(text)
     if len(starts) <= every:
         return None
     firsts = _boundaries(text, starts, every)
@@ -44,10 +46,6 @@ def tree(text: str, chunk: tuple[int, int, int], path: str) -> ast.Module:
     """The chunk's ``ast``, at the module's line numbers (raises ``SyntaxError``)."""
     first, start, end = chunk
     return ast.parse("\n" * (first - 1) + text[start:end], path)
-
-
-def _line_starts(text: str) -> list[int]:
-    return [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text))]
 
 
 def _boundaries(text: str, starts: list[int], every: int) -> list[int] | None:

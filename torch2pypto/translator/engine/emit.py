@@ -9,6 +9,7 @@ import their wrappers from it (:func:`import_kernels`).
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import sys
 from typing import Iterable
@@ -231,8 +232,12 @@ def _header_lines(code: str, starts: list[int], tree: ast.Module) -> int:
 
 
 def line_starts(code: str) -> list[int]:
-    """Offset of each line's first character; lines end at LF, CRLF or a lone CR, as in Python."""
-    return [0, *(m.end() for m in _NEWLINE.finditer(code))]
+    """Offset of each line's first character; lines end at LF, CRLF or a lone CR, as in Python.
+    With no CR, every line but the last ends at its LF: the starts add up the split lines' lengths
+    (C loops, not a match object per line)."""
+    if "\r" in code:
+        return [0, *(m.end() for m in _NEWLINE.finditer(code))]
+    return [0, *itertools.accumulate(map((1).__add__, map(len, code.split("\n")[:-1])))]
 
 
 def _open_line(prefix: str, newline: str) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from torch2pypto.rules import CallSite, Converted, Unsupported, rewrite_site
 from torch2pypto.rules.calls import in_tensor_form
 from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
+from torch2pypto.translator.engine.call_parts import parse
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.schema import operators
 from torch2pypto.schema.family import family
@@ -367,7 +368,7 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
 
     found, entry = attempt.resolved, attempt.resolved.entry
     # parenthesised: a call may span lines; an augmented assignment is a statement
-    call = cst.parse_statement(text) if found.operator in (STATEMENT, ITEM) else cst.parse_expression(f"({text})")
+    call = cst.parse_statement(text) if found.operator in (STATEMENT, ITEM) else parse(text)
     if found.operator:  # the method the operator runs (Sites.operator) on its receiver
         receiver, operands = operators.cst_operands(call, found.reflected)
         args = [(None, False, operand) for operand in operands]

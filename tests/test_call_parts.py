@@ -1,0 +1,53 @@
+"""call_parts.parse: the tree libcst parses, assembled from shared parts where it can."""
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+import torch2pypto.translator.engine.regions as regions_module
+from torch2pypto.translator.engine.call_parts import parse
+from torch2pypto.translator.engine.translate import _Lines
+
+TEXTS = [
+    "f()", "f( )", "f (x)", "f(a, )", "f(a ,b ,  )", "f(*a, ** k)", "f(a = 1, b=-2)", "x.y (  a  ,  b  ,  )",
+    "(a)(b)", "f(a)(b)", "a[1, 2](x, y)", "a.b (c) . d (e)", "x.transpose(1, 2).contiguous()",
+    "f(x.y.z, x(1).y, (a).b, x[0].y, [a, b].index(c), {1: 2}.get(x), g(x)(y))",
+    "f(True, None, x.None, not(x), -g(x), a*g(y), x if y else g(z))",
+    "not(x).y(z)", "1.5.hex()", "f(x for x in y)", "sum(x for x in y, )", "f(a,,b)", "f(lambda a, b: a)",
+    "f(x := 1)", "f('a, b', c)", "f(a,\n  b)", "f(a,  # why\n  b)", "f(a, \\\n b)", "f(\ta)",
+    "a * b", "a   //   2", "a**b", "x.sum(-1) > 0", "a != b.c(d)", "-x", "- x.y", "~m", "(a + b) @ c", "x * y.z",
+    "1.0 / x", "x[i] + 1", "a * -1", "a<-b", "--x", "a < b < c", "a + b * c", "x * 1e-5", "a if b else c", "not x",
+    "f(x * y.z, -x.y, a == b, 2 * f(x), f(x) * 2)",
+]
+
+
+def _same(text):
+    try:
+        expected = cst.parse_expression(f"({text})")
+    except Exception as exc:  # noqa: BLE001 - raising alike is the contract
+        with pytest.raises(type(exc)):
+            parse(text)
+        return
+    assert parse(text).deep_equals(expected), text
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_parse_builds_libcsts_tree(text):
+    _same(text)
+
+
+def test_parse_builds_libcsts_tree_for_every_call_and_operator_of_a_module():
+    source = Path(regions_module.__file__).read_text()
+    lines = _Lines(source)
+    for node in ast.walk(ast.parse(source)):
+        if type(node) in (ast.Call, ast.BinOp, ast.Compare, ast.UnaryOp):
+            line, column, end_line, end_column = lines.span(node)
+            _same(source[lines.offset(line, column):lines.offset(end_line, end_column)])
+
+
+def test_parse_shares_the_parts_of_plain_calls_and_operators():
+    assert parse("torch.rsqrt(hidden_states)").args[0].value is parse("torch.exp(hidden_states)").args[0].value
+    assert parse("torch.rsqrt(hidden_states)").func.value is parse("torch.exp(hidden_states)").func.value
+    assert parse("hidden_states * 2").left is parse("torch.exp(hidden_states)").args[0].value
