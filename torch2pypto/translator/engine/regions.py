@@ -49,6 +49,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
 from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
+from torch2pypto.translator.engine.inlining import takes
 from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
@@ -380,8 +381,7 @@ class Finder:
         alone) fails at once, found without building it: a statement of a leaf makes no op, and
         ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
         a call computed on the host), is a subscript but a last-dim slice (computed on the host),
-        or is a call of no helper of the module, no method of the class and no submodule of a
-        class of the module that is no pending site (computed on the host) or a module's or a
+        or is a call that inlines nothing (:meth:`_inlines`) and is no pending site (computed on the host) or a module's or a
         wrapper's (which no kernel carries)."""
         if self._ops_at_most(value) == 0:
             return True
@@ -389,8 +389,7 @@ class Finder:
             return not last_dim_slice(value)
         if type(value) is not ast.Call:
             return False
-        func, inference = value.func, self.sites.inference
-        if type(func) is ast.Name and func.id in self.helpers or inference.held_class(func) is not None or inference.self_method(func) is not None:
+        if self._inlines(value):
             return False
         attempt = self.pending.get(self.lines.span(value))
         return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
@@ -478,18 +477,13 @@ class Finder:
         """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
         two), found without building: one per operator and subscript (a last-dim slice), one per pending call
         site (its family's step), none for another call (an operand computed on the host, or no
-        region); a call of a helper, which may inline many, counts as many."""
+        region); a call that may inline a helper (:meth:`_inlines`), which may make many, counts as many."""
         known = self._bounds.get(id(node))
         if known is not None and known[0] is node:
             return known[1]
         kind = type(node)
         if kind is ast.Call:
-            func = node.func
-            inference = self.sites.inference
-            if type(func) is ast.Name and func.id in self.helpers or inference.self_method(func) is not None or inference.held_class(func) is not None:
-                count = float("inf")
-            else:
-                count = 1 if self.lines.span(node) in self.pending else 0
+            count = float("inf") if self._inlines(node) else 1 if self.lines.span(node) in self.pending else 0
         else:
             count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
         for child in children(node):
@@ -501,6 +495,26 @@ class Finder:
                 count += self._ops_at_most(child)
         self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
         return count
+
+    def _inlines(self, call: ast.Call) -> bool:
+        """Whether a build may inline a function at ``call``: a helper of the module it names, the
+        method of the class or the forward of the submodule of a class of the module it calls; none
+        where each fails :func:`inlining.takes` (keywords, a decorator, parameters the call does not
+        fill one for one, a body of no straight line; a submodule's class with no forward of its own
+        or a ``__call__``), which no argument changes. A call that inlines nothing is a leaf, a
+        pending site's step or no op of a region; a helper of another chunk is not read here (it may inline)."""
+        func, inference = call.func, self.sites.inference
+        helper = self.helpers.get(func.id) if type(func) is ast.Name else None
+        if helper is not None and (callable(helper) or takes(call, helper, method=False)):
+            return True
+        method = inference.self_method(func)
+        if method is not None and takes(call, method, method=True):
+            return True
+        cls = inference.held_class(func)
+        if cls is None:
+            return False
+        forward = inference.method(cls, "forward")
+        return forward is not None and inference.method(cls, "__call__") is None and takes(call, forward, method=True)
 
     def _text(self, node: ast.AST) -> str:
         span = self.lines.span(node)
