@@ -251,6 +251,7 @@ class Finder:
         self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
         self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
         self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
+        self._inside: dict[int, tuple[ast.stmt, set[int]]] = {}  # id of a statement -> (it, :meth:`_ids`)
         self._reads: dict[int, tuple[ast.AST, frozenset[str], bool]] = {}  # id of an expression -> (it, :meth:`reads`)
         self._ahead: dict[int, tuple[list, list[float]]] = {}  # id of a block -> (it, _ops_ahead of each statement)
         self.path, self.owner = "", None
@@ -358,6 +359,8 @@ class Finder:
         if self._fails_first(statements[i].value):
             self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
             return None
+        if not self._worth(statements[i : i + 1]) and not self._worth(statements[i : self._candidates_end(statements, i)]):
+            return None  # no run from i is a region of its own: ``h = self.norm(h)`` before no other tensor statement
         best, built, j = None, None, i  # best: the longest region's end and a snapshot of its build
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
@@ -375,6 +378,16 @@ class Finder:
             if self._worth(statements[i:j]):
                 best = j, built.snapshot()  # extended later, or left half-extended by a failure
         return best
+
+    @staticmethod
+    def _candidates_end(statements: list[ast.stmt], i: int) -> int:
+        """Where the statements from ``i`` that a run may take end: at the first that is no
+        candidate. A run's regions are prefixes of them, and a prefix that makes a region of its own
+        (:meth:`_worth`) makes the whole of them one too."""
+        j = i
+        while j < len(statements) and candidate(statements[j]):
+            j += 1
+        return j
 
     def _fails_first(self, value: ast.expr) -> bool:
         """Whether a region whose first statement evaluates ``value`` (or the expression ``value``
@@ -460,6 +473,14 @@ class Finder:
         known = self._walks.get(id(node))
         if known is None or known[0] is not node:
             known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
+        return known[1]
+
+    def _ids(self, statement: ast.stmt) -> set[int]:
+        """The ids of ``statement``'s nodes, once per statement (a run asks for the outputs of each
+        longer prefix)."""
+        known = self._inside.get(id(statement))
+        if known is None or known[0] is not statement:
+            known = self._inside[id(statement)] = (statement, {id(n) for n in self.nodes(statement)})  # the statement kept, so that its id is not reused
         return known[1]
 
     def reads(self, node: ast.AST) -> tuple[frozenset[str], bool]:
@@ -560,11 +581,11 @@ class Finder:
         return built
 
     def outputs(self, statements, built: Built) -> list[Output]:
-        inside = {id(n) for s in statements for n in self.nodes(s)}
+        inside = [self._ids(s) for s in statements]
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
             name for name in built.assigned for n in self.loads_of.get(name, ())
-            if id(n) not in inside and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
+            if not any(id(n) in ids for ids in inside) and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
         }
         live = [Output(name, value) for name, value in built.assigned.items() if name in read]
         if built.returned is not None:
