@@ -339,9 +339,11 @@ class Finder:
                 continue
             if best is None or len(best[1].program.ops) < 2:
                 for statement in statements[i : i + max(grouped, 1)]:
-                    spans = self.starts
-                    self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
-                    for root in _expressions(statement):
+                    spans = self.starts  # found at the first statement searched, as later pops would change it
+                    roots = [root for root in _expressions(statement) if self._ops_at_most(root) >= 2]  # the others hold no region
+                    if roots:
+                        self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
+                    for root in roots:
                         self.expression(root, found)
                 i += max(grouped, 1)
                 continue
