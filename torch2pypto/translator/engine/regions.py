@@ -381,13 +381,14 @@ class Finder:
                 best = j, built.snapshot()  # extended later, or left half-extended by a failure
         return best
 
-    @staticmethod
-    def _candidates_end(statements: list[ast.stmt], i: int) -> int:
+    def _candidates_end(self, statements: list[ast.stmt], i: int) -> int:
         """Where the statements from ``i`` that a run may take end: at the first that is no
-        candidate. A run's regions are prefixes of them, and a prefix that makes a region of its own
-        (:meth:`_worth`) makes the whole of them one too."""
+        candidate, or after ``i`` evaluates a call that no kernel computes (:meth:`_host_call`; a
+        leaf computed on the host only in a region's first statement, it fails a build there). A run's
+        regions are prefixes of them, and a prefix that makes a region of its own (:meth:`_worth`)
+        makes the whole of them one too."""
         j = i
-        while j < len(statements) and candidate(statements[j]):
+        while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
             j += 1
         return j
 
@@ -396,15 +397,18 @@ class Finder:
         alone) fails at once, found without building it: a statement of a leaf makes no op, and
         ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
         a call computed on the host), is a subscript but a last-dim slice (computed on the host),
-        or is a call that inlines nothing (:meth:`_inlines`) and is no pending site (computed on the host) or a module's or a
-        wrapper's (which no kernel carries)."""
+        or is a call no kernel computes (:meth:`_host_call`)."""
         if self._ops_at_most(value) == 0:
             return True
         if type(value) is ast.Subscript:
             return not last_dim_slice(value)
-        if type(value) is not ast.Call:
-            return False
-        if self._inlines(value):
+        return type(value) is ast.Call and self._host_call(value)
+
+    def _host_call(self, value: ast.expr) -> bool:
+        """Whether ``value`` is a call that no kernel computes: one that inlines nothing
+        (:meth:`_inlines`) and is no pending site (computed on the host), or a module's or a
+        wrapper's."""
+        if type(value) is not ast.Call or self._inlines(value):
             return False
         attempt = self.pending.get(self.lines.span(value))
         return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
