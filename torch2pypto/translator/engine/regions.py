@@ -516,9 +516,14 @@ class Finder:
         for child in children(node):
             if count >= 2:
                 break
-            if type(child) is ast.keyword:
+            kind = type(child)
+            if kind is ast.keyword:
                 child = child.value  # a keyword argument's bound is its value's
-            if not _no_op(child):
+                kind = type(child)
+            while kind is ast.Attribute:  # an attribute makes no op: its bound is its value's
+                child = child.value
+                kind = type(child)
+            if kind not in _NO_OPS:
                 count += self._ops_at_most(child)
         self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
         return count
