@@ -87,6 +87,15 @@ class Inlining:
             self.module = None
 
 
+def takes(node: ast.Call, helper: ast.FunctionDef, method: bool) -> bool:
+    """Whether the call ``node`` can inline ``helper`` whatever its arguments hold (:func:`_inlinable`)."""
+    try:
+        _inlinable(node, helper, method)
+    except Unfusible:
+        return False
+    return True
+
+
 def _inlinable(node: ast.Call, helper: ast.FunctionDef, method: bool) -> list[ast.stmt]:
     """The statements of ``helper`` (its docstring left out) if the call ``node`` can inline it
     whatever its arguments hold: positional arguments filling its parameters one for one, no

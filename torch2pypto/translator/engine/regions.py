@@ -49,6 +49,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
 from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
+from torch2pypto.translator.engine.inlining import takes
 from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
@@ -250,6 +251,7 @@ class Finder:
         self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
         self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
         self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
+        self._inside: dict[int, tuple[ast.stmt, set[int]]] = {}  # id of a statement -> (it, :meth:`_ids`)
         self._reads: dict[int, tuple[ast.AST, frozenset[str], bool]] = {}  # id of an expression -> (it, :meth:`reads`)
         self._ahead: dict[int, tuple[list, list[float]]] = {}  # id of a block -> (it, _ops_ahead of each statement)
         self.path, self.owner = "", None
@@ -337,9 +339,11 @@ class Finder:
                 continue
             if best is None or len(best[1].program.ops) < 2:
                 for statement in statements[i : i + max(grouped, 1)]:
-                    spans = self.starts
-                    self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
-                    for root in _expressions(statement):
+                    spans = self.starts  # found at the first statement searched, as later pops would change it
+                    roots = [root for root in _expressions(statement) if self._ops_at_most(root) >= 2]  # the others hold no region
+                    if roots:
+                        self.near = spans[bisect.bisect_left(spans, (statement.lineno,)) : bisect.bisect_left(spans, (statement.end_lineno + 1,))]
+                    for root in roots:
                         self.expression(root, found)
                 i += max(grouped, 1)
                 continue
@@ -357,6 +361,8 @@ class Finder:
         if self._fails_first(statements[i].value):
             self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
             return None
+        if not self._worth(statements[i : i + 1]) and not self._worth(statements[i : self._candidates_end(statements, i)]):
+            return None  # no run from i is a region of its own: ``h = self.norm(h)`` before no other tensor statement
         best, built, j = None, None, i  # best: the longest region's end and a snapshot of its build
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
@@ -375,22 +381,34 @@ class Finder:
                 best = j, built.snapshot()  # extended later, or left half-extended by a failure
         return best
 
+    def _candidates_end(self, statements: list[ast.stmt], i: int) -> int:
+        """Where the statements from ``i`` that a run may take end: at the first that is no
+        candidate, or after ``i`` evaluates a call that no kernel computes (:meth:`_host_call`; a
+        leaf computed on the host only in a region's first statement, it fails a build there). A run's
+        regions are prefixes of them, and a prefix that makes a region of its own (:meth:`_worth`)
+        makes the whole of them one too."""
+        j = i
+        while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
+            j += 1
+        return j
+
     def _fails_first(self, value: ast.expr) -> bool:
         """Whether a region whose first statement evaluates ``value`` (or the expression ``value``
         alone) fails at once, found without building it: a statement of a leaf makes no op, and
         ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
         a call computed on the host), is a subscript but a last-dim slice (computed on the host),
-        or is a call of no helper of the module, no method of the class and no submodule of a
-        class of the module that is no pending site (computed on the host) or a module's or a
-        wrapper's (which no kernel carries)."""
+        or is a call no kernel computes (:meth:`_host_call`)."""
         if self._ops_at_most(value) == 0:
             return True
         if type(value) is ast.Subscript:
             return not last_dim_slice(value)
-        if type(value) is not ast.Call:
-            return False
-        func, inference = value.func, self.sites.inference
-        if type(func) is ast.Name and func.id in self.helpers or inference.held_class(func) is not None or inference.self_method(func) is not None:
+        return type(value) is ast.Call and self._host_call(value)
+
+    def _host_call(self, value: ast.expr) -> bool:
+        """Whether ``value`` is a call that no kernel computes: one that inlines nothing
+        (:meth:`_inlines`) and is no pending site (computed on the host), or a module's or a
+        wrapper's."""
+        if type(value) is not ast.Call or self._inlines(value):
             return False
         attempt = self.pending.get(self.lines.span(value))
         return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
@@ -463,6 +481,14 @@ class Finder:
             known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
         return known[1]
 
+    def _ids(self, statement: ast.stmt) -> set[int]:
+        """The ids of ``statement``'s nodes, once per statement (a run asks for the outputs of each
+        longer prefix)."""
+        known = self._inside.get(id(statement))
+        if known is None or known[0] is not statement:
+            known = self._inside[id(statement)] = (statement, {id(n) for n in self.nodes(statement)})  # the statement kept, so that its id is not reused
+        return known[1]
+
     def reads(self, node: ast.AST) -> tuple[frozenset[str], bool]:
         """The names an expression reads and whether it holds a call, a subscript, a lambda or a
         walrus (no number then), once per node: a build asks at each level of an expression."""
@@ -478,29 +504,49 @@ class Finder:
         """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
         two), found without building: one per operator and subscript (a last-dim slice), one per pending call
         site (its family's step), none for another call (an operand computed on the host, or no
-        region); a call of a helper, which may inline many, counts as many."""
+        region); a call that may inline a helper (:meth:`_inlines`), which may make many, counts as many."""
         known = self._bounds.get(id(node))
         if known is not None and known[0] is node:
             return known[1]
         kind = type(node)
         if kind is ast.Call:
-            func = node.func
-            inference = self.sites.inference
-            if type(func) is ast.Name and func.id in self.helpers or inference.self_method(func) is not None or inference.held_class(func) is not None:
-                count = float("inf")
-            else:
-                count = 1 if self.lines.span(node) in self.pending else 0
+            count = float("inf") if self._inlines(node) else 1 if self.lines.span(node) in self.pending else 0
         else:
             count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
         for child in children(node):
             if count >= 2:
                 break
-            if type(child) is ast.keyword:
+            kind = type(child)
+            if kind is ast.keyword:
                 child = child.value  # a keyword argument's bound is its value's
-            if not _no_op(child):
+                kind = type(child)
+            while kind is ast.Attribute:  # an attribute makes no op: its bound is its value's
+                child = child.value
+                kind = type(child)
+            if kind not in _NO_OPS:
                 count += self._ops_at_most(child)
         self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
         return count
+
+    def _inlines(self, call: ast.Call) -> bool:
+        """Whether a build may inline a function at ``call``: a helper of the module it names, the
+        method of the class or the forward of the submodule of a class of the module it calls; none
+        where each fails :func:`inlining.takes` (keywords, a decorator, parameters the call does not
+        fill one for one, a body of no straight line; a submodule's class with no forward of its own
+        or a ``__call__``), which no argument changes. A call that inlines nothing is a leaf, a
+        pending site's step or no op of a region; a helper of another chunk is not read here (it may inline)."""
+        func, inference = call.func, self.sites.inference
+        helper = self.helpers.get(func.id) if type(func) is ast.Name else None
+        if helper is not None and (callable(helper) or takes(call, helper, method=False)):
+            return True
+        method = inference.self_method(func)
+        if method is not None and takes(call, method, method=True):
+            return True
+        cls = inference.held_class(func)
+        if cls is None:
+            return False
+        forward = inference.method(cls, "forward")
+        return forward is not None and inference.method(cls, "__call__") is None and takes(call, forward, method=True)
 
     def _text(self, node: ast.AST) -> str:
         span = self.lines.span(node)
@@ -546,11 +592,11 @@ class Finder:
         return built
 
     def outputs(self, statements, built: Built) -> list[Output]:
-        inside = {id(n) for s in statements for n in self.nodes(s)}
+        inside = [self._ids(s) for s in statements]
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
         read = {
             name for name in built.assigned for n in self.loads_of.get(name, ())
-            if id(n) not in inside and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
+            if not any(id(n) in ids for ids in inside) and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
         }
         live = [Output(name, value) for name, value in built.assigned.items() if name in read]
         if built.returned is not None:

@@ -111,6 +111,8 @@ def is_docstring(statement: ast.stmt) -> bool:
 
 def comments(segment: str) -> list[str]:
     """The comments inside a region's text, which stay above its call."""
+    if "#" not in segment:
+        return []  # a comment starts with one: the text need not be tokenized
     try:
         return [t.string for t in tokenize.generate_tokens(io.StringIO(segment).readline) if t.type == tokenize.COMMENT]
     except (tokenize.TokenError, IndentationError, SyntaxError):
