@@ -101,7 +101,9 @@ class ModuleIndex:
         self._imports_of: dict[int, tuple] = {}  # id of a bindings list -> (it, its length, imports())
         self._looked_up: dict[tuple[Scope, str], list[Binding]] = {}
         self._import_names: dict[ast.AST, frozenset[str]] = {}
+        self._imported: set[str] = set()  # names an import binds in some scope: only they reach an import
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
+        self._imported.update(name for name, bindings in self.module.bindings.items() if any(b.kind == IMPORT for b in bindings))
 
     # --- queries -------------------------------------------------------------------------
 
@@ -146,8 +148,8 @@ class ModuleIndex:
         while type(node) is ast.Attribute:
             parts.append(node.attr)
             node = node.value
-        if type(node) is not ast.Name:
-            return set()
+        if type(node) is not ast.Name or node.id not in self._imported and node.id not in _BUILTINS:
+            return set()  # a local, a parameter, self: no import
         scope = self.scope_of.get(node)
         if scope is None:
             return set()
@@ -365,16 +367,15 @@ class ModuleIndex:
     def _import(self, node: ast.Import | ast.ImportFrom, scope: Scope, push) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.asname:
-                    self._bind(scope, alias.asname, Binding(IMPORT, node, qualified=alias.name))
-                else:
-                    root = alias.name.partition(".")[0]
-                    self._bind(scope, root, Binding(IMPORT, node, qualified=root))
+                name = alias.asname or alias.name.partition(".")[0]
+                self._imported.add(name)
+                self._bind(scope, name, Binding(IMPORT, node, qualified=alias.name if alias.asname else name))
             return
         module = "." * node.level + (node.module or "")
         prefix = module if module.endswith(".") else module + "."
         for alias in node.names:
             if alias.name != "*":
+                self._imported.add(alias.asname or alias.name)
                 self._bind(scope, alias.asname or alias.name, Binding(IMPORT, node, qualified=prefix + alias.name))
 
     def _declare(self, node: ast.Global | ast.Nonlocal, scope: Scope, push) -> None:
