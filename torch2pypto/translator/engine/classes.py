@@ -4,13 +4,14 @@ whether it is an ``nn.Module`` (through bases of other files too, :mod:`hierarch
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 from typing import Mapping
 
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.rules.site import Expression
 from torch2pypto.translator.engine.hierarchy import Hierarchy
-from torch2pypto.translator.engine.scopes import ASSIGN, ModuleIndex, walk
+from torch2pypto.translator.engine.scopes import ASSIGN, COMPREHENSIONS, ModuleIndex, walk
 
 FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -29,13 +30,28 @@ class Classes:
         self._held: dict[tuple[ast.ClassDef | None, str], HeldModule | None] = {}
         self._held_classes: dict[tuple[ast.ClassDef | None, str], ast.ClassDef | None] = {}
         self._constructions: dict[tuple[ast.ClassDef, str], list[ast.expr] | None] = {}
+        self._storing: list[ast.AST] | None = None  # the module's nodes that may store on self, in source order
+        self._indexed: set[ast.ClassDef] = set()
+
+    def _stores_in(self, cls: ast.ClassDef) -> list[ast.AST]:
+        """The nodes of a class (and of its decorators) that may store on ``self``, in source order:
+        a slice of the index's assignments and attribute calls, which its walk found already."""
+        if self._storing is None:
+            found = [*self._index.assignments, *(c for c in self._index.calls if type(c.func) is ast.Attribute)]
+            self._storing = sorted(found, key=_start)  # a call inside another that starts with it comes after it
+            self._indexed = set(self._index.classes)
+        if cls not in self._indexed:  # a class of another part of the module (chunks): walked on its own
+            return [n for n in walk(cls) if type(n) in _STORING]
+        first = min(_start(n) for n in (*cls.decorator_list, cls))
+        last = (cls.end_lineno, cls.end_col_offset)
+        return self._storing[bisect.bisect_left(self._storing, first, key=_start) : bisect.bisect_right(self._storing, last, key=_start)]
 
     def stores(self, cls: ast.ClassDef) -> SelfStores:
         """What a class does with ``self``, with what its bases of this module store there (their
         ``__init__`` runs as the class's own, or through ``super().__init__()``)."""
         stores = self._stores.get(cls)
         if stores is None:
-            self._stores[cls] = stores = SelfStores(cls)  # a cyclic hierarchy reads it as it is
+            self._stores[cls] = stores = SelfStores(cls, self._stores_in(cls))  # a cyclic hierarchy reads it as it is
             for base in cls.bases:
                 local = self.local(base)
                 if local is not None:
@@ -318,16 +334,15 @@ def _literals(values: list[ast.expr]) -> tuple[tuple[str | int, object], ...]:
 class SelfStores:
     """What one class does with ``self``: values stored per attribute, calls per method."""
 
-    def __init__(self, cls: ast.ClassDef) -> None:
+    def __init__(self, cls: ast.ClassDef, nodes: list[ast.AST]) -> None:
+        """``nodes``: the class's assignments, loops, comprehensions, with statements and calls."""
         self.assigned: dict[str, list[ast.expr]] = {}
         self.calls: dict[str, list[ast.Call]] = {}
         self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
         self.replacements: set[int] = set()  # ids of values a setter stores: a parameter of a method but __init__
         named: list[ast.Assign] = []  # assignments of a name's value
-        for node in walk(cls):
+        for node in nodes:
             kind = type(node)
-            if kind not in _STORING:
-                continue
             if kind is ast.Assign:
                 for target in node.targets:
                     self._store(target, node.value)
@@ -337,7 +352,7 @@ class SelfStores:
                 self._store(node.target, node.value)
             elif kind is ast.AugAssign:
                 self._store(node.target, ast.BinOp(node.target, node.op, node.value))
-            elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith):
+            elif kind in (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, *COMPREHENSIONS):
                 for target in _targets(node):
                     self._store(target, UNKNOWN_VALUE)
             elif kind is ast.Call and type(node.func) is ast.Attribute and is_self(node.func.value):
@@ -382,7 +397,7 @@ class SelfStores:
                     self.assigned.setdefault(element.attr, []).append(UNKNOWN_VALUE)
 
 
-_STORING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith, ast.Call})
+_STORING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Call, *COMPREHENSIONS})
 UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
 
 
@@ -396,7 +411,13 @@ def _targets(node: ast.AST) -> list[ast.expr]:
     """The targets a loop, comprehension or with statement stores to."""
     if isinstance(node, (ast.With, ast.AsyncWith)):
         return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    if isinstance(node, COMPREHENSIONS):
+        return [generator.target for generator in node.generators]
     return [node.target]
+
+
+def _start(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, node.col_offset
 
 
 def is_self(node: ast.expr) -> bool:

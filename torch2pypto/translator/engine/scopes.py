@@ -23,7 +23,7 @@ IMPORT, DEFINITION, PARAMETER, ASSIGN, ANNOTATED, AUGMENTED, NAMED, UNPACKED, OT
 ITEM, REST = None, "*"  # steps of an unpacked binding's path: an item of an iterable, a starred rest
 _BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _EAGER = (ast.ListComp, ast.SetComp, ast.DictComp)  # comprehensions that run where they are written
 
 
@@ -71,8 +71,9 @@ class Binding:
 
 
 class ModuleIndex:
-    """Every scope of a module, the scope each name and call is evaluated in, and all calls and
-    operators (``a @ b``, ``-x``, ``x += y``: calls of ``__matmul__``, ``__neg__``, ``__iadd__``)."""
+    """Every scope of a module, the scope each name and call is evaluated in, all calls and
+    operators (``a @ b``, ``-x``, ``x += y``: calls of ``__matmul__``, ``__neg__``, ``__iadd__``),
+    the nodes that assign to targets and the classes whose bodies it indexed."""
 
     def __init__(
         self,
@@ -97,6 +98,8 @@ class ModuleIndex:
         self.calls: list[ast.Call] = []
         self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign | ast.Subscript] = []
         self.fstrings: list[ast.JoinedStr] = []
+        self.assignments: list[ast.AST] = []  # assignments, loops, comprehensions and with statements
+        self.classes: list[ast.ClassDef] = []
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._imports_of: dict[int, tuple] = {}  # id of a bindings list -> (it, its length, imports())
         self._looked_up: dict[tuple[Scope, str], list[Binding]] = {}
@@ -241,6 +244,8 @@ class ModuleIndex:
             ast.Global: self._declare,
             ast.Nonlocal: self._declare,
             ast.JoinedStr: self._fstring,
+            ast.With: self._with,
+            ast.AsyncWith: self._with,
             ast.ExceptHandler: self._except,
             ast.MatchAs: self._capture,
             ast.MatchStar: self._capture,
@@ -272,17 +277,20 @@ class ModuleIndex:
             push((target, scope))
 
     def _assign(self, node: ast.Assign, scope: Scope, push) -> None:
+        self.assignments.append(node)
         push((node.value, scope))
         for target in node.targets:
             self._unpack(target, node.value, (), scope, push)
 
     def _for(self, node: ast.For | ast.AsyncFor, scope: Scope, push) -> None:
+        self.assignments.append(node)
         push((node.iter, scope))
         self._unpack(node.target, node.iter, (ITEM,), scope, push)
         for statement in (*node.body, *node.orelse):
             push((statement, scope))
 
     def _annassign(self, node: ast.AnnAssign, scope: Scope, push) -> None:
+        self.assignments.append(node)
         push((node.annotation, scope))
         if node.value is not None:
             push((node.value, scope))
@@ -290,6 +298,7 @@ class ModuleIndex:
 
     def _augassign(self, node: ast.AugAssign, scope: Scope, push) -> None:
         self.operators.append(node)
+        self.assignments.append(node)
         self.scope_of[node] = scope
         push((node.value, scope))
         self._target(node.target, Binding(AUGMENTED, node.target, node.value), scope, push)
@@ -297,7 +306,7 @@ class ModuleIndex:
     def _named(self, node: ast.NamedExpr, scope: Scope, push) -> None:
         push((node.value, scope))
         target_scope = scope
-        while isinstance(target_scope.node, _COMPREHENSIONS) and target_scope.parent is not None:
+        while isinstance(target_scope.node, COMPREHENSIONS) and target_scope.parent is not None:
             target_scope = target_scope.parent
         self.scope_of[node.target] = scope
         self._bind(target_scope, node.target.id, Binding(NAMED, node.target, node.value))
@@ -345,11 +354,13 @@ class ModuleIndex:
             push((expr, scope))
         if self._shallow:
             return
+        self.classes.append(node)
         inner = Scope(node, scope)
         for statement in node.body:
             push((statement, inner))
 
     def _comprehension(self, node, scope: Scope, push) -> None:
+        self.assignments.append(node)
         inner = Scope(node, scope)
         first, *rest = node.generators
         push((first.iter, scope))
@@ -388,6 +399,11 @@ class ModuleIndex:
     def _fstring(self, node: ast.JoinedStr, scope: Scope, push) -> None:
         self.fstrings.append(node)
         for child in node.values:
+            push((child, scope))
+
+    def _with(self, node: ast.With | ast.AsyncWith, scope: Scope, push) -> None:
+        self.assignments.append(node)
+        for child in children(node):
             push((child, scope))
 
     def _except(self, node: ast.ExceptHandler, scope: Scope, push) -> None:
