@@ -18,7 +18,7 @@ from torch2pypto.translator.engine.classes import FUNCTION_DEFS, Classes, is_sel
 from torch2pypto.translator.engine.declarations import Declarations, Declared, is_none
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.kinds import NOT_TENSOR, TENSOR, UNKNOWN, Kind, combine
-from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, IMPORT, ITEM, NAMED, PARAMETER, UNPACKED, Binding, ModuleIndex
+from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, IMPORT, ITEM, NAMED, PARAMETER, UNPACKED, Binding, ModuleIndex, children
 
 FACTS = load_facts()
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -46,6 +46,7 @@ class Callees:
         self._of: dict[ast.expr, list[Callee] | None] = {}
         self._returns: dict[ast.AST, list[ast.expr | None]] = {}
         self._calls_of: dict[ast.AST, list[ast.Call]] | None = None
+        self._imported: dict[frozenset[str], Callee] = {}
 
     def of(self, func: ast.expr) -> list[Callee] | None:
         """What calling ``func`` may run (None: something not known): what a name or a ``self``
@@ -147,12 +148,14 @@ class Callees:
 
     def imported(self, names: set[str]) -> Callee:
         """A function or class an import names: what its file declares it returns, else what torch's
-        (or another library's) name tells."""
-        if len(names) == 1:
-            declared = self._hierarchy.function_returns(next(iter(names)))
-            if declared is not None:
-                return Callee(declared=declared)
-        return Callee(kind=combine(function_kind(n) for n in names))
+        (or another library's) name tells; found once per names."""
+        names = frozenset(names)
+        callee = self._imported.get(names)
+        if callee is None:
+            declared = self._hierarchy.function_returns(next(iter(names))) if len(names) == 1 else None
+            callee = Callee(declared=declared) if declared is not None else Callee(kind=combine(function_kind(n) for n in names))
+            self._imported[names] = callee
+        return callee
 
     def _super(self, func: ast.Attribute) -> list[Callee] | None:
         """``super().<method>`` in a class of one base: the base's method (of a class of this module),
@@ -250,12 +253,14 @@ class Callees:
             stack = list(function.body)
             while stack:
                 node = stack.pop()
-                if isinstance(node, _SCOPES):
+                kind = type(node)
+                if kind in _SCOPES:
                     continue
-                if type(node) is ast.Return:
+                if kind is ast.Return:
                     found.append(node.value)
-                generator = generator or isinstance(node, (ast.Yield, ast.YieldFrom))
-                stack.extend(ast.iter_child_nodes(node))
+                elif kind is ast.Yield or kind is ast.YieldFrom:
+                    generator = True
+                stack.extend(children(node))
             if generator or _falls_through(function.body):
                 found.append(None)
             self._returns[function] = found = [None] if generator else found
@@ -279,7 +284,7 @@ class Callees:
         """Functions of this module whose every read is a call's callee, with those calls."""
         if self._calls_of is None:
             callee = {id(c.func): c for c in self._index.calls if type(c.func) is ast.Name}
-            named = {id(a) for c in self._index.calls if self._names_only(c) for a in c.args}
+            passed_to = {id(a): c for c in self._index.calls for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
             escaped: set[ast.AST] = set()
             defined: dict[int, tuple[list, list]] = {}  # id of a bindings list -> (it, its functions' definitions)
@@ -295,7 +300,7 @@ class Callees:
                     known = defined[id(bindings)] = (bindings, [b for b in bindings if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS)])
                 for b in known[1]:
                     call = callee.get(id(node))
-                    if call is None and id(node) in named:
+                    if call is None and id(node) in passed_to and self._names_only(passed_to[id(node)]):
                         continue  # named to a decorator that never calls it
                     if call is None or len(bindings) != 1:
                         escaped.add(b.node)
