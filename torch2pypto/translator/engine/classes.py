@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import operator
 from typing import Mapping
 
 from torch2pypto.mapping.facts import load_facts
@@ -16,6 +17,7 @@ from torch2pypto.translator.engine.scopes import ASSIGN, COMPREHENSIONS, ModuleI
 FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 MAX_DEPTH = 40  # classes followed up a hierarchy of this module
+_START = operator.attrgetter("lineno", "col_offset")
 _IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
 
 
@@ -35,16 +37,16 @@ class Classes:
 
     def _stores_in(self, cls: ast.ClassDef) -> list[ast.AST]:
         """The nodes of a class (and of its decorators) that may store on ``self``, in source order:
-        a slice of the index's assignments and attribute calls, which its walk found already."""
+        a slice of the index's assignments and method calls on ``self`` or in place, which its walk found already."""
         if self._storing is None:
-            found = [*self._index.assignments, *(c for c in self._index.calls if type(c.func) is ast.Attribute)]
-            self._storing = sorted(found, key=_start)  # a call inside another that starts with it comes after it
+            calls = [c for c in self._index.calls if type(c.func) is ast.Attribute and (is_self(c.func.value) or c.func.attr in _IN_PLACE_CHANGES)]
+            self._storing = sorted(self._index.assignments + calls, key=_START)  # a call inside one starting with it: after it
             self._indexed = set(self._index.classes)
         if cls not in self._indexed:  # a class of another part of the module (chunks): walked on its own
             return [n for n in walk(cls) if type(n) in _STORING]
-        first = min(_start(n) for n in (*cls.decorator_list, cls))
+        first = min(_START(n) for n in (*cls.decorator_list, cls))
         last = (cls.end_lineno, cls.end_col_offset)
-        return self._storing[bisect.bisect_left(self._storing, first, key=_start) : bisect.bisect_right(self._storing, last, key=_start)]
+        return self._storing[bisect.bisect_left(self._storing, first, key=_START) : bisect.bisect_right(self._storing, last, key=_START)]
 
     def stores(self, cls: ast.ClassDef) -> SelfStores:
         """What a class does with ``self``, with what its bases of this module store there (their
@@ -321,14 +323,27 @@ def _literals(values: list[ast.expr]) -> tuple[tuple[str | int, object], ...]:
         if type(value) is not ast.Call or any(k.arg is None for k in value.keywords) or any(type(a) is ast.Starred for a in value.args):
             return ()
         for key, node in (*enumerate(value.args), *((k.arg, k.value) for k in value.keywords)):
-            try:
-                given = ast.literal_eval(node)
-                hash(given)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                given = Expression(ast.unparse(node))
-            passed.setdefault(key, []).append(given)
+            passed.setdefault(key, []).append(_literal(node))
     one = lambda given: given[0] if len(given) == len(values) and all(v == given[0] and type(v) is type(given[0]) for v in given) else ...
     return tuple(sorted(((k, one(given)) for k, given in passed.items()), key=lambda item: (type(item[0]) is str, str(item[0]))))
+
+
+def _literal(node: ast.expr) -> object:
+    """A hashable literal's value, else an :class:`Expression` of the node's source text."""
+    if type(node) is ast.Constant:
+        return node.value  # as ast.literal_eval gives it
+    parts, root = [], node
+    while type(root) is ast.Attribute:
+        parts.append(root.attr)
+        root = root.value
+    if type(root) is ast.Name:  # a dotted name (config.hidden_size), written as ast.unparse writes it
+        return Expression(".".join([root.id, *reversed(parts)]))
+    try:
+        given = ast.literal_eval(node)
+        hash(given)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return Expression(ast.unparse(node))
+    return given
 
 
 class SelfStores:
@@ -352,7 +367,7 @@ class SelfStores:
                 self._store(node.target, node.value)
             elif kind is ast.AugAssign:
                 self._store(node.target, ast.BinOp(node.target, node.op, node.value))
-            elif kind in (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, *COMPREHENSIONS):
+            elif kind in _TARGETED:
                 for target in _targets(node):
                     self._store(target, UNKNOWN_VALUE)
             elif kind is ast.Call and type(node.func) is ast.Attribute and is_self(node.func.value):
@@ -397,7 +412,8 @@ class SelfStores:
                     self.assigned.setdefault(element.attr, []).append(UNKNOWN_VALUE)
 
 
-_STORING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Call, *COMPREHENSIONS})
+_TARGETED = frozenset({ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, *COMPREHENSIONS})  # store to targets: nothing known
+_STORING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Call, *_TARGETED})
 UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
 
 
@@ -415,9 +431,6 @@ def _targets(node: ast.AST) -> list[ast.expr]:
         return [generator.target for generator in node.generators]
     return [node.target]
 
-
-def _start(node: ast.AST) -> tuple[int, int]:
-    return node.lineno, node.col_offset
 
 
 def is_self(node: ast.expr) -> bool:
