@@ -200,9 +200,9 @@ class Sites:
         if type(node) is ast.Subscript and kinds != [TENSOR, TENSOR]:
             return None
         dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
-        call = ast.Call(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), [dispatch.argument] if dispatch.argument else [], [])
-        ast.copy_location(call, node)
-        ast.copy_location(call.func, node)
+        at = {"lineno": node.lineno, "col_offset": node.col_offset, "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
+        func = ast.Attribute(dispatch.receiver, dispatch.method, ast.Load(), **at)
+        call = ast.Call(func, [dispatch.argument] if dispatch.argument else [], [], **at)
         self.index.scope_of[call] = self.index.scope_of[node]
         api = f"torch.Tensor.{dispatch.method}"
         entry = self.table.method(dispatch.method)
