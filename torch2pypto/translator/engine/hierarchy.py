@@ -205,8 +205,10 @@ class Hierarchy:
         return self._summaries[file]
 
 
+@functools.lru_cache(maxsize=4096)
 def _package_root(file: Path) -> Path | None:
-    """The outermost folder of the file's package (each folder up to it has an ``__init__.py``)."""
+    """The outermost folder of the file's package (each folder up to it has an ``__init__.py``),
+    found once per process and file (its parent, a new path, is slow to hash)."""
     return _root_of(file.parent)
 
 
