@@ -22,6 +22,7 @@ from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, 
 
 FACTS = load_facts()
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)  # what holds statements, or is one
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -249,18 +250,15 @@ class Callees:
         found = self._returns.get(function)
         if found is None:
             found = []
-            generator = False
             stack = list(function.body)
-            while stack:
+            while stack:  # its statements, not those of the definitions in it
                 node = stack.pop()
                 kind = type(node)
-                if kind in _SCOPES:
-                    continue
                 if kind is ast.Return:
                     found.append(node.value)
-                elif kind is ast.Yield or kind is ast.YieldFrom:
-                    generator = True
-                stack.extend(children(node))
+                elif kind not in _SCOPES:
+                    stack.extend(c for c in children(node) if isinstance(c, _BLOCKS))
+            generator = function in self._index.yielding and _yields(function.body)
             if generator or _falls_through(function.body):
                 found.append(None)
             self._returns[function] = found = [None] if generator else found
@@ -330,6 +328,20 @@ def _all(found: Iterable[list[Callee] | None]) -> list[Callee] | None:
             return None
         callees += part
     return callees
+
+
+def _yields(body: list[ast.stmt]) -> bool:
+    """Whether a yield is in ``body``, outside the definitions in it (asked of the few functions the
+    index found a yield in)."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Yield or kind is ast.YieldFrom:
+            return True
+        if kind not in _SCOPES:
+            stack.extend(children(node))
+    return False
 
 
 def _falls_through(body: list[ast.stmt]) -> bool:

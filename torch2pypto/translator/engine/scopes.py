@@ -22,6 +22,7 @@ IMPORT, DEFINITION, PARAMETER, ASSIGN, ANNOTATED, AUGMENTED, NAMED, UNPACKED, OT
 )  # fmt: skip
 ITEM, REST = None, "*"  # steps of an unpacked binding's path: an item of an iterable, a starred rest
 _BUILTINS = frozenset(dir(builtins))
+_NO_NAMES: frozenset[str] = frozenset()
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _EAGER = (ast.ListComp, ast.SetComp, ast.DictComp)  # comprehensions that run where they are written
@@ -100,6 +101,7 @@ class ModuleIndex:
         self.fstrings: list[ast.JoinedStr] = []
         self.assignments: list[ast.AST] = []  # assignments, loops, comprehensions and with statements
         self.classes: list[ast.ClassDef] = []
+        self.yielding: set[ast.AST] = set()  # the scope nodes a yield is in (a comprehension's: the scope around it)
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._imports_of: dict[int, tuple] = {}  # id of a bindings list -> (it, its length, imports())
         self._looked_up: dict[tuple[Scope, str], list[Binding]] = {}
@@ -142,7 +144,8 @@ class ModuleIndex:
         """
         found = self._import_names.get(expr)
         if found is None:
-            found = self._import_names[expr] = frozenset(self._find_import_names(expr))
+            names = self._find_import_names(expr)
+            found = self._import_names[expr] = frozenset(names) if names else _NO_NAMES
         return found
 
     def _find_import_names(self, expr: ast.AST) -> set[str]:
@@ -244,6 +247,8 @@ class ModuleIndex:
             ast.Global: self._declare,
             ast.Nonlocal: self._declare,
             ast.JoinedStr: self._fstring,
+            ast.Yield: self._yield,
+            ast.YieldFrom: self._yield,
             ast.With: self._with,
             ast.AsyncWith: self._with,
             ast.ExceptHandler: self._except,
@@ -399,6 +404,14 @@ class ModuleIndex:
     def _fstring(self, node: ast.JoinedStr, scope: Scope, push) -> None:
         self.fstrings.append(node)
         for child in node.values:
+            push((child, scope))
+
+    def _yield(self, node: ast.Yield | ast.YieldFrom, scope: Scope, push) -> None:
+        owner = scope
+        while isinstance(owner.node, COMPREHENSIONS) and owner.parent is not None:
+            owner = owner.parent
+        self.yielding.add(owner.node)
+        for child in children(node):
             push((child, scope))
 
     def _with(self, node: ast.With | ast.AsyncWith, scope: Scope, push) -> None:
