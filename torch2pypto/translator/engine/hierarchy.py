@@ -247,7 +247,9 @@ def _split(file: Path | None, qualified: str) -> tuple[Path, list[str]] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def _absolute(file: Path | None, qualified: str) -> str | None:
+    """The absolute dotted name of a name ``file`` imports, found once per process (its package root is)."""
     found = _split(file, qualified)
     if found is None:
         return None
