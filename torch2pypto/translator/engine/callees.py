@@ -22,6 +22,7 @@ from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, 
 
 FACTS = load_facts()
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SUPER = frozenset({"builtins.super"})
 _BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)  # what holds statements, or is one
 
 
@@ -180,7 +181,7 @@ class Callees:
 
     def is_super(self, expr: ast.expr) -> bool:
         """A ``super()`` call with no arguments."""
-        return type(expr) is ast.Call and not expr.args and not expr.keywords and self._index.import_names(expr.func) == {"builtins.super"}
+        return type(expr) is ast.Call and not expr.args and not expr.keywords and self._index.import_names(expr.func) == _SUPER
 
     def is_activation(self, value: ast.expr) -> bool:
         """An activation module of a registry (``ACT2FN[config.hidden_act]``, ``get_activation(name)``)."""

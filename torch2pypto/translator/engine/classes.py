@@ -34,6 +34,7 @@ class Classes:
         self._constructions: dict[tuple[ast.ClassDef, str], list[ast.expr] | None] = {}
         self._storing: list[ast.AST] | None = None  # the module's nodes that may store on self, in source order
         self._indexed: set[ast.ClassDef] = set()
+        self._activations: dict[ast.expr, str | None] = {}
 
     def _stores_in(self, cls: ast.ClassDef) -> list[ast.AST]:
         """The nodes of a class (and of its decorators) that may store on ``self``, in source order:
@@ -259,7 +260,13 @@ class Classes:
     def activation(self, value: ast.expr) -> str | None:
         """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
         ``get_activation(name)``): the torch.nn class a literal name gives, built with no
-        arguments (torch.toml's module.activations), else the registry's name (chosen at run time)."""
+        arguments (torch.toml's module.activations), else the registry's name (chosen at run time);
+        found once per value (a construction's is asked for its key, its module and its arguments)."""
+        if value not in self._activations:
+            self._activations[value] = self._activation(value)
+        return self._activations[value]
+
+    def _activation(self, value: ast.expr) -> str | None:
         kind = type(value)
         if kind is ast.Subscript:
             names, known, key = self._index.import_names(value.value), FACTS.module_activation_registries, value.slice
