@@ -18,10 +18,12 @@ from torch2pypto.translator.engine.classes import FUNCTION_DEFS, Classes, is_sel
 from torch2pypto.translator.engine.declarations import Declarations, Declared, is_none
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.kinds import NOT_TENSOR, TENSOR, UNKNOWN, Kind, combine
-from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, IMPORT, ITEM, NAMED, PARAMETER, UNPACKED, Binding, ModuleIndex
+from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, IMPORT, ITEM, NAMED, PARAMETER, UNPACKED, Binding, ModuleIndex, children
 
 FACTS = load_facts()
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SUPER = frozenset({"builtins.super"})
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)  # what holds statements, or is one
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -46,6 +48,7 @@ class Callees:
         self._of: dict[ast.expr, list[Callee] | None] = {}
         self._returns: dict[ast.AST, list[ast.expr | None]] = {}
         self._calls_of: dict[ast.AST, list[ast.Call]] | None = None
+        self._imported: dict[frozenset[str], Callee] = {}
 
     def of(self, func: ast.expr) -> list[Callee] | None:
         """What calling ``func`` may run (None: something not known): what a name or a ``self``
@@ -147,12 +150,14 @@ class Callees:
 
     def imported(self, names: set[str]) -> Callee:
         """A function or class an import names: what its file declares it returns, else what torch's
-        (or another library's) name tells."""
-        if len(names) == 1:
-            declared = self._hierarchy.function_returns(next(iter(names)))
-            if declared is not None:
-                return Callee(declared=declared)
-        return Callee(kind=combine(function_kind(n) for n in names))
+        (or another library's) name tells; found once per names."""
+        names = frozenset(names)
+        callee = self._imported.get(names)
+        if callee is None:
+            declared = self._hierarchy.function_returns(next(iter(names))) if len(names) == 1 else None
+            callee = Callee(declared=declared) if declared is not None else Callee(kind=combine(function_kind(n) for n in names))
+            self._imported[names] = callee
+        return callee
 
     def _super(self, func: ast.Attribute) -> list[Callee] | None:
         """``super().<method>`` in a class of one base: the base's method (of a class of this module),
@@ -176,7 +181,7 @@ class Callees:
 
     def is_super(self, expr: ast.expr) -> bool:
         """A ``super()`` call with no arguments."""
-        return type(expr) is ast.Call and not expr.args and not expr.keywords and self._index.import_names(expr.func) == {"builtins.super"}
+        return type(expr) is ast.Call and not expr.args and not expr.keywords and self._index.import_names(expr.func) == _SUPER
 
     def is_activation(self, value: ast.expr) -> bool:
         """An activation module of a registry (``ACT2FN[config.hidden_act]``, ``get_activation(name)``)."""
@@ -246,16 +251,15 @@ class Callees:
         found = self._returns.get(function)
         if found is None:
             found = []
-            generator = False
             stack = list(function.body)
-            while stack:
+            while stack:  # its statements, not those of the definitions in it
                 node = stack.pop()
-                if isinstance(node, _SCOPES):
-                    continue
-                if type(node) is ast.Return:
+                kind = type(node)
+                if kind is ast.Return:
                     found.append(node.value)
-                generator = generator or isinstance(node, (ast.Yield, ast.YieldFrom))
-                stack.extend(ast.iter_child_nodes(node))
+                elif kind not in _SCOPES:
+                    stack.extend(c for c in children(node) if isinstance(c, _BLOCKS))
+            generator = function in self._index.yielding and _yields(function.body)
             if generator or _falls_through(function.body):
                 found.append(None)
             self._returns[function] = found = [None] if generator else found
@@ -279,7 +283,7 @@ class Callees:
         """Functions of this module whose every read is a call's callee, with those calls."""
         if self._calls_of is None:
             callee = {id(c.func): c for c in self._index.calls if type(c.func) is ast.Name}
-            named = {id(a) for c in self._index.calls if self._names_only(c) for a in c.args}
+            passed_to = {id(a): c for c in self._index.calls for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
             escaped: set[ast.AST] = set()
             defined: dict[int, tuple[list, list]] = {}  # id of a bindings list -> (it, its functions' definitions)
@@ -295,7 +299,7 @@ class Callees:
                     known = defined[id(bindings)] = (bindings, [b for b in bindings if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS)])
                 for b in known[1]:
                     call = callee.get(id(node))
-                    if call is None and id(node) in named:
+                    if call is None and id(node) in passed_to and self._names_only(passed_to[id(node)]):
                         continue  # named to a decorator that never calls it
                     if call is None or len(bindings) != 1:
                         escaped.add(b.node)
@@ -325,6 +329,20 @@ def _all(found: Iterable[list[Callee] | None]) -> list[Callee] | None:
             return None
         callees += part
     return callees
+
+
+def _yields(body: list[ast.stmt]) -> bool:
+    """Whether a yield is in ``body``, outside the definitions in it (asked of the few functions the
+    index found a yield in)."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Yield or kind is ast.YieldFrom:
+            return True
+        if kind not in _SCOPES:
+            stack.extend(children(node))
+    return False
 
 
 def _falls_through(body: list[ast.stmt]) -> bool:

@@ -4,17 +4,20 @@ whether it is an ``nn.Module`` (through bases of other files too, :mod:`hierarch
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
+import operator
 from typing import Mapping
 
 from torch2pypto.mapping.facts import load_facts
 from torch2pypto.rules.site import Expression
 from torch2pypto.translator.engine.hierarchy import Hierarchy
-from torch2pypto.translator.engine.scopes import ASSIGN, ModuleIndex, walk
+from torch2pypto.translator.engine.scopes import ASSIGN, COMPREHENSIONS, ModuleIndex, walk
 
 FACTS = load_facts()
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 MAX_DEPTH = 40  # classes followed up a hierarchy of this module
+_START = operator.attrgetter("lineno", "col_offset")
 _IN_PLACE_CHANGES = frozenset({"append", "extend", "insert", "__setitem__", "update"})  # of a list of modules
 
 
@@ -29,13 +32,29 @@ class Classes:
         self._held: dict[tuple[ast.ClassDef | None, str], HeldModule | None] = {}
         self._held_classes: dict[tuple[ast.ClassDef | None, str], ast.ClassDef | None] = {}
         self._constructions: dict[tuple[ast.ClassDef, str], list[ast.expr] | None] = {}
+        self._storing: list[ast.AST] | None = None  # the module's nodes that may store on self, in source order
+        self._indexed: set[ast.ClassDef] = set()
+        self._activations: dict[ast.expr, str | None] = {}
+
+    def _stores_in(self, cls: ast.ClassDef) -> list[ast.AST]:
+        """The nodes of a class (and of its decorators) that may store on ``self``, in source order:
+        a slice of the index's assignments and method calls on ``self`` or in place, which its walk found already."""
+        if self._storing is None:
+            calls = [c for c in self._index.calls if type(c.func) is ast.Attribute and (is_self(c.func.value) or c.func.attr in _IN_PLACE_CHANGES)]
+            self._storing = sorted(self._index.assignments + calls, key=_START)  # a call inside one starting with it: after it
+            self._indexed = set(self._index.classes)
+        if cls not in self._indexed:  # a class of another part of the module (chunks): walked on its own
+            return [n for n in walk(cls) if type(n) in _STORING]
+        first = min(_START(n) for n in (*cls.decorator_list, cls))
+        last = (cls.end_lineno, cls.end_col_offset)
+        return self._storing[bisect.bisect_left(self._storing, first, key=_START) : bisect.bisect_right(self._storing, last, key=_START)]
 
     def stores(self, cls: ast.ClassDef) -> SelfStores:
         """What a class does with ``self``, with what its bases of this module store there (their
         ``__init__`` runs as the class's own, or through ``super().__init__()``)."""
         stores = self._stores.get(cls)
         if stores is None:
-            self._stores[cls] = stores = SelfStores(cls)  # a cyclic hierarchy reads it as it is
+            self._stores[cls] = stores = SelfStores(cls, self._stores_in(cls))  # a cyclic hierarchy reads it as it is
             for base in cls.bases:
                 local = self.local(base)
                 if local is not None:
@@ -241,7 +260,13 @@ class Classes:
     def activation(self, value: ast.expr) -> str | None:
         """The module of transformers' activation registry that ``value`` builds (``ACT2FN[name]``,
         ``get_activation(name)``): the torch.nn class a literal name gives, built with no
-        arguments (torch.toml's module.activations), else the registry's name (chosen at run time)."""
+        arguments (torch.toml's module.activations), else the registry's name (chosen at run time);
+        found once per value (a construction's is asked for its key, its module and its arguments)."""
+        if value not in self._activations:
+            self._activations[value] = self._activation(value)
+        return self._activations[value]
+
+    def _activation(self, value: ast.expr) -> str | None:
         kind = type(value)
         if kind is ast.Subscript:
             names, known, key = self._index.import_names(value.value), FACTS.module_activation_registries, value.slice
@@ -305,29 +330,41 @@ def _literals(values: list[ast.expr]) -> tuple[tuple[str | int, object], ...]:
         if type(value) is not ast.Call or any(k.arg is None for k in value.keywords) or any(type(a) is ast.Starred for a in value.args):
             return ()
         for key, node in (*enumerate(value.args), *((k.arg, k.value) for k in value.keywords)):
-            try:
-                given = ast.literal_eval(node)
-                hash(given)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                given = Expression(ast.unparse(node))
-            passed.setdefault(key, []).append(given)
+            passed.setdefault(key, []).append(_literal(node))
     one = lambda given: given[0] if len(given) == len(values) and all(v == given[0] and type(v) is type(given[0]) for v in given) else ...
     return tuple(sorted(((k, one(given)) for k, given in passed.items()), key=lambda item: (type(item[0]) is str, str(item[0]))))
+
+
+def _literal(node: ast.expr) -> object:
+    """A hashable literal's value, else an :class:`Expression` of the node's source text."""
+    if type(node) is ast.Constant:
+        return node.value  # as ast.literal_eval gives it
+    parts, root = [], node
+    while type(root) is ast.Attribute:
+        parts.append(root.attr)
+        root = root.value
+    if type(root) is ast.Name:  # a dotted name (config.hidden_size), written as ast.unparse writes it
+        return Expression(".".join([root.id, *reversed(parts)]))
+    try:
+        given = ast.literal_eval(node)
+        hash(given)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return Expression(ast.unparse(node))
+    return given
 
 
 class SelfStores:
     """What one class does with ``self``: values stored per attribute, calls per method."""
 
-    def __init__(self, cls: ast.ClassDef) -> None:
+    def __init__(self, cls: ast.ClassDef, nodes: list[ast.AST]) -> None:
+        """``nodes``: the class's assignments, loops, comprehensions, with statements and calls."""
         self.assigned: dict[str, list[ast.expr]] = {}
         self.calls: dict[str, list[ast.Call]] = {}
         self.changed: set[str] = set()  # attributes whose value is changed in place (self.layers.append(m))
         self.replacements: set[int] = set()  # ids of values a setter stores: a parameter of a method but __init__
         named: list[ast.Assign] = []  # assignments of a name's value
-        for node in walk(cls):
+        for node in nodes:
             kind = type(node)
-            if kind not in _STORING:
-                continue
             if kind is ast.Assign:
                 for target in node.targets:
                     self._store(target, node.value)
@@ -337,7 +374,7 @@ class SelfStores:
                 self._store(node.target, node.value)
             elif kind is ast.AugAssign:
                 self._store(node.target, ast.BinOp(node.target, node.op, node.value))
-            elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith):
+            elif kind in _TARGETED:
                 for target in _targets(node):
                     self._store(target, UNKNOWN_VALUE)
             elif kind is ast.Call and type(node.func) is ast.Attribute and is_self(node.func.value):
@@ -382,7 +419,8 @@ class SelfStores:
                     self.assigned.setdefault(element.attr, []).append(UNKNOWN_VALUE)
 
 
-_STORING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith, ast.Call})
+_TARGETED = frozenset({ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, *COMPREHENSIONS})  # store to targets: nothing known
+_STORING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Call, *_TARGETED})
 UNKNOWN_VALUE = ast.Starred(ast.Constant(None), ast.Load())  # a stored value nothing is known about
 
 
@@ -396,7 +434,10 @@ def _targets(node: ast.AST) -> list[ast.expr]:
     """The targets a loop, comprehension or with statement stores to."""
     if isinstance(node, (ast.With, ast.AsyncWith)):
         return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    if isinstance(node, COMPREHENSIONS):
+        return [generator.target for generator in node.generators]
     return [node.target]
+
 
 
 def is_self(node: ast.expr) -> bool:

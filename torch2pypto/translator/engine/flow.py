@@ -98,8 +98,7 @@ def _chain(body: list[ast.stmt], position: tuple[int, int]) -> list[tuple] | Non
     chain = []
     block = body
     while True:
-        starts = [_start(s) for s in block]
-        index = bisect.bisect_right(starts, position) - 1
+        index = bisect.bisect_right(block, position, key=_start) - 1
         if index < 0 or _end(block[index]) < position:
             return None
         statement = block[index]
@@ -125,7 +124,8 @@ def _blocks(statement: ast.stmt) -> Iterable[list[ast.stmt]]:
 
 def _within(bindings: Iterable, node: ast.AST) -> list:
     first, last = _start(node), _end(node)
-    return [b for b in bindings if first <= _start(b.node) <= last]
+    lines = range(first[0], last[0] + 1)  # most bindings are on other lines: no position made of them
+    return [b for b in bindings if b.node.lineno in lines and first <= _start(b.node) <= last]
 
 
 def _in(position: tuple[int, int], block: list[ast.stmt]) -> bool:

@@ -205,8 +205,10 @@ class Hierarchy:
         return self._summaries[file]
 
 
+@functools.lru_cache(maxsize=4096)
 def _package_root(file: Path) -> Path | None:
-    """The outermost folder of the file's package (each folder up to it has an ``__init__.py``)."""
+    """The outermost folder of the file's package (each folder up to it has an ``__init__.py``),
+    found once per process and file (its parent, a new path, is slow to hash)."""
     return _root_of(file.parent)
 
 
@@ -245,7 +247,9 @@ def _split(file: Path | None, qualified: str) -> tuple[Path, list[str]] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def _absolute(file: Path | None, qualified: str) -> str | None:
+    """The absolute dotted name of a name ``file`` imports, found once per process (its package root is)."""
     found = _split(file, qualified)
     if found is None:
         return None

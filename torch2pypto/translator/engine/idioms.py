@@ -5,6 +5,7 @@ module of this module returns."""
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Callable
 
 from torch2pypto.mapping.facts import load_facts
@@ -139,5 +140,6 @@ class Idioms:
         return dataclass and depth < MAX_DEPTH and len(local.bases) == 1 and self._output_class(local.bases[0], depth + 1)
 
 
+@functools.lru_cache(maxsize=4096)  # a module reads the same names again and again
 def _config_name(name: str) -> bool:
     return any(name == n or name.endswith("_" + n) for n in FACTS.plain_config_names)

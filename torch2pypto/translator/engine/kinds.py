@@ -61,4 +61,7 @@ def public(known: Kind) -> Kind:
 
 def of_receiver(known: Kind) -> Kind:
     """The kind of a method call's receiver: a tensor or None is a tensor there (None has no methods)."""
-    return NOT_TENSOR if known == NONE else TENSOR if known == MAYBE else UNKNOWN if known == CYCLE else known
+    return _AS_RECEIVER.get(known, known)
+
+
+_AS_RECEIVER = {NONE: NOT_TENSOR, MAYBE: TENSOR, CYCLE: UNKNOWN}

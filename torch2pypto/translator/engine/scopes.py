@@ -22,8 +22,9 @@ IMPORT, DEFINITION, PARAMETER, ASSIGN, ANNOTATED, AUGMENTED, NAMED, UNPACKED, OT
 )  # fmt: skip
 ITEM, REST = None, "*"  # steps of an unpacked binding's path: an item of an iterable, a starred rest
 _BUILTINS = frozenset(dir(builtins))
+_NO_NAMES: frozenset[str] = frozenset()
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _EAGER = (ast.ListComp, ast.SetComp, ast.DictComp)  # comprehensions that run where they are written
 
 
@@ -71,8 +72,9 @@ class Binding:
 
 
 class ModuleIndex:
-    """Every scope of a module, the scope each name and call is evaluated in, and all calls and
-    operators (``a @ b``, ``-x``, ``x += y``: calls of ``__matmul__``, ``__neg__``, ``__iadd__``)."""
+    """Every scope of a module, the scope each name and call is evaluated in, all calls and
+    operators (``a @ b``, ``-x``, ``x += y``: calls of ``__matmul__``, ``__neg__``, ``__iadd__``),
+    the nodes that assign to targets and the classes whose bodies it indexed."""
 
     def __init__(
         self,
@@ -97,11 +99,16 @@ class ModuleIndex:
         self.calls: list[ast.Call] = []
         self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign | ast.Subscript] = []
         self.fstrings: list[ast.JoinedStr] = []
+        self.assignments: list[ast.AST] = []  # assignments, loops, comprehensions and with statements
+        self.classes: list[ast.ClassDef] = []
+        self.yielding: set[ast.AST] = set()  # the scope nodes a yield is in (a comprehension's: the scope around it)
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._imports_of: dict[int, tuple] = {}  # id of a bindings list -> (it, its length, imports())
         self._looked_up: dict[tuple[Scope, str], list[Binding]] = {}
         self._import_names: dict[ast.AST, frozenset[str]] = {}
+        self._imported: set[str] = set()  # names an import binds in some scope: only they reach an import
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
+        self._imported.update(name for name, bindings in self.module.bindings.items() if any(b.kind == IMPORT for b in bindings))
 
     # --- queries -------------------------------------------------------------------------
 
@@ -137,7 +144,8 @@ class ModuleIndex:
         """
         found = self._import_names.get(expr)
         if found is None:
-            found = self._import_names[expr] = frozenset(self._find_import_names(expr))
+            names = self._find_import_names(expr)
+            found = self._import_names[expr] = frozenset(names) if names else _NO_NAMES
         return found
 
     def _find_import_names(self, expr: ast.AST) -> set[str]:
@@ -146,8 +154,8 @@ class ModuleIndex:
         while type(node) is ast.Attribute:
             parts.append(node.attr)
             node = node.value
-        if type(node) is not ast.Name:
-            return set()
+        if type(node) is not ast.Name or node.id not in self._imported and node.id not in _BUILTINS:
+            return set()  # a local, a parameter, self: no import
         scope = self.scope_of.get(node)
         if scope is None:
             return set()
@@ -239,6 +247,10 @@ class ModuleIndex:
             ast.Global: self._declare,
             ast.Nonlocal: self._declare,
             ast.JoinedStr: self._fstring,
+            ast.Yield: self._yield,
+            ast.YieldFrom: self._yield,
+            ast.With: self._with,
+            ast.AsyncWith: self._with,
             ast.ExceptHandler: self._except,
             ast.MatchAs: self._capture,
             ast.MatchStar: self._capture,
@@ -270,17 +282,20 @@ class ModuleIndex:
             push((target, scope))
 
     def _assign(self, node: ast.Assign, scope: Scope, push) -> None:
+        self.assignments.append(node)
         push((node.value, scope))
         for target in node.targets:
             self._unpack(target, node.value, (), scope, push)
 
     def _for(self, node: ast.For | ast.AsyncFor, scope: Scope, push) -> None:
+        self.assignments.append(node)
         push((node.iter, scope))
         self._unpack(node.target, node.iter, (ITEM,), scope, push)
         for statement in (*node.body, *node.orelse):
             push((statement, scope))
 
     def _annassign(self, node: ast.AnnAssign, scope: Scope, push) -> None:
+        self.assignments.append(node)
         push((node.annotation, scope))
         if node.value is not None:
             push((node.value, scope))
@@ -288,6 +303,7 @@ class ModuleIndex:
 
     def _augassign(self, node: ast.AugAssign, scope: Scope, push) -> None:
         self.operators.append(node)
+        self.assignments.append(node)
         self.scope_of[node] = scope
         push((node.value, scope))
         self._target(node.target, Binding(AUGMENTED, node.target, node.value), scope, push)
@@ -295,7 +311,7 @@ class ModuleIndex:
     def _named(self, node: ast.NamedExpr, scope: Scope, push) -> None:
         push((node.value, scope))
         target_scope = scope
-        while isinstance(target_scope.node, _COMPREHENSIONS) and target_scope.parent is not None:
+        while isinstance(target_scope.node, COMPREHENSIONS) and target_scope.parent is not None:
             target_scope = target_scope.parent
         self.scope_of[node.target] = scope
         self._bind(target_scope, node.target.id, Binding(NAMED, node.target, node.value))
@@ -343,11 +359,13 @@ class ModuleIndex:
             push((expr, scope))
         if self._shallow:
             return
+        self.classes.append(node)
         inner = Scope(node, scope)
         for statement in node.body:
             push((statement, inner))
 
     def _comprehension(self, node, scope: Scope, push) -> None:
+        self.assignments.append(node)
         inner = Scope(node, scope)
         first, *rest = node.generators
         push((first.iter, scope))
@@ -365,16 +383,15 @@ class ModuleIndex:
     def _import(self, node: ast.Import | ast.ImportFrom, scope: Scope, push) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.asname:
-                    self._bind(scope, alias.asname, Binding(IMPORT, node, qualified=alias.name))
-                else:
-                    root = alias.name.partition(".")[0]
-                    self._bind(scope, root, Binding(IMPORT, node, qualified=root))
+                name = alias.asname or alias.name.partition(".")[0]
+                self._imported.add(name)
+                self._bind(scope, name, Binding(IMPORT, node, qualified=alias.name if alias.asname else name))
             return
         module = "." * node.level + (node.module or "")
         prefix = module if module.endswith(".") else module + "."
         for alias in node.names:
             if alias.name != "*":
+                self._imported.add(alias.asname or alias.name)
                 self._bind(scope, alias.asname or alias.name, Binding(IMPORT, node, qualified=prefix + alias.name))
 
     def _declare(self, node: ast.Global | ast.Nonlocal, scope: Scope, push) -> None:
@@ -387,6 +404,19 @@ class ModuleIndex:
     def _fstring(self, node: ast.JoinedStr, scope: Scope, push) -> None:
         self.fstrings.append(node)
         for child in node.values:
+            push((child, scope))
+
+    def _yield(self, node: ast.Yield | ast.YieldFrom, scope: Scope, push) -> None:
+        owner = scope
+        while isinstance(owner.node, COMPREHENSIONS) and owner.parent is not None:
+            owner = owner.parent
+        self.yielding.add(owner.node)
+        for child in children(node):
+            push((child, scope))
+
+    def _with(self, node: ast.With | ast.AsyncWith, scope: Scope, push) -> None:
+        self.assignments.append(node)
+        for child in children(node):
             push((child, scope))
 
     def _except(self, node: ast.ExceptHandler, scope: Scope, push) -> None:

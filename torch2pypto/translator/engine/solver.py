@@ -39,16 +39,26 @@ class Solver:
         known = self._kinds.get(expr)
         if known is not None:
             return known
+        try:
+            return self.kind(expr)
+        except _Deep as deep:
+            return self._inside_out(expr, deep)
+
+    def _inside_out(self, expr: ast.expr, deep: _Deep) -> Kind:
+        """:meth:`answer` of a question whose chain ran too ``deep``: the innermost link first."""
         todo: list[tuple] = [(expr, lambda: self.kind(expr))]
         while True:
-            try:
-                known = todo[-1][1]()
-            except _Deep as deep:
+            if deep is not None:
                 if len(todo) > MAX_DEPTH or any(key == deep.key for key, _ in todo):  # a cycle longer than the stack allows
                     self._kinds[deep.key] = UNKNOWN
                 else:
                     todo.append((deep.key, deep.again))
+            try:
+                known = todo[-1][1]()
+            except _Deep as inner:
+                deep = inner
                 continue
+            deep = None
             todo.pop()
             if not todo:
                 return known

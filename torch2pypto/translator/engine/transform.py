@@ -65,6 +65,8 @@ class Options:
                     raise ValueError(f"--{option}: {term!r} is no op, torch API or category of the mapping table")
 
     def selects(self, api: str, entry: Entry | None) -> bool:
+        if not self.select and not self.ignore:
+            return True
         terms = {api, entry.op, entry.category} if entry else {api, UNMAPPED}
         return (not self.select or not terms.isdisjoint(self.select)) and terms.isdisjoint(self.ignore)
 
@@ -187,8 +189,9 @@ class Sites:
         makes the site ambiguous, unless the entry's wrapper takes a number first at run time
         (``base ** t`` is ``torch.pow(base, t)`` whichever method runs: Family.number_first)."""
         sides = operators.operands(node)
+        scope_of = self.index.scope_of
         for side in sides:
-            self.index.scope_of.setdefault(side, self.index.scope_of[node])  # x += y: x read where the statement is
+            scope_of.setdefault(side, scope_of[node])  # x += y: x read where the statement is
         assume = self.options.assume_tensors  # operands of no known kind are tensors, as receivers are
         # None has no arithmetic, so a tensor or None there is a tensor's; None == x is Python's bool
         equality = type(node) is ast.Compare and type(node.ops[0]) in (ast.Eq, ast.NotEq)
@@ -201,10 +204,10 @@ class Sites:
         if type(node) is ast.Subscript and kinds != [TENSOR, TENSOR]:
             return None
         dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
-        call = ast.Call(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), [dispatch.argument] if dispatch.argument else [], [])
-        ast.copy_location(call, node)
-        ast.copy_location(call.func, node)
-        self.index.scope_of[call] = self.index.scope_of[node]
+        at = {"lineno": node.lineno, "col_offset": node.col_offset, "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
+        func = ast.Attribute(dispatch.receiver, dispatch.method, ast.Load(), **at)
+        call = ast.Call(func, [dispatch.argument] if dispatch.argument else [], [], **at)
+        scope_of[call] = scope_of[node]
         api = f"torch.Tensor.{dispatch.method}"
         entry = self.table.method(dispatch.method)
         decided = kinds[1:] == [TENSOR] and entry is not None and entry.family and family(entry.family).number_first(entry)

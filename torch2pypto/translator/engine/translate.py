@@ -22,7 +22,7 @@ from torch2pypto.translator.engine import chunks, emit, masks, repeats
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.regions import Context, Fused, Region, fuse, module_functions
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine.scopes import ModuleIndex, Scope
+from torch2pypto.translator.engine.scopes import ModuleIndex, Scope, walk
 from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _BEYOND_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -284,7 +284,7 @@ def _declared(source: bytes) -> str:
 
 def _decide(sites: Sites, lines: _Lines) -> list[Attempt]:
     """One attempt per torch call site the run is about, in source order."""
-    in_fstrings = {id(n) for s in sites.index.fstrings for n in ast.walk(s) if type(n) in (ast.Call, *operators.OPERATORS)}
+    in_fstrings = {id(n) for s in sites.index.fstrings for n in walk(s) if type(n) in (ast.Call, *operators.OPERATORS)}
     attempts = []
     calls = [(call, call, sites.resolve(call)) for call in sites.index.calls]
     calls += [(node, *found) for node in sites.index.operators if (found := sites.operator(node))]
