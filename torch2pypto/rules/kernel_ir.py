@@ -159,10 +159,11 @@ def expression(node: Expr, column: int = 0) -> str:
 def _arguments(pairs: Sequence[tuple[str | None, Expr]], column: int, lines: bool) -> str:
     """Arguments (``keyword=``value or value) from ``column``: after each other, or one a line."""
     texts: list[str] = []
+    at = column  # where the next argument starts
     for keyword, value in pairs:
         prefix = f"{keyword}=" if keyword else ""
-        at = column if lines or not texts else column + len(", ".join(texts)) + 2
         texts.append(prefix + expression(value, at + len(prefix)))
+        at = column if lines else at + len(texts[-1]) + 2
     return (",\n" + " " * column if lines else ", ").join(texts)
 
 
