@@ -12,6 +12,7 @@ import builtins
 import dataclasses
 import functools
 import symtable
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +28,13 @@ class Definition:
     source: str
     requires: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
+
+
+@functools.lru_cache(maxsize=4096)
+def filled(text: str, width: int, initial_indent: str = "", subsequent_indent: str = "") -> str:
+    """``textwrap.fill(text, width, ...)``, once per process: a region's docstrings recur in every
+    copy of it. The key is every argument the text depends on."""
+    return textwrap.fill(text, width, initial_indent=initial_indent, subsequent_indent=subsequent_indent)
 
 
 def per_entry(build: Callable[..., T]) -> Callable[..., T]:

@@ -12,10 +12,9 @@ the expression as written.
 
 from __future__ import annotations
 
-import textwrap
 
 from torch2pypto.rules import gated, templates, wrappers
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, filled
 from torch2pypto.rules.fusion import INLINED
 from torch2pypto.schema.entry import Entry
 from torch2pypto.rules.steps import Apply, Step
@@ -145,9 +144,9 @@ def submodule_definitions(wrapper: str, where: str, params: list[str], torch_sou
     linear_call = f"torch.nn.functional.linear(x, weight, {names[2] or 'None'})"
     inner_source = f"return {linear_call} + residual\n" if linear_first else f"return residual + {linear_call}\n"
     built = definitions(epilogue, f"{where} (its epilogue)", "add", (TENSOR, NUMBER), [n for n in names if n], inner_source, names)
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: {cls}.forward inlined, its linear with x + y in the epilogue.", 92,
-                        subsequent_indent="    ")
-    more = textwrap.fill(
+    doc = filled(f"{where} as one PyPTO kernel: {cls}.forward inlined, its linear with x + y in the epilogue.", 92,
+                 subsequent_indent="    ")
+    more = filled(
         f"What the forward computes before its linear runs as there (its gated pair's kernel); the linear's product on "
         f"the cube, rounded where torch's linear rounds it, then pypto.add of {residual} in the vector epilogue "
         f"({epilogue}). A submodule whose call runs more than its class's forward runs {fallback.name}.",

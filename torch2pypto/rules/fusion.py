@@ -21,7 +21,7 @@ import textwrap
 from typing import Mapping, Sequence
 
 from torch2pypto.rules import templates
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, filled
 from torch2pypto.rules.fused_kernel import kernel_source
 from torch2pypto.rules.tile_program import FP32, INDEX, ROWS, VECTOR, Output, Program, Unfusible, torch_dtype
 from torch2pypto.rules.widths import needed
@@ -119,9 +119,9 @@ def definitions(
     requires = ["_fused_shape", "_launch", "_as_rows", kernel, fallback, "_reduction_operands"] if program.reduces else \
         ["_fused_shape", "_launch", kernel, fallback, "_row_blocks"]
     requires += ["_inlined"] if program.modules else []
-    doc = textwrap.fill(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
+    doc = filled(f"{where} as one PyPTO kernel: {', '.join(program.ops)}.", 92, subsequent_indent="    ")
     submodules = ", a submodule whose call runs more than its class's forward" if program.modules else ""
-    more = textwrap.fill(
+    more = filled(
         f"{' + '.join(dict.fromkeys(program.pypto))} in torch's dtypes, rounded where torch rounds. Operands "
         f"the kernel does not take (other shapes or dtypes, off the NPU{submodules}) run {fallback}.",
         92, initial_indent="    ", subsequent_indent="    ",

@@ -16,7 +16,7 @@ import textwrap
 from typing import Sequence
 
 from torch2pypto.rules import templates
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, filled
 from torch2pypto.rules.fused_kernel import block_group
 from torch2pypto.rules.fusion import FUSED_SHAPE, fallback_definition, narrow_rows, narrow_shape, tuple_text
 from torch2pypto.rules.kernel_ir import Assign, Param as KernelParam, Stmt
@@ -74,8 +74,8 @@ def definitions(wrapper: str, where: str, groups: Sequence[Group], params: Seque
     body += f"_launch({kernel}({', '.join(args)}), {', '.join(a for g in pieces for a in g.launched)})\n"
     body += f"return {', '.join(f'{o.name}_out.reshape(shape{g.suffix})' for g in pieces for o in g.results)}\n"
     ops = "; ".join(", ".join(program.ops) for program, _ in groups)
-    doc = textwrap.fill(f"{where} as one PyPTO kernel, a group of rows per statement ({labels}): {ops}.", 92, subsequent_indent="    ")
-    more = textwrap.fill(
+    doc = filled(f"{where} as one PyPTO kernel, a group of rows per statement ({labels}): {ops}.", 92, subsequent_indent="    ")
+    more = filled(
         f"{pypto_ops} in torch's dtypes, rounded where torch rounds. Operands the kernel does not take (other shapes or "
         f"dtypes, groups of other last dims, off the NPU) run {fallback}; autograd gets its gradients.",
         92, initial_indent="    ", subsequent_indent="    ",

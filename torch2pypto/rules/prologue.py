@@ -19,7 +19,7 @@ import dataclasses
 import textwrap
 
 from torch2pypto.rules import epilogue, gated, templates, wrappers
-from torch2pypto.rules.codegen import Definition, copied
+from torch2pypto.rules.codegen import Definition, copied, filled
 from torch2pypto.rules.fusion import INLINED, FUSED_SHAPE, tuple_text
 from torch2pypto.rules.kernel_ir import Assign, Do, Raw, call, items, pypto, when
 from torch2pypto.rules.tile_program import (FP32, ROWS, VECTOR, Output, Program, Unfusible, row_tile_loop, row_tile_params, row_tile_steps,
@@ -205,8 +205,8 @@ def outer(name: str, where: str, params: list[str], module: tuple[str, str], sep
     linear: ``then``) unless the MLP's call would run more than its class's forward, or
     ``dropout`` (an nn.Dropout between the call and the add) is not the identity, where
     ``separate`` (the region's call, then the submodule's or its call)."""
-    doc = textwrap.fill(f"{where} as two PyPTO kernels: the region as the prologue of {module[1]}.forward's gated pair, "
-                        f"{then}.", 92, subsequent_indent="    ")
+    doc = filled(f"{where} as two PyPTO kernels: the region as the prologue of {module[1]}.forward's gated pair, "
+              f"{then}.", 92, subsequent_indent="    ")
     text = (f'def {name}({", ".join(params)}):\n    """{doc}"""\n'
             f"    if {epilogue.not_inlined((module,), dropout)}:\n" + textwrap.indent(separate, " " * 8) + textwrap.indent(fused, "    "))
     return Definition(name, text, ("_inlined",))

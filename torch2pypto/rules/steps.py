@@ -9,6 +9,7 @@ their parts, and fused kernels are meant to be built from the same steps.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 from torch2pypto.rules.kernel_ir import Assign, Call, source
@@ -41,7 +42,14 @@ class Step:
 
     def render(self, target: str, operands: Sequence[str]) -> str:
         """:meth:`statement` as text."""
-        return source(self.statement(target, operands))
+        return _rendered(self, target, tuple(operands))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rendered(step: Step, target: str, operands: tuple[str, ...]) -> str:
+    """A step's statement as text, once per process: regions alike apply the same steps to the
+    same names. The key is all the text depends on (the frozen step, the target, the operands)."""
+    return source(step.statement(target, operands))
 
 
 def row_reduction(op: str) -> Step:

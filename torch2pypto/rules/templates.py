@@ -15,6 +15,7 @@ cast out; BF16 <-> FP16 casts go through FP32; reductions get 32-byte aligned ro
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 from torch2pypto.rules.codegen import Definition, copied
@@ -59,7 +60,15 @@ def factory(
     jit: tuple[Expr, str] = VECTOR,
 ) -> str:
     """The source of ``name(params)``, a ``functools.cache``'d factory of one jit ``kernel``."""
-    return source(Factory(name, tuple(params), doc, tuple(prelude), jit[0], tuple(kernel_params), tuple(body), jit[1]))
+    return _printed(Factory(name, tuple(params), doc, tuple(prelude), jit[0], tuple(kernel_params), tuple(body), jit[1]))
+
+
+@functools.lru_cache(maxsize=2048)
+def _printed(node: Factory) -> str:
+    """A factory's source, printed once per process: the same region copied into many model files
+    gives the same kernel. The key is the whole node (frozen, of strings and tuples), all its text
+    depends on."""
+    return source(node)
 
 
 def tensor(name: str, shape: Expr, dtype: str) -> Param:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 from typing import Mapping, Sequence
 
@@ -235,9 +236,9 @@ class Program:
         if key not in self._casts:
             base = value.text.split("_as_")[0].removesuffix("_fp32").removesuffix("_tile")
             target = self._fresh(f"{base}_{'fp32' if dtype == FP32 else 'as_' + dtype.removeprefix('pypto.DT_').lower()}")
-            setup, statements = templates.casting(target, value.dtype, dtype)
-            self.setup.append(source(setup))
-            self._emit(source([Assign(target, value.text), *statements]), [value])
+            setup, statements = _casting(target, value.text, value.dtype, dtype)
+            self.setup.append(setup)
+            self._emit(statements, [value])
             self._casts[key] = Operand(target, value.role, dtype, value.deps, value.width)
         return self._casts[key]
 
@@ -430,6 +431,14 @@ class Program:
         for k in range(len(self.body) + 1):
             peak = max(peak, sum(1 for t, s in starts.items() if s <= k <= ends.get(t, s)))
         return max(peak, 2)
+
+
+@functools.lru_cache(maxsize=4096)
+def _casting(target: str, text: str, src: str, dst: str) -> tuple[str, str]:
+    """The factory setup and kernel statements of tile ``target``, ``text`` cast from ``src`` to
+    ``dst`` (templates.casting), printed once per process: the key is all their text depends on."""
+    setup, statements = templates.casting(target, src, dst)
+    return source(setup), source([Assign(target, text), *statements])
 
 
 def _joined(values: Sequence[Operand], width: str) -> Call:
