@@ -45,7 +45,26 @@ def definitions(
     wrapper: str, where: str, program: Program, outputs: Sequence[Output], torch_source: str, returns: bool
 ) -> tuple[Definition, ...]:
     """The kernel factory, the torch fallback (``torch_source``: the region's statements, with the
-    parameters' names) and the wrapper ``wrapper`` of a built region."""
+    parameters' names) and the wrapper ``wrapper`` of a built region.
+
+    Built once per process: the same region copied into many model files gives the same
+    definitions. The key is every argument, the program's whole state included; at most
+    _DEFINED_MAX are kept."""
+    key = (wrapper, where, program.state(), tuple(outputs), torch_source, returns)
+    if key not in _DEFINED:
+        if len(_DEFINED) >= _DEFINED_MAX:
+            _DEFINED.clear()
+        _DEFINED[key] = _definitions(wrapper, where, program, outputs, torch_source, returns)
+    return _DEFINED[key]
+
+
+_DEFINED: dict[tuple, tuple[Definition, ...]] = {}
+_DEFINED_MAX = 2048
+
+
+def _definitions(
+    wrapper: str, where: str, program: Program, outputs: Sequence[Output], torch_source: str, returns: bool
+) -> tuple[Definition, ...]:
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]  # without the sites count
     kernel, fallback = f"{base}_kernel", f"_torch_{base}"
     params = program.params

@@ -114,6 +114,11 @@ class Program:
                 setattr(kept, name, value.copy())
         return kept
 
+    def state(self) -> tuple:
+        """All the program holds, hashable (its lists, dicts and sets frozen, in their order): a
+        key for text built of it."""
+        return tuple((name, _frozen(value)) for name, value in vars(self).items())
+
     @classmethod
     def after(cls, programs: Sequence[Program]) -> Program:
         """A program for the next group of rows of a grouped region: its kernel names are none of
@@ -431,6 +436,14 @@ class Program:
         for k in range(len(self.body) + 1):
             peak = max(peak, sum(1 for t, s in starts.items() if s <= k <= ends.get(t, s)))
         return max(peak, 2)
+
+
+def _frozen(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    return frozenset(value) if isinstance(value, set) else value
 
 
 @functools.lru_cache(maxsize=4096)
