@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from torch2pypto.rules.codegen import Definition
+from torch2pypto.rules.codegen import Definition, filled
 from torch2pypto.schema.entry import Entry, Param
 
 PRELUDE_NEEDS = ("_on_kernel_path", "_launch", "_with_torch_grad")
@@ -41,7 +41,7 @@ def wrapper(
 def {name}({params}):
     """{api(entry)} on a PyPTO kernel.
 
-    {textwrap.fill(f"{entry.category}: {how}.", 92, subsequent_indent="    ")}
+    {filled(f"{entry.category}: {how}.", 92, subsequent_indent="    ")}
     """
 {textwrap.indent(prologue, "    ")}
     def torch_path({operands}):
@@ -171,6 +171,6 @@ def region_wrapper(
 
 def docstring(summary: str, detail: str) -> str:
     """A wrapper's docstring in its def: ``summary`` filled to 92 columns, then the paragraph ``detail``."""
-    doc = textwrap.fill(summary, 92, subsequent_indent="    ")
-    more = textwrap.fill(detail, 92, initial_indent="    ", subsequent_indent="    ")
+    doc = filled(summary, 92, subsequent_indent="    ")
+    more = filled(detail, 92, initial_indent="    ", subsequent_indent="    ")
     return f'    """{doc}\n\n{more}\n    """\n'
