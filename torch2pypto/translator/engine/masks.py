@@ -12,6 +12,8 @@ the attention kernel computes in its tiles; any other use builds it as transform
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 
 from torch2pypto.rules.attention import CAUSAL_MASKS
 from torch2pypto.translator.engine.scopes import walk
@@ -31,7 +33,7 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
         return []
     names = set(imported)
     reads, bound, called, translated = [], set(), {}, set()  # one walk: a module imports the masks in most of the zoo
-    for node in walk(tree):
+    for node in (n for statement in _spelling(names, tree, lines) for n in walk(statement)):
         kind = type(node)
         if kind is ast.Name:
             if type(node.ctx) is ast.Load:
@@ -60,6 +62,21 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
             made.append((start, end, f"pypto_causal_mask_maker({node.id})"))
     taken = [(s, e) for s, e, _ in edits]
     return [] if any(s < e2 and s2 < e for s, e, _ in made for s2, e2 in taken) else sorted(made)
+
+
+def _spelling(names: set[str], tree: ast.Module, lines) -> list[ast.AST]:
+    """The top-level statements of ``tree`` on whose lines one of ``names`` is written: only they
+    can read, bind or call it (``tree`` whole for a text beyond ASCII, whose names Python normalizes)."""
+    if not lines.text.isascii():
+        return [tree]
+    found = sorted({bisect.bisect_right(lines.starts, m.start()) for m in re.finditer("|".join(map(re.escape, sorted(names))), lines.text)})
+    spelling = []
+    for statement in tree.body:
+        first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+        at = bisect.bisect_left(found, first)
+        if at < len(found) and found[at] <= statement.end_lineno:
+            spelling.append(statement)
+    return spelling
 
 
 def imported(outline: ast.Module) -> frozenset[str]:
