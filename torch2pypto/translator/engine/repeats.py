@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from torch2pypto.translator.engine.scopes import children
 from torch2pypto.translator.engine.syntax import FUNCTIONS
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
@@ -63,9 +64,11 @@ def _is_repeat_kv(function: ast.FunctionDef) -> bool:
 
 def _function(function, repeats: set[str], sdpa: set, lines) -> list[tuple[tuple, str]]:
     """The edits (span, new text) that defer ``function``'s own repeats, or none."""
-    parents = {id(c): p for p in ast.walk(function) for c in ast.iter_child_nodes(p)}
     calls = [c for c in _own(function) if isinstance(c, ast.Call) and lines.span(c) in sdpa]
     kv = {id(a): a.id for c in calls for a in _key_value(c) if isinstance(a, ast.Name)}
+    if not kv:
+        return []  # no sdpa call of its own reads a name: its nodes' parents left unfound
+    parents = {id(c): p for p in ast.walk(function) for c in children(p)}
     edits = []
     for statement in (s for s in _own(function) if _repeat(s, repeats) and s.targets[0].id in kv.values()):
         name = statement.targets[0].id
@@ -83,12 +86,12 @@ def _function(function, repeats: set[str], sdpa: set, lines) -> list[tuple[tuple
 
 def _own(function):
     """The nodes of ``function`` outside the functions and classes it defines."""
-    stack = list(ast.iter_child_nodes(function))
+    stack = children(function)
     while stack:
         node = stack.pop()
         yield node
         if not isinstance(node, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(children(node))
 
 
 def _key_value(call: ast.Call) -> list[ast.expr]:
