@@ -16,7 +16,7 @@ import bisect
 import re
 
 from torch2pypto.rules.attention import CAUSAL_MASKS
-from torch2pypto.translator.engine.scopes import walk
+from torch2pypto.translator.engine.scopes import children, walk
 
 NAMES = ("pypto_causal_mask", "pypto_causal_mask_maker")
 DEFINITION = CAUSAL_MASKS
@@ -33,7 +33,7 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
         return []
     names = set(imported)
     reads, bound, called, translated = [], set(), {}, set()  # one walk: a module imports the masks in most of the zoo
-    for node in (n for statement in _spelling(names, tree, lines) for n in walk(statement)):
+    for node in _spelling(names, tree, lines):
         kind = type(node)
         if kind is ast.Name:
             if type(node.ctx) is ast.Load:
@@ -65,18 +65,26 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
 
 
 def _spelling(names: set[str], tree: ast.Module, lines) -> list[ast.AST]:
-    """The top-level statements of ``tree`` on whose lines one of ``names`` is written: only they
-    can read, bind or call it (``tree`` whole for a text beyond ASCII, whose names Python normalizes)."""
+    """The nodes of ``tree`` that may read, bind or call one of ``names``: those of the statements on
+    whose lines one is written, the statements nested in these only where one is written on theirs
+    (every node for a text beyond ASCII, whose names Python normalizes)."""
     if not lines.text.isascii():
-        return [tree]
+        return walk(tree)
     found = sorted({bisect.bisect_right(lines.starts, m.start()) for m in re.finditer("|".join(map(re.escape, sorted(names))), lines.text)})
-    spelling = []
-    for statement in tree.body:
+    nodes, statements = [], list(tree.body)
+    while statements:
+        statement = statements.pop()
         first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
         at = bisect.bisect_left(found, first)
-        if at < len(found) and found[at] <= statement.end_lineno:
-            spelling.append(statement)
-    return spelling
+        if at == len(found) or found[at] > statement.end_lineno:
+            continue
+        nodes.append(statement)
+        for child in children(statement):
+            if isinstance(child, (ast.stmt, ast.excepthandler)):
+                statements.append(child)
+            else:
+                nodes += walk(child)
+    return nodes
 
 
 def imported(outline: ast.Module) -> frozenset[str]:
