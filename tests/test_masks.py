@@ -81,10 +81,12 @@ def test_the_calls_and_reads_of_the_masks_are_rewritten():
     assert "pypto_causal_mask" not in translate_source(REBOUND).code  # the name is not transformers' function there
 
 
-@pytest.mark.parametrize("comment", ["", "# caf\u00e9\n"])  # beyond ASCII: every node walked
+@pytest.mark.parametrize("comment", ["", "# caf\u00e9\n"])
 def test_a_mask_in_a_nested_block_is_found_and_a_nested_rebinding_too(comment):
     rewritten = "return pypto_causal_mask(create_causal_mask, config, embeds, None, None)"
     assert rewritten in translate_source(comment + NESTED).code
+    spelt = NESTED.replace("return create_causal_mask", "return \uff43reate_causal_mask")  # a fullwidth c: the same name to Python
+    assert rewritten in translate_source(comment + spelt).code
     rebound = NESTED.replace("def other(self, embeds):", "@staticmethod\n    def other(create_causal_mask):")
     assert "pypto_causal_mask" not in translate_source(comment + rebound).code
 

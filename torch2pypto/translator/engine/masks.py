@@ -67,10 +67,9 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
 def _spelling(names: set[str], tree: ast.Module, lines) -> list[ast.AST]:
     """The nodes of ``tree`` that may read, bind or call one of ``names``: those of the statements on
     whose lines one is written, the statements nested in these only where one is written on theirs
-    (every node for a text beyond ASCII, whose names Python normalizes)."""
-    if not lines.text.isascii():
-        return walk(tree)
-    found = sorted({bisect.bisect_right(lines.starts, m.start()) for m in re.finditer("|".join(map(re.escape, sorted(names))), lines.text)})
+    (a line beyond ASCII counts as one: Python normalizes the names written there)."""
+    found = {bisect.bisect_right(lines.starts, m.start()) for m in re.finditer("|".join(map(re.escape, sorted(names))), lines.text)}
+    found = sorted(found | lines.wide)
     nodes, statements = [], list(tree.body)
     while statements:
         statement = statements.pop()
