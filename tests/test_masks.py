@@ -48,6 +48,19 @@ from transformers.masking_utils import create_causal_mask
 def make(config, embeds, create_causal_mask=None):
     return create_causal_mask(config, embeds, None, None)
 '''
+NESTED = '''\
+import torch
+from transformers.masking_utils import create_causal_mask
+
+
+class Model(torch.nn.Module):
+    def other(self, embeds):
+        return embeds
+
+    def forward(self, config, embeds):
+        if embeds is not None:
+            return create_causal_mask(config, embeds, None, None)
+'''
 KERNEL = {"scaled_dot_product_attention_kernel.kernel": 1}
 ENTRY = load_table().by_api["torch.nn.functional.scaled_dot_product_attention"]
 MASK_OPS = {"le", "gt", "bitwise_and", "new_ones", "add"}  # building the mask (the kernel's band, made once, is none of them)
@@ -66,6 +79,16 @@ def test_the_calls_and_reads_of_the_masks_are_rewritten():
             "else pypto_causal_mask_maker(create_sliding_window_causal_mask)") in code
     assert translate_source(code).code == code
     assert "pypto_causal_mask" not in translate_source(REBOUND).code  # the name is not transformers' function there
+
+
+@pytest.mark.parametrize("comment", ["", "# caf\u00e9\n"])
+def test_a_mask_in_a_nested_block_is_found_and_a_nested_rebinding_too(comment):
+    rewritten = "return pypto_causal_mask(create_causal_mask, config, embeds, None, None)"
+    assert rewritten in translate_source(comment + NESTED).code
+    spelt = NESTED.replace("return create_causal_mask", "return \uff43reate_causal_mask")  # a fullwidth c: the same name to Python
+    assert rewritten in translate_source(comment + spelt).code
+    rebound = NESTED.replace("def other(self, embeds):", "@staticmethod\n    def other(create_causal_mask):")
+    assert "pypto_causal_mask" not in translate_source(comment + rebound).code
 
 
 def config(window=5, implementation="sdpa", **more):

@@ -35,6 +35,7 @@ class Classes:
         self._storing: list[ast.AST] | None = None  # the module's nodes that may store on self, in source order
         self._indexed: set[ast.ClassDef] = set()
         self._activations: dict[ast.expr, str | None] = {}
+        self._callee_only: dict[tuple[ast.AST, str], bool] = {}  # (function, name) -> the name read there only as a callee
 
     def _stores_in(self, cls: ast.ClassDef) -> list[ast.AST]:
         """The nodes of a class (and of its decorators) that may store on ``self``, in source order:
@@ -226,10 +227,13 @@ class Classes:
         name = names.pop() if len(names) == 1 else ""
         if not name.startswith("torch.nn.") or not name.rpartition(".")[2][:1].isupper():
             return None
-        nodes = walk(function)
-        callees = {id(n.func) for n in nodes if type(n) is ast.Call}
-        reads = (n for n in nodes if type(n) is ast.Name and n.id == func.id and type(n.ctx) is not ast.Store)
-        if any(id(n) not in callees for n in reads):
+        callee_only = self._callee_only.get((function, func.id))
+        if callee_only is None:  # found once per function and name: each call of the module asks
+            nodes = walk(function)
+            callees = {id(n.func) for n in nodes if type(n) is ast.Call}
+            reads = (n for n in nodes if type(n) is ast.Name and n.id == func.id and type(n.ctx) is not ast.Store)
+            self._callee_only[function, func.id] = callee_only = all(id(n) in callees for n in reads)
+        if not callee_only:
             return None
         return HeldModule(name, all(not v.args and not v.keywords for v in values), _literals(values))
 

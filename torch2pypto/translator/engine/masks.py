@@ -12,9 +12,11 @@ the attention kernel computes in its tiles; any other use builds it as transform
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 
 from torch2pypto.rules.attention import CAUSAL_MASKS
-from torch2pypto.translator.engine.scopes import walk
+from torch2pypto.translator.engine.scopes import children, walk
 
 NAMES = ("pypto_causal_mask", "pypto_causal_mask_maker")
 DEFINITION = CAUSAL_MASKS
@@ -31,7 +33,7 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
         return []
     names = set(imported)
     reads, bound, called, translated = [], set(), {}, set()  # one walk: a module imports the masks in most of the zoo
-    for node in walk(tree):
+    for node in _spelling(names, tree, lines):
         kind = type(node)
         if kind is ast.Name:
             if type(node.ctx) is ast.Load:
@@ -60,6 +62,28 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
             made.append((start, end, f"pypto_causal_mask_maker({node.id})"))
     taken = [(s, e) for s, e, _ in edits]
     return [] if any(s < e2 and s2 < e for s, e, _ in made for s2, e2 in taken) else sorted(made)
+
+
+def _spelling(names: set[str], tree: ast.Module, lines) -> list[ast.AST]:
+    """The nodes of ``tree`` that may read, bind or call one of ``names``: those of the statements on
+    whose lines one is written, the statements nested in these only where one is written on theirs
+    (a line beyond ASCII counts as one: Python normalizes the names written there)."""
+    found = {bisect.bisect_right(lines.starts, m.start()) for m in re.finditer("|".join(map(re.escape, sorted(names))), lines.text)}
+    found = sorted(found | lines.wide)
+    nodes, statements = [], list(tree.body)
+    while statements:
+        statement = statements.pop()
+        first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+        at = bisect.bisect_left(found, first)
+        if at == len(found) or found[at] > statement.end_lineno:
+            continue
+        nodes.append(statement)
+        for child in children(statement):
+            if isinstance(child, (ast.stmt, ast.excepthandler)):
+                statements.append(child)
+            else:
+                nodes += walk(child)
+    return nodes
 
 
 def imported(outline: ast.Module) -> frozenset[str]:

@@ -59,6 +59,7 @@ from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_
 _BLOCKS = ("body", "orelse", "finalbody")
 _STATEMENT_LISTS = ("body", "handlers", "orelse", "finalbody", "cases")  # in the order of each node's fields
 _NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
+_NESTED = frozenset({*FUNCTIONS, ast.ClassDef, ast.Lambda})  # what own_nodes does not walk into
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +201,7 @@ def module_functions(body: list[ast.stmt]) -> tuple[collections.Counter, dict[st
     functions by name (a module read in chunks adds up its chunks')."""
     bound = collections.Counter()
     for node in body:
-        for n in ast.walk(node) if not isinstance(node, (*FUNCTIONS, ast.ClassDef)) else [node]:
+        for n in walk(node) if not isinstance(node, (*FUNCTIONS, ast.ClassDef)) else [node]:
             if isinstance(n, (*FUNCTIONS, ast.ClassDef)):
                 bound[n.name] += 1
             elif type(n) is ast.Name and type(n.ctx) is not ast.Load:
@@ -271,8 +272,13 @@ class Finder:
         return {name for n in own_nodes(self.function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
 
     @functools.cached_property
+    def walked(self) -> list[ast.AST]:
+        """``walk(self.function)``, once."""
+        return walk(self.function)
+
+    @functools.cached_property
     def loads(self) -> list[ast.Name]:
-        return [n for n in walk(self.function) if type(n) is ast.Name and type(n.ctx) is ast.Load]
+        return [n for n in self.walked if type(n) is ast.Name and type(n.ctx) is ast.Load]
 
     @functools.cached_property
     def loads_of(self) -> dict[str, list[ast.Name]]:
@@ -284,9 +290,13 @@ class Finder:
 
     @functools.cached_property
     def deferred(self) -> set[int]:
-        """Names read by a nested function, whenever it runs."""
-        own = {id(n) for n in own_nodes(self.function)}
-        return {id(n) for n in self.loads if id(n) not in own}
+        """Names read by a nested function, whenever it runs: the reads outside the function's own
+        nodes (:func:`own_nodes`), those of its header and of the functions, lambdas and classes
+        it defines, found by walking these alone."""
+        body = set(map(id, self.function.body))
+        outside = [c for c in children(self.function) if id(c) not in body]
+        outside += [n for n in self.walked[1:] if type(n) in _NESTED]
+        return {id(n) for node in outside for n in walk(node) if type(n) is ast.Name and type(n.ctx) is ast.Load}
 
     @functools.cached_property
     def on_lines(self) -> list:

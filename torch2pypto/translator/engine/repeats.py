@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from torch2pypto.translator.engine.scopes import children, walk
 from torch2pypto.translator.engine.syntax import FUNCTIONS
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
@@ -42,7 +43,7 @@ def defer(tree: ast.Module, lines, conversions, edits) -> list[tuple[int, int, s
     if not repeats or not sdpa:
         return []
     made, taken = [], [(s, e) for s, e, _ in edits]
-    for function in (n for n in ast.walk(tree) if isinstance(n, FUNCTIONS)):
+    for function in (n for n in walk(tree) if isinstance(n, FUNCTIONS)):
         found = _function(function, repeats, sdpa, lines)
         spans = [(lines.offset(*sp[:2]), lines.offset(*sp[2:]), new) for sp, new in found]
         if spans and not any(s < e2 and s2 < e for s, e, _ in spans for s2, e2 in taken):
@@ -63,9 +64,11 @@ def _is_repeat_kv(function: ast.FunctionDef) -> bool:
 
 def _function(function, repeats: set[str], sdpa: set, lines) -> list[tuple[tuple, str]]:
     """The edits (span, new text) that defer ``function``'s own repeats, or none."""
-    parents = {id(c): p for p in ast.walk(function) for c in ast.iter_child_nodes(p)}
     calls = [c for c in _own(function) if isinstance(c, ast.Call) and lines.span(c) in sdpa]
     kv = {id(a): a.id for c in calls for a in _key_value(c) if isinstance(a, ast.Name)}
+    if not kv:
+        return []  # no sdpa call of its own reads a name: its nodes' parents left unfound
+    parents = {id(c): p for p in walk(function) for c in children(p)}
     edits = []
     for statement in (s for s in _own(function) if _repeat(s, repeats) and s.targets[0].id in kv.values()):
         name = statement.targets[0].id
@@ -74,7 +77,7 @@ def _function(function, repeats: set[str], sdpa: set, lines) -> list[tuple[tuple
         call = statement.value
         args = ", ".join(ast.get_source_segment(lines.text, a) for a in call.args)
         edits.append((lines.span(call), f"pypto_repeat_kv({call.func.id}, {args})"))
-        after = (n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+        after = (n for n in walk(function) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
         for node in (n for n in after if (n.lineno, n.col_offset) > (statement.end_lineno, statement.end_col_offset)):
             if id(node) not in kv and not _same_heads(node, parents):
                 edits.append((lines.span(node), f"pypto_repeated({name})"))
@@ -83,12 +86,12 @@ def _function(function, repeats: set[str], sdpa: set, lines) -> list[tuple[tuple
 
 def _own(function):
     """The nodes of ``function`` outside the functions and classes it defines."""
-    stack = list(ast.iter_child_nodes(function))
+    stack = children(function)
     while stack:
         node = stack.pop()
         yield node
         if not isinstance(node, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(children(node))
 
 
 def _key_value(call: ast.Call) -> list[ast.expr]:
@@ -119,7 +122,7 @@ def _unsafe(function, name: str) -> bool:
     """Whether ``name`` is declared global or nonlocal, deleted, changed in place (``name += x``)
     or read by a function or class ``function`` defines (which may run at any time)."""
     own = {id(n) for n in _own(function)}
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
             return True
         if isinstance(node, ast.Name) and node.id == name and (isinstance(node.ctx, ast.Del) or id(node) not in own):
