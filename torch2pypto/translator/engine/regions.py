@@ -33,8 +33,8 @@ A statement that does not fuse as a whole still holds regions: its largest expre
 first statement, a call of no torch op nor helper that fuses, or a subscript, that gives a tensor
 (``x.view(s)``, ``self.proj_helper(q)``) runs on the host as written and is an operand of the kernel.
 
-This module finds the regions (:class:`Finder`); :mod:`lowering` turns a region's expressions into
-its tile program.
+This module finds the regions (:class:`Finder`), asking :mod:`bounds` before it builds;
+:mod:`lowering` turns a region's expressions into its tile program.
 """
 
 from __future__ import annotations
@@ -49,16 +49,15 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
 from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
-from torch2pypto.translator.engine.inlining import takes
+from torch2pypto.translator.engine.bounds import Bounds, no_op
 from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
-from torch2pypto.translator.engine.scopes import INERT, children, walk
-from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, last_dim_slice, own_nodes
+from torch2pypto.translator.engine.scopes import children, walk
+from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
 _STATEMENT_LISTS = ("body", "handlers", "orelse", "finalbody", "cases")  # in the order of each node's fields
-_NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
 _NESTED = frozenset({*FUNCTIONS, ast.ClassDef, ast.Lambda})  # what own_nodes does not walk into
 
 
@@ -241,20 +240,19 @@ def _blocks(function: ast.AST):
                 stack.append((case.body, inner_loop))
 
 
-class Finder:
+class Finder(Bounds):
     """The regions of one function."""
 
     def __init__(self, sites, pending, lines, text: str, function) -> None:
+        super().__init__()
         self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
         self.loop_node = None  # the loop around the current block
         self.near: list = []  # the pending spans on the lines of the statement searched for expressions
         self._loops: dict[int, set[int]] = {}
-        self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
         self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
         self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
         self._inside: dict[int, tuple[ast.stmt, set[int]]] = {}  # id of a statement -> (it, :meth:`_ids`)
         self._reads: dict[int, tuple[ast.AST, frozenset[str], bool]] = {}  # id of an expression -> (it, :meth:`reads`)
-        self._ahead: dict[int, tuple[list, list[float]]] = {}  # id of a block -> (it, _ops_ahead of each statement)
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
@@ -391,55 +389,11 @@ class Finder:
                 best = j, built.snapshot()  # extended later, or left half-extended by a failure
         return best
 
-    def _candidates_end(self, statements: list[ast.stmt], i: int) -> int:
-        """Where the statements from ``i`` that a run may take end: at the first that is no
-        candidate, or after ``i`` evaluates a call that no kernel computes (:meth:`_host_call`; a
-        leaf computed on the host only in a region's first statement, it fails a build there). A run's
-        regions are prefixes of them, and a prefix that makes a region of its own (:meth:`_worth`)
-        makes the whole of them one too."""
-        j = i
-        while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
-            j += 1
-        return j
-
-    def _fails_first(self, value: ast.expr) -> bool:
-        """Whether a region whose first statement evaluates ``value`` (or the expression ``value``
-        alone) fails at once, found without building it: a statement of a leaf makes no op, and
-        ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
-        a call computed on the host), is a subscript but a last-dim slice (computed on the host),
-        or is a call no kernel computes (:meth:`_host_call`)."""
-        if self._ops_at_most(value) == 0:
-            return True
-        if type(value) is ast.Subscript:
-            return not last_dim_slice(value)
-        return type(value) is ast.Call and self._host_call(value)
-
-    def _host_call(self, value: ast.expr) -> bool:
-        """Whether ``value`` is a call that no kernel computes: one that inlines nothing
-        (:meth:`_inlines`) and is no pending site (computed on the host), or a module's or a
-        wrapper's."""
-        if type(value) is not ast.Call or self._inlines(value):
-            return False
-        attempt = self.pending.get(self.lines.span(value))
-        return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
-
     def failed(self, statement: ast.stmt) -> bool:
         """Whether the build of ``statement`` alone, as a region's first, is known to have failed
         (a run from it tried it): a later try of a region that starts with it need not build it."""
         alone = self._alone.get(id(statement.value))
         return alone is not None and alone[0] is statement.value and alone[1] == 0
-
-    def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
-        """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
-        :meth:`_ops_at_most` over the statements from ``i`` that may join it, found once per block."""
-        known = self._ahead.get(id(statements))
-        if known is None or known[0] is not statements:
-            ahead, count = [0.0] * len(statements), 0.0
-            for j in range(len(statements) - 1, -1, -1):
-                count = min(2, count + self._ops_at_most(statements[j].value)) if candidate(statements[j]) else 0.0
-                ahead[j] = count
-            known = self._ahead[id(statements)] = (statements, ahead)  # the block kept, so that its id is not reused
-        return known[1][i]
 
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
@@ -468,21 +422,8 @@ class Finder:
             if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                 continue  # its names are its own
             for inner in [child] if isinstance(child, ast.expr) else children(child):
-                if isinstance(inner, ast.expr) and not _no_op(inner):
+                if isinstance(inner, ast.expr) and not no_op(inner):
                     self.expression(inner, found)
-
-    def _worth(self, parts: list) -> bool:
-        """Whether statements or expressions ``parts`` make a region of their own: not one call of
-        a submodule (``h = self.norm(h)``, its own forward's region already) and names alone."""
-        calls = 0
-        for part in parts:
-            value = part.value if isinstance(part, ast.stmt) else part
-            if type(value) is ast.Name:
-                continue
-            if type(value) is not ast.Call or self.sites.inference.held_class(value.func) is None or any(type(a) is not ast.Name for a in value.args):
-                return True
-            calls += 1
-        return calls > 1
 
     def nodes(self, node: ast.AST) -> list[ast.AST]:
         """``walk(node)``, once per node (the builds of a statement and of its expressions read the same ones)."""
@@ -509,54 +450,6 @@ class Finder:
             computed = any(isinstance(n, COMPUTED) for n in nodes)
             known = self._reads[id(node)] = (node, names, computed)  # the node kept, so that its id is not reused
         return known[1], known[2]
-
-    def _ops_at_most(self, node: ast.AST) -> float:
-        """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
-        two), found without building: one per operator and subscript (a last-dim slice), one per pending call
-        site (its family's step), none for another call (an operand computed on the host, or no
-        region); a call that may inline a helper (:meth:`_inlines`), which may make many, counts as many."""
-        known = self._bounds.get(id(node))
-        if known is not None and known[0] is node:
-            return known[1]
-        kind = type(node)
-        if kind is ast.Call:
-            count = float("inf") if self._inlines(node) else 1 if self.lines.span(node) in self.pending else 0
-        else:
-            count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
-        for child in children(node):
-            if count >= 2:
-                break
-            kind = type(child)
-            if kind is ast.keyword:
-                child = child.value  # a keyword argument's bound is its value's
-                kind = type(child)
-            while kind is ast.Attribute:  # an attribute makes no op: its bound is its value's
-                child = child.value
-                kind = type(child)
-            if kind not in _NO_OPS:
-                count += self._ops_at_most(child)
-        self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
-        return count
-
-    def _inlines(self, call: ast.Call) -> bool:
-        """Whether a build may inline a function at ``call``: a helper of the module it names, the
-        method of the class or the forward of the submodule of a class of the module it calls; none
-        where each fails :func:`inlining.takes` (keywords, a decorator, parameters the call does not
-        fill one for one, a body of no straight line; a submodule's class with no forward of its own
-        or a ``__call__``), which no argument changes. A call that inlines nothing is a leaf, a
-        pending site's step or no op of a region; a helper of another chunk is not read here (it may inline)."""
-        func, inference = call.func, self.sites.inference
-        helper = self.helpers.get(func.id) if type(func) is ast.Name else None
-        if helper is not None and (callable(helper) or takes(call, helper, method=False)):
-            return True
-        method = inference.self_method(func)
-        if method is not None and takes(call, method, method=True):
-            return True
-        cls = inference.held_class(func)
-        if cls is None:
-            return False
-        forward = inference.method(cls, "forward")
-        return forward is not None and inference.method(cls, "__call__") is None and takes(call, forward, method=True)
 
     def _text(self, node: ast.AST) -> str:
         span = self.lines.span(node)
@@ -662,12 +555,6 @@ class Finder:
         found.edits.append((start, end, new))
         found.definitions.extend((start, d) for d in defined)
 
-
-def _no_op(node: ast.AST) -> bool:
-    """Whether ``node`` holds no op, seen at once (a name, a constant, ``self.x``): its bound is 0,
-    and it holds no expression that fuses."""
-    kind = type(node)
-    return kind in _NO_OPS or kind is ast.Attribute and type(node.value) is ast.Name
 
 
 def _expressions(statement: ast.stmt):

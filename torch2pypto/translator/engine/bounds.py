@@ -1,0 +1,140 @@
+"""Bounds: what a region may make, found without building it.
+
+A build that fails costs a lowering and a restore; most statements and expressions of a model
+make no region. :class:`Bounds` answers first, from the syntax and the decided call sites alone:
+an upper bound of the ops an expression or a run of statements makes (a region needs two), the
+first statements whose build fails at once, and the runs that are no region of their own.
+:class:`regions.Finder` asks before it builds.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from torch2pypto.translator.engine.inlining import takes
+from torch2pypto.translator.engine.scopes import INERT, children
+from torch2pypto.translator.engine.syntax import candidate, last_dim_slice
+
+_NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
+
+
+class Bounds:
+    """The bounds of one function's statements and expressions, each found once. A subclass sets
+    ``sites`` (the inference), ``pending`` (the pending call sites by span), ``lines`` and
+    ``helpers`` (the module's functions that a region may inline)."""
+
+    def __init__(self) -> None:
+        self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
+        self._ahead: dict[int, tuple[list, list[float]]] = {}  # id of a block -> (it, _ops_ahead of each statement)
+
+    def _ops_at_most(self, node: ast.AST) -> float:
+        """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
+        two), found without building: one per operator and subscript (a last-dim slice), one per pending call
+        site (its family's step), none for another call (an operand computed on the host, or no
+        region); a call that may inline a helper (:meth:`_inlines`), which may make many, counts as many."""
+        known = self._bounds.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        kind = type(node)
+        if kind is ast.Call:
+            count = float("inf") if self._inlines(node) else 1 if self.lines.span(node) in self.pending else 0
+        else:
+            count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
+        for child in children(node):
+            if count >= 2:
+                break
+            kind = type(child)
+            if kind is ast.keyword:
+                child = child.value  # a keyword argument's bound is its value's
+                kind = type(child)
+            while kind is ast.Attribute:  # an attribute makes no op: its bound is its value's
+                child = child.value
+                kind = type(child)
+            if kind not in _NO_OPS:
+                count += self._ops_at_most(child)
+        self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
+        return count
+
+    def _inlines(self, call: ast.Call) -> bool:
+        """Whether a build may inline a function at ``call``: a helper of the module it names, the
+        method of the class or the forward of the submodule of a class of the module it calls; none
+        where each fails :func:`inlining.takes` (keywords, a decorator, parameters the call does not
+        fill one for one, a body of no straight line; a submodule's class with no forward of its own
+        or a ``__call__``), which no argument changes. A call that inlines nothing is a leaf, a
+        pending site's step or no op of a region; a helper of another chunk is not read here (it may inline)."""
+        func, inference = call.func, self.sites.inference
+        helper = self.helpers.get(func.id) if type(func) is ast.Name else None
+        if helper is not None and (callable(helper) or takes(call, helper, method=False)):
+            return True
+        method = inference.self_method(func)
+        if method is not None and takes(call, method, method=True):
+            return True
+        cls = inference.held_class(func)
+        if cls is None:
+            return False
+        forward = inference.method(cls, "forward")
+        return forward is not None and inference.method(cls, "__call__") is None and takes(call, forward, method=True)
+
+    def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
+        """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
+        :meth:`_ops_at_most` over the statements from ``i`` that may join it, found once per block."""
+        known = self._ahead.get(id(statements))
+        if known is None or known[0] is not statements:
+            ahead, count = [0.0] * len(statements), 0.0
+            for j in range(len(statements) - 1, -1, -1):
+                count = min(2, count + self._ops_at_most(statements[j].value)) if candidate(statements[j]) else 0.0
+                ahead[j] = count
+            known = self._ahead[id(statements)] = (statements, ahead)  # the block kept, so that its id is not reused
+        return known[1][i]
+
+    def _fails_first(self, value: ast.expr) -> bool:
+        """Whether a region whose first statement evaluates ``value`` (or the expression ``value``
+        alone) fails at once, found without building it: a statement of a leaf makes no op, and
+        ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
+        a call computed on the host), is a subscript but a last-dim slice (computed on the host),
+        or is a call no kernel computes (:meth:`_host_call`)."""
+        if self._ops_at_most(value) == 0:
+            return True
+        if type(value) is ast.Subscript:
+            return not last_dim_slice(value)
+        return type(value) is ast.Call and self._host_call(value)
+
+    def _host_call(self, value: ast.expr) -> bool:
+        """Whether ``value`` is a call that no kernel computes: one that inlines nothing
+        (:meth:`_inlines`) and is no pending site (computed on the host), or a module's or a
+        wrapper's."""
+        if type(value) is not ast.Call or self._inlines(value):
+            return False
+        attempt = self.pending.get(self.lines.span(value))
+        return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
+
+    def _candidates_end(self, statements: list[ast.stmt], i: int) -> int:
+        """Where the statements from ``i`` that a run may take end: at the first that is no
+        candidate, or after ``i`` evaluates a call that no kernel computes (:meth:`_host_call`; a
+        leaf computed on the host only in a region's first statement, it fails a build there). A run's
+        regions are prefixes of them, and a prefix that makes a region of its own (:meth:`_worth`)
+        makes the whole of them one too."""
+        j = i
+        while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
+            j += 1
+        return j
+
+    def _worth(self, parts: list) -> bool:
+        """Whether statements or expressions ``parts`` make a region of their own: not one call of
+        a submodule (``h = self.norm(h)``, its own forward's region already) and names alone."""
+        calls = 0
+        for part in parts:
+            value = part.value if isinstance(part, ast.stmt) else part
+            if type(value) is ast.Name:
+                continue
+            if type(value) is not ast.Call or self.sites.inference.held_class(value.func) is None or any(type(a) is not ast.Name for a in value.args):
+                return True
+            calls += 1
+        return calls > 1
+
+
+def no_op(node: ast.AST) -> bool:
+    """Whether ``node`` holds no op, seen at once (a name, a constant, ``self.x``): its bound is 0,
+    and it holds no expression that fuses."""
+    kind = type(node)
+    return kind in _NO_OPS or kind is ast.Attribute and type(node.value) is ast.Name
