@@ -12,7 +12,6 @@ the expression as written.
 
 from __future__ import annotations
 
-
 from torch2pypto.rules import gated, templates, wrappers
 from torch2pypto.rules.codegen import Definition, copied, filled
 from torch2pypto.rules.fusion import INLINED

@@ -443,6 +443,5 @@ def _targets(node: ast.AST) -> list[ast.expr]:
     return [node.target]
 
 
-
 def is_self(node: ast.expr) -> bool:
     return type(node) is ast.Name and node.id == "self"
