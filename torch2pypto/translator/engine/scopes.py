@@ -149,16 +149,19 @@ class ModuleIndex:
         return found
 
     def _find_import_names(self, expr: ast.AST) -> set[str]:
-        parts: list[str] = []
         node = expr
         while type(node) is ast.Attribute:
-            parts.append(node.attr)
             node = node.value
         if type(node) is not ast.Name or node.id not in self._imported and node.id not in _BUILTINS:
-            return set()  # a local, a parameter, self: no import
+            return set()  # a local, a parameter, self: no import (most expressions asked: their path not spelt)
         scope = self.scope_of.get(node)
         if scope is None:
             return set()
+        parts: list[str] = []
+        current = expr
+        while current is not node:
+            parts.append(current.attr)
+            current = current.value
         suffix = "".join("." + p for p in reversed(parts))
         bindings = self.lookup(scope, node.id)
         if not bindings:
@@ -219,10 +222,14 @@ class ModuleIndex:
             for name in fields if fields is not None else _walked_fields(kind):  # children(node) inlined, symbols left out
                 value = getattr(node, name, None)
                 if isinstance(value, ast.AST):
+                    while type(value) is ast.Attribute:  # its visit would push its value alone: pushed in its place
+                        value = value.value
                     if type(value) is not ast.Constant:
                         push((value, scope))
                 elif type(value) is list:
                     for child in value:
+                        while type(child) is ast.Attribute:
+                            child = child.value
                         if child is not None and type(child) not in INERT:
                             push((child, scope))
 
