@@ -71,7 +71,8 @@ def bind(
     if starred and not rest:
         raise BindError("*args/**kwargs cannot be bound statically")
     bound: dict[str, T] = {}
-    positional = [p for p in params if not p.keyword_only]
+    positional, names, required = _signature(params)
+    positional = list(positional)
     if receiver is not None:
         bound[positional[0].name] = receiver
         positional = positional[1:]
@@ -84,7 +85,6 @@ def bind(
         if param.variadic:
             raise BindError(f"variadic *{param.name} is not mapped")
         bound[param.name] = value
-    names = {p.name for p in params if not p.variadic and not p.positional_only}
     for written, _, value in args:
         if written is None:
             continue
@@ -95,7 +95,30 @@ def bind(
             spelt = f" (as {written}=)" if written != keyword else ""
             raise BindError(f"argument {keyword!r} given twice{spelt}")
         bound[keyword] = value
-    missing = [p.name for p in params if p.required and p.name not in bound]
+    missing = [name for name in required if name not in bound]
     if missing and not starred:
         raise BindError(f"missing argument {missing[0]!r}", missing[0])
     return bound
+
+
+_SIGNATURES: dict[int, tuple] = {}  # id of a params tuple -> (it, what _signature found)
+_MAX_SIGNATURES = 1024  # a wrapper's params may be built per conversion: the cache starts over past this
+
+
+def _signature(params: tuple[Param, ...]) -> tuple[tuple[Param, ...], frozenset[str], tuple[str, ...]]:
+    """The positional parameters, the keyword names and the required names of ``params``, in
+    order: found once per tuple (an entry's, bound at each of its sites). Params are frozen and
+    the tuple is kept with its answer, so its id is not reused: the answer stays its own."""
+    known = _SIGNATURES.get(id(params))
+    if known is not None and known[0] is params:
+        return known[1]
+    found = (
+        tuple(p for p in params if not p.keyword_only),
+        frozenset(p.name for p in params if not p.variadic and not p.positional_only),
+        tuple(p.name for p in params if p.required),
+    )
+    if type(params) is tuple:  # a list could change: not kept
+        if len(_SIGNATURES) >= _MAX_SIGNATURES:
+            _SIGNATURES.clear()
+        _SIGNATURES[id(params)] = (params, found)
+    return found

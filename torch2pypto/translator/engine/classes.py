@@ -36,6 +36,7 @@ class Classes:
         self._indexed: set[ast.ClassDef] = set()
         self._activations: dict[ast.expr, str | None] = {}
         self._callee_only: dict[tuple[ast.AST, str], bool] = {}  # (function, name) -> the name read there only as a callee
+        self._inherited: dict[tuple[ast.ClassDef, str], ast.FunctionDef | None] = {}
 
     def _stores_in(self, cls: ast.ClassDef) -> list[ast.AST]:
         """The nodes of a class (and of its decorators) that may store on ``self``, in source order:
@@ -81,14 +82,22 @@ class Classes:
             return bindings[0].node
         return None
 
-    def inherited(self, cls: ast.ClassDef, name: str, depth: int = 0) -> ast.FunctionDef | None:
-        """The method ``name`` of a class or, depth first, of its bases of this module."""
+    def inherited(self, cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+        """The method ``name`` of a class or, depth first, of its bases of this module; found once
+        per class and name (fusion asks at each ``self.<name>(...)``; the class bodies and the
+        bindings of their bases' names do not change)."""
+        key = (cls, name)
+        if key not in self._inherited:
+            self._inherited[key] = self._inherited_from(cls, name, 0)
+        return self._inherited[key]
+
+    def _inherited_from(self, cls: ast.ClassDef, name: str, depth: int) -> ast.FunctionDef | None:
         method = _method(cls, name)
         if method is not None or depth > MAX_DEPTH:
             return method
         for base in cls.bases:
             local = self.local(base)
-            found = self.inherited(local, name, depth + 1) if local is not None else None
+            found = self._inherited_from(local, name, depth + 1) if local is not None else None
             if found is not None:
                 return found
         return None

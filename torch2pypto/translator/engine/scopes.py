@@ -26,6 +26,7 @@ _NO_NAMES: frozenset[str] = frozenset()
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _EAGER = (ast.ListComp, ast.SetComp, ast.DictComp)  # comprehensions that run where they are written
+_OPERATORS = frozenset({ast.BinOp, ast.UnaryOp, ast.Compare})  # nodes the index records as operators (and a read item)
 
 
 @dataclasses.dataclass(eq=False)
@@ -149,16 +150,19 @@ class ModuleIndex:
         return found
 
     def _find_import_names(self, expr: ast.AST) -> set[str]:
-        parts: list[str] = []
         node = expr
         while type(node) is ast.Attribute:
-            parts.append(node.attr)
             node = node.value
         if type(node) is not ast.Name or node.id not in self._imported and node.id not in _BUILTINS:
-            return set()  # a local, a parameter, self: no import
+            return set()  # a local, a parameter, self: no import (most expressions asked: their path not spelt)
         scope = self.scope_of.get(node)
         if scope is None:
             return set()
+        parts: list[str] = []
+        current = expr
+        while current is not node:
+            parts.append(current.attr)
+            current = current.value
         suffix = "".join("." + p for p in reversed(parts))
         bindings = self.lookup(scope, node.id)
         if not bindings:
@@ -191,24 +195,31 @@ class ModuleIndex:
     # --- the walk ------------------------------------------------------------------------
 
     def _walk(self, statements: list[ast.stmt]) -> None:
+        """Visit every node but the contexts and operator symbols, each with its scope: names,
+        calls and operators recorded here, what binds or opens a scope by its handler, anything
+        else by pushing its children. An attribute's visit would only push its value: an attribute
+        chain's root is pushed in its place, visited in its turn (the stack is last in, first out)."""
         stack: list[tuple[ast.AST, Scope]] = [(s, self.module) for s in statements]
-        push = stack.append
+        push, pop = stack.append, stack.pop
         scope_of = self.scope_of
         handlers = self._handlers()
         known = _WALKED_FIELDS.get
+        add_call, add_operator = self.calls.append, self.operators.append
+        name_type, call_type, attribute_type, constant_type = ast.Name, ast.Call, ast.Attribute, ast.Constant
+        store_type, load_type, subscript_type = ast.Store, ast.Load, ast.Subscript
         while stack:
-            node, scope = stack.pop()
+            node, scope = pop()
             kind = type(node)
-            if kind is ast.Name:
+            if kind is name_type:
                 scope_of[node] = scope
-                if type(node.ctx) is ast.Store:
+                if type(node.ctx) is store_type:
                     self._bind(scope, node.id, Binding(OTHER, node))
                 continue
-            if kind is ast.Call:
-                self.calls.append(node)
+            if kind is call_type:
+                add_call(node)
                 scope_of[node] = scope
-            elif kind in (ast.BinOp, ast.UnaryOp, ast.Compare) or kind is ast.Subscript and type(node.ctx) is ast.Load:
-                self.operators.append(node)
+            elif kind in _OPERATORS or kind is subscript_type and type(node.ctx) is load_type:
+                add_operator(node)
                 scope_of[node] = scope
             else:
                 handler = handlers.get(kind)
@@ -219,10 +230,14 @@ class ModuleIndex:
             for name in fields if fields is not None else _walked_fields(kind):  # children(node) inlined, symbols left out
                 value = getattr(node, name, None)
                 if isinstance(value, ast.AST):
-                    if type(value) is not ast.Constant:
+                    while type(value) is attribute_type:
+                        value = value.value
+                    if type(value) is not constant_type:
                         push((value, scope))
                 elif type(value) is list:
                     for child in value:
+                        while type(child) is attribute_type:
+                            child = child.value
                         if child is not None and type(child) not in INERT:
                             push((child, scope))
 

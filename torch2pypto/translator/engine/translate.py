@@ -377,7 +377,11 @@ class _Lines:
         self.wide = set() if text.isascii() else {bisect.bisect_right(self.starts, m.start()) for m in _BEYOND_ASCII.finditer(text)}
 
     def span(self, node: ast.AST) -> Span:
-        """0-based character columns of a node's start and end."""
+        """0-based character columns of a node's start and end (on lines of ASCII only, the byte
+        columns themselves: what :meth:`_column` gives there, without asking it)."""
+        line, end_line, wide = node.lineno, node.end_lineno, self.wide
+        if line not in wide and end_line not in wide:
+            return line, node.col_offset, end_line, node.end_col_offset
         return (
             node.lineno,
             self._column(node.lineno, node.col_offset),
