@@ -80,7 +80,8 @@ def ordered(definitions: Iterable[Definition]) -> list[Definition]:
     for d in definitions:
         add(d.name)
     prelude = [d for d in PRELUDE if d.name in result]
-    return prelude + [d for d in result.values() if d not in prelude]
+    names = {d.name for d in prelude}  # equal definitions have equal names: most are told apart by them alone
+    return prelude + [d for d in result.values() if d.name not in names or d not in prelude]
 
 
 Edit = tuple[int, int, str]  # replace code[start:end] with the text
