@@ -23,7 +23,7 @@ import libcst as cst
 # belong to nodes of their own), triple-quoted strings (plain strings' commas and brackets
 # :func:`_skeleton` hides, and it tells of prefixed ones), lambdas (whose parameters are
 # separated by commas) and walruses (which need parentheses alone)
-_WHOLE = re.compile(r"[^\S ]|[#\\]|'''|\"\"\"|lambda|:=")
+_WHOLE = re.compile(r"[^\S ]|[#\\]|'''|\"\"\"|\blambda\b|:=")
 _STRING = re.compile(r"\"[^\"]*\"|'[^']*'")
 _NAME = re.compile(r"[^\W\d]\w*")
 _WORD = re.compile(r"\w+")
@@ -162,12 +162,11 @@ def _call(text: str, func: str, opened: int, commas: tuple[int, ...], lpar: tupl
                 return None
             spaces = piece[leads[i] + len(value):]
             if i + 1 < len(pieces):
-                comma, after = _comma(spaces, " " * leads[i + 1]), _space("")
+                args.append(_argument(value, (spaces, " " * leads[i + 1]), ""))
             elif trailing is not None:
-                comma, after = _comma(spaces, trailing), _space("")
+                args.append(_argument(value, (spaces, trailing), ""))
             else:
-                comma, after = cst.MaybeSentinel.DEFAULT, _space(spaces)
-            args.append(_argument(value).with_changes(comma=comma, whitespace_after_arg=after))
+                args.append(_argument(value, None, spaces))
         args = tuple(args)
     return cst.Call(_expression(func), args, lpar, rpar, _space(text[len(func):opened]), _space(before))
 
@@ -262,16 +261,18 @@ def _operand(skeleton: str) -> bool:
 
 
 @functools.lru_cache(maxsize=20_000)
-def _argument(text: str) -> cst.Arg:
-    """An argument with no comma and no space after it: ``value``, ``*value``, ``name=value``."""
+def _argument(text: str, comma: tuple[str, str] | None, after: str) -> cst.Arg:
+    """An argument ``value``, ``*value`` or ``name=value``, with its comma (the spaces before and
+    after it) or none, and the spaces after it."""
     match = _ARGUMENT.match(text)
     star, after_star, name, before_equal, after_equal = match.groups()
     value = _expression(text[match.end():])
+    spaces = {"comma": cst.MaybeSentinel.DEFAULT if comma is None else _comma(*comma), "whitespace_after_arg": _space(after)}
     if star:
-        return cst.Arg(value, star=star, whitespace_after_star=_space(after_star))
+        return cst.Arg(value, star=star, whitespace_after_star=_space(after_star), **spaces)
     if name:
-        return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(_space(before_equal), _space(after_equal)))
-    return cst.Arg(value)
+        return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(_space(before_equal), _space(after_equal)), **spaces)
+    return cst.Arg(value, **spaces)
 
 
 def _keywords(skeleton: str) -> bool:
