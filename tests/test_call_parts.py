@@ -28,6 +28,8 @@ TEXTS = [
     "a ** -b", "a - - b", "-a * -b", "a *- b", "True", "None.x", "x.None", "x.True", "True(x)", "not(x).y",
     "f('a, b', c)", "f(\"a(\", 'b]')", "x == 'a'", "'a' + x", "f(\"a\" \"b\")", "f(f'{x}')", "f(rb'x')",
     "f('''a''')", "f('it''s')", "'a'.join(x)", "f(\"a#b\")", "torch.einsum(\"bhwc,hkc->bhwk\", q, k)", "f('", "f(\"a)",
+    "f(\n    a,\n    b,\n)", "f(\n    a, dim=\n    -1\n)", "f(a,  \n\n  \n    b\n)", "f(\n)", "f(a\n, b)", "f(*\nargs)", "(a\n    // b)",
+    "a ==\n -1", "x[\n1]", "(\n a)", "(\n a, b)", "[a,\n b]", "f(a,\r\n b)", "f(a,\r b)", "f(a,\tb)", "a\nb", "\na", "a\n",
 ]
 
 

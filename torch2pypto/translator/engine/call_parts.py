@@ -1,14 +1,14 @@
 """Parse a call's or an operator's text into the libcst tree ``libcst.parse_expression`` gives, reusing parts.
 
-A converted call is parsed on its own (:mod:`transform`), and most such calls are one line of
-a callee applied to plain arguments (``self.proj(hidden_states, dim=-1)``) or one operator
-between primaries (``attn_weights * scaling``), whose parts recur across calls: the callee, each
-argument or operand, the spaces around commas. For such a text the tree is assembled from those
-parts, each parsed once (names, numbers, calls, subscripts, attributes, parenthesized
-expressions, tuples, lists and operators in them assembled alike) and shared: libcst nodes are
-immutable, and no rule tells two equal nodes apart by identity. Where the parts of a text might
-not parse alone as they do in place, or where libcst places spaces in ways not written here, it
-is parsed whole.
+A converted call is parsed on its own (:mod:`transform`), and most such calls are a callee
+applied to plain arguments (``self.proj(hidden_states, dim=-1)``) or one operator between
+primaries (``attn_weights * scaling``), whose parts recur across calls: the callee, each argument
+or operand, the spaces and line breaks around commas. For such a text the tree is assembled from
+those parts, each parsed once (names, numbers, plain strings, calls, subscripts, attributes,
+parenthesized expressions, tuples, lists and operators in them assembled alike) and shared:
+libcst nodes are immutable, and no rule tells two equal nodes apart by identity. Where the parts
+of a text might not parse alone as they do in place, or where libcst places spaces in ways not
+written here, it is parsed whole.
 """
 
 from __future__ import annotations
@@ -19,20 +19,21 @@ import re
 
 import libcst as cst
 
-# texts parsed whole: whitespace other than spaces (a line break, a comment, a continuation
-# belong to nodes of their own), triple-quoted strings (plain strings' commas and brackets
+# texts parsed whole: whitespace other than spaces and LF line breaks (a CR, a comment, a
+# continuation belong to nodes of their own), triple-quoted strings (plain strings' commas and brackets
 # :func:`_skeleton` hides, and it tells of prefixed ones), lambdas (whose parameters are
 # separated by commas) and walruses (which need parentheses alone)
-_WHOLE = re.compile(r"[^\S ]|[#\\]|'''|\"\"\"|\blambda\b|:=")
+_WHOLE = re.compile(r"[^\S \n]|[#\\]|'''|\"\"\"|\blambda\b|:=")
 _STRING = re.compile(r"\"[^\"]*\"|'[^']*'")
 _NAME = re.compile(r"[^\W\d]\w*")
 _WORD = re.compile(r"\w+")
+_BLANK = " \n"  # what may stand between tokens (within the parentheses the text is parsed in)
 _CONSTANTS = frozenset(("True", "False", "None"))  # keywords that are names to libcst
 _TOKENS = re.compile(rf"[()\[\]{{}},]|{_STRING.pattern}")  # what _skeleton looks at
 # a primary in a skeleton (:func:`_skeleton`): names and bracketed groups joined by dots, calls
 # or subscripts (``x[0].float``, ``(a + b).sum``, ``f (x)``); no operator, number or other space
 _PRIMARY = re.compile(rf"(?:{_NAME.pattern}|[(\[{{]_*[)\]}}])(?:\.{_NAME.pattern}| *[(\[{{]_*[)\]}}])*")
-_ARGUMENT = re.compile(rf"(?:(\*\*?)( *)|({_NAME.pattern})( *)=(?!=)( *))?")  # a star, or a keyword and its equal sign
+_ARGUMENT = re.compile(rf"(?:(\*\*?)([ \n]*)|({_NAME.pattern})([ \n]*)=(?!=)([ \n]*))?")  # a star, or a keyword and its equal sign
 _NUMBER = re.compile(r"\d+(?:\.\d*)?")
 _INTEGER = re.compile(r"[1-9]\d*|0+")  # as Python writes them (no 01)
 _SYMBOLS = re.compile(r"[-+*/%@&|^<>=!~]+")  # the characters of operators
@@ -53,7 +54,7 @@ _PARENTHESES = (_LEFT,), (_RIGHT,)  # of the text parsed as "(text)"
 
 def parse(text: str) -> cst.BaseExpression:
     """``libcst.parse_expression(f"({text})")``, raising what it raises."""
-    if not _WHOLE.search(text):
+    if text and text[0] not in _BLANK and text[-1] not in _BLANK and not _WHOLE.search(text):
         try:
             node = _build(text, *_PARENTHESES)
         except (cst.ParserSyntaxError, RecursionError):  # a part that is no expression: libcst says why in place
@@ -150,19 +151,19 @@ def _call(text: str, func: str, opened: int, commas: tuple[int, ...], lpar: tupl
     None for an empty argument (``f(a,,b)``)."""
     bounds = [opened, *commas, len(text) - 1]
     pieces = [text[a + 1:b] for a, b in zip(bounds, bounds[1:])]
-    trailing = pieces.pop() if len(pieces) > 1 and not pieces[-1].strip(" ") else None  # after a trailing comma
-    leads = [len(p) - len(p.lstrip(" ")) for p in pieces]
-    if len(pieces) == 1 and not pieces[0].strip(" "):  # no argument
+    trailing = pieces.pop() if len(pieces) > 1 and not pieces[-1].strip(_BLANK) else None  # after a trailing comma
+    leads = [p[:len(p) - len(p.lstrip(_BLANK))] for p in pieces]
+    if len(pieces) == 1 and not pieces[0].strip(_BLANK):  # no argument
         args, before = (), pieces[0]
     else:
-        args, before = [], " " * leads[0]
+        args, before = [], leads[0]
         for i, piece in enumerate(pieces):
-            value = piece.strip(" ")
+            value = piece.strip(_BLANK)
             if not value:
                 return None
-            spaces = piece[leads[i] + len(value):]
+            spaces = piece[len(leads[i]) + len(value):]
             if i + 1 < len(pieces):
-                args.append(_argument(value, (spaces, " " * leads[i + 1]), ""))
+                args.append(_argument(value, (spaces, leads[i + 1]), ""))
             elif trailing is not None:
                 args.append(_argument(value, (spaces, trailing), ""))
             else:
@@ -175,10 +176,10 @@ def _parenthesized(text: str, commas: tuple[int, ...], lpar: tuple, rpar: tuple)
     """``(value)`` or a tuple ``(a, b)``, within ``lpar`` and ``rpar``."""
     if not commas:
         inner = text[1:-1]
-        value = inner.strip(" ")
+        value = inner.strip(_BLANK)
         if not value:
             return None
-        before = inner[:len(inner) - len(inner.lstrip(" "))]
+        before = inner[:len(inner) - len(inner.lstrip(_BLANK))]
         after = inner[len(before) + len(value):]
         return _build(value, (*lpar, cst.LeftParen(_space(before))), (cst.RightParen(_space(after)), *rpar))
     elements = _elements(text, 0, commas)
@@ -205,7 +206,7 @@ def _elements(text: str, opened: int, commas: tuple[int, ...]) -> list[tuple[str
         last = _comma("", "")
     leads = ["", *(p[:1] if p[:1] == " " else "" for p in pieces[1:])]
     values = [p[len(lead):] for p, lead in zip(pieces, leads)]
-    if any(not v or v[0] == " " or v[-1] == " " for v in values):
+    if any(not v or v[0] in _BLANK or v[-1] in _BLANK for v in values):
         return None
     return [(v, _comma("", leads[i + 1]) if i + 1 < len(values) else last) for i, v in enumerate(values)]
 
@@ -222,7 +223,7 @@ def _subscript_element(value: str, comma) -> cst.SubscriptElement | None:
         return None
     bounds = [-1, *colons, len(value)]
     parts = [value[a + 1:b] for a, b in zip(bounds, bounds[1:])]
-    if any(p != p.strip(" ") for p in parts):
+    if any(p != p.strip(_BLANK) for p in parts):
         return None
     lower, upper, step = [_expression(p) if p else None for p in parts] + [None] * (3 - len(parts))
     second = cst.Colon() if len(colons) == 2 else cst.MaybeSentinel.DEFAULT
@@ -234,12 +235,12 @@ def _operation(text: str, skeleton: str, lpar: tuple, rpar: tuple) -> cst.BaseEx
     or :data:`_PRIMARY` s (``-x``, ``a * b``, ``x.sum(-1) > 0``, ``a == -1``: no precedence to
     settle), assembled; else None."""
     found = list(_SYMBOLS.finditer(skeleton))
-    signed = len(found) == 2 and found[1].group() in _UNARY and not skeleton[found[0].end():found[1].start()].strip(" ")
+    signed = len(found) == 2 and found[1].group() in _UNARY and not skeleton[found[0].end():found[1].start()].strip(_BLANK)
     if len(found) != 1 and not signed:  # not one operator, nor one and a unary one on its right (a * -1)
         return None
     symbol, (start, end) = found[0].group(), found[0].span()
-    left, right = text[:start].rstrip(" "), text[end:].lstrip(" ")
-    if not _operand(skeleton[found[-1].end():].lstrip(" ")) or signed and not left:
+    left, right = text[:start].rstrip(_BLANK), text[end:].lstrip(_BLANK)
+    if not _operand(skeleton[found[-1].end():].lstrip(_BLANK)) or signed and not left:
         return None
     after = _space(text[end:len(text) - len(right)])
     if not left:
@@ -281,8 +282,13 @@ def _keywords(skeleton: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _space(spaces: str) -> cst.SimpleWhitespace:
-    return cst.SimpleWhitespace(spaces)
+def _space(spaces: str) -> cst.BaseParenthesizableWhitespace:
+    """Spaces, or spaces and line breaks as libcst parses them within parentheses."""
+    if "\n" not in spaces:
+        return cst.SimpleWhitespace(spaces)
+    first, *empty, last = spaces.split("\n")
+    lines = tuple(cst.EmptyLine(whitespace=cst.SimpleWhitespace(line)) for line in empty)
+    return cst.ParenthesizedWhitespace(cst.TrailingWhitespace(cst.SimpleWhitespace(first)), lines, True, cst.SimpleWhitespace(last))
 
 
 @functools.lru_cache(maxsize=1024)
