@@ -26,9 +26,10 @@ import libcst as cst
 _WHOLE = re.compile(r"[^\S \n]|[#\\]|'''|\"\"\"|\blambda\b|:=")
 _STRING = re.compile(r"\"[^\"]*\"|'[^']*'")
 _NAME = re.compile(r"[^\W\d]\w*")
-_WORD = re.compile(r"\w+")
 _BLANK = " \n"  # what may stand between tokens (within the parentheses the text is parsed in)
 _CONSTANTS = frozenset(("True", "False", "None"))  # keywords that are names to libcst
+# a keyword but a constant, or a constant as an attribute's name (``not(x)`` is no call, ``x.None`` no attribute)
+_KEYWORD = re.compile(rf"(?<!\w)(?:{'|'.join(sorted(set(keyword.kwlist) - _CONSTANTS))})(?!\w)|\.(?:{'|'.join(sorted(_CONSTANTS))})(?!\w)")
 _TOKENS = re.compile(rf"[()\[\]{{}},]|{_STRING.pattern}")  # what _skeleton looks at
 # a primary in a skeleton (:func:`_skeleton`): names and bracketed groups joined by dots, calls
 # or subscripts (``x[0].float``, ``(a + b).sum``, ``f (x)``); no operator, number or other space
@@ -87,7 +88,7 @@ def _build(text: str, lpar: tuple, rpar: tuple) -> cst.BaseExpression | None:
     if scan is None:
         return None
     skeleton, commas = scan
-    if not _PRIMARY.fullmatch(skeleton) or _keywords(skeleton):
+    if not _PRIMARY.fullmatch(skeleton) or _KEYWORD.search(skeleton):
         return _operation(text, skeleton, lpar, rpar)
     if skeleton[-1] not in _CLOSE:  # an attribute: a primary, a dot and a name
         head, _, name = text.rpartition(".")
@@ -258,7 +259,7 @@ def _operation(text: str, skeleton: str, lpar: tuple, rpar: tuple) -> cst.BaseEx
 
 def _operand(skeleton: str) -> bool:
     """Whether an operand's skeleton is a number, a string or a :data:`_PRIMARY`."""
-    return bool(_NUMBER.fullmatch(skeleton) or _STRING.fullmatch(skeleton) or _PRIMARY.fullmatch(skeleton) and not _keywords(skeleton))
+    return bool(_NUMBER.fullmatch(skeleton) or _STRING.fullmatch(skeleton) or _PRIMARY.fullmatch(skeleton) and not _KEYWORD.search(skeleton))
 
 
 @functools.lru_cache(maxsize=20_000)
@@ -274,11 +275,6 @@ def _argument(text: str, comma: tuple[str, str] | None, after: str) -> cst.Arg:
     if name:
         return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(_space(before_equal), _space(after_equal)), **spaces)
     return cst.Arg(value, **spaces)
-
-
-def _keywords(skeleton: str) -> bool:
-    """Whether a name outside brackets is a keyword but a constant (``not(x)`` is no call, ``x.None`` no attribute)."""
-    return any(keyword.iskeyword(name) and (name not in _CONSTANTS or "." + name in skeleton) for name in _WORD.findall(skeleton))
 
 
 @functools.lru_cache(maxsize=1024)
