@@ -20,6 +20,16 @@ TEXTS = [
     "a * b", "a   //   2", "a**b", "x.sum(-1) > 0", "a != b.c(d)", "-x", "- x.y", "~m", "(a + b) @ c", "x * y.z",
     "1.0 / x", "x[i] + 1", "a * -1", "a<-b", "--x", "a < b < c", "a + b * c", "x * 1e-5", "a if b else c", "not x",
     "f(x * y.z, -x.y, a == b, 2 * f(x), f(x) * 2)",
+    "x[0]", "x.shape[-1]", "x[:, None]", "x[..., 0]", "x[:, :, 1::2].cos()", "x[a:b, ::2, :-1]", "x [1]", "x[ 1 ]",
+    "x[a , b]", "x[a,]", "x[a, ]", "x[a : b]", "x[*a]", "x[a:b:c:d]", "x[]", "x[(1)]", "x(a)[b](c).d[e:f]",
+    "(a)", "((a))", "( a )", "(a + b)", "(f(x)).sum", "(x for x in y)", "()", "( )", "(a]", "f(a]",
+    "(a, b)", "(a,)", "(a,b)", "(a , b)", "( a, b )", "(a, b, )", "(*a, b)", "[a, b]", "[a]", "[]", "[a, *b]",
+    "[x for x in y]", "{a: b}.get(a)", "{a, b}", "0", "00", "01", "1.", "1.5", "1e-5", "1_000", "x * -1", "a == -100",
+    "a ** -b", "a - - b", "-a * -b", "a *- b", "True", "None.x", "x.None", "x.True", "True(x)", "not(x).y",
+    "f('a, b', c)", "f(\"a(\", 'b]')", "x == 'a'", "'a' + x", "f(\"a\" \"b\")", "f(f'{x}')", "f(rb'x')",
+    "f('''a''')", "f('it''s')", "'a'.join(x)", "f(\"a#b\")", "torch.einsum(\"bhwc,hkc->bhwk\", q, k)", "f('", "f(\"a)",
+    "f(\n    a,\n    b,\n)", "f(\n    a, dim=\n    -1\n)", "f(a,  \n\n  \n    b\n)", "f(\n)", "f(a\n, b)", "f(*\nargs)", "(a\n    // b)",
+    "a ==\n -1", "x[\n1]", "(\n a)", "(\n a, b)", "[a,\n b]", "f(a,\r\n b)", "f(a,\r b)", "f(a,\tb)", "a\nb", "\na", "a\n",
 ]
 
 
@@ -38,11 +48,11 @@ def test_parse_builds_libcsts_tree(text):
     _same(text)
 
 
-def test_parse_builds_libcsts_tree_for_every_call_and_operator_of_a_module():
+def test_parse_builds_libcsts_tree_for_every_expression_of_a_module():
     source = Path(regions_module.__file__).read_text()
     lines = _Lines(source)
     for node in ast.walk(ast.parse(source)):
-        if type(node) in (ast.Call, ast.BinOp, ast.Compare, ast.UnaryOp):
+        if isinstance(node, ast.expr) and not isinstance(node, ast.Starred):
             line, column, end_line, end_column = lines.span(node)
             _same(source[lines.offset(line, column):lines.offset(end_line, end_column)])
 
@@ -51,3 +61,12 @@ def test_parse_shares_the_parts_of_plain_calls_and_operators():
     assert parse("torch.rsqrt(hidden_states)").args[0].value is parse("torch.exp(hidden_states)").args[0].value
     assert parse("torch.rsqrt(hidden_states)").func.value is parse("torch.exp(hidden_states)").func.value
     assert parse("hidden_states * 2").left is parse("torch.exp(hidden_states)").args[0].value
+
+
+def test_parse_shares_subscripts_tuples_lists_numbers_and_strings():
+    call = parse("f(x[:, None], (a, b), [a, b], -1, 'a')")
+    assert call.args[0].value is parse("x[:, None] * 2").left
+    assert call.args[1].value is parse("g((a, b))").args[0].value
+    assert call.args[2].value is parse("g([a, b])").args[0].value
+    assert call.args[3].value is parse("g(-1)").args[0].value
+    assert call.args[4].value is parse("x == 'a'").comparisons[0].comparator

@@ -82,3 +82,20 @@ def test_modules_without_conversions_are_untouched(source):
 def test_module_without_imports_gets_the_section_at_the_top():
     out = translate("from torch import exp\ny = exp(z)\n").code
     assert re.match(r"from torch import exp\n\n\n# ---- torch2pypto", out)
+
+
+
+def test_ordered_puts_the_prelude_first_and_each_definition_after_what_it_requires():
+    from torch2pypto.rules.codegen import PRELUDE, Definition
+    from torch2pypto.translator.engine.emit import ordered
+
+    assert len({d.name for d in PRELUDE}) == len(PRELUDE)  # ordered tells the prelude's definitions by name
+    first = PRELUDE[0]
+    b = Definition("b", "b = 1\n", requires=(first.name,))
+    a = Definition("a", "a = b\n", requires=("b",))
+    prelude = ordered([first])
+    assert prelude[-1] is first and all(d in PRELUDE for d in prelude)
+    assert ordered([a, b, a]) == [*prelude, b, a]
+    assert ordered([Definition(first.name, first.source, first.requires, first.imports)]) == prelude  # equal: the prelude's
+    changed = Definition(first.name, first.source + "# tuned\n", first.requires, first.imports)
+    assert ordered([changed]) == [*prelude, changed]

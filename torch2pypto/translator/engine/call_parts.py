@@ -1,12 +1,14 @@
 """Parse a call's or an operator's text into the libcst tree ``libcst.parse_expression`` gives, reusing parts.
 
-A converted call is parsed on its own (:mod:`transform`), and most such calls are one line of
-a callee applied to plain arguments (``self.proj(hidden_states, dim=-1)``) or one operator
-between primaries (``attn_weights * scaling``), whose parts recur across calls: the callee, each
-argument or operand, the spaces around commas. For such a text the tree is assembled from those
-parts, each parsed once (calls, operators and dotted names in them assembled alike) and shared:
-libcst nodes are immutable, and no rule tells two equal nodes apart by identity. Where the
-parts of a text might not parse alone as they do in place, it is parsed whole.
+A converted call is parsed on its own (:mod:`transform`), and most such calls are a callee
+applied to plain arguments (``self.proj(hidden_states, dim=-1)``) or one operator between
+primaries (``attn_weights * scaling``), whose parts recur across calls: the callee, each argument
+or operand, the spaces and line breaks around commas. For such a text the tree is assembled from
+those parts, each parsed once (names, numbers, plain strings, calls, subscripts, attributes,
+parenthesized expressions, tuples, lists and operators in them assembled alike) and shared:
+libcst nodes are immutable, and no rule tells two equal nodes apart by identity. Where the parts
+of a text might not parse alone as they do in place, or where libcst places spaces in ways not
+written here, it is parsed whole.
 """
 
 from __future__ import annotations
@@ -17,19 +19,26 @@ import re
 
 import libcst as cst
 
-# texts parsed whole: whitespace other than spaces (a line break, a comment, a continuation
-# belong to nodes of their own), strings (which may hold commas and brackets), lambdas (whose
-# parameters are separated by commas) and walruses (which need parentheses alone)
-_WHOLE = re.compile(r"[^\S ]|[#\\'\"]|lambda|:=")
+# texts parsed whole: whitespace other than spaces and LF line breaks (a CR, a comment, a
+# continuation belong to nodes of their own), triple-quoted strings (plain strings' commas and brackets
+# :func:`_skeleton` hides, and it tells of prefixed ones), lambdas (whose parameters are
+# separated by commas) and walruses (which need parentheses alone)
+_WHOLE = re.compile(r"[^\S \n]|[#\\]|'''|\"\"\"|\blambda\b|:=")
+_STRING = re.compile(r"\"[^\"]*\"|'[^']*'")
 _NAME = re.compile(r"[^\W\d]\w*")
-_WORD = re.compile(r"\w+")
-# a callee's characters outside brackets, each bracketed group written "()": names and groups
-# joined by dots and calls or subscripts (``x[0].float``, ``(a + b).sum``); no operator, space or number
-_PRIMARY = re.compile(rf"(?:{_NAME.pattern}|\(\))(?:\.{_NAME.pattern}|\(\))*")
-_ARGUMENT = re.compile(rf"(?:(\*\*?)( *)|({_NAME.pattern})( *)=(?!=)( *))?")  # a star, or a keyword and its equal sign
+_BLANK = " \n"  # what may stand between tokens (within the parentheses the text is parsed in)
+_CONSTANTS = frozenset(("True", "False", "None"))  # keywords that are names to libcst
+# a keyword but a constant, or a constant as an attribute's name (``not(x)`` is no call, ``x.None`` no attribute)
+_KEYWORD = re.compile(rf"(?<!\w)(?:{'|'.join(sorted(set(keyword.kwlist) - _CONSTANTS))})(?!\w)|\.(?:{'|'.join(sorted(_CONSTANTS))})(?!\w)")
+_TOKENS = re.compile(rf"[()\[\]{{}},]|{_STRING.pattern}")  # what _skeleton looks at
+# a primary in a skeleton (:func:`_skeleton`): names and bracketed groups joined by dots, calls
+# or subscripts (``x[0].float``, ``(a + b).sum``, ``f (x)``); no operator, number or other space
+_PRIMARY = re.compile(rf"(?:{_NAME.pattern}|[(\[{{]_*[)\]}}])(?:\.{_NAME.pattern}| *[(\[{{]_*[)\]}}])*")
+_ARGUMENT = re.compile(rf"(?:(\*\*?)([ \n]*)|({_NAME.pattern})([ \n]*)=(?!=)([ \n]*))?")  # a star, or a keyword and its equal sign
 _NUMBER = re.compile(r"\d+(?:\.\d*)?")
+_INTEGER = re.compile(r"[1-9]\d*|0+")  # as Python writes them (no 01)
+_SYMBOLS = re.compile(r"[-+*/%@&|^<>=!~]+")  # the characters of operators
 _OPEN, _CLOSE = "([{", ")]}"
-_SYMBOLS = frozenset("+-*/%@&|^<>=!~")  # the characters of operators
 _UNARY = {"-": cst.Minus, "+": cst.Plus, "~": cst.BitInvert}
 _BINARY = {
     "+": cst.Add, "-": cst.Subtract, "*": cst.Multiply, "/": cst.Divide, "//": cst.FloorDivide, "%": cst.Modulo,
@@ -40,15 +49,15 @@ _COMPARE = {
     "<": cst.LessThan, ">": cst.GreaterThan, "<=": cst.LessThanEqual, ">=": cst.GreaterThanEqual,
     "==": cst.Equal, "!=": cst.NotEqual,
 }
-_PARENTHESES = (cst.LeftParen(),), (cst.RightParen(),)  # of the text parsed as "(text)"
+_LEFT, _RIGHT = cst.LeftParen(), cst.RightParen()
+_PARENTHESES = (_LEFT,), (_RIGHT,)  # of the text parsed as "(text)"
 
 
 def parse(text: str) -> cst.BaseExpression:
     """``libcst.parse_expression(f"({text})")``, raising what it raises."""
-    if not _WHOLE.search(text):
+    if text and text[0] not in _BLANK and text[-1] not in _BLANK and not _WHOLE.search(text):
         try:
-            node = _call(text, _PARENTHESES) if text.endswith(")") else None
-            node = _operation(text, _PARENTHESES) if node is None else node
+            node = _build(text, *_PARENTHESES)
         except (cst.ParserSyntaxError, RecursionError):  # a part that is no expression: libcst says why in place
             node = None
         if node is not None:
@@ -58,106 +67,187 @@ def parse(text: str) -> cst.BaseExpression:
 
 @functools.lru_cache(maxsize=20_000)
 def _expression(text: str) -> cst.BaseExpression:
-    """An expression with no space around it, assembled where :func:`_assembled` can, else parsed."""
-    assembled = _assembled(text)
+    """An expression with no space around it, assembled where :func:`_build` can, else parsed."""
+    assembled = _build(text, (), ())
     return cst.parse_expression(text) if assembled is None else assembled
 
 
-@functools.lru_cache(maxsize=20_000)
-def _assembled(text: str) -> cst.BaseExpression | None:
-    """A name, a name or call of a :data:`_PRIMARY` (``x.transpose(1, 2).contiguous``) or an
-    :func:`_operation`, assembled; else None."""
-    head, dot, name = text.rpartition(".")
-    if _NAME.fullmatch(name) and not keyword.iskeyword(name):  # True, None: parsed as libcst does
-        if not dot:
-            return cst.Name(name)
-        value = _assembled(head)
-        if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):  # a primary's attribute, not an operand's (x * y.z)
-            return cst.Attribute(value, cst.Name(name))
-    call = _call(text, ((), ())) if text.endswith(")") else None
-    return _operation(text, ((), ())) if call is None else call
-
-
-def _call(text: str, parentheses) -> cst.Call | None:
-    """The text as a call assembled from its parts, or None for a text that is no call of a
-    callee :data:`_PRIMARY` spells or that has an empty argument (``f(a,,b)``)."""
-    parts = _split(text)
-    if parts is None:
+def _build(text: str, lpar: tuple, rpar: tuple) -> cst.BaseExpression | None:
+    """The text (no space around it) in parentheses ``lpar`` and ``rpar``, assembled: a name, a
+    number, a :data:`_PRIMARY` (a call, a subscript, an attribute, a parenthesized expression,
+    a tuple or a list) or an :func:`_operation`; else None."""
+    if _NAME.fullmatch(text):
+        return cst.Name(text, lpar, rpar) if text in _CONSTANTS or not keyword.iskeyword(text) else None
+    if _STRING.fullmatch(text):
+        return cst.SimpleString(text, lpar, rpar)
+    if _NUMBER.fullmatch(text):
+        if "." in text:
+            return cst.Float(text, lpar, rpar)
+        return cst.Integer(text, lpar, rpar) if _INTEGER.fullmatch(text) else None
+    scan = _skeleton(text)
+    if scan is None:
         return None
-    opened, commas = parts
-    func = text[:opened].rstrip(" ")
-    bounds = [opened, *commas, len(text) - 1]
-    pieces = [text[a + 1:b] for a, b in zip(bounds, bounds[1:])]
-    trailing = pieces.pop() if len(pieces) > 1 and not pieces[-1].strip(" ") else None  # after a trailing comma
-    leads = [len(p) - len(p.lstrip(" ")) for p in pieces]
-    if len(pieces) == 1 and not pieces[0].strip(" "):  # no argument
-        args, before = (), pieces[0]
-    else:
-        args, before = [], " " * leads[0]
-        for i, piece in enumerate(pieces):
-            value = piece.strip(" ")
-            if not value:
+    skeleton, commas = scan
+    if not _PRIMARY.fullmatch(skeleton) or _KEYWORD.search(skeleton):
+        return _operation(text, skeleton, lpar, rpar)
+    if skeleton[-1] not in _CLOSE:  # an attribute: a primary, a dot and a name
+        head, _, name = text.rpartition(".")
+        return cst.Attribute(_expression(head), cst.Name(name), lpar=lpar, rpar=rpar)
+    opened = len(skeleton[:-1].rstrip("_")) - 1
+    bracket, func = text[opened], text[:opened].rstrip(" ")
+    if _CLOSE[_OPEN.index(bracket)] != text[-1]:
+        return None
+    if bracket == "(":
+        return _call(text, func, opened, commas, lpar, rpar) if func else _parenthesized(text, commas, lpar, rpar)
+    if bracket == "[":
+        elements = _elements(text, opened, commas)
+        if elements is None:
+            return None
+        if not func:
+            items = _items(elements)
+            return None if items is None else cst.List(items, lpar=lpar, rpar=rpar)
+        elements = [_subscript_element(*e) for e in elements]
+        if None in elements:
+            return None
+        return cst.Subscript(_expression(func), elements, lpar=lpar, rpar=rpar, whitespace_after_value=_space(text[len(func):opened]))
+    return None
+
+
+def _skeleton(text: str) -> tuple[str, tuple[int, ...]] | None:
+    """The text with what its brackets and strings hold written "_" (the outermost brackets and
+    the quotes kept, so that offsets stay), and the offsets of the commas directly inside its last
+    bracketed group; None for brackets that do not balance or a prefixed string."""
+    depth, parts, done, commas = 0, [], 0, []
+    for found in _TOKENS.finditer(text):
+        char, at = found.group(), found.start()
+        if len(char) > 1:  # a string
+            if at and (text[at - 1].isalnum() or text[at - 1] == "_"):  # prefixed (f"{x}"): no plain string
                 return None
-            spaces = piece[leads[i] + len(value):]
-            if i + 1 < len(pieces):
-                comma, after = _comma(spaces, " " * leads[i + 1]), _space("")
-            elif trailing is not None:
-                comma, after = _comma(spaces, trailing), _space("")
-            else:
-                comma, after = cst.MaybeSentinel.DEFAULT, _space(spaces)
-            args.append(_argument(value).with_changes(comma=comma, whitespace_after_arg=after))
-        args = tuple(args)
-    lpar, rpar = parentheses
-    return cst.Call(_expression(func), args, lpar, rpar, _space(text[len(func):opened]), _space(before))
-
-
-def _split(text: str) -> tuple[int, list[int]] | None:
-    """The offsets of the parenthesis opening a call's arguments and of the commas between them,
-    or None for a text that is not :data:`_PRIMARY` followed by its arguments."""
-    depth, opened, commas, outside = 0, -1, [], []
-    for i, char in enumerate(text):
-        if char in _OPEN:
             if depth == 0:
-                opened, commas = i, []
-                outside.append("()")
+                parts.append(text[done:at + 1] + "_" * (len(char) - 2))
+                done = found.end() - 1
+        elif char == ",":
+            if depth == 1:
+                commas.append(at)
+        elif char in _OPEN:
+            if depth == 0:
+                parts.append(text[done:at + 1])
+                done, commas = at + 1, []
             depth += 1
-        elif char in _CLOSE:
+        else:
             depth -= 1
             if depth < 0:
                 return None
-        elif depth == 0:
-            outside.append(char)
-        elif char == "," and depth == 1:
-            commas.append(i)
-    if depth or not text.endswith(")") or text[opened] != "(":
+            if depth == 0:
+                parts.append("_" * (at - done))
+                done = at
+    if depth:
         return None
-    callee = "".join(outside[:-1]).rstrip(" ")
-    return (opened, commas) if _PRIMARY.fullmatch(callee) and not _keywords(callee) else None
+    parts.append(text[done:])
+    return "".join(parts), tuple(commas)
 
 
-def _operation(text: str, parentheses) -> cst.BaseExpression | None:
-    """The text as one unary, binary or comparison operator on operands that are numbers or
-    :data:`_PRIMARY` s (``-x``, ``a * b``, ``x.sum(-1) > 0``: no precedence to settle), assembled; else None."""
-    depth, symbols = 0, []
-    for i, char in enumerate(text):
-        if char in _OPEN:
-            depth += 1
-        elif char in _CLOSE:
-            depth -= 1
-        elif depth == 0 and char in _SYMBOLS:
-            symbols.append(i)
-    if depth or not symbols or symbols[-1] - symbols[0] != len(symbols) - 1:  # not one operator
+def _call(text: str, func: str, opened: int, commas: tuple[int, ...], lpar: tuple, rpar: tuple) -> cst.Call | None:
+    """The call ``func(...)`` (its arguments opened at ``opened``, separated by ``commas``), or
+    None for an empty argument (``f(a,,b)``)."""
+    bounds = [opened, *commas, len(text) - 1]
+    pieces = [text[a + 1:b] for a, b in zip(bounds, bounds[1:])]
+    trailing = pieces.pop() if len(pieces) > 1 and not pieces[-1].strip(_BLANK) else None  # after a trailing comma
+    leads = [p[:len(p) - len(p.lstrip(_BLANK))] for p in pieces]
+    if len(pieces) == 1 and not pieces[0].strip(_BLANK):  # no argument
+        args, before = (), pieces[0]
+    else:
+        args, before = [], leads[0]
+        for i, piece in enumerate(pieces):
+            value = piece.strip(_BLANK)
+            if not value:
+                return None
+            spaces = piece[len(leads[i]) + len(value):]
+            if i + 1 < len(pieces):
+                args.append(_argument(value, (spaces, leads[i + 1]), ""))
+            elif trailing is not None:
+                args.append(_argument(value, (spaces, trailing), ""))
+            else:
+                args.append(_argument(value, None, spaces))
+        args = tuple(args)
+    return cst.Call(_expression(func), args, lpar, rpar, _space(text[len(func):opened]), _space(before))
+
+
+def _parenthesized(text: str, commas: tuple[int, ...], lpar: tuple, rpar: tuple) -> cst.BaseExpression | None:
+    """``(value)`` or a tuple ``(a, b)``, within ``lpar`` and ``rpar``."""
+    if not commas:
+        inner = text[1:-1]
+        value = inner.strip(_BLANK)
+        if not value:
+            return None
+        before = inner[:len(inner) - len(inner.lstrip(_BLANK))]
+        after = inner[len(before) + len(value):]
+        return _build(value, (*lpar, cst.LeftParen(_space(before))), (cst.RightParen(_space(after)), *rpar))
+    elements = _elements(text, 0, commas)
+    items = None if elements is None else _items(elements)
+    return None if items is None else cst.Tuple(items, (*lpar, _LEFT), (_RIGHT, *rpar))
+
+
+def _items(elements: list[tuple[str, object]]) -> list[cst.Element] | None:
+    """A tuple's or a list's elements; None for a starred one."""
+    if any(value.startswith("*") for value, _ in elements):
         return None
-    start, end = symbols[0], symbols[-1] + 1
-    symbol, left, right = text[start:end], text[:start].rstrip(" "), text[end:].lstrip(" ")
-    if not _operand(right):
+    return [cst.Element(_expression(value), comma) for value, comma in elements]
+
+
+def _elements(text: str, opened: int, commas: tuple[int, ...]) -> list[tuple[str, object]] | None:
+    """The values between the bracket at ``opened`` and the last one, split at ``commas``, each
+    with its comma: only where they are written ``a, b``, ``a,b`` or ``a,`` (libcst places other
+    spaces unlike for calls); None else."""
+    bounds = [opened, *commas, len(text) - 1]
+    pieces = [text[a + 1:b] for a, b in zip(bounds, bounds[1:])]
+    last = cst.MaybeSentinel.DEFAULT
+    if len(pieces) > 1 and not pieces[-1]:  # a trailing comma
+        pieces.pop()
+        last = _comma("", "")
+    leads = ["", *(p[:1] if p[:1] == " " else "" for p in pieces[1:])]
+    values = [p[len(lead):] for p, lead in zip(pieces, leads)]
+    if any(not v or v[0] in _BLANK or v[-1] in _BLANK for v in values):
+        return None
+    return [(v, _comma("", leads[i + 1]) if i + 1 < len(values) else last) for i, v in enumerate(values)]
+
+
+def _subscript_element(value: str, comma) -> cst.SubscriptElement | None:
+    """An index or a slice without spaces around its colons (``1::2``), with its comma; None else."""
+    scan = None if value.startswith("*") else _skeleton(value)
+    if scan is None:
+        return None
+    if ":" not in scan[0]:
+        return cst.SubscriptElement(cst.Index(_expression(value)), comma)
+    colons = [i for i, char in enumerate(scan[0]) if char == ":"]
+    if len(colons) > 2:
+        return None
+    bounds = [-1, *colons, len(value)]
+    parts = [value[a + 1:b] for a, b in zip(bounds, bounds[1:])]
+    if any(p != p.strip(_BLANK) for p in parts):
+        return None
+    lower, upper, step = [_expression(p) if p else None for p in parts] + [None] * (3 - len(parts))
+    second = cst.Colon() if len(colons) == 2 else cst.MaybeSentinel.DEFAULT
+    return cst.SubscriptElement(cst.Slice(lower, upper, step, cst.Colon(), second), comma)
+
+
+def _operation(text: str, skeleton: str, lpar: tuple, rpar: tuple) -> cst.BaseExpression | None:
+    """The text as one unary, binary or comparison operator on operands that are numbers, strings
+    or :data:`_PRIMARY` s (``-x``, ``a * b``, ``x.sum(-1) > 0``, ``a == -1``: no precedence to
+    settle), assembled; else None."""
+    found = list(_SYMBOLS.finditer(skeleton))
+    signed = len(found) == 2 and found[1].group() in _UNARY and not skeleton[found[0].end():found[1].start()].strip(_BLANK)
+    if len(found) != 1 and not signed:  # not one operator, nor one and a unary one on its right (a * -1)
+        return None
+    symbol, (start, end) = found[0].group(), found[0].span()
+    left, right = text[:start].rstrip(_BLANK), text[end:].lstrip(_BLANK)
+    if not _operand(skeleton[found[-1].end():].lstrip(_BLANK)) or signed and not left:
         return None
     after = _space(text[end:len(text) - len(right)])
-    lpar, rpar = parentheses
     if not left:
         kind = _UNARY.get(symbol)
         return None if kind is None else cst.UnaryOperation(kind(whitespace_after=after), _expression(right), lpar, rpar)
-    if not _operand(left):
+    if not _operand(skeleton[:len(left)]):
         return None
     spaces = {"whitespace_before": _space(text[len(left):start]), "whitespace_after": after}
     if symbol in _BINARY:
@@ -167,45 +257,34 @@ def _operation(text: str, parentheses) -> cst.BaseExpression | None:
     return None
 
 
-def _operand(text: str) -> bool:
-    """Whether the text is a number or a :data:`_PRIMARY` (its bracketed groups written "()")."""
-    if _NUMBER.fullmatch(text):
-        return True
-    depth, outside = 0, []
-    for char in text:
-        if char in _OPEN:
-            if depth == 0:
-                outside.append("()")
-            depth += 1
-        elif char in _CLOSE:
-            depth -= 1
-        elif depth == 0:
-            outside.append(char)
-    skeleton = "".join(outside)
-    return bool(_PRIMARY.fullmatch(skeleton)) and not _keywords(skeleton)
+def _operand(skeleton: str) -> bool:
+    """Whether an operand's skeleton is a number, a string or a :data:`_PRIMARY`."""
+    return bool(_NUMBER.fullmatch(skeleton) or _STRING.fullmatch(skeleton) or _PRIMARY.fullmatch(skeleton) and not _KEYWORD.search(skeleton))
 
 
 @functools.lru_cache(maxsize=20_000)
-def _argument(text: str) -> cst.Arg:
-    """An argument with no comma and no space after it: ``value``, ``*value``, ``name=value``."""
+def _argument(text: str, comma: tuple[str, str] | None, after: str) -> cst.Arg:
+    """An argument ``value``, ``*value`` or ``name=value``, with its comma (the spaces before and
+    after it) or none, and the spaces after it."""
     match = _ARGUMENT.match(text)
     star, after_star, name, before_equal, after_equal = match.groups()
     value = _expression(text[match.end():])
+    spaces = {"comma": cst.MaybeSentinel.DEFAULT if comma is None else _comma(*comma), "whitespace_after_arg": _space(after)}
     if star:
-        return cst.Arg(value, star=star, whitespace_after_star=_space(after_star))
+        return cst.Arg(value, star=star, whitespace_after_star=_space(after_star), **spaces)
     if name:
-        return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(_space(before_equal), _space(after_equal)))
-    return cst.Arg(value)
-
-
-def _keywords(text: str) -> bool:
-    """Whether a name in the text is a keyword (``not(x)`` is no call, ``True`` parsed as libcst does)."""
-    return any(keyword.iskeyword(name) for name in _WORD.findall(text))
+        return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(_space(before_equal), _space(after_equal)), **spaces)
+    return cst.Arg(value, **spaces)
 
 
 @functools.lru_cache(maxsize=1024)
-def _space(spaces: str) -> cst.SimpleWhitespace:
-    return cst.SimpleWhitespace(spaces)
+def _space(spaces: str) -> cst.BaseParenthesizableWhitespace:
+    """Spaces, or spaces and line breaks as libcst parses them within parentheses."""
+    if "\n" not in spaces:
+        return cst.SimpleWhitespace(spaces)
+    first, *empty, last = spaces.split("\n")
+    lines = tuple(cst.EmptyLine(whitespace=cst.SimpleWhitespace(line)) for line in empty)
+    return cst.ParenthesizedWhitespace(cst.TrailingWhitespace(cst.SimpleWhitespace(first)), lines, True, cst.SimpleWhitespace(last))
 
 
 @functools.lru_cache(maxsize=1024)

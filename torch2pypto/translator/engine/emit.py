@@ -79,8 +79,9 @@ def ordered(definitions: Iterable[Definition]) -> list[Definition]:
 
     for d in definitions:
         add(d.name)
-    prelude = [d for d in PRELUDE if d.name in result]
-    return prelude + [d for d in result.values() if d not in prelude]
+    prelude = {d.name: d for d in PRELUDE if d.name in result}  # PRELUDE's names are unique
+    # a definition equal to one of the prelude's has its name
+    return [*prelude.values(), *(d for d in result.values() if d.name not in prelude or d is not prelude[d.name] and d != prelude[d.name])]
 
 
 Edit = tuple[int, int, str]  # replace code[start:end] with the text
