@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import ast
 
+from torch2pypto.translator.engine.classes import is_self
 from torch2pypto.translator.engine.inlining import takes
+from torch2pypto.translator.engine.lowering import COMPARE, INFIX
 from torch2pypto.translator.engine.scopes import INERT, children
 from torch2pypto.translator.engine.syntax import candidate, last_dim_slice
 
 _NO_OPS = INERT | {ast.Name}  # nodes of no op, nor any inside: their bound is 0
+_OPERATORS = frozenset({ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript})
 
 
 class Bounds:
@@ -29,9 +32,11 @@ class Bounds:
 
     def _ops_at_most(self, node: ast.AST) -> float:
         """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
-        two), found without building: one per operator and subscript (a last-dim slice), one per pending call
-        site (its family's step), none for another call (an operand computed on the host, or no
-        region); a call that may inline a helper (:meth:`_inlines`), which may make many, counts as many."""
+        two), found without building: one per operator and subscript that may be an op itself
+        (:func:`_own_op`), one per pending call site (its family's step), none for another call (an
+        operand computed on the host, or no region); a call that may inline a helper
+        (:meth:`_inlines`), which may make many, counts as many. A node's bound is its own count
+        and its children's, so that it bounds each expression inside it too."""
         known = self._bounds.get(id(node))
         if known is not None and known[0] is node:
             return known[1]
@@ -39,7 +44,7 @@ class Bounds:
         if kind is ast.Call:
             count = float("inf") if self._inlines(node) else 1 if self.lines.span(node) in self.pending else 0
         else:
-            count = 1 if kind in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript) else 0
+            count = 1 if kind in _OPERATORS and _own_op(node) else 0
         for child in children(node):
             if count >= 2:
                 break
@@ -63,9 +68,11 @@ class Bounds:
         or a ``__call__``), which no argument changes. A call that inlines nothing is a leaf, a
         pending site's step or no op of a region; a helper of another chunk is not read here (it may inline)."""
         func, inference = call.func, self.sites.inference
-        helper = self.helpers.get(func.id) if type(func) is ast.Name else None
-        if helper is not None and (callable(helper) or takes(call, helper, method=False)):
-            return True
+        if type(func) is ast.Name:
+            helper = self.helpers.get(func.id)
+            return helper is not None and (callable(helper) or takes(call, helper, method=False))
+        if type(func) is not ast.Attribute or not is_self(func.value):
+            return False  # the inference's methods and submodules are those of self.<name> alone, asked of no other call
         method = inference.self_method(func)
         if method is not None and takes(call, method, method=True):
             return True
@@ -138,3 +145,20 @@ def no_op(node: ast.AST) -> bool:
     and it holds no expression that fuses."""
     kind = type(node)
     return kind in _NO_OPS or kind is ast.Attribute and type(node.value) is ast.Name
+
+
+def _own_op(node: ast.AST) -> bool:
+    """Whether the operator or subscript ``node`` may be an op itself: an infix operator of
+    :data:`lowering.INFIX`, a negation of no number written out, one comparison of
+    :data:`lowering.COMPARE`, a last-dim slice. :meth:`lowering.Built.value` makes another
+    (``a // b``, ``-1``, ``x is None``, ``x[0]``, ``~m``) a number or an operand computed on the host,
+    or refuses it, no op of its own either way (its operands are not lowered there)."""
+    kind = type(node)
+    if kind is ast.BinOp:
+        return type(node.op) in INFIX
+    if kind is ast.UnaryOp:
+        operand = node.operand
+        return type(node.op) is ast.USub and not (type(operand) is ast.Constant and type(operand.value) in (int, float))
+    if kind is ast.Compare:
+        return len(node.ops) == 1 and type(node.ops[0]) in COMPARE
+    return last_dim_slice(node)

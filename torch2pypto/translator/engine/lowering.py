@@ -31,8 +31,8 @@ from torch2pypto.translator.engine.syntax import dotted, last_dim_slice, literal
 if TYPE_CHECKING:
     from torch2pypto.translator.engine.regions import Context, Finder
 
-_INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
-_COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+INFIX = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -109,12 +109,12 @@ class Built(Leaves, Inlining):
             found = leaf(node, env)
             if found is not None:
                 return found
-        if kind is ast.BinOp and type(node.op) in _INFIX:
-            return self.operator(node, self.elementwise(_INFIX[type(node.op)], [node.left, node.right], env))
+        if kind is ast.BinOp and type(node.op) in INFIX:
+            return self.operator(node, self.elementwise(INFIX[type(node.op)], [node.left, node.right], env))
         if kind is ast.UnaryOp and type(node.op) is ast.USub:
             return self.operator(node, self.elementwise("neg", [node.operand], env))
-        if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-            return self.operator(node, self.elementwise(_COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env))
+        if kind is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in COMPARE:
+            return self.operator(node, self.elementwise(COMPARE[type(node.ops[0])], [node.left, node.comparators[0]], env))
         if kind is ast.Subscript and last_dim_slice(node):
             return self.slice(node, env)
         inliners = (

@@ -59,6 +59,10 @@ from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_
 _BLOCKS = ("body", "orelse", "finalbody")
 _STATEMENT_LISTS = ("body", "handlers", "orelse", "finalbody", "cases")  # in the order of each node's fields
 _NESTED = frozenset({*FUNCTIONS, ast.ClassDef, ast.Lambda})  # what own_nodes does not walk into
+# the nodes holding statement lists (the others have none to look into), and those of them that are
+# a function's own blocks (not definitions)
+_HOLDERS = frozenset(t for t in (*ast.stmt.__subclasses__(), ast.Module, ast.ExceptHandler, ast.match_case) if {*_STATEMENT_LISTS} & {*t._fields})
+_COMPOUND = _HOLDERS - {*FUNCTIONS, ast.ClassDef, ast.Module, ast.ExceptHandler, ast.match_case}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +154,9 @@ def _functions(tree: ast.Module):
     statement lists (handlers and cases too), their expressions left unvisited."""
     found = [tree]
     for current in found:
-        for field in _STATEMENT_LISTS:
-            found.extend(getattr(current, field, ()))
+        if type(current) in _HOLDERS:
+            for field in _STATEMENT_LISTS:
+                found.extend(getattr(current, field, ()))
     return (node for node in found if isinstance(node, FUNCTIONS))
 
 
@@ -227,8 +232,8 @@ def _blocks(function: ast.AST):
         block, loop = stack.pop()
         yield block, loop
         for statement in block:
-            if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
-                continue
+            if type(statement) not in _COMPOUND:
+                continue  # a simple statement or a definition: no block of the function's
             inner_loop = loop or (statement if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) else None)
             for field in _BLOCKS:
                 inner = getattr(statement, field, None)
