@@ -7,6 +7,8 @@ import libcst as cst
 import pytest
 
 from helpers import translate
+from torch2pypto.rules.codegen import PRELUDE, Definition
+from torch2pypto.translator.engine.emit import ordered
 
 SOURCE = '''\
 #!/usr/bin/env python
@@ -84,11 +86,7 @@ def test_module_without_imports_gets_the_section_at_the_top():
     assert re.match(r"from torch import exp\n\n\n# ---- torch2pypto", out)
 
 
-
 def test_ordered_puts_the_prelude_first_and_each_definition_after_what_it_requires():
-    from torch2pypto.rules.codegen import PRELUDE, Definition
-    from torch2pypto.translator.engine.emit import ordered
-
     assert len({d.name for d in PRELUDE}) == len(PRELUDE)  # ordered tells the prelude's definitions by name
     first = PRELUDE[0]
     b = Definition("b", "b = 1\n", requires=(first.name,))
