@@ -253,11 +253,11 @@ class Finder(Bounds):
         self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
         self.loop_node = None  # the loop around the current block
         self.near: list = []  # the pending spans on the lines of the statement searched for expressions
-        self._loops: dict[int, set[int]] = {}
+        self._loops: dict[ast.AST, set[int]] = {}
         self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
-        self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
-        self._inside: dict[int, tuple[ast.stmt, set[int]]] = {}  # id of a statement -> (it, :meth:`_ids`)
-        self._reads: dict[int, tuple[ast.AST, frozenset[str], bool]] = {}  # id of an expression -> (it, :meth:`reads`)
+        self._walks: dict[ast.AST, list[ast.AST]] = {}  # an expression -> its nodes
+        self._inside: dict[ast.stmt, set[int]] = {}  # a statement -> its :meth:`_ids`
+        self._reads: dict[ast.AST, tuple[frozenset[str], bool]] = {}  # an expression -> its :meth:`reads`
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
@@ -326,9 +326,9 @@ class Finder(Bounds):
         loop = self.loop_node
         if loop is None:
             return set()
-        if id(loop) not in self._loops:
-            self._loops[id(loop)] = {id(n) for n in walk(loop)}
-        return self._loops[id(loop)]
+        if loop not in self._loops:
+            self._loops[loop] = {id(n) for n in walk(loop)}
+        return self._loops[loop]
 
     def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
         self.loop_node = loop
@@ -432,29 +432,27 @@ class Finder(Bounds):
 
     def nodes(self, node: ast.AST) -> list[ast.AST]:
         """``walk(node)``, once per node (the builds of a statement and of its expressions read the same ones)."""
-        known = self._walks.get(id(node))
-        if known is None or known[0] is not node:
-            known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
-        return known[1]
+        known = self._walks.get(node)
+        if known is None:
+            known = self._walks[node] = walk(node)
+        return known
 
     def _ids(self, statement: ast.stmt) -> set[int]:
         """The ids of ``statement``'s nodes, once per statement (a run asks for the outputs of each
         longer prefix)."""
-        known = self._inside.get(id(statement))
-        if known is None or known[0] is not statement:
-            known = self._inside[id(statement)] = (statement, {id(n) for n in self.nodes(statement)})  # the statement kept, so that its id is not reused
-        return known[1]
+        known = self._inside.get(statement)
+        if known is None:
+            known = self._inside[statement] = {id(n) for n in self.nodes(statement)}
+        return known
 
     def reads(self, node: ast.AST) -> tuple[frozenset[str], bool]:
         """The names an expression reads and whether it holds a call, a subscript, a lambda or a
         walrus (no number then), once per node: a build asks at each level of an expression."""
-        known = self._reads.get(id(node))
-        if known is None or known[0] is not node:
+        known = self._reads.get(node)
+        if known is None:
             nodes = self.nodes(node)
-            names = frozenset(n.id for n in nodes if type(n) is ast.Name)
-            computed = any(isinstance(n, COMPUTED) for n in nodes)
-            known = self._reads[id(node)] = (node, names, computed)  # the node kept, so that its id is not reused
-        return known[1], known[2]
+            known = self._reads[node] = frozenset(n.id for n in nodes if type(n) is ast.Name), any(isinstance(n, COMPUTED) for n in nodes)
+        return known
 
     def _text(self, node: ast.AST) -> str:
         span = self.lines.span(node)
