@@ -254,7 +254,7 @@ class Finder(Bounds):
         self.loop_node = None  # the loop around the current block
         self.near: list = []  # the pending spans on the lines of the statement searched for expressions
         self._loops: dict[ast.AST, set[int]] = {}
-        self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
+        self._alone: dict[ast.AST, int] = {}  # a statement's value -> the ops of its build alone (0: none)
         self._walks: dict[ast.AST, list[ast.AST]] = {}  # an expression -> its nodes
         self._inside: dict[ast.stmt, set[int]] = {}  # a statement -> its :meth:`_ids`
         self._reads: dict[ast.AST, tuple[frozenset[str], bool]] = {}  # an expression -> its :meth:`reads`
@@ -372,7 +372,7 @@ class Finder(Bounds):
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
         if self._fails_first(statements[i].value):
-            self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
+            self._alone[statements[i].value] = 0  # as its build would fail
             return None
         if not self._worth(statements[i : i + 1]) and not self._worth(statements[i : self._candidates_end(statements, i)]):
             return None  # no run from i is a region of its own: ``h = self.norm(h)`` before no other tensor statement
@@ -397,8 +397,7 @@ class Finder(Bounds):
     def failed(self, statement: ast.stmt) -> bool:
         """Whether the build of ``statement`` alone, as a region's first, is known to have failed
         (a run from it tried it): a later try of a region that starts with it need not build it."""
-        alone = self._alone.get(id(statement.value))
-        return alone is not None and alone[0] is statement.value and alone[1] == 0
+        return self._alone.get(statement.value) == 0
 
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
@@ -410,8 +409,8 @@ class Finder(Bounds):
             return
         if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
             return
-        alone = self._alone.get(id(node))
-        if isinstance(node, (*OPERATORS, ast.Call)) and self._worth([node]) and not (alone and alone[0] is node and alone[1] < 2) \
+        alone = self._alone.get(node)
+        if isinstance(node, (*OPERATORS, ast.Call)) and self._worth([node]) and not (alone is not None and alone < 2) \
                 and not self._enclosed(node) and not self._fails_first(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
@@ -479,10 +478,10 @@ class Finder(Bounds):
                 values = [(name, built.value(node, built.env)) for name, node in parts]  # all before any is bound
             except Unfusible:
                 if index == 0:
-                    self._alone[id(statement.value)] = (statement.value, 0)
+                    self._alone[statement.value] = 0
                 raise
             if index == 0:  # built alone: as an expression, it makes as many ops
-                self._alone[id(statement.value)] = (statement.value, len(built.program.ops))
+                self._alone[statement.value] = len(built.program.ops)
             for name, value in values:
                 if not value.is_tile:
                     raise Unfusible("a statement of no tensor")
