@@ -104,10 +104,10 @@ class Fused:
     calls: dict = dataclasses.field(default_factory=dict)
     # a submodule epilogue's call by its offset: its gated pair's, for a region before it (prologues.prologue)
     submodules: dict = dataclasses.field(default_factory=dict)
-    # a module function's grouped region (id of the function -> its statements and Grouped), for a
+    # a module function's grouped region (the function -> its statements and Grouped), for a
     # caller that composes its groups into a projection's epilogue (siblings' RoPE)
     grouped: dict = dataclasses.field(default_factory=dict)
-    # a method's region that returns its result (id of the method -> its statements and Built), for
+    # a method's region that returns its result (the method -> its statements and Built), for
     # a caller that composes its program into a projection's epilogue (siblings' per-head norm)
     returned: dict = dataclasses.field(default_factory=dict)
     # finds a function's regions before its turn, once (siblings: a norm's forward defined after its caller)
@@ -125,19 +125,19 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
     helpers: dict = _module_functions(tree) if elsewhere is None else {}
-    contexts: dict[int, Context] = {}
+    contexts: dict[ast.AST, Context] = {}
     for name, load in (elsewhere or {}).items():
         helpers[name] = functools.partial(_loaded, load, contexts)
     spans = sorted(pending)  # the pending spans in source order, a site no longer pending left out where read
     functions = list(_functions(tree))
-    left = {id(f) for f in functions}
+    left = set(functions)
 
     def run(function) -> None:
-        if id(function) not in left:
+        if function not in left:
             return
-        left.remove(id(function))
+        left.remove(function)
         finder = Finder(sites, pending, lines, text, function)
-        finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
+        finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(function), helpers, host
         finder.contexts, finder.at, finder.spans = contexts, at, spans
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
@@ -185,12 +185,12 @@ def _rows(built: Built) -> set[str]:
 
 
 def _loaded(load, contexts: dict):
-    """A function of another chunk, its context recorded by id (None: it is no module function)."""
+    """A function of another chunk, its context recorded (None: it is no module function)."""
     found = load()
     if found is None:
         return None
     function, context = found
-    contexts[id(function)] = context
+    contexts[function] = context
     return function
 
 
@@ -216,11 +216,11 @@ def module_functions(body: list[ast.stmt]) -> tuple[collections.Counter, dict[st
 
 
 def _methods(body: list[ast.stmt], prefix: str):
-    """(id of a method, qualified name of its class) of the classes at module level, nested ones too."""
+    """(a method, qualified name of its class) of the classes at module level, nested ones too."""
     for node in body:
         if isinstance(node, ast.ClassDef):
             name = prefix + node.name
-            yield from ((id(n), name) for n in node.body if isinstance(n, FUNCTIONS))
+            yield from ((n, name) for n in node.body if isinstance(n, FUNCTIONS))
             yield from _methods(node.body, name + ".")
 
 
@@ -261,7 +261,7 @@ class Finder(Bounds):
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
-        self.contexts: dict[int, Context] = {}  # id of a helper of another chunk -> that chunk's
+        self.contexts: dict[ast.AST, Context] = {}  # a helper of another chunk -> that chunk's
         self.at: dict = {}  # every call site's attempt by span, decided or pending
         self.spans: list = []  # the module's pending spans (when the finder was made), in source order
 
@@ -537,11 +537,11 @@ class Finder(Bounds):
         if isinstance(built, groups.Grouped):
             defined = built.definitions(wrapper, where, torch_source)
             if self.owner is None and not inline:
-                found.grouped[id(self.function)] = (statements, built)
+                found.grouped[self.function] = (statements, built)
         else:
             defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
             if self.owner is not None and not inline and built.returned is not None:
-                found.returned[id(self.function)] = (statements, built)
+                found.returned[self.function] = (statements, built)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]
