@@ -13,6 +13,7 @@ from typing import Mapping, Sequence, TypeVar
 import libcst as cst
 
 from torch2pypto.mapping import Param
+from torch2pypto.translator.engine.identity import ByIdentity
 
 T = TypeVar("T")
 Arg = tuple[str | None, bool, T]  # keyword (None: positional), starred (*a / **k), value
@@ -101,17 +102,16 @@ def bind(
     return bound
 
 
-_SIGNATURES: dict[int, tuple] = {}  # id of a params tuple -> (it, what _signature found)
+_SIGNATURES = ByIdentity()  # a params tuple -> what _signature found
 _MAX_SIGNATURES = 1024  # a wrapper's params may be built per conversion: the cache starts over past this
 
 
 def _signature(params: tuple[Param, ...]) -> tuple[tuple[Param, ...], frozenset[str], tuple[str, ...]]:
     """The positional parameters, the keyword names and the required names of ``params``, in
-    order: found once per tuple (an entry's, bound at each of its sites). Params are frozen and
-    the tuple is kept with its answer, so its id is not reused: the answer stays its own."""
-    known = _SIGNATURES.get(id(params))
-    if known is not None and known[0] is params:
-        return known[1]
+    order: found once per tuple (an entry's, bound at each of its sites; Params are frozen)."""
+    known = _SIGNATURES.get(params)
+    if known is not None:
+        return known
     found = (
         tuple(p for p in params if not p.keyword_only),
         frozenset(p.name for p in params if not p.variadic and not p.positional_only),
@@ -120,5 +120,5 @@ def _signature(params: tuple[Param, ...]) -> tuple[tuple[Param, ...], frozenset[
     if type(params) is tuple:  # a list could change: not kept
         if len(_SIGNATURES) >= _MAX_SIGNATURES:
             _SIGNATURES.clear()
-        _SIGNATURES[id(params)] = (params, found)
+        _SIGNATURES[params] = found
     return found

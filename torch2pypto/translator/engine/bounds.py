@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from torch2pypto.translator.engine.classes import is_self
+from torch2pypto.translator.engine.identity import ByIdentity
 from torch2pypto.translator.engine.inlining import takes
 from torch2pypto.translator.engine.lowering import COMPARE, INFIX
 from torch2pypto.translator.engine.scopes import INERT, children
@@ -27,8 +28,8 @@ class Bounds:
     ``helpers`` (the module's functions that a region may inline)."""
 
     def __init__(self) -> None:
-        self._bounds: dict[int, tuple[ast.AST, float]] = {}  # id of an expression -> (it, _ops_at_most)
-        self._ahead: dict[int, tuple[list, list[float]]] = {}  # id of a block -> (it, _ops_ahead of each statement)
+        self._bounds: dict[ast.AST, float] = {}  # an expression -> its _ops_at_most
+        self._ahead = ByIdentity()  # a block -> the _ops_ahead of each statement
 
     def _ops_at_most(self, node: ast.AST) -> float:
         """An upper bound of the ops a build of the expression ``node`` alone makes (counted up to
@@ -37,9 +38,9 @@ class Bounds:
         operand computed on the host, or no region); a call that may inline a helper
         (:meth:`_inlines`), which may make many, counts as many. A node's bound is its own count
         and its children's, so that it bounds each expression inside it too."""
-        known = self._bounds.get(id(node))
-        if known is not None and known[0] is node:
-            return known[1]
+        known = self._bounds.get(node)
+        if known is not None:
+            return known
         kind = type(node)
         if kind is ast.Call:
             count = float("inf") if self._inlines(node) else 1 if self.lines.span(node) in self.pending else 0
@@ -57,7 +58,7 @@ class Bounds:
                 kind = type(child)
             if kind not in _NO_OPS:
                 count += self._ops_at_most(child)
-        self._bounds[id(node)] = (node, count)  # the node kept, so that its id is not reused
+        self._bounds[node] = count
         return count
 
     def _inlines(self, call: ast.Call) -> bool:
@@ -85,14 +86,14 @@ class Bounds:
     def _ops_ahead(self, statements: list[ast.stmt], i: int) -> float:
         """An upper bound of the ops of a run from ``i`` (counted up to two): the sum of
         :meth:`_ops_at_most` over the statements from ``i`` that may join it, found once per block."""
-        known = self._ahead.get(id(statements))
-        if known is None or known[0] is not statements:
+        ahead = self._ahead.get(statements)
+        if ahead is None:
             ahead, count = [0.0] * len(statements), 0.0
             for j in range(len(statements) - 1, -1, -1):
                 count = min(2, count + self._ops_at_most(statements[j].value)) if candidate(statements[j]) else 0.0
                 ahead[j] = count
-            known = self._ahead[id(statements)] = (statements, ahead)  # the block kept, so that its id is not reused
-        return known[1][i]
+            self._ahead[statements] = ahead
+        return ahead[i]
 
     def _fails_first(self, value: ast.expr) -> bool:
         """Whether a region whose first statement evaluates ``value`` (or the expression ``value``

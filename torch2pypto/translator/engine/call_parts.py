@@ -150,8 +150,7 @@ def _skeleton(text: str) -> tuple[str, tuple[int, ...]] | None:
 def _call(text: str, func: str, opened: int, commas: tuple[int, ...], lpar: tuple, rpar: tuple) -> cst.Call | None:
     """The call ``func(...)`` (its arguments opened at ``opened``, separated by ``commas``), or
     None for an empty argument (``f(a,,b)``)."""
-    bounds = [opened, *commas, len(text) - 1]
-    pieces = [text[a + 1:b] for a, b in zip(bounds, bounds[1:])]
+    pieces = _pieces(text, opened, commas, len(text) - 1)
     trailing = pieces.pop() if len(pieces) > 1 and not pieces[-1].strip(_BLANK) else None  # after a trailing comma
     leads = [p[:len(p) - len(p.lstrip(_BLANK))] for p in pieces]
     if len(pieces) == 1 and not pieces[0].strip(_BLANK):  # no argument
@@ -199,8 +198,7 @@ def _elements(text: str, opened: int, commas: tuple[int, ...]) -> list[tuple[str
     """The values between the bracket at ``opened`` and the last one, split at ``commas``, each
     with its comma: only where they are written ``a, b``, ``a,b`` or ``a,`` (libcst places other
     spaces unlike for calls); None else."""
-    bounds = [opened, *commas, len(text) - 1]
-    pieces = [text[a + 1:b] for a, b in zip(bounds, bounds[1:])]
+    pieces = _pieces(text, opened, commas, len(text) - 1)
     last = cst.MaybeSentinel.DEFAULT
     if len(pieces) > 1 and not pieces[-1]:  # a trailing comma
         pieces.pop()
@@ -210,6 +208,12 @@ def _elements(text: str, opened: int, commas: tuple[int, ...]) -> list[tuple[str
     if any(not v or v[0] in _BLANK or v[-1] in _BLANK for v in values):
         return None
     return [(v, _comma("", leads[i + 1]) if i + 1 < len(values) else last) for i, v in enumerate(values)]
+
+
+def _pieces(text: str, opened: int, cuts, closed: int) -> list[str]:
+    """The texts between the offsets ``opened``, each of ``cuts`` and ``closed`` of ``text``."""
+    bounds = [opened, *cuts, closed]
+    return [text[a + 1:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def _subscript_element(value: str, comma) -> cst.SubscriptElement | None:
@@ -222,8 +226,7 @@ def _subscript_element(value: str, comma) -> cst.SubscriptElement | None:
     colons = [i for i, char in enumerate(scan[0]) if char == ":"]
     if len(colons) > 2:
         return None
-    bounds = [-1, *colons, len(value)]
-    parts = [value[a + 1:b] for a, b in zip(bounds, bounds[1:])]
+    parts = _pieces(value, -1, colons, len(value))
     if any(p != p.strip(_BLANK) for p in parts):
         return None
     lower, upper, step = [_expression(p) if p else None for p in parts] + [None] * (3 - len(parts))

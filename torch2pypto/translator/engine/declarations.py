@@ -16,6 +16,7 @@ from torch2pypto.translator.engine.classes import MAX_DEPTH, Classes
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.kinds import NOT_TENSOR, TENSOR, UNKNOWN, Kind, combine
 from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, IMPORT, ITEM, PARAMETER, REST, Binding, ModuleIndex
+from torch2pypto.translator.engine.syntax import dotted
 
 FACTS = load_facts()
 Names = Callable[[ast.expr], set]  # what a dotted name imports, where it is written
@@ -157,7 +158,7 @@ class Declarations:
                 return None
             return found[0]
         if kind is ast.Call:
-            if is_dotted(expr.func) and not expr.args and not expr.keywords:
+            if dotted(expr.func) and not expr.args and not expr.keywords:
                 return expr.func, self._index.import_names  # an instance: AttentionInterface()
             return self._result(expr)
         if kind is ast.Attribute:
@@ -200,7 +201,7 @@ class Declarations:
         if len(parts) != 1:
             return None
         annotation = parts[0]
-        if not is_dotted(annotation) or self.kind(annotation, names) != NOT_TENSOR:
+        if not dotted(annotation) or self.kind(annotation, names) != NOT_TENSOR:
             return None
         if names == self._index.import_names:
             local = self._classes.local(annotation)
@@ -263,14 +264,7 @@ class Declarations:
 
 def _written_names(expr: ast.expr) -> set[str]:
     """A dotted name as written (torch.toml's annotations spell absolute names)."""
-    return {ast.unparse(expr)} if is_dotted(expr) else set()
-
-
-def is_dotted(node: ast.expr) -> bool:
-    """A plain dotted name (``a``, ``a.b.c``), with no call or subscript in it."""
-    while type(node) is ast.Attribute:
-        node = node.value
-    return type(node) is ast.Name
+    return {ast.unparse(expr)} if dotted(expr) else set()
 
 
 def is_none(node: ast.expr) -> bool:

@@ -29,7 +29,7 @@ from typing import Callable
 from torch2pypto.mapping.facts import is_tensor_function, load_facts
 from torch2pypto.translator.engine.callees import Callee, Callees, function_kind
 from torch2pypto.translator.engine.classes import FUNCTION_DEFS, Classes, HeldModule, is_self
-from torch2pypto.translator.engine.declarations import Declarations, is_dotted, is_none, is_vararg
+from torch2pypto.translator.engine.declarations import Declarations, is_none, is_vararg
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.idioms import Idioms
 from torch2pypto.translator.engine.kinds import (
@@ -40,8 +40,9 @@ from torch2pypto.translator.engine.scopes import (
 )  # fmt: skip
 from torch2pypto.translator.engine.solver import Solver
 from torch2pypto.translator.engine.statics import Statics
+from torch2pypto.translator.engine.syntax import dotted
 
-__all__ = ["DTYPE_NAMES", "NOT_TENSOR", "TENSOR", "UNKNOWN", "HeldModule", "Inference", "Kind", "is_dotted", "is_tensor_function"]
+__all__ = ["DTYPE_NAMES", "NOT_TENSOR", "TENSOR", "UNKNOWN", "HeldModule", "Inference", "Kind", "is_tensor_function"]
 
 FACTS = load_facts()
 DTYPE_NAMES = FACTS.dtypes  # torch.<dtype> spellings and the dtype they name
@@ -228,7 +229,7 @@ class Inference:
                 return TENSOR
             if api is not None:  # a method's wrapper returns what the function of its name does
                 return function_kind(api.replace("torch.Tensor.", "torch.", 1)) if api.startswith("torch.") else UNKNOWN
-        if type(func) is ast.Attribute and not is_dotted(func):
+        if type(func) is ast.Attribute and not dotted(func):
             return self._called(call) if self._callees.is_super(func.value) else self._method_kind(func)
         names = self._index.import_names(func)
         if names:

@@ -33,7 +33,7 @@ class Inlining:
         if self.depth >= INLINE_DEPTH:
             raise Unfusible("helpers nested too deep")
         scope = {a.arg: self.value(v, env) for a, v in zip(helper.args.args[method:], node.args)}
-        context = None if method else self.finder.contexts.get(id(helper))
+        context = None if method else self.finder.contexts.get(helper)
         self.depth += 1
         self.inlined.append(helper)
         self.contexts += [context] if context is not None else []

@@ -43,18 +43,18 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
                 bound.add(node.id)
         elif kind is ast.Call:
             if type(node.func) is ast.Name:
-                called[id(node.func)] = node
+                called[node.func] = node
                 if node.func.id in NAMES:  # translated already: its name and arguments
-                    translated.update(id(c) for c in (node.func, *node.args))
+                    translated.update((node.func, *node.args))
         elif kind in _REBINDING:
             _rebinds(node, bound)
     names -= bound
     made = []
     for node in reads:
-        if node.id not in names or id(node) in translated:
+        if node.id not in names or node in translated:
             continue
         start, end = lines.offset(*lines.span(node)[:2]), lines.offset(*lines.span(node)[2:])
-        call = called.get(id(node))
+        call = called.get(node)
         if call is not None and lines.text[end:end + 1] == "(":
             rest = "" if not (call.args or call.keywords) else "," if lines.text[end + 1:end + 2] in "\r\n" else ", "
             made.append((start, end + 1, f"pypto_causal_mask({node.id}{rest}"))

@@ -104,10 +104,10 @@ class Fused:
     calls: dict = dataclasses.field(default_factory=dict)
     # a submodule epilogue's call by its offset: its gated pair's, for a region before it (prologues.prologue)
     submodules: dict = dataclasses.field(default_factory=dict)
-    # a module function's grouped region (id of the function -> its statements and Grouped), for a
+    # a module function's grouped region (the function -> its statements and Grouped), for a
     # caller that composes its groups into a projection's epilogue (siblings' RoPE)
     grouped: dict = dataclasses.field(default_factory=dict)
-    # a method's region that returns its result (id of the method -> its statements and Built), for
+    # a method's region that returns its result (the method -> its statements and Built), for
     # a caller that composes its program into a projection's epilogue (siblings' per-head norm)
     returned: dict = dataclasses.field(default_factory=dict)
     # finds a function's regions before its turn, once (siblings: a norm's forward defined after its caller)
@@ -125,19 +125,19 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     found = Fused([], [], [])
     owners = dict(_methods(tree.body, ""))
     helpers: dict = _module_functions(tree) if elsewhere is None else {}
-    contexts: dict[int, Context] = {}
+    contexts: dict[ast.AST, Context] = {}
     for name, load in (elsewhere or {}).items():
         helpers[name] = functools.partial(_loaded, load, contexts)
     spans = sorted(pending)  # the pending spans in source order, a site no longer pending left out where read
     functions = list(_functions(tree))
-    left = {id(f) for f in functions}
+    left = set(functions)
 
     def run(function) -> None:
-        if id(function) not in left:
+        if function not in left:
             return
-        left.remove(id(function))
+        left.remove(function)
         finder = Finder(sites, pending, lines, text, function)
-        finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(id(function)), helpers, host
+        finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(function), helpers, host
         finder.contexts, finder.at, finder.spans = contexts, at, spans
         for block, loop in _blocks(function):
             finder.block(block, loop, found)
@@ -185,12 +185,12 @@ def _rows(built: Built) -> set[str]:
 
 
 def _loaded(load, contexts: dict):
-    """A function of another chunk, its context recorded by id (None: it is no module function)."""
+    """A function of another chunk, its context recorded (None: it is no module function)."""
     found = load()
     if found is None:
         return None
     function, context = found
-    contexts[id(function)] = context
+    contexts[function] = context
     return function
 
 
@@ -216,11 +216,11 @@ def module_functions(body: list[ast.stmt]) -> tuple[collections.Counter, dict[st
 
 
 def _methods(body: list[ast.stmt], prefix: str):
-    """(id of a method, qualified name of its class) of the classes at module level, nested ones too."""
+    """(a method, qualified name of its class) of the classes at module level, nested ones too."""
     for node in body:
         if isinstance(node, ast.ClassDef):
             name = prefix + node.name
-            yield from ((id(n), name) for n in node.body if isinstance(n, FUNCTIONS))
+            yield from ((n, name) for n in node.body if isinstance(n, FUNCTIONS))
             yield from _methods(node.body, name + ".")
 
 
@@ -253,15 +253,15 @@ class Finder(Bounds):
         self.sites, self.pending, self.lines, self.text, self.function = sites, pending, lines, text, function
         self.loop_node = None  # the loop around the current block
         self.near: list = []  # the pending spans on the lines of the statement searched for expressions
-        self._loops: dict[int, set[int]] = {}
-        self._alone: dict[int, tuple[ast.AST, int]] = {}  # id of a statement's value -> (it, the ops of its build alone; 0: none)
-        self._walks: dict[int, tuple[ast.AST, list[ast.AST]]] = {}  # id of an expression -> (it, its nodes)
-        self._inside: dict[int, tuple[ast.stmt, set[int]]] = {}  # id of a statement -> (it, :meth:`_ids`)
-        self._reads: dict[int, tuple[ast.AST, frozenset[str], bool]] = {}  # id of an expression -> (it, :meth:`reads`)
+        self._loops: dict[ast.AST, set[int]] = {}
+        self._alone: dict[ast.AST, int] = {}  # a statement's value -> the ops of its build alone (0: none)
+        self._walks: dict[ast.AST, list[ast.AST]] = {}  # an expression -> its nodes
+        self._inside: dict[ast.stmt, set[int]] = {}  # a statement -> its :meth:`_ids`
+        self._reads: dict[ast.AST, tuple[frozenset[str], bool]] = {}  # an expression -> its :meth:`reads`
         self.path, self.owner = "", None
         self.helpers: dict[str, ast.FunctionDef] = {}  # the module's functions that a region may inline
         self.host: set = set()  # the spans of host-side torch calls (views, shapes)
-        self.contexts: dict[int, Context] = {}  # id of a helper of another chunk -> that chunk's
+        self.contexts: dict[ast.AST, Context] = {}  # a helper of another chunk -> that chunk's
         self.at: dict = {}  # every call site's attempt by span, decided or pending
         self.spans: list = []  # the module's pending spans (when the finder was made), in source order
 
@@ -326,9 +326,9 @@ class Finder(Bounds):
         loop = self.loop_node
         if loop is None:
             return set()
-        if id(loop) not in self._loops:
-            self._loops[id(loop)] = {id(n) for n in walk(loop)}
-        return self._loops[id(loop)]
+        if loop not in self._loops:
+            self._loops[loop] = {id(n) for n in walk(loop)}
+        return self._loops[loop]
 
     def block(self, statements: list[ast.stmt], loop, found: Fused) -> None:
         self.loop_node = loop
@@ -372,7 +372,7 @@ class Finder(Bounds):
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
         if self._fails_first(statements[i].value):
-            self._alone[id(statements[i].value)] = (statements[i].value, 0)  # as its build would fail
+            self._alone[statements[i].value] = 0  # as its build would fail
             return None
         if not self._worth(statements[i : i + 1]) and not self._worth(statements[i : self._candidates_end(statements, i)]):
             return None  # no run from i is a region of its own: ``h = self.norm(h)`` before no other tensor statement
@@ -397,8 +397,7 @@ class Finder(Bounds):
     def failed(self, statement: ast.stmt) -> bool:
         """Whether the build of ``statement`` alone, as a region's first, is known to have failed
         (a run from it tried it): a later try of a region that starts with it need not build it."""
-        alone = self._alone.get(id(statement.value))
-        return alone is not None and alone[0] is statement.value and alone[1] == 0
+        return self._alone.get(statement.value) == 0
 
     def expression(self, node: ast.expr, found: Fused) -> None:
         """The largest expressions in ``node`` that fuse (two ops at least), each one region whose
@@ -410,8 +409,8 @@ class Finder(Bounds):
             return
         if any(find(self, node, found) for find in (epilogues.gated_pair, epilogues.linear_epilogue, epilogues.linear_activation)):
             return
-        alone = self._alone.get(id(node))
-        if isinstance(node, (*OPERATORS, ast.Call)) and self._worth([node]) and not (alone and alone[0] is node and alone[1] < 2) \
+        alone = self._alone.get(node)
+        if isinstance(node, (*OPERATORS, ast.Call)) and self._worth([node]) and not (alone is not None and alone < 2) \
                 and not self._enclosed(node) and not self._fails_first(node):
             returned = ast.Return(value=node)
             ast.copy_location(returned, node)
@@ -432,29 +431,27 @@ class Finder(Bounds):
 
     def nodes(self, node: ast.AST) -> list[ast.AST]:
         """``walk(node)``, once per node (the builds of a statement and of its expressions read the same ones)."""
-        known = self._walks.get(id(node))
-        if known is None or known[0] is not node:
-            known = self._walks[id(node)] = (node, walk(node))  # the node kept, so that its id is not reused
-        return known[1]
+        known = self._walks.get(node)
+        if known is None:
+            known = self._walks[node] = walk(node)
+        return known
 
     def _ids(self, statement: ast.stmt) -> set[int]:
         """The ids of ``statement``'s nodes, once per statement (a run asks for the outputs of each
         longer prefix)."""
-        known = self._inside.get(id(statement))
-        if known is None or known[0] is not statement:
-            known = self._inside[id(statement)] = (statement, {id(n) for n in self.nodes(statement)})  # the statement kept, so that its id is not reused
-        return known[1]
+        known = self._inside.get(statement)
+        if known is None:
+            known = self._inside[statement] = {id(n) for n in self.nodes(statement)}
+        return known
 
     def reads(self, node: ast.AST) -> tuple[frozenset[str], bool]:
         """The names an expression reads and whether it holds a call, a subscript, a lambda or a
         walrus (no number then), once per node: a build asks at each level of an expression."""
-        known = self._reads.get(id(node))
-        if known is None or known[0] is not node:
+        known = self._reads.get(node)
+        if known is None:
             nodes = self.nodes(node)
-            names = frozenset(n.id for n in nodes if type(n) is ast.Name)
-            computed = any(isinstance(n, COMPUTED) for n in nodes)
-            known = self._reads[id(node)] = (node, names, computed)  # the node kept, so that its id is not reused
-        return known[1], known[2]
+            known = self._reads[node] = frozenset(n.id for n in nodes if type(n) is ast.Name), any(isinstance(n, COMPUTED) for n in nodes)
+        return known
 
     def _text(self, node: ast.AST) -> str:
         span = self.lines.span(node)
@@ -481,10 +478,10 @@ class Finder(Bounds):
                 values = [(name, built.value(node, built.env)) for name, node in parts]  # all before any is bound
             except Unfusible:
                 if index == 0:
-                    self._alone[id(statement.value)] = (statement.value, 0)
+                    self._alone[statement.value] = 0
                 raise
             if index == 0:  # built alone: as an expression, it makes as many ops
-                self._alone[id(statement.value)] = (statement.value, len(built.program.ops))
+                self._alone[statement.value] = len(built.program.ops)
             for name, value in values:
                 if not value.is_tile:
                     raise Unfusible("a statement of no tensor")
@@ -540,11 +537,11 @@ class Finder(Bounds):
         if isinstance(built, groups.Grouped):
             defined = built.definitions(wrapper, where, torch_source)
             if self.owner is None and not inline:
-                found.grouped[id(self.function)] = (statements, built)
+                found.grouped[self.function] = (statements, built)
         else:
             defined = definitions(wrapper, where, built.program, outputs, torch_source, built.returned is not None)
             if self.owner is not None and not inline and built.returned is not None:
-                found.returned[id(self.function)] = (statements, built)
+                found.returned[self.function] = (statements, built)
         call = f"{wrapper}({', '.join(p.source for p in built.program.params if p.name not in built.program.derived)})"
         statement = call if inline else f"return {call}" if built.returned is not None else f"{', '.join(o.name for o in built.outputs)} = {call}"
         indent = self.text[self.lines.offset(span[0], 0) : start]

@@ -16,6 +16,7 @@ import builtins
 import dataclasses
 
 from torch2pypto.translator.engine.flow import reaching
+from torch2pypto.translator.engine.identity import ByIdentity
 
 IMPORT, DEFINITION, PARAMETER, ASSIGN, ANNOTATED, AUGMENTED, NAMED, UNPACKED, OTHER = (
     "import", "definition", "parameter", "assign", "annotated", "augmented", "named", "unpacked", "other",
@@ -104,7 +105,7 @@ class ModuleIndex:
         self.classes: list[ast.ClassDef] = []
         self.yielding: set[ast.AST] = set()  # the scope nodes a yield is in (a comprehension's: the scope around it)
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
-        self._imports_of: dict[int, tuple] = {}  # id of a bindings list -> (it, its length, imports())
+        self._imports_of = ByIdentity()  # a bindings list -> (its length, imports())
         self._looked_up: dict[tuple[Scope, str], list[Binding]] = {}
         self._import_names: dict[ast.AST, frozenset[str]] = {}
         self._imported: set[str] = set()  # names an import binds in some scope: only they reach an import
@@ -173,12 +174,11 @@ class ModuleIndex:
         """The qualified names of the imports among ``bindings``, each once, and whether every
         binding is an import; found once per list and length (a name bound many times, ``torch``
         by each copy of a model in a large module, is read often)."""
-        known = self._imports_of.get(id(bindings))
-        if known is None or known[0] is not bindings or known[1] != len(bindings):
+        known = self._imports_of.get(bindings)
+        if known is None or known[0] != len(bindings):
             imported = [b.qualified for b in bindings if b.kind == IMPORT]
-            found = (list(dict.fromkeys(imported)), len(imported) == len(bindings))
-            known = self._imports_of[id(bindings)] = (bindings, len(bindings), found)  # the list kept: its id is not reused
-        return known[2]
+            known = self._imports_of[bindings] = len(bindings), (list(dict.fromkeys(imported)), len(imported) == len(bindings))
+        return known[1]
 
     def bindings(self, name: ast.Name) -> list[Binding]:
         """What a name read sees: the bindings of its scope that may reach it (:mod:`flow`)."""

@@ -241,7 +241,7 @@ def _head_norm(finder, func: ast.Attribute, found):
     if forward is None or inference.method(cls, "__call__") is not None or cls.name in locals_of(finder.function):
         return None
     found.ahead(forward)  # its regions found, if not yet
-    statements, built = found.returned.get(id(forward), ((), None))
+    statements, built = found.returned.get(forward, ((), None))
     arguments = forward.args
     if built is None or arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs or len(arguments.args) != 2:
         return None
@@ -295,7 +295,7 @@ def _rope_groups(finder, helper: ast.FunctionDef, found, norms):
     cos.shape[-1]`` (phi3's rotary_dim: cos and sin rotate each head's first w columns, the rest
     passes), one grouped region of a group for q (reading q, cos and sin) and one for k, and
     ``return q_embed, k_embed``, each after its ``norms`` one (None: none); else None."""
-    recorded = found.grouped.get(id(helper))
+    recorded = found.grouped.get(helper)
     arguments = helper.args
     if recorded is None or arguments.vararg or arguments.kwarg or arguments.posonlyargs or arguments.kwonlyargs:
         return None

@@ -94,6 +94,7 @@ def literal_of(node: ast.expr | None, failed=Ellipsis):
 
 
 def dotted(node: ast.expr) -> bool:
+    """A plain dotted name (``a``, ``a.b.c``), with no call or subscript in it."""
     while type(node) is ast.Attribute:
         node = node.value
     return type(node) is ast.Name

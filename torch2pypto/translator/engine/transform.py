@@ -26,10 +26,11 @@ from torch2pypto.translator.engine.call_parts import parse
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.schema import operators
 from torch2pypto.schema.family import family
-from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, UNKNOWN, HeldModule, Inference, is_dotted, is_tensor_function
+from torch2pypto.translator.engine.inference import NOT_TENSOR, TENSOR, UNKNOWN, HeldModule, Inference, is_tensor_function
 from torch2pypto.translator.engine.report import AMBIGUOUS, CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.emit import KERNELS_MODULE
 from torch2pypto.translator.engine.scopes import ModuleIndex
+from torch2pypto.translator.engine.syntax import dotted
 
 FACTS = load_facts()
 UNMAPPED = "unmapped"  # the category of torch functions outside the table
@@ -136,7 +137,7 @@ class Sites:
     def resolve(self, call: ast.Call) -> Resolved | None:
         """The torch API a call is, or None for calls that are not torch's."""
         func = call.func
-        if is_dotted(func):
+        if dotted(func):
             for name in sorted(self.index.import_names(func)):
                 if not name.startswith("torch."):
                     continue
@@ -157,7 +158,7 @@ class Sites:
         if module is not None:
             return self._module_call(module)
         entry = self.table.method(func.attr)
-        if is_dotted(func.value) and self.index.import_names(func.value):
+        if dotted(func.value) and self.index.import_names(func.value):
             return None
         api = f"torch.Tensor.{func.attr}"
         if entry is None:  # a tensor method outside the table (alibi.baddbmm(...)): a site on a known tensor
