@@ -286,7 +286,7 @@ class Callees:
             passed_to = {id(a): c for c in self._index.calls for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
             escaped: set[ast.AST] = set()
-            defined: dict[int, tuple[list, list]] = {}  # id of a bindings list -> (it, its functions' definitions)
+            defined: dict[int, list] = {}  # id of a bindings list -> [it, its functions' definitions, whether they escaped]
             functions = {n.name for n in self._index.scope_of if type(n) in FUNCTION_DEFS}  # the names a def binds
             for node, scope in self._index.scope_of.items():
                 if type(node) is not ast.Name or node.id not in functions or type(node.ctx) is not ast.Load:
@@ -296,15 +296,17 @@ class Callees:
                     continue
                 known = defined.get(id(bindings))
                 if known is None:  # once per list: a name bound many times (torch, imported by each copy of a model) is read often
-                    known = defined[id(bindings)] = (bindings, [b for b in bindings if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS)])
-                for b in known[1]:
-                    call = callee.get(id(node))
-                    if call is None and id(node) in passed_to and self._names_only(passed_to[id(node)]):
-                        continue  # named to a decorator that never calls it
-                    if call is None or len(bindings) != 1:
-                        escaped.add(b.node)
-                    else:
-                        calls.setdefault(b.node, []).append(call)
+                    known = defined[id(bindings)] = [bindings, [b.node for b in bindings if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS)], False]
+                if not known[1]:
+                    continue
+                call = callee.get(id(node))
+                if call is None and id(node) in passed_to and self._names_only(passed_to[id(node)]):
+                    continue  # named to a decorator that never calls it
+                if call is not None and len(bindings) == 1:
+                    calls.setdefault(known[1][0], []).append(call)
+                elif not known[2]:  # a list's functions escape once: a function defined by each copy of a model is read often
+                    escaped.update(known[1])
+                    known[2] = True
             exported = _exported(self._index)
             self._calls_of = {f: c for f, c in calls.items() if f not in escaped and f.name not in exported}
         return self._calls_of
