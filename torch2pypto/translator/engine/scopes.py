@@ -37,6 +37,9 @@ class Scope:
     parent: Scope | None
     bindings: dict[str, list[Binding]] = dataclasses.field(default_factory=dict)
     declared: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> "global"/"nonlocal"
+    # what every index reading a module scope asks of its bindings, once they are all bound (the
+    # chunks of a large module read one module scope: answered per chunk, it grows with the module)
+    answers: dict[str, object] = dataclasses.field(default_factory=dict)
 
     @property
     def is_class(self) -> bool:
@@ -109,7 +112,18 @@ class ModuleIndex:
         self._import_names: dict[ast.AST, frozenset[str]] = {}
         self._imported: set[str] = set()  # names an import binds in some scope: only they reach an import
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
-        self._imported.update(name for name, bindings in self.module.bindings.items() if any(b.kind == IMPORT for b in bindings))
+        if not shallow:  # a shallow walk is not asked about names, only binds them
+            self._imported.update(self.module_answer("imported", _imported_names))
+
+    def module_answer(self, question: str, answer):
+        """``answer(module_scope)``, found once per module scope once its bindings are final (a
+        module's chunks share it: no chunk binds in it, so each would find the same)."""
+        if self._shallow:
+            return answer(self.module)  # still being bound, a chunk at a time
+        answers = self.module.answers
+        if question not in answers:
+            answers[question] = answer(self.module)
+        return answers[question]
 
     # --- queries -------------------------------------------------------------------------
 
@@ -524,6 +538,11 @@ def _walked_fields(kind: type) -> tuple[str, ...]:
     """The fields of a node type that walk() visits: those that may hold nodes but symbols."""
     fields = _WALKED_FIELDS[kind] = tuple(f for f in _NODE_FIELDS.get(kind) or _node_fields(kind) if f not in _SYMBOL_FIELDS)
     return fields
+
+
+def _imported_names(module: Scope) -> frozenset[str]:
+    """The names an import binds in ``module`` (among their bindings)."""
+    return frozenset(name for name, bindings in module.bindings.items() if any(b.kind == IMPORT for b in bindings))
 
 
 def _owner(scope: Scope, name: str, bindings: list[Binding]) -> ast.AST | None:
