@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import itertools
 
 from torch2pypto.translator.engine.flow import reaching
 
@@ -100,6 +101,7 @@ class ModuleIndex:
         self._bind_module = module is None or shallow
         self._shallow = shallow
         self.scope_of: dict[ast.AST, Scope] = {} if scope_of is None else scope_of
+        self._shared = len(self.scope_of)  # the entries the shallow walks recorded, first
         self.calls: list[ast.Call] = []
         self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign | ast.Subscript] = []
         self.fstrings: list[ast.JoinedStr] = []
@@ -116,14 +118,24 @@ class ModuleIndex:
             self._imported.update(self.module_answer("imported", _imported_names))
 
     def module_answer(self, question: str, answer):
-        """``answer(module_scope)``, found once per module scope once its bindings are final (a
-        module's chunks share it: no chunk binds in it, so each would find the same)."""
+        """``answer(self)`` about the module scope's bindings or the shallow walks' entries of
+        ``scope_of`` (:meth:`shared_scopes`), found once per module scope once its bindings are
+        final: a module's chunks share it, as no chunk binds in it, so each would find the same."""
         if self._shallow:
-            return answer(self.module)  # still being bound, a chunk at a time
+            return answer(self)  # still being bound, a chunk at a time
         answers = self.module.answers
         if question not in answers:
-            answers[question] = answer(self.module)
+            answers[question] = answer(self)
         return answers[question]
+
+    def shared_scopes(self) -> list[tuple[ast.AST, Scope]]:
+        """The entries of ``scope_of`` the shallow walks of a module read in chunks recorded (the
+        same in each chunk's index); none for a module indexed whole."""
+        return list(itertools.islice(self.scope_of.items(), self._shared))
+
+    def own_scopes(self) -> list[tuple[ast.AST, Scope]]:
+        """The entries of ``scope_of`` recorded since the shallow walks': this index's own."""
+        return list(itertools.islice(self.scope_of.items(), self._shared, None))
 
     # --- queries -------------------------------------------------------------------------
 
@@ -540,9 +552,9 @@ def _walked_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
-def _imported_names(module: Scope) -> frozenset[str]:
-    """The names an import binds in ``module`` (among their bindings)."""
-    return frozenset(name for name, bindings in module.bindings.items() if any(b.kind == IMPORT for b in bindings))
+def _imported_names(index: ModuleIndex) -> frozenset[str]:
+    """The names an import binds in the module scope (among their bindings)."""
+    return frozenset(name for name, bindings in index.module.bindings.items() if any(b.kind == IMPORT for b in bindings))
 
 
 def _owner(scope: Scope, name: str, bindings: list[Binding]) -> ast.AST | None:

@@ -8,7 +8,7 @@ from typing import Callable
 
 from torch2pypto.mapping.facts import load_facts, torch_dtype
 from torch2pypto.translator.engine.declarations import Declarations, is_vararg
-from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, IMPORT, PARAMETER, Binding, ModuleIndex, Scope
+from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, IMPORT, PARAMETER, Binding, ModuleIndex
 
 FACTS = load_facts()
 UNKNOWN_DTYPE = "?"  # a dtype not known statically
@@ -102,9 +102,9 @@ class Statics:
         return self._torch_read
 
 
-def _torch_names(module: Scope) -> list[str]:
+def _torch_names(index: ModuleIndex) -> list[str]:
     """``torch`` and the module-level names other than torch an import binds to it, in order."""
-    return ["torch", *sorted(n for n, bs in module.bindings.items() if n != "torch" and any(_imports_torch(b) for b in bs))]
+    return ["torch", *sorted(n for n, bs in index.module.bindings.items() if n != "torch" and any(_imports_torch(b) for b in bs))]
 
 
 def _imports_torch(binding: Binding) -> bool:
