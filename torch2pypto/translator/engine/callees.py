@@ -285,10 +285,12 @@ class Callees:
             callee = {id(c.func): c for c in self._index.calls if type(c.func) is ast.Name}
             passed_to = {id(a): c for c in self._index.calls for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
-            escaped: set[ast.AST] = set()
-            defined: dict[int, tuple[list, list]] = {}  # id of a bindings list -> (it, its functions' definitions)
-            functions = {n.name for n in self._index.scope_of if type(n) in FUNCTION_DEFS}  # the names a def binds
-            for node, scope in self._index.scope_of.items():
+            module_functions, read = self._index.module_answer("functions read at module level", _read_at_module_level)
+            escaped: set[ast.AST] = set(read)
+            defined: dict[int, list] = {}  # id of a bindings list -> [it, its functions' definitions, whether they escaped]
+            own = self._index.own_scopes()
+            functions = module_functions | {n.name for n, _ in own if type(n) in FUNCTION_DEFS}  # the names a def binds
+            for node, scope in own:
                 if type(node) is not ast.Name or node.id not in functions or type(node.ctx) is not ast.Load:
                     continue
                 bindings = self._index.lookup(scope, node.id)
@@ -296,16 +298,18 @@ class Callees:
                     continue
                 known = defined.get(id(bindings))
                 if known is None:  # once per list: a name bound many times (torch, imported by each copy of a model) is read often
-                    known = defined[id(bindings)] = (bindings, [b for b in bindings if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS)])
-                for b in known[1]:
-                    call = callee.get(id(node))
-                    if call is None and id(node) in passed_to and self._names_only(passed_to[id(node)]):
-                        continue  # named to a decorator that never calls it
-                    if call is None or len(bindings) != 1:
-                        escaped.add(b.node)
-                    else:
-                        calls.setdefault(b.node, []).append(call)
-            exported = _exported(self._index)
+                    known = defined[id(bindings)] = [bindings, _functions(bindings), False]
+                if not known[1]:
+                    continue
+                call = callee.get(id(node))
+                if call is None and id(node) in passed_to and self._names_only(passed_to[id(node)]):
+                    continue  # named to a decorator that never calls it
+                if call is not None and len(bindings) == 1:
+                    calls.setdefault(known[1][0], []).append(call)
+                elif not known[2]:  # a list's functions escape once: a function defined by each copy of a model is read often
+                    escaped.update(known[1])
+                    known[2] = True
+            exported = self._index.module_answer("exported", _exported)
             self._calls_of = {f: c for f, c in calls.items() if f not in escaped and f.name not in exported}
         return self._calls_of
 
@@ -364,11 +368,29 @@ def _falls_through(body: list[ast.stmt]) -> bool:
     return True
 
 
-def _exported(index: ModuleIndex) -> set[str]:
+def _exported(index: ModuleIndex) -> frozenset[str]:
     """Names the module's ``__all__`` lists."""
     names = set()
     for binding in index.module.bindings.get("__all__", ()):
         value = binding.value
         if isinstance(value, (ast.List, ast.Tuple)):
             names.update(e.value for e in value.elts if type(e) is ast.Constant and isinstance(e.value, str))
-    return names
+    return frozenset(names)
+
+
+def _read_at_module_level(index: ModuleIndex) -> tuple[frozenset[str], frozenset[ast.AST]]:
+    """The names the module-level definitions bind, and the functions read by the names the
+    shallow walks of a module read in chunks recorded: what :meth:`Callees.direct_calls` finds
+    of them in every chunk, as no chunk's call is one of those names (its chunk parsed again),
+    so each escapes (module-level reads look up module bindings only, the same for every chunk)."""
+    shared = index.shared_scopes()
+    functions = frozenset(n.name for n, _ in shared if type(n) in FUNCTION_DEFS)
+    read: set[ast.AST] = set()
+    for node, scope in shared:
+        if type(node) is ast.Name and node.id in functions and type(node.ctx) is ast.Load:
+            read.update(_functions(index.lookup(scope, node.id)))
+    return functions, frozenset(read)
+
+
+def _functions(bindings: list[Binding]) -> list[ast.AST]:
+    return [b.node for b in bindings if b.kind == DEFINITION and isinstance(b.node, FUNCTION_DEFS)]

@@ -142,19 +142,23 @@ class Declarations:
             bindings = self._index.bindings(expr)
             if not bindings or id(bindings) in seen:
                 return None
-            found = []
-            for binding in bindings:
-                if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None and not is_vararg(binding):
-                    found.append((binding.annotation, self._index.import_names))
-                elif binding.kind == ASSIGN and binding.value is not None:
-                    found.append(self.of(binding.value, seen | {id(bindings)}))
-                elif binding.kind == IMPORT:
-                    found.append(self._hierarchy.declared(binding.qualified))
-                else:
-                    return None
+            qualified, imports_only = self._index.imports(bindings)
+            if imports_only:  # each name asked once, not once per import of it (torch, by each copy of a model)
+                found = [self._hierarchy.declared(q) for q in qualified]  # answers cached: the same for each import
+            else:
+                found = []
+                for binding in bindings:
+                    if binding.kind in (PARAMETER, ANNOTATED) and binding.annotation is not None and not is_vararg(binding):
+                        found.append((binding.annotation, self._index.import_names))
+                    elif binding.kind == ASSIGN and binding.value is not None:
+                        found.append(self.of(binding.value, seen | {id(bindings)}))
+                    elif binding.kind == IMPORT:
+                        found.append(self._hierarchy.declared(binding.qualified))
+                    else:
+                        return None
             if None in found:
                 return None
-            if len(found) > 1 and (len({self.declared_class(*d) for d in found}) != 1 or self.declared_class(*found[0]) is None):
+            if len(bindings) > 1 and (len({self.declared_class(*d) for d in found}) != 1 or self.declared_class(*found[0]) is None):
                 return None
             return found[0]
         if kind is ast.Call:

@@ -67,8 +67,15 @@ def defer(imported: frozenset[str], tree: ast.Module, lines, edits) -> list[tupl
 def _spelling(names: set[str], tree: ast.Module, lines) -> list[ast.AST]:
     """The nodes of ``tree`` that may read, bind or call one of ``names``: those of the statements on
     whose lines one is written, the statements nested in these only where one is written on theirs
-    (a line beyond ASCII counts as one: Python normalizes the names written there)."""
-    found = {bisect.bisect_right(lines.starts, m.start()) for m in re.finditer("|".join(map(re.escape, sorted(names))), lines.text)}
+    (a line beyond ASCII counts as one: Python normalizes the names written there). Only the
+    lines of ``tree`` (a chunk of a large module) are searched: no name spans a line."""
+    if not tree.body:
+        return []
+    first = min([tree.body[0].lineno, *(d.lineno for d in getattr(tree.body[0], "decorator_list", ()))])
+    start = lines.starts[first - 1]
+    end = lines.starts[tree.body[-1].end_lineno] if tree.body[-1].end_lineno < len(lines.starts) else len(lines.text)
+    pattern = re.compile("|".join(map(re.escape, sorted(names))))
+    found = {bisect.bisect_right(lines.starts, m.start()) for m in pattern.finditer(lines.text, start, end)}
     found = sorted(found | lines.wide)
     nodes, statements = [], list(tree.body)
     while statements:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import itertools
 
 from torch2pypto.translator.engine.flow import reaching
 from torch2pypto.translator.engine.identity import ByIdentity
@@ -38,6 +39,9 @@ class Scope:
     parent: Scope | None
     bindings: dict[str, list[Binding]] = dataclasses.field(default_factory=dict)
     declared: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> "global"/"nonlocal"
+    # what every index reading a module scope asks of its bindings, once they are all bound (the
+    # chunks of a large module read one module scope: answered per chunk, it grows with the module)
+    answers: dict[str, object] = dataclasses.field(default_factory=dict)
 
     @property
     def is_class(self) -> bool:
@@ -98,6 +102,7 @@ class ModuleIndex:
         self._bind_module = module is None or shallow
         self._shallow = shallow
         self.scope_of: dict[ast.AST, Scope] = {} if scope_of is None else scope_of
+        self._shared = len(self.scope_of)  # the entries the shallow walks recorded, first
         self.calls: list[ast.Call] = []
         self.operators: list[ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign | ast.Subscript] = []
         self.fstrings: list[ast.JoinedStr] = []
@@ -110,7 +115,28 @@ class ModuleIndex:
         self._import_names: dict[ast.AST, frozenset[str]] = {}
         self._imported: set[str] = set()  # names an import binds in some scope: only they reach an import
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
-        self._imported.update(name for name, bindings in self.module.bindings.items() if any(b.kind == IMPORT for b in bindings))
+        if not shallow:  # a shallow walk is not asked about names, only binds them
+            self._imported.update(self.module_answer("imported", _imported_names))
+
+    def module_answer(self, question: str, answer):
+        """``answer(self)`` about the module scope's bindings or the shallow walks' entries of
+        ``scope_of`` (:meth:`shared_scopes`), found once per module scope once its bindings are
+        final: a module's chunks share it, as no chunk binds in it, so each would find the same."""
+        if self._shallow:
+            return answer(self)  # still being bound, a chunk at a time
+        answers = self.module.answers
+        if question not in answers:
+            answers[question] = answer(self)
+        return answers[question]
+
+    def shared_scopes(self) -> list[tuple[ast.AST, Scope]]:
+        """The entries of ``scope_of`` the shallow walks of a module read in chunks recorded (the
+        same in each chunk's index); none for a module indexed whole."""
+        return list(itertools.islice(self.scope_of.items(), self._shared))
+
+    def own_scopes(self) -> list[tuple[ast.AST, Scope]]:
+        """The entries of ``scope_of`` recorded since the shallow walks': this index's own."""
+        return list(itertools.islice(self.scope_of.items(), self._shared, None))
 
     # --- queries -------------------------------------------------------------------------
 
@@ -524,6 +550,11 @@ def _walked_fields(kind: type) -> tuple[str, ...]:
     """The fields of a node type that walk() visits: those that may hold nodes but symbols."""
     fields = _WALKED_FIELDS[kind] = tuple(f for f in _NODE_FIELDS.get(kind) or _node_fields(kind) if f not in _SYMBOL_FIELDS)
     return fields
+
+
+def _imported_names(index: ModuleIndex) -> frozenset[str]:
+    """The names an import binds in the module scope (among their bindings)."""
+    return frozenset(name for name, bindings in index.module.bindings.items() if any(b.kind == IMPORT for b in bindings))
 
 
 def _owner(scope: Scope, name: str, bindings: list[Binding]) -> ast.AST | None:

@@ -24,7 +24,6 @@ class Statics:
         self._declarations = declarations
         self._module_reads_torch = reads_torch
         self._torch_read: bool | None = None
-        self._torch_aliases: list[str] | None = None  # module-level names other than torch bound to it
         self.spelt_free_torch = False  # torch_name() answered a `torch` the module must import
 
     def dtype(self, expr: ast.expr) -> str | None:
@@ -85,10 +84,7 @@ class Statics:
         scope = self._index.scope_of.get(node)
         if scope is None:
             return None
-        if self._torch_aliases is None:
-            module = self._index.module.bindings
-            self._torch_aliases = sorted(n for n, bs in module.items() if n != "torch" and any(_imports_torch(b) for b in bs))
-        for candidate in ["torch", *self._torch_aliases]:
+        for candidate in self._index.module_answer("torch names", _torch_names):
             bindings = self._index.lookup(scope, candidate)
             if bindings and self._index.imports(bindings) == (["torch"], True):
                 return candidate
@@ -104,6 +100,11 @@ class Statics:
         if self._torch_read is None:
             self._torch_read = any(type(n) is ast.Name and n.id == "torch" for n in self._index.scope_of)
         return self._torch_read
+
+
+def _torch_names(index: ModuleIndex) -> list[str]:
+    """``torch`` and the module-level names other than torch an import binds to it, in order."""
+    return ["torch", *sorted(n for n, bs in index.module.bindings.items() if n != "torch" and any(_imports_torch(b) for b in bs))]
 
 
 def _imports_torch(binding: Binding) -> bool:

@@ -22,7 +22,7 @@ from torch2pypto.translator.engine import chunks, emit, masks, repeats
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.regions import Context, Fused, Region, fuse, module_functions
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine.scopes import ModuleIndex, Scope, walk
+from torch2pypto.translator.engine.scopes import ModuleIndex, Scope, children, walk
 from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _BEYOND_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -184,10 +184,8 @@ class _Parted:
             where.update(dict.fromkeys(functions, chunk))
             ModuleIndex(tree, module=scope, scope_of=scope_of, shallow=True)
             outline += [s if _kept(s) else ast.Pass(**_position(s)) for s in tree.body]
-            for bindings in scope.bindings.values():  # what the bindings hold, not the bodies
-                for binding in bindings:
-                    if isinstance(binding.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                        binding.node.body = []
+            for definition in _module_definitions(tree):  # what the bindings hold, not the bodies
+                definition.body = []
         parted = cls(ast.Module(outline, []), scope, scope_of, (text, path, cut))
         parted.functions = {name: chunk for name, chunk in where.items() if bound[name] == 1}
         return parted
@@ -236,6 +234,20 @@ def _elsewhere(module: _Parted, text: str, path: str, section: range, lines: _Li
         return None if function is None else (function, context)
 
     return {name: functools.partial(load, name, chunk) for name, chunk in module.functions.items()}
+
+
+def _module_definitions(tree: ast.Module) -> list[ast.AST]:
+    """The functions and classes a module binds at its level, its blocks' (``if``, ``try``)
+    included: the nodes of its ``DEFINITION`` bindings (found in the chunk itself, not among the
+    whole module's bindings, which grow with each chunk)."""
+    found, statements = [], list(tree.body)
+    while statements:
+        statement = statements.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append(statement)
+        else:
+            statements += [c for c in children(statement) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case))]
+    return found
 
 
 def _kept(statement: ast.stmt) -> bool:
