@@ -500,12 +500,24 @@ class Finder(Bounds):
         return built
 
     def outputs(self, statements, built: Built) -> list[Output]:
-        inside = [self._ids(s) for s in statements]
+        """The values of the region read elsewhere: after its statements, in the loop around them or
+        by a nested function. A read after the statements' end is none of theirs (a node starts within
+        its statement's span), so the statements' nodes are asked only of the reads in the loop or
+        deferred that start before it (most reads are neither)."""
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
-        read = {
-            name for name in built.assigned for n in self.loads_of.get(name, ())
-            if not any(id(n) in ids for ids in inside) and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
-        }
+        loop, deferred, inside = self.loop, self.deferred, None
+        read = set()
+        for name in built.assigned:
+            for n in self.loads_of.get(name, ()):
+                if (n.lineno, n.col_offset) > end:
+                    read.add(name)
+                    break
+                if id(n) in loop or id(n) in deferred:
+                    if inside is None:
+                        inside = [self._ids(s) for s in statements]
+                    if not any(id(n) in ids for ids in inside):
+                        read.add(name)
+                        break
         live = [Output(name, value) for name, value in built.assigned.items() if name in read]
         if built.returned is not None:
             if live:
