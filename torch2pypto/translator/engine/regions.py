@@ -63,6 +63,7 @@ _NESTED = frozenset({*FUNCTIONS, ast.ClassDef, ast.Lambda})  # what own_nodes do
 # a function's own blocks (not definitions)
 _HOLDERS = frozenset(t for t in (*ast.stmt.__subclasses__(), ast.Module, ast.ExceptHandler, ast.match_case) if {*_STATEMENT_LISTS} & {*t._fields})
 _COMPOUND = _HOLDERS - {*FUNCTIONS, ast.ClassDef, ast.Module, ast.ExceptHandler, ast.match_case}
+_VALUED = frozenset({ast.Assign, ast.AugAssign, ast.Expr, ast.Return})  # statements whose one expression evaluated is their value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -574,14 +575,21 @@ class Finder(Bounds):
 
 
 
-def _expressions(statement: ast.stmt):
-    """The expressions a statement evaluates itself (not those of its nested blocks or definitions)."""
-    if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
-        return
+def _expressions(statement: ast.stmt) -> list[ast.expr]:
+    """The expressions a statement evaluates itself (not those of its nested blocks or definitions).
+    Most statements are an assignment, an expression or a return: their value is the one (an
+    assignment's targets are all stored, of ``Store`` context), found without listing their children."""
+    kind = type(statement)
+    if kind in _VALUED:
+        return [] if statement.value is None else [statement.value]
+    if kind in FUNCTIONS or kind is ast.ClassDef:
+        return []
+    found = []
     for child in children(statement):
         if isinstance(child, ast.expr) and type(getattr(child, "ctx", None)) is not ast.Store:
-            yield child
+            found.append(child)
         elif isinstance(child, ast.withitem):
-            yield child.context_expr
+            found.append(child.context_expr)
+    return found
 
 
