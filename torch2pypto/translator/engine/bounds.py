@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from torch2pypto.schema.family import never_fuses
 from torch2pypto.translator.engine.classes import is_self
 from torch2pypto.translator.engine.inlining import takes
 from torch2pypto.translator.engine.lowering import COMPARE, INFIX
@@ -99,12 +100,23 @@ class Bounds:
         alone) fails at once, found without building it: a statement of a leaf makes no op, and
         ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
         a call computed on the host), is a subscript but a last-dim slice (computed on the host),
-        or is a call no kernel computes (:meth:`_host_call`)."""
+        or is a call no kernel computes (:meth:`_host_call`) or fuses (:meth:`_never_fuses`)."""
         if self._ops_at_most(value) == 0:
             return True
         if type(value) is ast.Subscript:
             return not last_dim_slice(value)
-        return type(value) is ast.Call and self._host_call(value)
+        return type(value) is ast.Call and (self._host_call(value) or self._never_fuses(value))
+
+    def _never_fuses(self, call: ast.Call) -> bool:
+        """Whether ``call`` is a pending site of an entry no kernel fuses (:func:`family.never_fuses`:
+        ``torch.matmul``, ``torch.arange``) that inlines nothing (:meth:`_inlines`): a build whose
+        first statement evaluates it (or of it alone) lowers it as the call itself (no leaf: a
+        call is no tensor name nor number, nor an operand computed on the host, being a pending
+        site), and the call's lowering raises, by binding, a rejected argument or its family's
+        None, before it lowers any argument."""
+        attempt = self.pending.get(self.lines.span(call))
+        entry = attempt.resolved.entry if attempt is not None else None
+        return entry is not None and never_fuses(entry.family) and not self._inlines(call)
 
     def _host_call(self, value: ast.expr) -> bool:
         """Whether ``value`` is a call that no kernel computes: one that inlines nothing
