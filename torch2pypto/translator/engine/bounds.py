@@ -138,6 +138,20 @@ class Bounds:
             j += 1
         return j
 
+    def _run_ops(self, statements: list[ast.stmt], i: int) -> float:
+        """An upper bound of the ops of any region of a run from ``i`` (counted up to two): the sum of
+        :meth:`_ops_at_most` over the statements :meth:`_candidates_end` takes (a run's regions
+        are prefixes of them), tighter than :meth:`_ops_ahead` where a later statement evaluates a
+        call that no kernel computes (``h = residual + h`` before ``h = self.layer_norm(h)``, an
+        ``nn.LayerNorm``); read from ``i`` until it reaches two."""
+        count, j = 0.0, i
+        while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
+            count += self._ops_at_most(statements[j].value)
+            if count >= 2:
+                break
+            j += 1
+        return count
+
     def _worth(self, parts: list) -> bool:
         """Whether statements or expressions ``parts`` make a region of their own: not one call of
         a submodule (``h = self.norm(h)``, its own forward's region already) and names alone."""

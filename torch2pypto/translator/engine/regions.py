@@ -369,7 +369,10 @@ class Finder(Bounds):
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
         statement extends the build of the ones before it; where one does not fit, the longest
-        region found so far is the snapshot taken of its build."""
+        region found so far is the snapshot taken of its build. None, unbuilt, where no region from ``i``
+        makes two ops (:meth:`_run_ops`): block and :func:`groups.joined` take one of fewer as none; the
+        unrecorded ``_alone`` of statement ``i`` is a shortcut only (:meth:`expression` asks it of
+        expressions bounded by two or more, which that value is not; :func:`groups.interleaved` builds)."""
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
         if self._fails_first(statements[i].value):
@@ -377,6 +380,8 @@ class Finder(Bounds):
             return None
         if not self._worth(statements[i : i + 1]) and not self._worth(statements[i : self._candidates_end(statements, i)]):
             return None  # no run from i is a region of its own: ``h = self.norm(h)`` before no other tensor statement
+        if self._run_ops(statements, i) < 2:
+            return None  # every region from i makes fewer than two ops
         best, built, j = None, None, i  # best: the longest region's end and a snapshot of its build
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
