@@ -143,9 +143,11 @@ class Bounds:
         :meth:`_ops_at_most` over the statements :meth:`_candidates_end` takes (a run's regions
         are prefixes of them), tighter than :meth:`_ops_ahead` where a later statement evaluates a
         call that no kernel computes (``h = residual + h`` before ``h = self.layer_norm(h)``, an
-        ``nn.LayerNorm``); read from ``i`` until it reaches two."""
+        ``nn.LayerNorm``) or fuses (:meth:`_never_fuses`: its build fails there as in a first
+        statement, no leaf being computed on the host after it); read from ``i`` until it reaches two."""
         count, j = 0.0, i
-        while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
+        while j < len(statements) and candidate(statements[j]) \
+                and not (j > i and (self._host_call(statements[j].value) or type(statements[j].value) is ast.Call and self._never_fuses(statements[j].value))):
             count += self._ops_at_most(statements[j].value)
             if count >= 2:
                 break
