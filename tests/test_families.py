@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from torch2pypto.mapping import TableError, build_table, installed, load_table, page
-from torch2pypto.schema.family import FAMILIES
+from torch2pypto.schema.family import FAMILIES, never_fuses
 
 ROOT = pathlib.Path(__file__).parent.parent
 PACKAGE = ROOT / "torch2pypto"
@@ -35,6 +35,12 @@ def test_the_schema_imports_neither_the_loader_nor_the_rules_and_the_rules_not_t
         assert {n for n in _imports(path) if not n.startswith("torch2pypto.schema")} == set(), path.name
     for path in (PACKAGE / "rules").glob("*.py"):
         assert not {n for n in _imports(path) if n.startswith("torch2pypto.mapping")}, path.name
+
+
+def test_never_fuses_names_the_families_without_a_fuse_hook():
+    load_table()  # the rules register the families
+    assert never_fuses(None)
+    assert {name for name in FAMILIES if not never_fuses(name)} == {"cast", "composite", "elementwise", "movement", "reduction"}
 
 
 def test_every_entry_holds_its_familys_fields():

@@ -150,3 +150,9 @@ def family(name: str | None, op: str = "") -> Family:
     if name not in FAMILIES:
         raise TableError(f"{op}: a mapped op names its kernel family ({', '.join(FAMILIES)}), not {name!r}")
     return FAMILIES[name]
+
+
+def never_fuses(name: str | None) -> bool:
+    """Whether no entry of the family ``name`` fuses whatever its arguments: no family (None), or
+    one without a ``fuse`` hook of its own (lowering's call finds None for each of its entries)."""
+    return name is None or family(name).fuse is _unfusible

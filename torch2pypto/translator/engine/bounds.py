@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from torch2pypto.schema.family import never_fuses
 from torch2pypto.translator.engine.classes import is_self
 from torch2pypto.translator.engine.identity import ByIdentity
 from torch2pypto.translator.engine.inlining import takes
@@ -100,12 +101,23 @@ class Bounds:
         alone) fails at once, found without building it: a statement of a leaf makes no op, and
         ``value`` is at most a leaf where it holds no op (:meth:`_ops_at_most`: a name, a number,
         a call computed on the host), is a subscript but a last-dim slice (computed on the host),
-        or is a call no kernel computes (:meth:`_host_call`)."""
+        or is a call no kernel computes (:meth:`_host_call`) or fuses (:meth:`_never_fuses`)."""
         if self._ops_at_most(value) == 0:
             return True
         if type(value) is ast.Subscript:
             return not last_dim_slice(value)
-        return type(value) is ast.Call and self._host_call(value)
+        return type(value) is ast.Call and (self._host_call(value) or self._never_fuses(value))
+
+    def _never_fuses(self, call: ast.Call) -> bool:
+        """Whether ``call`` is a pending site of an entry no kernel fuses (:func:`family.never_fuses`:
+        ``torch.matmul``, ``torch.arange``) that inlines nothing (:meth:`_inlines`): a build whose
+        first statement evaluates it (or of it alone) lowers it as the call itself (no leaf: a
+        call is no tensor name nor number, nor an operand computed on the host, being a pending
+        site), and the call's lowering raises, by binding, a rejected argument or its family's
+        None, before it lowers any argument."""
+        attempt = self.pending.get(self.lines.span(call))
+        entry = attempt.resolved.entry if attempt is not None else None
+        return entry is not None and never_fuses(entry.family) and not self._inlines(call)
 
     def _host_call(self, value: ast.expr) -> bool:
         """Whether ``value`` is a call that no kernel computes: one that inlines nothing
@@ -126,6 +138,22 @@ class Bounds:
         while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
             j += 1
         return j
+
+    def _run_ops(self, statements: list[ast.stmt], i: int) -> float:
+        """An upper bound of the ops of any region of a run from ``i`` (counted up to two): the sum of
+        :meth:`_ops_at_most` over the statements :meth:`_candidates_end` takes (a run's regions
+        are prefixes of them), tighter than :meth:`_ops_ahead` where a later statement evaluates a
+        call that no kernel computes (``h = residual + h`` before ``h = self.layer_norm(h)``, an
+        ``nn.LayerNorm``) or fuses (:meth:`_never_fuses`: its build fails there as in a first
+        statement, no leaf being computed on the host after it); read from ``i`` until it reaches two."""
+        count, j = 0.0, i
+        while j < len(statements) and candidate(statements[j]) \
+                and not (j > i and (self._host_call(statements[j].value) or type(statements[j].value) is ast.Call and self._never_fuses(statements[j].value))):
+            count += self._ops_at_most(statements[j].value)
+            if count >= 2:
+                break
+            j += 1
+        return count
 
     def _worth(self, parts: list) -> bool:
         """Whether statements or expressions ``parts`` make a region of their own: not one call of

@@ -63,6 +63,7 @@ _NESTED = frozenset({*FUNCTIONS, ast.ClassDef, ast.Lambda})  # what own_nodes do
 # a function's own blocks (not definitions)
 _HOLDERS = frozenset(t for t in (*ast.stmt.__subclasses__(), ast.Module, ast.ExceptHandler, ast.match_case) if {*_STATEMENT_LISTS} & {*t._fields})
 _COMPOUND = _HOLDERS - {*FUNCTIONS, ast.ClassDef, ast.Module, ast.ExceptHandler, ast.match_case}
+_VALUED = frozenset({ast.Assign, ast.AugAssign, ast.Expr, ast.Return})  # statements whose one expression evaluated is their value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,7 +369,10 @@ class Finder(Bounds):
     def run(self, statements: list[ast.stmt], i: int) -> tuple[int, Built] | None:
         """The longest region of the statements from ``i``: where it ends, and its build. Each
         statement extends the build of the ones before it; where one does not fit, the longest
-        region found so far is the snapshot taken of its build."""
+        region found so far is the snapshot taken of its build. None, unbuilt, where no region from ``i``
+        makes two ops (:meth:`_run_ops`): block and :func:`groups.joined` take one of fewer as none; the
+        unrecorded ``_alone`` of statement ``i`` is a shortcut only (:meth:`expression` asks it of
+        expressions bounded by two or more, which that value is not; :func:`groups.interleaved` builds)."""
         if self._ops_ahead(statements, i) < 2:
             return None  # no build from i makes two ops
         if self._fails_first(statements[i].value):
@@ -376,6 +380,8 @@ class Finder(Bounds):
             return None
         if not self._worth(statements[i : i + 1]) and not self._worth(statements[i : self._candidates_end(statements, i)]):
             return None  # no run from i is a region of its own: ``h = self.norm(h)`` before no other tensor statement
+        if self._run_ops(statements, i) < 2:
+            return None  # every region from i makes fewer than two ops
         best, built, j = None, None, i  # best: the longest region's end and a snapshot of its build
         while j < len(statements) and candidate(statements[j]):
             before = None if built is None else (len(built.program.ops), _rows(built))
@@ -497,12 +503,24 @@ class Finder(Bounds):
         return built
 
     def outputs(self, statements, built: Built) -> list[Output]:
-        inside = [self._ids(s) for s in statements]
+        """The values of the region read elsewhere: after its statements, in the loop around them or
+        by a nested function. A read after the statements' end is none of theirs (a node starts within
+        its statement's span), so the statements' nodes are asked only of the reads in the loop or
+        deferred that start before it (most reads are neither)."""
         end = (statements[-1].end_lineno, statements[-1].end_col_offset)
-        read = {
-            name for name in built.assigned for n in self.loads_of.get(name, ())
-            if not any(id(n) in ids for ids in inside) and ((n.lineno, n.col_offset) > end or id(n) in self.loop or id(n) in self.deferred)
-        }
+        loop, deferred, inside = self.loop, self.deferred, None
+        read = set()
+        for name in built.assigned:
+            for n in self.loads_of.get(name, ()):
+                if (n.lineno, n.col_offset) > end:
+                    read.add(name)
+                    break
+                if id(n) in loop or id(n) in deferred:
+                    if inside is None:
+                        inside = [self._ids(s) for s in statements]
+                    if not any(id(n) in ids for ids in inside):
+                        read.add(name)
+                        break
         live = [Output(name, value) for name, value in built.assigned.items() if name in read]
         if built.returned is not None:
             if live:
@@ -559,14 +577,21 @@ class Finder(Bounds):
 
 
 
-def _expressions(statement: ast.stmt):
-    """The expressions a statement evaluates itself (not those of its nested blocks or definitions)."""
-    if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
-        return
+def _expressions(statement: ast.stmt) -> list[ast.expr]:
+    """The expressions a statement evaluates itself (not those of its nested blocks or definitions).
+    Most statements are an assignment, an expression or a return: their value is the one (an
+    assignment's targets are all stored, of ``Store`` context), found without listing their children."""
+    kind = type(statement)
+    if kind in _VALUED:
+        return [] if statement.value is None else [statement.value]
+    if kind in FUNCTIONS or kind is ast.ClassDef:
+        return []
+    found = []
     for child in children(statement):
         if isinstance(child, ast.expr) and type(getattr(child, "ctx", None)) is not ast.Store:
-            yield child
+            found.append(child)
         elif isinstance(child, ast.withitem):
-            yield child.context_expr
+            found.append(child.context_expr)
+    return found
 
 
