@@ -3,6 +3,7 @@ module's, and the translation is the one made from the whole tree. Progress with
 reported call site by call site."""
 
 import ast
+import collections
 from pathlib import Path
 
 import pytest
@@ -74,9 +75,9 @@ def test_chunks_parse_to_the_whole_modules_tree(every):
     assert all(lines[i - 1][:1] not in " #)e" and lines[i - 1] != "def f(x: torch.Tensor):" for i in firsts[1:])  # never inside, after a decorator or at else
 
 
-def translations(text, monkeypatch, **kwargs):
+def translations(text, monkeypatch, every=3, **kwargs):
     whole = translate_source(text, "t.py", **kwargs)
-    monkeypatch.setattr(chunks, "CHUNK_LINES", 3)
+    monkeypatch.setattr(chunks, "CHUNK_LINES", every)
     assert chunks.cut(text) is not None
     parted = translate_source(text, "t.py", **kwargs)
     return whole, parted
@@ -170,11 +171,30 @@ def later(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
 '''
 
 
+@pytest.mark.parametrize("every", [3, 10], ids=["apart", "rope beside it"])
 @pytest.mark.parametrize("kernels_module", [None, "._pypto_kernels"])
-def test_a_module_function_inlined_from_another_part_as_from_the_whole(kernels_module, monkeypatch):
+def test_a_module_function_inlined_from_another_part_as_from_the_whole(kernels_module, every, monkeypatch):
     """Fusion inlines rotate_half into regions of other parts as into the whole module's (its part
-    is read again, with its own call sites). Its return is annotated: a call's kind from a body
-    in another part is not inferred (so an operator on it would be ambiguous there, not here)."""
-    whole, parted = translations(ROPE, monkeypatch, kernels_module=kernels_module)
+    is read again, with its own call sites), and into its own part's. Its return is annotated: a
+    call's kind from a body in another part is not inferred (so an operator on it would be
+    ambiguous there, not here)."""
+    whole, parted = translations(ROPE, monkeypatch, every, kernels_module=kernels_module)
     assert [r.ops[:5] for r in whole.regions] == [("x * y", "x[..., a:b]", "x[..., a:b]", "neg", "cat")] * 2
     assert parted.code == whole.code and parted.regions == whole.regions and parted.records == whole.records
+
+
+def test_a_part_inlines_its_own_module_functions_without_reading_itself_again(monkeypatch):
+    """rope beside rotate_half takes it from its own part's tree; only later's part reads
+    rotate_half's part again: each part is parsed once to be outlined and once to be
+    translated, rotate_half's once more."""
+    parsed = collections.Counter()
+    tree = chunks.tree
+
+    def counted(text, chunk, path):
+        parsed[chunk[0]] += 1
+        return tree(text, chunk, path)
+
+    monkeypatch.setattr(chunks, "tree", counted)
+    whole, parted = translations(ROPE, monkeypatch, 10)
+    assert parted.code == whole.code and len(parted.regions) == 2
+    assert parsed == {1: 3, 14: 2}

@@ -118,8 +118,8 @@ class Fused:
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
     """Find the regions of ``tree``'s functions; mark their call sites converted; the edits that
     replace their statements and the definitions their calls need. ``elsewhere`` (a module read
-    in chunks): the module's functions of the other chunks, by name, each a callable giving
-    ``(function, Context)`` or None."""
+    in chunks): the module's functions by name, one of ``tree`` itself as it is, one of another
+    chunk a callable giving ``(function, Context)`` or None."""
     pending = {a.span: a for a in attempts if not a.status}
     at = {a.span: a for a in attempts}
     host = {a.span for a in attempts if a.status == HOST_SIDE}
@@ -128,7 +128,7 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     helpers: dict = _module_functions(tree) if elsewhere is None else {}
     contexts: dict[ast.AST, Context] = {}
     for name, load in (elsewhere or {}).items():
-        helpers[name] = functools.partial(_loaded, load, contexts)
+        helpers[name] = functools.partial(_loaded, load, contexts) if callable(load) else load
     spans = sorted(pending)  # the pending spans in source order, a site no longer pending left out where read
     functions = list(_functions(tree))
     left = set(functions)

@@ -116,7 +116,9 @@ def translate_source(
         index = module.index(text, chunk, path, section)
         sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
         attempts = _decide(sites, lines)
-        elsewhere = _elsewhere(module, text, path, section, lines, (table, options, generated, hierarchy)) if module.functions else None
+        loaded: dict = {}  # the other chunks this one's fusion loads: chunk -> (tree, Context)
+        elsewhere = _elsewhere(module, chunk, index.tree, loaded, text, path, section, lines, (table, options, generated, hierarchy)) \
+            if module.functions else None
         fused = fuse(sites, attempts, lines, text, index.tree, path, elsewhere) if options.fuse else Fused([], [], [])
         chunk_edits, chunk_conversions, chunk_definitions, nested = _rewrite(text, lines, attempts, progress, fused.edits)
         chunk_edits += [e for e in fused.edits if e not in nested]
@@ -135,9 +137,10 @@ def translate_source(
         for definition in chunk_definitions:
             definitions.setdefault(definition.name, definition)
         spelt_free_torch |= sites.inference.spelt_free_torch
-        sites.inference.release()  # the chunk's ast and answers freed by reference counts, not walked by the collector
+        for inference in [sites.inference, *(context.inference for _, context in loaded.values())]:
+            inference.release()  # the chunk's ast and answers freed by reference counts, not walked by the collector
         if len(cut) > 1:  # the chunk's ast and inference, in cycles, freed before the next chunk is read
-            del index, sites, attempts, elsewhere, fused
+            del index, sites, attempts, elsewhere, fused, loaded
             gc.collect(0)
     if masking:
         definitions.setdefault(masks.DEFINITION.name, masks.DEFINITION)
@@ -217,23 +220,25 @@ class _Parted:
         return ModuleIndex(chunks.tree(text, chunk, path), section, self.scope, dict(self.scope_of))
 
 
-def _elsewhere(module: _Parted, text: str, path: str, section: range, lines: _Lines, setting) -> dict:
-    """For fusion in a module read in chunks: each module function, loaded on demand as the whole
-    module's translation sees it (its chunk parsed and decided again, once per chunk)."""
+def _elsewhere(module: _Parted, chunk, tree: ast.Module, loaded: dict, text: str, path: str, section: range, lines: _Lines,
+               setting) -> dict:
+    """For fusion in a module read in chunks: each module function, one of ``chunk`` itself
+    (parsed as ``tree``) as it is, one of another chunk loaded on demand as the whole module's
+    translation sees it (its chunk parsed and decided again, into ``loaded``: chunk -> (tree, Context))."""
     table, options, generated, hierarchy = setting
-    decided: dict = {}
+    own = {n.name: n for n in tree.body if type(n) is ast.FunctionDef}
 
     def load(name: str, chunk):
-        if chunk not in decided:
+        if chunk not in loaded:
             index = module.index(text, chunk, path, section)
             sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
             pending = {a.span: a for a in _decide(sites, lines) if not a.status}
-            decided[chunk] = (index.tree, Context(pending, sites.inference))
-        tree, context = decided[chunk]
+            loaded[chunk] = (index.tree, Context(pending, sites.inference))
+        tree, context = loaded[chunk]
         function = next((n for n in tree.body if type(n) is ast.FunctionDef and n.name == name), None)
         return None if function is None else (function, context)
 
-    return {name: functools.partial(load, name, chunk) for name, chunk in module.functions.items()}
+    return {name: own[name] if where == chunk else functools.partial(load, name, where) for name, where in module.functions.items()}
 
 
 def _module_definitions(tree: ast.Module) -> list[ast.AST]:
