@@ -1,4 +1,4 @@
-"""call_parts.parse: the tree libcst parses, assembled from shared parts where it can."""
+"""call_parts.parse: the tree libcst parses, assembled from shared parts where it can; call_text: what libcst prints for a call of them."""
 
 import ast
 from pathlib import Path
@@ -7,7 +7,7 @@ import libcst as cst
 import pytest
 
 import torch2pypto.translator.engine.regions as regions_module
-from torch2pypto.translator.engine.call_parts import parse
+from torch2pypto.translator.engine.call_parts import call_text, parse
 from torch2pypto.translator.engine.translate import _Lines
 
 TEXTS = [
@@ -28,7 +28,7 @@ TEXTS = [
     "a ** -b", "a - - b", "-a * -b", "a *- b", "True", "None.x", "x.None", "x.True", "True(x)", "not(x).y",
     "f('a, b', c)", "f(\"a(\", 'b]')", "x == 'a'", "'a' + x", "f(\"a\" \"b\")", "f(f'{x}')", "f(rb'x')",
     "f('''a''')", "f('it''s')", "'a'.join(x)", "f(\"a#b\")", "torch.einsum(\"bhwc,hkc->bhwk\", q, k)", "f('", "f(\"a)",
-    "f(\n    a,\n    b,\n)", "f(\n    a, dim=\n    -1\n)", "f(a,  \n\n  \n    b\n)", "f(\n)", "f(a\n, b)", "f(*\nargs)", "(a\n    // b)",
+    "f((a), (b).c, (d.e),  # whole\n g.h)", "f(\n    a,\n    b,\n)", "f(\n    a, dim=\n    -1\n)", "f(a,  \n\n  \n    b\n)", "f(\n)", "f(a\n, b)", "f(*\nargs)", "(a\n    // b)",
     "a ==\n -1", "x[\n1]", "(\n a)", "(\n a, b)", "[a,\n b]", "f(a,\r\n b)", "f(a,\r b)", "f(a,\tb)", "a\nb", "\na", "a\n",
 ]
 
@@ -70,3 +70,29 @@ def test_parse_shares_subscripts_tuples_lists_numbers_and_strings():
     assert call.args[2].value is parse("g([a, b])").args[0].value
     assert call.args[3].value is parse("g(-1)").args[0].value
     assert call.args[4].value is parse("x == 'a'").comparisons[0].comparator
+
+
+def _printed_alike(text, newline="\n"):
+    try:
+        call = parse(text)
+    except Exception:  # noqa: BLE001 - parse raises as libcst does: nothing to print
+        return
+    if isinstance(call, cst.Call):
+        code = cst.Module([], default_newline=newline).code_for_node
+        renamed = cst.Call(cst.Name("g"), [*call.args, cst.Arg(call.func, keyword=cst.Name("k"))])  # parts in new nodes
+        for new in (call, renamed, cst.Call(cst.Attribute(call.func, cst.Name("y")), [cst.Arg(call), *call.args])):
+            assert call_text(new, code) == code(new.with_changes(lpar=(), rpar=())), text
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_call_text_is_what_libcst_prints(text):
+    _printed_alike(text, "\r\n" if "\r\n" in text else "\r" if "\r" in text else "\n")
+
+
+def test_call_text_is_what_libcst_prints_for_every_call_of_a_module():
+    source = Path(regions_module.__file__).read_text()
+    lines = _Lines(source)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            line, column, end_line, end_column = lines.span(node)
+            _printed_alike(source[lines.offset(line, column):lines.offset(end_line, end_column)])

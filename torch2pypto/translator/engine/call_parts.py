@@ -8,7 +8,9 @@ those parts, each parsed once (names, numbers, plain strings, calls, subscripts,
 parenthesized expressions, tuples, lists and operators in them assembled alike) and shared:
 libcst nodes are immutable, and no rule tells two equal nodes apart by identity. Where the parts
 of a text might not parse alone as they do in place, or where libcst places spaces in ways not
-written here, it is parsed whole.
+written here, it is parsed whole. The rewritten call, whose arguments are mostly the old call's
+parts, is written back by :func:`call_text`: each part as the text it was read from, and libcst's
+printer only for the nodes a rule made.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import functools
 import keyword
 import re
+from typing import Callable
 
 import libcst as cst
 
@@ -65,11 +68,63 @@ def parse(text: str) -> cst.BaseExpression:
     return cst.parse_expression(f"({text})")
 
 
-@functools.lru_cache(maxsize=20_000)
+def call_text(call: cst.Call, code: Callable[[cst.CSTNode], str]) -> str:
+    """``code(call)`` without the call's parentheses, each of its parts that :func:`parse` read
+    (most arguments of a rewritten call are the old call's) written as read, not printed again."""
+    parts = [_part(call.func, code), _part(call.whitespace_after_func, code), "(", _part(call.whitespace_before_args, code)]
+    last = len(call.args) - 1
+    for i, arg in enumerate(call.args):  # as libcst's Arg prints itself
+        parts += (arg.star, _part(arg.whitespace_after_star, code))
+        if arg.keyword is not None:
+            parts += (_part(arg.keyword, code), " = " if arg.equal is cst.MaybeSentinel.DEFAULT else _part(arg.equal, code))
+        parts.append(_part(arg.value, code))
+        if arg.comma is cst.MaybeSentinel.DEFAULT:
+            parts.append(", " if i != last else "")
+        else:
+            parts.append(_part(arg.comma, code))
+        parts.append(_part(arg.whitespace_after_arg, code))
+    parts.append(")")
+    return "".join(parts)
+
+
+def _part(node: cst.CSTNode, code: Callable[[cst.CSTNode], str]) -> str:
+    """``code(node)``: a part :func:`parse` read as read (the line breaks of such parts are LF,
+    as parse assembles no others); spaces, commas, equal signs, names and attributes as libcst
+    writes them; any other node by ``code``."""
+    kind = type(node)
+    if kind is cst.SimpleWhitespace:
+        return node.value
+    token = _SEPARATORS.get(kind)
+    if token is not None:
+        return _part(node.whitespace_before, code) + token + _part(node.whitespace_after, code)
+    known = _SOURCES.get(id(node))
+    if known is not None:
+        return known
+    if kind is cst.Name and not node.lpar:
+        return node.value
+    if kind is cst.Attribute and not node.lpar:
+        return _part(node.value, code) + _part(node.dot, code) + _part(node.attr, code)
+    return code(node)
+
+
+_EXPRESSIONS: dict[str, cst.BaseExpression] = {}  # the parts, by their text
+_SOURCES: dict[int, str] = {}  # the text of each of _EXPRESSIONS (which keeps it alive), by identity
+_KEPT = 20_000
+_SEPARATORS = {cst.Comma: ",", cst.AssignEqual: "=", cst.Dot: "."}  # libcst's nodes of one token between spaces
+
+
 def _expression(text: str) -> cst.BaseExpression:
-    """An expression with no space around it, assembled where :func:`_build` can, else parsed."""
-    assembled = _build(text, (), ())
-    return cst.parse_expression(text) if assembled is None else assembled
+    """An expression with no space around it, assembled where :func:`_build` can, else parsed; once per text."""
+    node = _EXPRESSIONS.get(text)
+    if node is None:
+        assembled = _build(text, (), ())
+        node = cst.parse_expression(text) if assembled is None else assembled
+        if len(_EXPRESSIONS) >= _KEPT:
+            _EXPRESSIONS.clear()
+            _SOURCES.clear()
+        _EXPRESSIONS[text] = node
+        _SOURCES[id(node)] = text
+    return node
 
 
 def _build(text: str, lpar: tuple, rpar: tuple) -> cst.BaseExpression | None:

@@ -22,7 +22,7 @@ from torch2pypto.rules import CallSite, Converted, Unsupported, rewrite_site
 from torch2pypto.rules.calls import in_tensor_form
 from torch2pypto.rules.wrappers import api as wrapper_api
 from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held, bind, cst_args, cst_held
-from torch2pypto.translator.engine.call_parts import parse
+from torch2pypto.translator.engine.call_parts import call_text, parse
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.schema import operators
 from torch2pypto.schema.family import family
@@ -387,12 +387,11 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
     if not isinstance(result, Converted):
         return result
     new = (keep_layout(result.call, call) if isinstance(call, cst.Call) else operators.keep_layout(result.call, call))
-    new = new.with_changes(lpar=(), rpar=())
     newline = _NEWLINE.search(text)  # the parser's default newline, which line breaks it kept print as
     code = cst.Module([], default_newline=newline.group() if newline else "\n").code_for_node
     if found.operator in (STATEMENT, ITEM):  # x += y is x = x.__iadd__(y): the in-place wrapper returns x itself
-        return f"{code(call.body[0].target)} = {code(new)}", result
-    return code(new), result
+        return f"{code(call.body[0].target)} = {call_text(new, code)}", result
+    return call_text(new, code), result
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
