@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torch2pypto.translator.engine import chunks
+from torch2pypto.translator.engine import chunks, scopes
 from torch2pypto.translator.engine.translate import translate_source
 from torch2pypto.translator.run import runner
 from torch2pypto.translator.run.runner import Job, Work
@@ -103,6 +103,31 @@ def test_names_bound_in_other_chunks_resolve_as_in_the_whole_module(monkeypatch)
     statuses = [(r.api, r.status) for r in parted.records]
     assert ("torch.rsqrt", "converted") in statuses and ("torch.Tensor.to", "converted") in statuses
     assert ("torch.Tensor.float", "converted") in statuses and ("torch.Tensor.mean", "converted") in statuses
+
+
+def test_a_module_level_bindings_list_is_scanned_once_for_every_chunk(monkeypatch):
+    # torch's list, bound in one chunk and read in many: the imports among it found once per module
+    asking, scanned = set(), []
+    imports, found = scopes.ModuleIndex.imports, scopes._imports
+
+    def torch(bindings):
+        return [b.qualified for b in bindings] == ["torch"]
+
+    def asked(index, bindings):
+        if torch(bindings):
+            asking.add(index)
+        return imports(index, bindings)
+
+    def scan(bindings):
+        if torch(bindings):
+            scanned.append(bindings)
+        return found(bindings)
+
+    monkeypatch.setattr(scopes.ModuleIndex, "imports", asked)
+    monkeypatch.setattr(scopes, "_imports", scan)
+    monkeypatch.setattr(chunks, "CHUNK_LINES", 3)
+    translate_source(TRICKY, "t.py")
+    assert len(asking) > 1 and len(scanned) == 1
 
 
 def test_a_syntax_error_in_a_chunk_is_the_whole_modules(monkeypatch):

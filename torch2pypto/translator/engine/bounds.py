@@ -128,27 +128,37 @@ class Bounds:
         attempt = self.pending.get(self.lines.span(value))
         return attempt is None or attempt.resolved.held is not None or bool(attempt.resolved.wrapper)
 
+    def _ends_run(self, statements: list[ast.stmt], i: int, j: int, fusing: bool = False) -> bool:
+        """Whether statement ``j`` ends the statements a run from ``i`` may take: it is no candidate,
+        or, after ``i``, evaluates a call that no kernel computes (:meth:`_host_call`; a leaf computed
+        on the host only in a region's first statement, it fails a build there) or, where ``fusing``,
+        fuses (:meth:`_never_fuses`: its build fails there as in a first statement, no leaf being
+        computed on the host after it)."""
+        if not candidate(statements[j]):
+            return True
+        if j == i:
+            return False
+        value = statements[j].value
+        return self._host_call(value) or fusing and type(value) is ast.Call and self._never_fuses(value)
+
     def _candidates_end(self, statements: list[ast.stmt], i: int) -> int:
-        """Where the statements from ``i`` that a run may take end: at the first that is no
-        candidate, or after ``i`` evaluates a call that no kernel computes (:meth:`_host_call`; a
-        leaf computed on the host only in a region's first statement, it fails a build there). A run's
+        """Where the statements from ``i`` that a run may take end (:meth:`_ends_run`). A run's
         regions are prefixes of them, and a prefix that makes a region of its own (:meth:`_worth`)
         makes the whole of them one too."""
         j = i
-        while j < len(statements) and candidate(statements[j]) and not (j > i and self._host_call(statements[j].value)):
+        while j < len(statements) and not self._ends_run(statements, i, j):
             j += 1
         return j
 
     def _run_ops(self, statements: list[ast.stmt], i: int) -> float:
         """An upper bound of the ops of any region of a run from ``i`` (counted up to two): the sum of
         :meth:`_ops_at_most` over the statements :meth:`_candidates_end` takes (a run's regions
-        are prefixes of them), tighter than :meth:`_ops_ahead` where a later statement evaluates a
-        call that no kernel computes (``h = residual + h`` before ``h = self.layer_norm(h)``, an
-        ``nn.LayerNorm``) or fuses (:meth:`_never_fuses`: its build fails there as in a first
-        statement, no leaf being computed on the host after it); read from ``i`` until it reaches two."""
+        are prefixes of them) up to a call that no kernel fuses (:meth:`_ends_run` ``fusing``),
+        tighter than :meth:`_ops_ahead` where a later statement evaluates a call that no kernel
+        computes (``h = residual + h`` before ``h = self.layer_norm(h)``, an ``nn.LayerNorm``) or
+        fuses; read from ``i`` until it reaches two."""
         count, j = 0.0, i
-        while j < len(statements) and candidate(statements[j]) \
-                and not (j > i and (self._host_call(statements[j].value) or type(statements[j].value) is ast.Call and self._never_fuses(statements[j].value))):
+        while j < len(statements) and not self._ends_run(statements, i, j, fusing=True):
             count += self._ops_at_most(statements[j].value)
             if count >= 2:
                 break

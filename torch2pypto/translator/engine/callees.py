@@ -17,6 +17,7 @@ from torch2pypto.mapping.facts import is_tensor_function, load_facts
 from torch2pypto.translator.engine.classes import FUNCTION_DEFS, Classes, is_self
 from torch2pypto.translator.engine.declarations import Declarations, Declared, is_none
 from torch2pypto.translator.engine.hierarchy import Hierarchy
+from torch2pypto.translator.engine.identity import ByIdentity
 from torch2pypto.translator.engine.kinds import NOT_TENSOR, TENSOR, UNKNOWN, Kind, combine
 from torch2pypto.translator.engine.scopes import ANNOTATED, ASSIGN, DEFINITION, IMPORT, ITEM, NAMED, PARAMETER, UNPACKED, Binding, ModuleIndex, children
 
@@ -282,12 +283,12 @@ class Callees:
     def direct_calls(self) -> dict[ast.AST, list[ast.Call]]:
         """Functions of this module whose every read is a call's callee, with those calls."""
         if self._calls_of is None:
-            callee = {id(c.func): c for c in self._index.calls if type(c.func) is ast.Name}
-            passed_to = {id(a): c for c in self._index.calls for a in c.args}
+            callee = {c.func: c for c in self._index.calls if type(c.func) is ast.Name}
+            passed_to = {a: c for c in self._index.calls for a in c.args}
             calls: dict[ast.AST, list[ast.Call]] = {}
             module_functions, read = self._index.module_answer("functions read at module level", _read_at_module_level)
             escaped: set[ast.AST] = set(read)
-            defined: dict[int, list] = {}  # id of a bindings list -> [it, its functions' definitions, whether they escaped]
+            defined = ByIdentity()  # a bindings list -> [its functions' definitions, whether they escaped]
             own = self._index.own_scopes()
             functions = module_functions | {n.name for n, _ in own if type(n) in FUNCTION_DEFS}  # the names a def binds
             for node, scope in own:
@@ -296,19 +297,19 @@ class Callees:
                 bindings = self._index.lookup(scope, node.id)
                 if not bindings:
                     continue
-                known = defined.get(id(bindings))
+                known = defined.get(bindings)
                 if known is None:  # once per list: a name bound many times (torch, imported by each copy of a model) is read often
-                    known = defined[id(bindings)] = [bindings, _functions(bindings), False]
-                if not known[1]:
+                    known = defined[bindings] = [_functions(bindings), False]
+                if not known[0]:
                     continue
-                call = callee.get(id(node))
-                if call is None and id(node) in passed_to and self._names_only(passed_to[id(node)]):
+                call = callee.get(node)
+                if call is None and node in passed_to and self._names_only(passed_to[node]):
                     continue  # named to a decorator that never calls it
                 if call is not None and len(bindings) == 1:
-                    calls.setdefault(known[1][0], []).append(call)
-                elif not known[2]:  # a list's functions escape once: a function defined by each copy of a model is read often
-                    escaped.update(known[1])
-                    known[2] = True
+                    calls.setdefault(known[0][0], []).append(call)
+                elif not known[1]:  # a list's functions escape once: a function defined by each copy of a model is read often
+                    escaped.update(known[0])
+                    known[1] = True
             exported = self._index.module_answer("exported", _exported)
             self._calls_of = {f: c for f, c in calls.items() if f not in escaped and f.name not in exported}
         return self._calls_of

@@ -54,15 +54,11 @@ from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
-from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, own_nodes
+from torch2pypto.translator.engine.syntax import FUNCTIONS, HOLDERS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, held, own_nodes
 
 _BLOCKS = ("body", "orelse", "finalbody")
-_STATEMENT_LISTS = ("body", "handlers", "orelse", "finalbody", "cases")  # in the order of each node's fields
 _NESTED = frozenset({*FUNCTIONS, ast.ClassDef, ast.Lambda})  # what own_nodes does not walk into
-# the nodes holding statement lists (the others have none to look into), and those of them that are
-# a function's own blocks (not definitions)
-_HOLDERS = frozenset(t for t in (*ast.stmt.__subclasses__(), ast.Module, ast.ExceptHandler, ast.match_case) if {*_STATEMENT_LISTS} & {*t._fields})
-_COMPOUND = _HOLDERS - {*FUNCTIONS, ast.ClassDef, ast.Module, ast.ExceptHandler, ast.match_case}
+_COMPOUND = HOLDERS - {*FUNCTIONS, ast.ClassDef, ast.Module, ast.ExceptHandler, ast.match_case}  # the holders that are a function's own blocks (not definitions)
 _VALUED = frozenset({ast.Assign, ast.AugAssign, ast.Expr, ast.Return})  # statements whose one expression evaluated is their value
 
 
@@ -155,9 +151,7 @@ def _functions(tree: ast.Module):
     statement lists (handlers and cases too), their expressions left unvisited."""
     found = [tree]
     for current in found:
-        if type(current) in _HOLDERS:
-            for field in _STATEMENT_LISTS:
-                found.extend(getattr(current, field, ()))
+        found.extend(held(current))
     return (node for node in found if isinstance(node, FUNCTIONS))
 
 

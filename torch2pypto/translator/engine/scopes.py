@@ -111,12 +111,15 @@ class ModuleIndex:
         self.yielding: set[ast.AST] = set()  # the scope nodes a yield is in (a comprehension's: the scope around it)
         self._reached: dict[ast.Name, list[Binding]] = {}  # reads -> the bindings that reach them
         self._imports_of = ByIdentity()  # a bindings list -> (its length, imports())
+        self._module_imports: ByIdentity | None = None  # the same of the module-level lists of a module read in chunks
         self._looked_up: dict[tuple[Scope, str], list[Binding]] = {}
         self._import_names: dict[ast.AST, frozenset[str]] = {}
         self._imported: set[str] = set()  # names an import binds in some scope: only they reach an import
         self._walk([s for s in tree.body if s.lineno not in skip_lines])
         if not shallow:  # a shallow walk is not asked about names, only binds them
             self._imported.update(self.module_answer("imported", _imported_names))
+            if module is not None:  # its chunks read each module-level list: found once for them all
+                self._module_imports = self.module_answer("imports", _module_imports)
 
     def module_answer(self, question: str, answer):
         """``answer(self)`` about the module scope's bindings or the shallow walks' entries of
@@ -199,11 +202,13 @@ class ModuleIndex:
     def imports(self, bindings: list[Binding]) -> tuple[list[str], bool]:
         """The qualified names of the imports among ``bindings``, each once, and whether every
         binding is an import; found once per list and length (a name bound many times, ``torch``
-        by each copy of a model in a large module, is read often)."""
+        by each copy of a model in a large module, is read often; once per module read in chunks)."""
         known = self._imports_of.get(bindings)
         if known is None or known[0] != len(bindings):
-            imported = [b.qualified for b in bindings if b.kind == IMPORT]
-            known = self._imports_of[bindings] = len(bindings), (list(dict.fromkeys(imported)), len(imported) == len(bindings))
+            known = self._module_imports.get(bindings) if self._module_imports is not None else None
+            if known is None or known[0] != len(bindings):
+                known = len(bindings), _imports(bindings)
+            self._imports_of[bindings] = known
         return known[1]
 
     def bindings(self, name: ast.Name) -> list[Binding]:
@@ -555,6 +560,19 @@ def _walked_fields(kind: type) -> tuple[str, ...]:
 def _imported_names(index: ModuleIndex) -> frozenset[str]:
     """The names an import binds in the module scope (among their bindings)."""
     return frozenset(name for name, bindings in index.module.bindings.items() if any(b.kind == IMPORT for b in bindings))
+
+
+def _module_imports(index: ModuleIndex) -> ByIdentity:
+    """Each module-level bindings list -> (its length, :meth:`ModuleIndex.imports`)."""
+    found = ByIdentity()
+    for bindings in index.module.bindings.values():
+        found[bindings] = len(bindings), _imports(bindings)
+    return found
+
+
+def _imports(bindings: list[Binding]) -> tuple[list[str], bool]:
+    imported = [b.qualified for b in bindings if b.kind == IMPORT]
+    return list(dict.fromkeys(imported)), len(imported) == len(bindings)
 
 
 def _owner(scope: Scope, name: str, bindings: list[Binding]) -> ast.AST | None:

@@ -12,6 +12,9 @@ import tokenize
 from torch2pypto.translator.engine.scopes import children
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+STATEMENT_LISTS = ("body", "handlers", "orelse", "finalbody", "cases")  # in the order of each node's fields
+# the nodes holding statement lists (handlers and cases are held too; the others hold none)
+HOLDERS = frozenset(t for t in (*ast.stmt.__subclasses__(), ast.Module, ast.ExceptHandler, ast.match_case) if {*STATEMENT_LISTS} & {*t._fields})
 OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare)
 _NO_LITERAL = frozenset({ast.Name, ast.Attribute, ast.Subscript, ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr, ast.Starred})
 
@@ -22,6 +25,14 @@ def locals_of(function: ast.FunctionDef) -> frozenset[str]:
     arguments = function.args
     names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
     return frozenset(names | {n.id for n in own_nodes(function) if type(n) is ast.Name and type(n.ctx) is not ast.Load})
+
+
+def held(node: ast.AST):
+    """The statements, handlers and cases in ``node``'s statement lists, in the order of its fields
+    (none in a node of :data:`HOLDERS`' complement: an expression, a simple statement)."""
+    if type(node) in HOLDERS:
+        for field in STATEMENT_LISTS:
+            yield from getattr(node, field, ())
 
 
 def candidate(statement: ast.stmt) -> bool:

@@ -22,7 +22,8 @@ from torch2pypto.translator.engine import chunks, emit, masks, repeats
 from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.regions import Context, Fused, Region, fuse, module_functions
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
-from torch2pypto.translator.engine.scopes import ModuleIndex, Scope, children, walk
+from torch2pypto.translator.engine.scopes import ModuleIndex, Scope, walk
+from torch2pypto.translator.engine.syntax import held
 from torch2pypto.translator.engine.transform import FUSED, FUSED_API, Attempt, CallRewriter, Conversion, Options, Sites, Span
 
 _BEYOND_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -251,7 +252,7 @@ def _module_definitions(tree: ast.Module) -> list[ast.AST]:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.append(statement)
         else:
-            statements += [c for c in children(statement) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case))]
+            statements += held(statement)
     return found
 
 
