@@ -229,14 +229,14 @@ def _elsewhere(module: _Parted, chunk, tree: ast.Module, loaded: dict, text: str
     table, options, generated, hierarchy = setting
     own = {n.name: n for n in tree.body if type(n) is ast.FunctionDef}
 
-    def load(name: str, chunk):
-        if chunk not in loaded:
-            index = module.index(text, chunk, path, section)
+    def load(name: str, where):
+        if where not in loaded:
+            index = module.index(text, where, path, section)
             sites = Sites(table, options, index, path, generated, hierarchy, module.reads_torch)
             pending = {a.span: a for a in _decide(sites, lines) if not a.status}
-            loaded[chunk] = (index.tree, Context(pending, sites.inference))
-        tree, context = loaded[chunk]
-        function = next((n for n in tree.body if type(n) is ast.FunctionDef and n.name == name), None)
+            loaded[where] = (index.tree, Context(pending, sites.inference))
+        other, context = loaded[where]
+        function = next((n for n in other.body if type(n) is ast.FunctionDef and n.name == name), None)
         return None if function is None else (function, context)
 
     return {name: own[name] if where == chunk else functools.partial(load, name, where) for name, where in module.functions.items()}
