@@ -75,6 +75,14 @@ def test_chunks_parse_to_the_whole_modules_tree(every):
     assert all(lines[i - 1][:1] not in " #)e" and lines[i - 1] != "def f(x: torch.Tensor):" for i in firsts[1:])  # never inside, after a decorator or at else
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_module_of_at_most_every_lines_is_parsed_whole(newline):
+    text = "x = 1\n" * 4
+    for every, parted in ((4, False), (3, True)):
+        for body in (text, text.rstrip("\n")):  # 4 lines, ending in a line break or not
+            assert (chunks.cut(body.replace("\n", newline), every) is not None) is parted
+
+
 def translations(text, monkeypatch, every=3, **kwargs):
     whole = translate_source(text, "t.py", **kwargs)
     monkeypatch.setattr(chunks, "CHUNK_LINES", every)

@@ -8,7 +8,7 @@ import pytest
 
 from helpers import translate
 from torch2pypto.rules.codegen import PRELUDE, Definition
-from torch2pypto.translator.engine.emit import ordered
+from torch2pypto.translator.engine.emit import line_starts, ordered
 
 SOURCE = '''\
 #!/usr/bin/env python
@@ -97,3 +97,11 @@ def test_ordered_puts_the_prelude_first_and_each_definition_after_what_it_requir
     assert ordered([Definition(first.name, first.source, first.requires, first.imports)]) == prelude  # equal: the prelude's
     changed = Definition(first.name, first.source + "# tuned\n", first.requires, first.imports)
     assert ordered([changed]) == [*prelude, changed]
+
+
+@pytest.mark.parametrize("text", ["", "a", "a\n", "a\nb", "a\n\nb\n", "a\r\nb\rc\n", "\r\r\n\n", "x\ry"])
+def test_line_starts_of_the_first_lines_are_a_prefix_of_all_of_them(text):
+    every = line_starts(text)
+    assert every == [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text))]
+    for count in range(1, len(every) + 3):
+        assert line_starts(text, count) == every[:count]

@@ -32,6 +32,8 @@ def cut(text: str, every: int | None = None) -> list[tuple[int, int, int]] | Non
     """The chunks of a module longer than ``every`` (:data:`CHUNK_LINES`) lines: (first line,
     start, end offset) each; None for a module parsed whole (short, or its text does not scan)."""
     every = every or CHUNK_LINES
+    if "\r" not in text and text.count("\n") < every:
+        return None  # counted without listing the line starts: fewer than ``every`` line breaks
     starts = line_starts(text)
     if len(starts) <= every:
         return None

@@ -209,9 +209,11 @@ def _after_imports(code: str, tree: ast.Module) -> int:
         if not (docstring or isinstance(statement, (ast.Import, ast.ImportFrom))):
             break
         last = statement.end_lineno
-    starts = line_starts(code)
-    if not last:
+    if not last:  # the header's lines, up to the first statement's (all of them in a module of none)
+        starts = line_starts(code, tree.body[0].lineno if tree.body else None)
         last = _header_lines(code, starts, tree)
+    else:
+        starts = line_starts(code, last + 1)
     return starts[last] if last < len(starts) else len(code)
 
 
@@ -232,13 +234,15 @@ def _header_lines(code: str, starts: list[int], tree: ast.Module) -> int:
     return header
 
 
-def line_starts(code: str) -> list[int]:
-    """Offset of each line's first character; lines end at LF, CRLF or a lone CR, as in Python.
-    With no CR, every line but the last ends at its LF: the starts add up the split lines' lengths
-    (C loops, not a match object per line)."""
+def line_starts(code: str, count: int | None = None) -> list[int]:
+    """Offset of each line's first character (of the first ``count`` lines only, if given); lines
+    end at LF, CRLF or a lone CR, as in Python. With no CR, every line but the last ends at its LF:
+    the starts add up the split lines' lengths (C loops, not a match object per line)."""
     if "\r" in code:
-        return [0, *(m.end() for m in _NEWLINE.finditer(code))]
-    return [0, *itertools.accumulate(map((1).__add__, map(len, code.split("\n")[:-1])))]
+        ends = (m.end() for m in _NEWLINE.finditer(code))
+        return [0, *(ends if count is None else itertools.islice(ends, count - 1))]
+    lines = code.split("\n") if count is None else code.split("\n", count - 1)
+    return [0, *itertools.accumulate(map((1).__add__, map(len, lines[:-1])))]
 
 
 def _open_line(prefix: str, newline: str) -> tuple[str, str]:
