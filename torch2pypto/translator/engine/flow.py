@@ -20,6 +20,7 @@ import bisect
 from typing import Iterable
 
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return, ast.Raise, ast.Assert, ast.Delete)
+_SIMPLE_TYPES = frozenset(_SIMPLE)
 _ASSIGNMENTS = (ast.Assign, ast.AnnAssign)
 _DEFERRED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # statements whose body runs later, or elsewhere
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -102,7 +103,8 @@ def _chain(body: list[ast.stmt], position: tuple[int, int]) -> list[tuple] | Non
         if index < 0 or _end(block[index]) < position:
             return None
         statement = block[index]
-        inner = next((b for b in _blocks(statement) if _in(position, b)), None)
+        # a simple statement holds no block (_blocks finds none): most reads are in one
+        inner = None if type(statement) in _SIMPLE_TYPES else next((b for b in _blocks(statement) if _in(position, b)), None)
         if isinstance(statement, _DEFERRED):
             return None  # the read runs when that function does
         chain.append((block, index, statement, inner is None))

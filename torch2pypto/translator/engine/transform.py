@@ -199,7 +199,9 @@ class Sites:
         kind_of = self.inference.kind if equality else self.inference.receiver_kind
         if type(node) is ast.Subscript and (not sides or kind_of(sides[0]) != TENSOR):
             return None  # x[0], x[i]: a view, no site; only a tensor's item by a tensor index gathers (its index not asked about)
-        kinds = [kind_of(side) for side in sides]
+        kinds = [kind_of(side) for side in sides[:1]]
+        if kinds != [TENSOR] or type(node) is ast.Subscript:  # a tensor first runs its own method: the other side
+            kinds += map(kind_of, sides[1:])  # decides nothing then (no item, not ambiguous), so is not asked about
         if TENSOR not in kinds and not (assume and any(kind != NOT_TENSOR for kind in kinds)):
             return None
         if type(node) is ast.Subscript and kinds != [TENSOR, TENSOR]:
