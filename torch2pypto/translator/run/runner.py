@@ -1,13 +1,13 @@
 """Translate many files, in this process or in worker processes, with the same results either way.
 
 Each worker reads its file, translates it and sends back a small ``Result``: the call-site
-records, the kernel definitions and, only if the file changed, what was asked for: the new
-bytes, a diff, or the name of a temporary file holding the new bytes next to the job's target
-(``Staging``), which the caller renames over the target once the whole run has succeeded. So
-the caller's memory does not grow with the code translated. The caller gets results in job
-order, whatever order workers finish in. Workers never import pypto. Ctrl-C is the caller's:
-workers ignore it, and an interrupted run stops them; the caller then removes what was staged
-by name (``Staging.discard``), whether or not a worker had replied.
+records, the kernel definitions (each once per worker, see :mod:`shipping`) and, only if the
+file changed, what was asked for: the new bytes, a diff, or the name of a temporary file holding
+the new bytes next to the job's target (``Staging``), which the caller renames over the target
+once the whole run has succeeded. So the caller's memory does not grow with the code translated.
+The caller gets results in job order, whatever order workers finish in. Workers never import
+pypto. Ctrl-C is the caller's: workers ignore it, and an interrupted run stops them; the caller
+then removes what was staged by name (``Staging.discard``), whether or not a worker had replied.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.translator.engine.report import Record
 from torch2pypto.translator.engine.transform import Options
 from torch2pypto.translator.engine.translate import Translation, translate_source
+from torch2pypto.translator.run import shipping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,13 +164,16 @@ def run(jobs: Sequence[Job], work: Work, workers: int, progress: Console | None 
                 results[i] = translate_job(job, work, functools.partial(bar.within, i))
                 bar.advance(i)
         else:
-            _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar, results)
+            packs = _run_in_pool(jobs, work, min(workers, len(jobs)), sizes, bar, results)
+            _unpack(jobs, results, packs)
     return results  # type: ignore[return-value]
 
 
 def _run_in_pool(
     jobs: Sequence[Job], work: Work, workers: int, sizes: list[int], bar: _ProgressBar, results: list[Result | None]
-) -> None:
+) -> dict[int, shipping.Packed]:
+    """Fill ``results`` in, without their definitions; return those of each job that has them."""
+    packs: dict[int, shipping.Packed] = {}
     biggest_first = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # no straggler at the end
     shares = multiprocessing.SimpleQueue()  # (job, share of its text done) from the workers
     # Ctrl-C is taken between two polls, never inside the executor's own locking, which a
@@ -187,7 +191,7 @@ def _run_in_pool(
                 for future in done:
                     i = pending.pop(future)
                     try:
-                        results[i] = future.result()
+                        results[i], packs[i] = future.result()
                     except Exception as exc:  # the worker died (killed, out of memory) or the result did not pickle
                         reason = _one_line(str(exc) or type(exc).__name__)
                         results[i] = Result(jobs[i].path, error=f"worker failed: {reason}")
@@ -199,6 +203,19 @@ def _run_in_pool(
                 for worker in set(multiprocessing.active_children()) - others:
                     worker.terminate()
             pool.shutdown(cancel_futures=True)  # the jobs still queued are not run
+    return packs
+
+
+LOST = "worker failed: a kernel definition it uses was lost with an earlier result"
+
+
+def _unpack(jobs: Sequence[Job], results: list[Result | None], packs: dict[int, shipping.Packed]) -> None:
+    """Give the results their definitions back; a result missing one fails (``LOST``)."""
+    for i, definitions in zip(packs, shipping.unpacked(list(packs.values()))):
+        result = results[i]
+        assert result is not None
+        lost = definitions is None
+        results[i] = Result(jobs[i].path, error=LOST) if lost else dataclasses.replace(result, definitions=definitions)
 
 
 @contextlib.contextmanager
@@ -222,16 +239,17 @@ def interrupts_deferred() -> Iterator[list[int]]:
 
 _work: Work | None = None  # set once in each worker process
 _shares = None  # the queue a worker reports its progress within a file on
+_sender: shipping.Sender | None = None  # what a worker has sent of the definitions
 
 
 def _set_work(work: Work, shares) -> None:
-    global _work, _shares
-    _work, _shares = work, shares
+    global _work, _shares, _sender
+    _work, _shares, _sender = work, shares, shipping.Sender()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the caller handles it
 
 
-def _translate_in_worker(i: int, job: Job) -> Result:
-    assert _work is not None
+def _translate_in_worker(i: int, job: Job) -> tuple[Result, shipping.Packed]:
+    assert _work is not None and _sender is not None
     last = time.monotonic()
 
     def report(share: float) -> None:  # a few times a second, not per call site
@@ -240,7 +258,8 @@ def _translate_in_worker(i: int, job: Job) -> Result:
             last = time.monotonic()
             _shares.put((i, share))
 
-    return translate_job(job, _work, report)
+    result = translate_job(job, _work, report)
+    return dataclasses.replace(result, definitions=()), _sender.pack(result.definitions)
 
 
 def translate_job(job: Job, work: Work, progress: Callable[[float], None] | None = None) -> Result:
