@@ -9,8 +9,9 @@ Times, in one run on the transformers modeling files (fetched as by corpus.py):
 (b) the ``translate`` CLI over the files as one tree at -j1 and -j2 (wall time of the subprocess,
 output to a temporary folder), and ``translate_source`` per file in this process (per core).
 Prints lines/s, the time ratios b/a with the targets, and the peak RSS of ``translate -j2`` over
-1/4, 1/2 and all of the files. Each time is the best of ``--repeat`` runs. Figures only: nothing
-is asserted. Run it on an idle machine.
+1/4, 1/2 and all of the files. Each time is the best of ``--repeat`` rounds, a round running every
+step once, so that a drift of the machine's speed touches (a) and (b) alike rather than one of them.
+Figures only: nothing is asserted. Run it on an idle machine.
 
 ``--large-file LINES``: one generated file of about LINES lines of functions whose every line is a
 converted call (``torch.rsqrt(x)``, ``x.float()``; with ``--unique`` no two calls spelt alike),
@@ -52,14 +53,11 @@ def roundtrip(source: bytes) -> None:
     cst.parse_module(source).code
 
 
-def timed(action, repeat: int, clock=time.perf_counter):
-    """The best time of ``repeat`` calls of ``action`` (wall, or ``clock``'s), and what the last call returned."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = clock()
-        result = action()
-        best = min(best, clock() - start)
-    return best, result
+def clocked(action) -> tuple[float, float, object]:
+    """Wall and CPU seconds (this process's) of one call of ``action``, and what it returned."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = action()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
 # Runs argv[1:] with its output discarded; prints its wall seconds, peak RSS (KiB, its reaped
@@ -79,17 +77,14 @@ print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(st
 """
 
 
-def run_cli(tree: Path, jobs: int, repeat: int) -> tuple[float, int, int, float]:
-    """Best wall seconds, exit code, peak RSS in bytes (the CLI or its largest worker) and best CPU
-    seconds (the CLI and its workers) of ``translate``."""
-    best, peak, code, best_cpu = float("inf"), 0, 0, float("inf")
-    for _ in range(repeat):
-        with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-out-") as out:
-            command = [*corpus.translate_command(), str(tree), "-o", out, "-j", str(jobs)]
-            launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
-            seconds, kib, code, cpu = subprocess.run([*launcher, *command], capture_output=True, text=True).stdout.split()
-        best, peak, best_cpu = min(best, float(seconds)), max(peak, int(kib) * 1024), min(best_cpu, float(cpu))
-    return best, int(code), peak, best_cpu
+def run_cli(tree: Path, jobs: int) -> tuple[float, int, int, float]:
+    """Wall seconds, exit code, peak RSS in bytes (the CLI or its largest worker) and CPU seconds
+    (the CLI and its workers) of one run of ``translate``."""
+    with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-out-") as out:
+        command = [*corpus.translate_command(), str(tree), "-o", out, "-j", str(jobs)]
+        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
+        seconds, kib, code, cpu = subprocess.run([*launcher, *command], capture_output=True, text=True).stdout.split()
+    return float(seconds), int(code), int(kib) * 1024, float(cpu)
 
 
 def make_tree(root: Path, files: list[Path], dest: Path) -> Path:
@@ -238,25 +233,33 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(lines)
     print(f"bench: {len(files)} {corpus.REQUIREMENT} modeling files, {total:,} lines", flush=True)
 
-    rows: list[tuple[str, float, str]] = []  # what, seconds, note
-    seconds, _ = timed(lambda: [roundtrip(s) for s in sources], args.repeat)
-    rows.append(("(a) libcst parse + code, 1 process", seconds, ""))
-    libcst_cpu, _ = timed(lambda: [roundtrip(s) for s in sources], args.repeat, time.process_time)
-    with multiprocessing.Pool(2) as pool:
-        pool.map(roundtrip, [b"x = 1\n"] * 2)  # workers up before the clock starts
-        seconds, _ = timed(lambda: pool.map(roundtrip, sources, chunksize=4), args.repeat)
-        rows.append(("(a) libcst parse + code, 2 processes", seconds, ""))
     rss: list[tuple[str, int, int, int]] = []  # share of the files, files, lines, peak RSS
-    with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-") as tmp, multiprocessing.Pool(2) as pool:
         tree = make_tree(root, files, Path(tmp) / "tree")
-        seconds, failed = timed(lambda: translate_each(sources, rels, tree), args.repeat)
-        rows.append(("(b) translate_source in-process, 1 core", seconds, f"{failed} files raised" if failed else ""))
+        pool.map(roundtrip, [b"x = 1\n"] * 2)  # workers up before the clock starts
+        steps = {
+            "(a) libcst parse + code, 1 process": lambda: clocked(lambda: [roundtrip(s) for s in sources]),
+            "(a) libcst parse + code, 2 processes": lambda: clocked(lambda: pool.map(roundtrip, sources, chunksize=4)),
+            "(b) translate_source in-process, 1 core": lambda: clocked(lambda: translate_each(sources, rels, tree)),
+            "(b) translate CLI -j1": lambda: run_cli(tree, 1),
+            "(b) translate CLI -j2": lambda: run_cli(tree, 2),
+        }
+        runs: dict[str, list[tuple]] = {label: [] for label in steps}
+        for _ in range(args.repeat):
+            for label, step in steps.items():
+                runs[label].append(step())
+        failed = runs["(b) translate_source in-process, 1 core"][-1][2]
+        notes = {"(b) translate_source in-process, 1 core": f"{failed} files raised" if failed else ""}
         for jobs in (1, 2):
-            seconds, code, peak, cpu = run_cli(tree, jobs, args.repeat)
-            rows.append((f"(b) translate CLI -j{jobs}", seconds, f"exit {code}" if code else ""))
+            code = next((r[1] for r in runs[f"(b) translate CLI -j{jobs}"] if r[1]), 0)
+            notes[f"(b) translate CLI -j{jobs}"] = f"exit {code}" if code else ""
+        rows = [(label, min(r[0] for r in done), notes.get(label, "")) for label, done in runs.items()]
+        libcst_cpu = min(r[1] for r in runs["(a) libcst parse + code, 1 process"])
+        cpu = min(r[3] for r in runs["(b) translate CLI -j2"])
+        peak = max(r[2] for r in runs["(b) translate CLI -j2"])
         for share, count in (("1/4", len(files) // 4), ("1/2", len(files) // 2)):
             part = make_tree(root, files[:count], Path(tmp) / f"tree-{count}")
-            rss.append((share, count, sum(lines[:count]), run_cli(part, 2, 1)[2]))
+            rss.append((share, count, sum(lines[:count]), run_cli(part, 2)[2]))
         rss.append(("all", len(files), total, peak))  # the -j2 run over all of them
 
     print(f"\n{'':42} {'seconds':>9} {'lines/s':>9}")
