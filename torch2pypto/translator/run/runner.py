@@ -417,7 +417,8 @@ class _ProgressBar:
     EVERY = 0.2  # seconds between reports of progress within a file
 
     def __init__(self, console: Console | None, sizes: list[int]) -> None:
-        self.console, self.sizes = console, sizes
+        self.console = console if console is not None and console.is_terminal else None  # asked once: rich probes the stream
+        self.sizes = sizes
         self.files = self.done = 0
         self.partial: dict[int, float] = {}  # job -> bytes done of a file under way
         self.start = time.monotonic()
@@ -443,7 +444,7 @@ class _ProgressBar:
 
     def refresh(self) -> None:
         if self.progress is None:
-            if not (self.console and self.console.is_terminal and time.monotonic() - self.start >= self.DELAY):
+            if self.console is None or time.monotonic() - self.start < self.DELAY:
                 return
             self.progress = Progress(
                 TextColumn("translating"), BarColumn(), TextColumn("{task.fields[files]}/" + str(len(self.sizes))),
