@@ -4,9 +4,11 @@ reported call site by call site."""
 
 import ast
 import collections
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from torch2pypto.translator.engine import chunks, scopes
 from torch2pypto.translator.engine.translate import translate_source
@@ -231,3 +233,14 @@ def test_a_part_inlines_its_own_module_functions_without_reading_itself_again(mo
     whole, parted = translations(ROPE, monkeypatch, 10)
     assert parted.code == whole.code and len(parted.regions) == 2
     assert parsed == {1: 3, 14: 2}
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_progress_bar_shows_on_a_terminal_once_a_run_takes_a_while(terminal):
+    console = Console(file=io.StringIO(), force_terminal=terminal)
+    with runner._ProgressBar(console, [10, 20]) as bar:
+        bar.advance(0)
+        assert bar.progress is None  # not yet: most runs end first
+        bar.start -= runner._ProgressBar.DELAY
+        bar.within(1, 0.5)
+        assert (bar.progress is not None) is terminal

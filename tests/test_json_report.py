@@ -3,6 +3,7 @@
 import copy
 import json
 import os
+import pickle
 
 import jsonschema
 import pytest
@@ -21,6 +22,13 @@ def site(api, status, reason="", category="same-name", line=1):
         pypto_api="pypto.exp" if status == CONVERTED else "", status=status, reason=reason,
     )  # fmt: skip
 
+
+
+def test_a_record_crosses_processes_whole():
+    """Records reach the parent pickled as their fields (Record.__reduce__): every field, in place."""
+    record = site("torch.Tensor.exp", AMBIGUOUS, "receiver not known to be a tensor", line=5)
+    back = pickle.loads(pickle.dumps(record))
+    assert back == record and type(back) is Record and back.reason == "receiver not known to be a tensor"
 
 FILES = [
     FileOutcome(

@@ -21,6 +21,7 @@ import errno
 import functools
 import multiprocessing
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -184,8 +185,11 @@ def _run_in_pool(
         finished = False
         try:
             pending = {pool.submit(_translate_in_worker, i, jobs[i]): i for i in biggest_first}
+            finishing: queue.SimpleQueue = queue.SimpleQueue()  # each future once done, put by the pool's thread
+            for future in pending:
+                future.add_done_callback(finishing.put)
             while pending and not interrupted:
-                done, _ = concurrent.futures.wait(pending, timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
+                done = _taken(finishing, timeout=0.2)
                 while not shares.empty():
                     bar.within(*shares.get())
                 for future in done:
@@ -204,6 +208,18 @@ def _run_in_pool(
                     worker.terminate()
             pool.shutdown(cancel_futures=True)  # the jobs still queued are not run
     return packs
+
+
+def _taken(finishing: queue.SimpleQueue, timeout: float) -> list:
+    """What ``finishing`` holds, waiting up to ``timeout`` for a first item. (``concurrent.futures.wait``
+    over the pending futures would take and release each future's lock at every call: quadratic in files.)"""
+    try:
+        taken = [finishing.get(timeout=timeout)]
+    except queue.Empty:
+        return []
+    while not finishing.empty():
+        taken.append(finishing.get())
+    return taken
 
 
 LOST = "worker failed: a kernel definition it uses was lost with an earlier result"
@@ -401,7 +417,8 @@ class _ProgressBar:
     EVERY = 0.2  # seconds between reports of progress within a file
 
     def __init__(self, console: Console | None, sizes: list[int]) -> None:
-        self.console, self.sizes = console, sizes
+        self.console = console if console is not None and console.is_terminal else None  # asked once: rich probes the stream
+        self.sizes = sizes
         self.files = self.done = 0
         self.partial: dict[int, float] = {}  # job -> bytes done of a file under way
         self.start = time.monotonic()
@@ -427,7 +444,7 @@ class _ProgressBar:
 
     def refresh(self) -> None:
         if self.progress is None:
-            if not (self.console and self.console.is_terminal and time.monotonic() - self.start >= self.DELAY):
+            if self.console is None or time.monotonic() - self.start < self.DELAY:
                 return
             self.progress = Progress(
                 TextColumn("translating"), BarColumn(), TextColumn("{task.fields[files]}/" + str(len(self.sizes))),
