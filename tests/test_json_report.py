@@ -23,12 +23,12 @@ def site(api, status, reason="", category="same-name", line=1):
     )  # fmt: skip
 
 
-
 def test_a_record_crosses_processes_whole():
     """Records reach the parent pickled as their fields (Record.__reduce__): every field, in place."""
     record = site("torch.Tensor.exp", AMBIGUOUS, "receiver not known to be a tensor", line=5)
     back = pickle.loads(pickle.dumps(record))
     assert back == record and type(back) is Record and back.reason == "receiver not known to be a tensor"
+
 
 FILES = [
     FileOutcome(
