@@ -91,6 +91,38 @@ def test_an_api_belongs_to_one_entry():
         build_table({"exp": GOOD, "exp2": GOOD})
 
 
+NUMPY_SPELLINGS = {"axis": "dim", "keepdims": "keepdim"}  # torch's argument parser: numpy_compatibility_arg_names
+
+
+def _parsed_by_torch(api: str) -> bool:
+    """Whether torch's C++ argument parser takes the calls of ``api`` (a builtin function or a
+    Tensor method of C), which takes the numpy spellings; a Python function (F.softmax,
+    Tensor.split) or an nn module raises on them."""
+    owner, _, name = api.rpartition(".")
+    try:
+        found = getattr(eval(owner, {"torch": torch}), name)
+    except AttributeError:
+        return False
+    return isinstance(found, (type(torch.exp), type(torch.Tensor.exp)))
+
+
+def test_an_entry_takes_axis_and_keepdims_where_torch_takes_them_for_every_api():
+    """``torch.argmax(x, axis=1)`` and ``x.max(dim=-1, keepdims=True)`` are torch calls (wav2vec2,
+    mra): an entry whose every API torch's parser takes aliases the numpy spellings of its dim
+    and keepdim, and an entry with any other API does not (F.softmax(x, axis=1) raises in torch)."""
+    assert _parsed_by_torch("torch.argmax") and _parsed_by_torch("torch.Tensor.max")
+    assert not _parsed_by_torch("torch.nn.functional.softmax") and not _parsed_by_torch("torch.Tensor.split")
+    wrong = {}
+    for op, entry in TABLE.entries.items():
+        parsed = bool(entry.apis) and all(_parsed_by_torch(api) for api in entry.apis)
+        params = {p.name for p in entry.params}
+        expected = {alias: p for alias, p in NUMPY_SPELLINGS.items() if parsed and p in params}
+        given = {alias: p for alias, p in entry.aliases.items() if alias in NUMPY_SPELLINGS}
+        if given != expected:
+            wrong[op] = f"aliases {given}, torch takes {expected}"
+    assert not wrong, wrong
+
+
 CLAMP = {**GOOD, "apis": ["torch.clamp"], "pypto": "clip", "examples": {"convert": ["torch.clamp(x, -1, 1)"]},
          "signature": "(input: Tensor, min: Number = None, max: Number = None)"}  # fmt: skip
 AMAX = {"category": "same-name-different-params", "family": "reduction", "apis": ["torch.amax"], "pypto": "amax",
