@@ -170,6 +170,7 @@ def test_a_module_built_with_arguments_reads_a_rejected_attribute_and_stays_torc
 
 LEFT = [  # held modules the table leaves as torch, the arguments of their call, and their reason
     ("nn.Sequential(nn.ReLU())", "x", "a container"), ("nn.MultiheadAttention(4, 2)", "x, x, x", "multi_head_attention_forward"),
+    ("nn.MultiheadAttention(4, 2)", "query=x, key=x, value=x", "multi_head_attention_forward"),  # forward's own names (mask2former)
     ("nn.ConvTranspose2d(4, 4, 2)", "x", "a transposed convolution"), ("nn.Conv3d(4, 4, 1)", "x", "a 3-D convolution"),
 ]
 
