@@ -120,3 +120,17 @@ def test_col_minus_row_is_the_offset_a_triangle_compares_with_its_diagonal():
     x = torch.randn(3, 4)
     assert torch.equal(torch.where(offsets <= 1, x, 0.0), torch.tril(x, 1))
     assert torch.equal(torch.where(offsets >= -1, x, 0.0), torch.triu(x, -1))
+
+
+def test_a_range_moved_by_an_int_is_the_range_of_moved_bounds_where_both_are_one_tensor():
+    for args in [(5, None, 1, 3), (3, 40, 3, -2), (20, -5, -2, 7)]:
+        start, end = operands._shifted_range(*args, None)
+        range_args = (args[0],) if args[1] is None else args[:3]
+        assert torch.equal(torch.arange(start, end, args[2]), torch.arange(*range_args) + args[3])
+    assert operands._shifted_range(5, None, 1, 3, torch.int64) == (3, 8)
+    assert operands._shifted_range(5, None, 1, 3, torch.int32) is None  # only an int64 range is moved
+    assert operands._shifted_range(5, None, 1, True, None) is None  # a bool is no int
+    assert operands._shifted_range(5, None, 1, 0.5, None) is None  # a float range
+    assert operands._shifted_range(5, None, 1, torch.tensor(3), None) is None  # a tensor: torch adds it
+    assert operands._shifted_range(5, None, 2, 3, None) is None  # a step without an end: torch raises
+    assert operands._shifted_range(2.0, 5, 1, 3, None) is None  # a float start

@@ -185,3 +185,11 @@ def test_top_limits_the_regions_listed_and_says_how_many_are_left_out():
 def test_no_table_without_call_sites():
     text = plain_output(summarize_run([FileOutcome("m.py", UNCHANGED)]))
     assert "Conversion rate 100.0%" in " ".join(text.split()) and "torch API" not in text
+
+
+def test_an_api_whose_sites_have_two_categories_gets_a_row_each():
+    """``torch.arange(n) + k`` is an add site of arange_plus (composite) beside the adds of add."""
+    sites = (site("torch.Tensor.__add__", CONVERTED), site("torch.Tensor.__add__", CONVERTED, category="composite"),
+             site("torch.Tensor.__add__", CONVERTED))
+    rows = summarize_run([FileOutcome("m.py", CHANGED, records=sites)]).ops
+    assert [(r.api, r.category, r.count) for r in rows] == [("torch.Tensor.__add__", "same-name", 2), ("torch.Tensor.__add__", "composite", 1)]

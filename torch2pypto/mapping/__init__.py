@@ -53,6 +53,7 @@ class Table:
     methods: frozenset[str]
     by_module: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # torch.nn class -> its entry
     by_wrapper: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # pypto_rsqrt -> rsqrt
+    plus: Mapping[str, Entry] = dataclasses.field(default_factory=dict)  # arange -> arange_plus: call + k in one (Family.offsets)
 
     def method(self, name: str) -> Entry | None:
         return self.by_api.get(f"torch.Tensor.{name}")
@@ -235,7 +236,20 @@ def build_table(raw: Mapping[str, Any]) -> Table:
             by_module[module] = entry
     methods = frozenset(a.rsplit(".", 1)[1] for a in by_api if a.startswith("torch.Tensor."))
     by_wrapper = MappingProxyType(_by_wrapper(entries))
-    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module), by_wrapper)
+    return Table(MappingProxyType(entries), MappingProxyType(by_api), methods, MappingProxyType(by_module), by_wrapper,
+                 MappingProxyType(_plus(entries)))
+
+
+def _plus(entries: Mapping[str, Entry]) -> dict[str, Entry]:
+    """The entry computing each entry's call plus a number in one: one of a family with ``offsets``
+    (Family.offsets), by its ``via``; one per entry."""
+    plus: dict[str, Entry] = {}
+    for entry in entries.values():
+        if entry.family and family(entry.family).offsets is not None:
+            if entry.fields.via in plus:
+                raise TableError(f"{entry.fields.via} plus a number is both {plus[entry.fields.via].op} and {entry.op}")
+            plus[entry.fields.via] = entry
+    return plus
 
 
 def _by_wrapper(entries: Mapping[str, Entry]) -> dict[str, Entry]:

@@ -24,6 +24,7 @@ from torch2pypto.rules import (  # noqa: F401  (each registers its family)
     indexing,
     loss,
     movement,
+    offset,
     onehot,
     outer,
     pooling,

@@ -137,7 +137,7 @@ def signature_problem(entry: Entry, family: str, names: tuple[str, ...]) -> str 
 
 
 def replacement(site: CallSite, wrapper: str, params: tuple[Param, ...] | None = None) -> cst.Call:
-    """``wrapper(<required args>, <optional args as keywords>)`` for this call site.
+    """``wrapper(<required args>, <optional and keyword-only args as keywords>)`` for this call site.
 
     Rejected arguments only get here at their default, so they are dropped. A call with
     ``*args``/``**kwargs`` passes its arguments on as written (``site.rest``).
@@ -149,7 +149,7 @@ def replacement(site: CallSite, wrapper: str, params: tuple[Param, ...] | None =
         value = site.args.get(p.name)
         if value is None:
             continue
-        args.append(cst.Arg(value) if p.required else cst.Arg(value, keyword=cst.Name(p.name), equal=_EQUAL))
+        args.append(cst.Arg(value) if p.required and not p.keyword_only else cst.Arg(value, keyword=cst.Name(p.name), equal=_EQUAL))
     return cst.Call(cst.Name(wrapper), args)
 
 

@@ -204,6 +204,16 @@ def _arange_plan(start, end, step, dtype, layout, device, pin_memory, requires_g
     return start, step, length, dtype
 
 
+def _shifted_range(start, end, step, offset, dtype):
+    """(start, end) of the range torch.arange(start, end, step) + offset is (end None: of
+    arange(start)), where both give the same tensor: Python ints (no bool) and an int64 result;
+    else None."""
+    if end is None and step == 1:
+        start, end = 0, start
+    if not all(type(v) is int for v in (start, end, step, offset)) or dtype not in (None, torch.int64):
+        return None
+    return start + offset, end + offset
+
 def _col_minus_row(h, w, device):
     """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""
     return (torch.arange(w, device=device) - torch.arange(h, device=device)[:, None]).float()

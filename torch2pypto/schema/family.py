@@ -113,7 +113,9 @@ class Family:
     ``creates``: its entries make a tensor from Python numbers (arange): no input tensor.
     ``launches``: whether a call with these arguments (parameter -> source) launches the kernel on
     input tensors of a dtype the entry declares, rather than taking the wrapper's torch path by
-    design; the tests and --verify sample only those dtypes.
+    design; the tests and --verify sample only those dtypes. ``offsets``: for a family whose entries
+    compute their ``via`` entry's call plus a number in one (``torch.arange(n) + k``), whether the
+    call and the added value (ast nodes) of a ``call + k`` may be one of theirs; None otherwise.
     """
 
     name: str
@@ -132,6 +134,7 @@ class Family:
     module_samples: Callable[[Entry], tuple] = _no_modules
     creates: bool = False
     launches: Callable[[Entry, str, Mapping[str, str]], bool] = keeps_integers
+    offsets: Callable[[Any, Any], bool] | None = None
 
 
 FAMILIES: dict[str, Family] = {}  # name -> family, filled by register()

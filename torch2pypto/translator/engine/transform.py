@@ -38,6 +38,7 @@ FUSED_API, FUSED = "torch2pypto.fused", "fused"  # a call of a fused region's wr
 FUSED_PREFIX = "pypto_fused_"
 EXPRESSION, STATEMENT, ITEM = "expression", "statement", "item"  # an operator, an augmented assignment to a name
 # or attribute, and one to an item (x[i] += y writes back through __setitem__: x[i] = f(x[i], y))
+PLUS = "plus"  # call + k that the call's entry computes in one (Table.plus): the call with offset=k
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (0-based columns)
 
 
@@ -188,7 +189,11 @@ class Sites:
         tensor ``i``) as the method call it runs (``a.__add__(b)``, ``x.__gt__(2)``), resolved; None
         for an operator of no known tensor. An operand that may or may not be a tensor, whose method Python would run first,
         makes the site ambiguous, unless the entry's wrapper takes a number first at run time
-        (``base ** t`` is ``torch.pow(base, t)`` whichever method runs: Family.number_first)."""
+        (``base ** t`` is ``torch.pow(base, t)`` whichever method runs: Family.number_first).
+        ``torch.arange(n) + k`` is the site of the entry computing both in one (:meth:`_plus`)."""
+        plus = self._plus(node)
+        if plus is not None:
+            return plus
         sides = operators.operands(node)
         scope_of = self.index.scope_of
         for side in sides:
@@ -218,6 +223,22 @@ class Sites:
         form = EXPRESSION if type(node) is not ast.AugAssign else STATEMENT if type(node.target) in (ast.Name, ast.Attribute) else ITEM
         return call, Resolved(api, entry, method=True, ambiguous=ambiguous,
                               operator=form, reflected=dispatch.receiver is not sides[0])
+
+    def _plus(self, node: ast.AST) -> tuple[ast.Call, Resolved] | None:
+        """``call + k`` of a call whose entry the table computes plus a number in one
+        (``Table.plus``: ``torch.arange(n) + k``) where k is no known tensor and the family takes
+        the pair (``Family.offsets``): that entry's site, the call with ``offset=k`` after its own
+        arguments, in the order Python evaluated them."""
+        if type(node) is not ast.BinOp or type(node.op) is not ast.Add or type(node.left) is not ast.Call:
+            return None
+        found = self.resolve(node.left)
+        plus = self.table.plus.get(found.entry.op) if found is not None and found.entry is not None and not found.wrapper else None
+        if plus is None or not family(plus.family).offsets(node.left, node.right) or self.inference.kind(node.right) == TENSOR:
+            return None
+        at = {"lineno": node.lineno, "col_offset": node.col_offset, "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
+        call = ast.Call(node.left.func, node.left.args, [*node.left.keywords, ast.keyword("offset", node.right)], **at)
+        self.index.scope_of[call] = self.index.scope_of[node]
+        return call, Resolved("torch.Tensor.__add__", plus, operator=PLUS)
 
     def _wrapper_api(self, name: ast.Name) -> str | None:
         """The torch API a generated wrapper's name stands for (a fused region's: FUSED_API)."""
@@ -375,7 +396,10 @@ def _outcome(text: str, attempt: Attempt, asked: list) -> tuple[str, Converted] 
     found, entry = attempt.resolved, attempt.resolved.entry
     # parenthesised: a call may span lines; an augmented assignment is a statement
     call = cst.parse_statement(text) if found.operator in (STATEMENT, ITEM) else parse(text)
-    if found.operator:  # the method the operator runs (Sites.operator) on its receiver
+    if found.operator == PLUS:  # call + k: the call's arguments, then offset=k (Sites._plus)
+        call, offset = call.left, call.right
+        receiver, args = None, [*cst_args(call), ("offset", False, offset)]
+    elif found.operator:  # the method the operator runs (Sites.operator) on its receiver
         receiver, operands = operators.cst_operands(call, found.reflected)
         args = [(None, False, operand) for operand in operands]
     else:

@@ -85,28 +85,29 @@ def porting_order(op: OpRow) -> tuple:
        most such sites first.
     3. Then converted ops, most sites first.
     4. Last, host-side ops (no kernel by design), most sites first.
-    Ties go to the op with more sites, then to the API name.
+    Ties go to the op with more sites, then to the API name, then to the category.
     """
     if op.left_as_torch:
-        return (0, -op.left_as_torch, -op.count, op.api)
+        return (0, -op.left_as_torch, -op.count, op.api, op.category)
     if op.ambiguous:
-        return (1, -op.ambiguous, -op.count, op.api)
+        return (1, -op.ambiguous, -op.count, op.api, op.category)
     if op.converted:
-        return (2, 0, -op.count, op.api)
-    return (3, 0, -op.count, op.api)
+        return (2, 0, -op.count, op.api, op.category)
+    return (3, 0, -op.count, op.api, op.category)
 
 
 def summarize_run(files: Sequence[FileOutcome]) -> RunSummary:
-    """Count files and call sites; per-API rows in ``porting_order``.
+    """Count files and call sites; a row per API and category (``torch.arange(n) + k`` is an add
+    site of arange_plus's category), in ``porting_order``.
 
     The rate is converted over the sites that could have a kernel: host-side sites are left out.
     """
     records = [r for f in files for r in f.records]
     reasons = collections.Counter(r.reason for r in records if r.status == UNSUPPORTED)
-    by_api: dict[str, list[Record]] = {}
+    by_op: dict[tuple[str, str], list[Record]] = {}
     for r in records:
-        by_api.setdefault(r.api, []).append(r)
-    ops = (_op_row(api, sites) for api, sites in by_api.items())
+        by_op.setdefault((r.api, r.category), []).append(r)
+    ops = (_op_row(api, sites) for (api, _), sites in by_op.items())
     converted = sum(r.status == CONVERTED for r in records)
     host_side = sum(r.status == HOST_SIDE for r in records)
     candidates = len(records) - host_side
