@@ -47,7 +47,8 @@ def test_example_converts(op, call):
     translation = translate(code)
     assert {r.status for r in translation.records} == {"converted"}, translation.records
     called = TABLE.by_api[outermost(translation).api]
-    assert op == called.op or op in (*called.tensor_forms.values(), *called.forms.values())  # clamp(x, min=t): clamp's tensor form
+    plus = TABLE.plus.get(called.op)  # torch.arange(n) + k: the entry computing arange's call plus k
+    assert op in (called.op, *called.tensor_forms.values(), *called.forms.values(), plus and plus.op)  # clamp(x, min=t): clamp's tensor form
     check_runs_like_torch(op, code, translation.code, call)
 
 
