@@ -7,6 +7,8 @@ import torch
 
 import torch2pypto
 from helpers import load, translate
+from torch2pypto import translate_source
+from torch2pypto.translator.engine.transform import Options
 from torch2pypto.translator.verification.hostops import host_ops
 from torch2pypto.translator.verification.interpreter import counting
 
@@ -85,3 +87,14 @@ def test_other_sums_stay_the_add_they_are(total):
     range or starred arguments: the range is no moved int64 one, or may not be."""
     code = translate(f"import torch\n\n\ndef f(x: torch.Tensor):\n    return {total}\n").code
     assert "pypto_arange_plus" not in code and "return pypto_add(" in code, code
+
+
+@pytest.mark.parametrize("options, line", [
+    (Options(ignore=frozenset({"arange"})), "return pypto_add(torch.arange(x.shape[0]), k)"),
+    (Options(select=frozenset({"add"})), "return pypto_add(torch.arange(x.shape[0]), k)"),
+    (Options(ignore=frozenset({"arange_plus"})), "return pypto_add(pypto_arange(x.shape[0]), k)"),
+    (Options(select=frozenset({"arange", "arange_plus"})), "return pypto_arange_plus(x.shape[0], offset=k)"),
+], ids=["ignore arange", "select add", "ignore arange_plus", "select both"])
+def test_the_moved_range_stands_for_the_range_too_and_needs_both_selected(options, line):
+    code = translate_source("import torch\n\n\ndef f(x: torch.Tensor, k: int):\n    return torch.arange(x.shape[0]) + k\n", "m.py", options).code
+    assert code.splitlines()[-1].strip() == line, code

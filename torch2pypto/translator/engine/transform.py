@@ -228,12 +228,15 @@ class Sites:
         """``call + k`` of a call whose entry the table computes plus a number in one
         (``Table.plus``: ``torch.arange(n) + k``) where k is no known tensor and the family takes
         the pair (``Family.offsets``): that entry's site, the call with ``offset=k`` after its own
-        arguments, in the order Python evaluated them."""
+        arguments, in the order Python evaluated them. It stands for the call's site too, so the
+        run must select both (``--ignore arange`` leaves the range to torch, the add an add)."""
         if type(node) is not ast.BinOp or type(node.op) is not ast.Add or type(node.left) is not ast.Call:
             return None
         found = self.resolve(node.left)
         plus = self.table.plus.get(found.entry.op) if found is not None and found.entry is not None and not found.wrapper else None
-        if plus is None or not family(plus.family).offsets(node.left, node.right) or self.inference.kind(node.right) == TENSOR:
+        if plus is None or not (self.options.selects(found.api, found.entry) and self.options.selects("torch.Tensor.__add__", plus)):
+            return None
+        if not family(plus.family).offsets(node.left, node.right) or self.inference.kind(node.right) == TENSOR:
             return None
         at = {"lineno": node.lineno, "col_offset": node.col_offset, "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
         call = ast.Call(node.left.func, node.left.args, [*node.left.keywords, ast.keyword("offset", node.right)], **at)
