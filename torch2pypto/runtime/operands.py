@@ -214,6 +214,7 @@ def _shifted_range(start, end, step, offset, dtype):
         return None
     return start + offset, end + offset
 
+
 def _col_minus_row(h, w, device):
     """[h, w] FP32: each entry's column minus its row (a triangle's mask compares it with the diagonal)."""
     return (torch.arange(w, device=device) - torch.arange(h, device=device)[:, None]).float()
