@@ -149,7 +149,7 @@ def replacement(site: CallSite, wrapper: str, params: tuple[Param, ...] | None =
         value = site.args.get(p.name)
         if value is None:
             continue
-        args.append(cst.Arg(value) if p.required and not p.keyword_only else cst.Arg(value, keyword=cst.Name(p.name), equal=_EQUAL))
+        args.append(cst.Arg(value) if p.by_position else cst.Arg(value, keyword=cst.Name(p.name), equal=_EQUAL))
     return cst.Call(cst.Name(wrapper), args)
 
 

@@ -110,6 +110,11 @@ class Param:
         return self.default is _NO_DEFAULT and not self.variadic
 
     @property
+    def by_position(self) -> bool:
+        """Whether a wrapper's call passes it by position: required, and not keyword-only."""
+        return self.required and not self.keyword_only
+
+    @property
     def is_tensor(self) -> bool:
         return self.kinds == ("Tensor",)
 

@@ -212,9 +212,8 @@ class Sites:
         if type(node) is ast.Subscript and kinds != [TENSOR, TENSOR]:
             return None
         dispatch = operators.dispatch(node, sides, kinds[0] != NOT_TENSOR)
-        at = {"lineno": node.lineno, "col_offset": node.col_offset, "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
-        func = ast.Attribute(dispatch.receiver, dispatch.method, ast.Load(), **at)
-        call = ast.Call(func, [dispatch.argument] if dispatch.argument else [], [], **at)
+        func = ast.copy_location(ast.Attribute(dispatch.receiver, dispatch.method, ast.Load()), node)
+        call = ast.copy_location(ast.Call(func, [dispatch.argument] if dispatch.argument else [], []), node)
         scope_of[call] = scope_of[node]
         api = f"torch.Tensor.{dispatch.method}"
         entry = self.table.method(dispatch.method)
@@ -238,8 +237,7 @@ class Sites:
             return None
         if not family(plus.family).offsets(node.left, node.right) or self.inference.kind(node.right) == TENSOR:
             return None
-        at = {"lineno": node.lineno, "col_offset": node.col_offset, "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
-        call = ast.Call(node.left.func, node.left.args, [*node.left.keywords, ast.keyword("offset", node.right)], **at)
+        call = ast.copy_location(ast.Call(node.left.func, node.left.args, [*node.left.keywords, ast.keyword("offset", node.right)]), node)
         self.index.scope_of[call] = self.index.scope_of[node]
         return call, Resolved("torch.Tensor.__add__", plus, operator=PLUS)
 

@@ -110,7 +110,7 @@ def cases(conversion: Conversion, key: str, seed: int = 0) -> list[Case]:
                         value = _NUMBERS["int"]  # an integer tensor's bound: an int keeps its dtype, as its kernel needs
                 if name:
                     sampled_names[name] = value
-                if param.required and not param.keyword_only:
+                if param.by_position:
                     args.append(value)
                 else:
                     kwargs[param.name] = value
