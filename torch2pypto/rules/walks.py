@@ -75,7 +75,7 @@ def assemble_kernel(name: str, inputs: int) -> Definition:
     return Definition(name, factory(name, ["dtype, cols, width, places, fills=(), value=0.0"], doc, prelude, params, body), TILE_SHAPE)
 
 
-def join_kernel(name: str, inputs: int) -> Definition:
+def join_kernel(name: str, inputs: int, outputs: int = 1) -> Definition:
     """A kernel factory ``name(dtype, widths, width, maps)`` joining ``inputs`` tensors (torch.cat,
     torch.stack) into a contiguous [rows, width] output, each read in place from a window of its
     storage, [X * n, widths[i]] (runtime ``_joined``: a transposed key, a column slice).
@@ -85,12 +85,16 @@ def join_kernel(name: str, inputs: int) -> Definition:
     (outer * xo + inner * xh) * n, column outer * co + inner * ch + c0, and goes to rows
     o * (output rows // blocks) + row.., column col of the output. Each input has its own loop
     over the row tiles of all its blocks; an input of no blocks is not read.
+
+    ``outputs`` above 1: as many joins in one launch (a cache's keys and values), ``inputs``
+    tensors each, in turn, into ``out0``, ``out1``.. of widths ``width[0]``, ``width[1]``..
     """
-    params = [*(tensor(f"x{i}", items("pypto.DYNAMIC", f"widths[{i}]"), "dtype") for i in range(inputs)),
-              tensor("out", items("pypto.DYNAMIC", "width"), "dtype")]
+    outs = ["out"] if outputs == 1 else [f"out{k}" for k in range(outputs)]
+    params = [*(tensor(f"x{i}", items("pypto.DYNAMIC", f"widths[{i}]"), "dtype") for i in range(inputs * outputs)),
+              *(tensor(out, items("pypto.DYNAMIC", "width" if outputs == 1 else f"width[{k}]"), "dtype") for k, out in enumerate(outs))]
     body: list[Stmt] = []
-    for i in range(inputs):
-        x = f"x{i}"
+    for i in range(inputs * outputs):
+        x, out = f"x{i}", outs[i // inputs]
         start = f"(outer * {x}_xo + inner * {x}_xh) * n + r", f"outer * {x}_co + inner * {x}_ch + {x}_c0"
         body.append(when(
             f"{x}_blocks > 0",
@@ -103,15 +107,16 @@ def join_kernel(name: str, inputs: int) -> Definition:
                  Do(pypto("set_vec_tile_shapes", "rows", "tile_cols")),
                  Assign("piece", pypto("view", x, items("rows", f"{x}_span"), items(*start),
                                        valid_shape=items("(n - r).min(rows)", f"{x}_span"))),
-                 Do(pypto("assemble", "piece", items(f"o * (out.shape[0] // {x}_blocks) + {x}_row + r", f"{x}_col"), "out"))),
+                 Do(pypto("assemble", "piece", items(f"o * ({out}.shape[0] // {x}_blocks) + {x}_row + r", f"{x}_col"), out))),
             comment="an empty tensor joins nothing"))
     prelude = [
         Assign("rows, tile_cols", call("_tile_shape", "-(-max(m[0] for m in maps) // 16) * 16", "64", "2", "(dtype, pypto.DT_FP32)"),
                "tiles 32-byte aligned: spans need not be"),
         *(Assign(f"x{i}_span, x{i}_stack, x{i}_blocks, x{i}_heads, x{i}_xo, x{i}_xh, x{i}_co, x{i}_ch, x{i}_c0, x{i}_row, x{i}_col",
-                 f"maps[{i}]") for i in range(inputs)),
+                 f"maps[{i}]") for i in range(inputs * outputs)),
     ]
-    doc = f"{inputs} input{'s' if inputs > 1 else ''}, each a window of blocks of rows (maps), joined into [rows, width]."
+    doc = (f"{inputs} input{'s' if inputs > 1 else ''}, each a window of blocks of rows (maps), joined into [rows, width]."
+           if outputs == 1 else f"{outputs} joins of {inputs} inputs each, windows of blocks of rows (maps), into [rows, width[k]] each.")
     return Definition(name, factory(name, ["dtype, widths, width, maps"], doc, prelude, params, body), TILE_SHAPE)
 
 
