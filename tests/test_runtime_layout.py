@@ -218,6 +218,26 @@ def test_joined_leaves_mixed_or_mismatched_tensors_to_torch(launcher):
     assert layout._joined([x, 2.0], 0, False) is None
 
 
+def joins(args, *tensors):
+    """What a join kernel of one output per join writes (walks.join_kernel of outputs > 1), in torch."""
+    _, widths, width, maps = args
+    outs, windows = tensors[len(tensors) - len(width):], tensors[: len(tensors) - len(width)]
+    per = len(windows) // len(outs)
+    for k, out in enumerate(outs):
+        placed = windows[k * per : (k + 1) * per], maps[k * per : (k + 1) * per], out.shape[0], out.shape[1], out.shape
+        out.copy_(joined_by_maps(placed))
+
+
+def test_launch_joins_makes_each_join_in_one_launch(running):
+    keys, values = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 4, 8)
+    key, value = torch.randn(2, 5, 3, 8).transpose(1, 2), torch.randn(2, 3, 5, 8)  # the key a transposed view
+    joined = [layout._joined(pair, -2, False) for pair in ([keys, key], [values, value])]
+    got = layout._launch_joins(factory(joins), joined)
+    assert len(running) == 1 and running[0][2] == (8, 8)  # one launch, each output 8 wide
+    for g, pair in zip(got, ([keys, key], [values, value]), strict=True):
+        assert g.is_contiguous() and torch.equal(g, torch.cat(pair, -2))
+
+
 def test_scan_rows_move_the_scanned_dim_last():
     t = torch.randn(2, 3, 4)
     rows, moved = layout._scan_rows(t, 1)

@@ -423,6 +423,16 @@ def _joined_window(t, dim, along_rows, at, copy=True):
     return window, (*place, *((at, 0) if along_rows else (0, at)))
 
 
+def _launch_joins(kernel, joined):
+    """Launch `kernel`, a join kernel of one output per join (torch.cat's of a cache's keys and
+    values), on `joined` (each _joined's of one dtype); the outputs, contiguous, in their shapes."""
+    windows = [w for windows, *_ in joined for w in windows]
+    outs = [torch.empty(rows, width, dtype=windows[0].dtype, device=windows[0].device) for *_, rows, width, _ in joined]
+    maps = tuple(m for _, maps, *_ in joined for m in maps)
+    _launch(kernel(_PYPTO_DTYPES[outs[0].dtype], tuple(w.shape[1] for w in windows), tuple(o.shape[1] for o in outs), maps), *windows, *outs)
+    return tuple(out.view(shape) for out, (*_, shape) in zip(outs, joined))
+
+
 def _copied(t):
     """Whether a join kernel makes `t` contiguous (Tensor.contiguous) and if so as _joined says: a
     torch.cat of `t` alone along its last dim, read in place from its window of storage (a

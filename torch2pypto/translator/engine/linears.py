@@ -15,7 +15,7 @@ from torch2pypto.translator.engine.binding import BindError, ast_args, ast_held,
 FACTS = load_facts()
 _REGISTRIES = FACTS.module_activation_registries | FACTS.module_activation_factories
 # names the wrapper uses itself
-RESERVED = frozenset({"a", "n", "k", "out", "kernel", "biased", "activation", "kernel_path", "torch", "pypto", "math", "functools"})
+RESERVED = frozenset({"a", "n", "k", "out", "kernel", "biased", "activation", "kernel_path", "joined", "torch", "pypto", "math", "functools"})
 # the parameter kinds of gated and epilogue wrappers besides rows and numbers: a linear's weight and
 # bias, an activation module, an epilogue's other operand (a number or a tensor, known at run time)
 WEIGHT, BIAS, MODULE, OTHER = "weight", "bias", "module", "other"
