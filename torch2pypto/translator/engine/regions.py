@@ -48,7 +48,7 @@ import functools
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
-from torch2pypto.translator.engine import epilogues, groups, halves, prologues, qkv, siblings
+from torch2pypto.translator.engine import epilogues, groups, halves, joins, prologues, qkv, siblings
 from torch2pypto.translator.engine.bounds import Bounds, no_op
 from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
@@ -81,6 +81,7 @@ class Region:
     owner: str | None = None
     modules: tuple[tuple[str, str], ...] = ()  # (submodule, its class) parameters of an inlined forward
     derived: tuple[tuple[str, str], ...] = ()  # parameters the wrapper reads from a submodule (weight: norm.weight)
+    rank: int = 1  # the least rank of its operands (a paired join along dim -2: 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +174,11 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str]
 def _linear(attempt) -> bool:
     """Whether a pending site is a linear's (None: no site)."""
     return attempt is not None and attempt.resolved.entry is not None and attempt.resolved.entry.op == "linear"
+
+
+def _cat(attempt) -> bool:
+    """Whether a pending site is a torch.cat's (None: no site)."""
+    return attempt is not None and attempt.resolved.entry is not None and attempt.resolved.entry.op == "cat"
 
 
 def _rows(built: Built) -> set[str]:
@@ -315,6 +321,11 @@ class Finder(Bounds):
         RoPE and a chunked gated pair each start at one, and are not looked for in a function of none."""
         return any(_linear(self.pending.get(s)) for s in self.on_lines)
 
+    @functools.cached_property
+    def cats(self) -> bool:
+        """Whether a pending torch.cat site is on the function's lines: paired joins start at one."""
+        return any(_cat(self.pending.get(s)) for s in self.on_lines)
+
     @property
     def loop(self) -> set[int]:
         """The nodes of the loop around the current block."""
@@ -346,6 +357,9 @@ class Finder(Bounds):
                 i, ahead = woven[0], None
                 continue
             if best is None or len(best[1].program.ops) < 2:
+                if not grouped and self.cats and joins.paired_joins(self, statements, i, found):
+                    i += 2  # two joins: one launch
+                    continue
                 for statement in statements[i : i + max(grouped, 1)]:
                     spans = self.starts  # found at the first statement searched, as later pops would change it
                     roots = [root for root in _expressions(statement) if self._ops_at_most(root) >= 2]  # the others hold no region

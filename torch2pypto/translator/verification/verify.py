@@ -155,7 +155,7 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     result = []
     sliced = any(op in ("x[..., a:b]", "cat") for op in region.ops)  # rows of 64: halves on 32-byte blocks (RoPE)
     for dtype in FUSED_DTYPES:
-        for shape in (tuple(s[:-1] + (64,)) for s in samples.SHAPES) if sliced else samples.SHAPES:
+        for shape in (tuple(s[:-1] + (64,)) if sliced else s for s in samples.SHAPES if len(s) >= region.rank):
             generator = torch.Generator().manual_seed(seed)
             args = []
             for param in region.params:
