@@ -21,8 +21,7 @@ import bisect
 from torch2pypto.rules import joins
 from torch2pypto.rules.fusion import name_of
 from torch2pypto.rules.tile_program import ROWS, Param
-from torch2pypto.translator.engine.binding import BindError, ast_args, bind
-from torch2pypto.translator.engine.linears import dotted, source_text, wrapper_param
+from torch2pypto.translator.engine.linears import dotted, pending_call, source_text, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
 from torch2pypto.translator.engine.syntax import comments
 
@@ -71,17 +70,10 @@ def _join(finder, statement: ast.stmt):
     literal list or tuple of two tensors or more, of a literal dim; else None."""
     if type(statement) is not ast.Assign or len(statement.targets) != 1 or not dotted(statement.targets[0]):
         return None
-    node = statement.value
-    if type(node) is not ast.Call:
+    found = pending_call(finder, statement.value, "cat")
+    if found is None:
         return None
-    attempt = finder.pending.get(finder.lines.span(node))
-    entry = attempt.resolved.entry if attempt is not None else None
-    if entry is None or entry.op != "cat" or attempt.resolved.method:
-        return None
-    try:
-        bound = bind(entry.params, ast_args(node), None, entry.aliases)
-    except BindError:
-        return None
+    attempt, bound = found
     tensors, dim = bound.get("tensors"), bound.get("dim")
     if set(bound) - {"tensors", "dim"} or type(tensors) not in (ast.List, ast.Tuple) or len(tensors.elts) < 2:
         return None

@@ -63,18 +63,27 @@ def wrapper_param(finder, params: dict, node: ast.expr | None, role: str) -> str
     return params[source].name
 
 
-def find_linear(finder, node: ast.expr):
-    """(attempt, bound arguments) of a pending linear site whose operands are names or attributes."""
+def pending_call(finder, node: ast.expr, op: str):
+    """(attempt, bound arguments) of a pending site of table entry ``op`` called as a function or
+    a module (not a tensor's method), else None."""
     if type(node) is not ast.Call:
         return None
     attempt = finder.pending.get(finder.lines.span(node))
     entry = attempt.resolved.entry if attempt is not None else None
-    if entry is None or entry.op != "linear" or attempt.resolved.method:
+    if entry is None or entry.op != op or attempt.resolved.method:
         return None
     try:
-        bound = bind(entry.params, ast_args(node) + ast_held(node, attempt.resolved.held), None, entry.aliases)
+        return attempt, bind(entry.params, ast_args(node) + ast_held(node, attempt.resolved.held), None, entry.aliases)
     except BindError:
         return None
+
+
+def find_linear(finder, node: ast.expr):
+    """(attempt, bound arguments) of a pending linear site whose operands are names or attributes."""
+    found = pending_call(finder, node, "linear")
+    if found is None:
+        return None
+    attempt, bound = found
     if not all(dotted(v) or type(v) is ast.Constant and v.value is None for v in bound.values()) or type(bound["input"]) is ast.Constant:
         return None
     return attempt, bound
