@@ -11,6 +11,7 @@ import torch
 import torch2pypto
 from torch2pypto import Options
 from torch2pypto.translator.verification.interpreter import counting
+from torch2pypto.translator.verification.verify import region_cases
 
 from helpers import module
 from test_epilogues import original, translated
@@ -47,6 +48,12 @@ def test_the_pair_is_one_statement_and_one_region():
             "        return self.keys, self.values\n") in translation.code
     assert [r.status for r in translation.records if r.api == "torch.cat"] == ["converted", "converted"]
     assert translated(translation.code).code == translation.code  # translating again changes nothing
+
+
+def test_verify_samples_operands_a_join_along_the_dim_takes():
+    (region,) = translated(CACHE).regions
+    cases = region_cases(region, "r0")
+    assert cases and all(a.dim() >= 2 for case in cases for a in case.args)  # no 1-D sample: dim -2 would raise
 
 
 def test_no_fuse_keeps_a_launch_per_join():
