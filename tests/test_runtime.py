@@ -4,12 +4,15 @@ layout and operand helpers are in test_runtime_layout.py and test_runtime_operan
 family's `_takes` check is with that family's tests."""
 
 import ast
+import importlib
+import pkgutil
 
 import pypto
 import pytest
 import torch
 
 from helpers import factory
+import torch2pypto.rules
 from torch2pypto.rules import codegen
 from torch2pypto.runtime import casting, grad, launch, tiles
 
@@ -63,9 +66,8 @@ def test_a_synthetic_module_copies_its_blocks_with_their_needs(monkeypatch, tmp_
 def test_every_runtime_statement_is_copied_by_one_definition():
     """No dead code in the runtime package: each top-level name is some definition's (the
     families copy theirs when they load, as do the engine's fusions)."""
-    import torch2pypto.rules  # noqa: F401  (registers every family)
-    from torch2pypto.rules import epilogue, gated  # noqa: F401  (the gated pair's and a linear epilogue's)
-
+    for module in pkgutil.iter_modules(torch2pypto.rules.__path__):  # every family and the engine's fusions' kernels
+        importlib.import_module(f"torch2pypto.rules.{module.name}")
     for path in sorted(codegen._RUNTIME_DIR.glob("[!_]*.py")):
         if path.stem == "generated":  # stubs: their source is built per translation
             continue

@@ -32,6 +32,7 @@ class OffsetFields(Fields):
     via: str | None = field("the arange entry whose range the offset moves (arange)")
 
 
+SHIFTED_RANGE = copied("operands", "_shifted_range")
 PARAMS = ("start", "end", "step", "offset", "dtype", "layout", "device", "pin_memory", "requires_grad")
 
 
@@ -79,8 +80,7 @@ def pypto_{entry.op}({wrappers.signature(wrapper_params(entry))}):
         return pypto_{via.op}(start, end, step, **options) + offset
     return pypto_{via.op}(*moved, step, **options)
 '''
-    moved = copied("operands", "_shifted_range")
-    return (*sequence.definitions(via), moved, Definition(f"pypto_{entry.op}", wrapper, (f"pypto_{via.op}", "_shifted_range")))
+    return (*sequence.definitions(via), SHIFTED_RANGE, Definition(f"pypto_{entry.op}", wrapper, (f"pypto_{via.op}", "_shifted_range")))
 
 
 register(Family("offset", OffsetFields, rewrite, problem, parts=via_parts, creates=True, offsets=offsets))
