@@ -10,11 +10,11 @@ bf16; the new keys a transposed view, as attention hands them over), every launc
 1.42 TB/s, and fused against per join. Figures only, not a test.
 
 Last run (pypto 0.2.0, transformers 5.23.0), µs, fused against per join: 0 cached + 2048 new
-189.7 (1 launch) against 188.5 (2 x 94.2); 2047 + 1: 197.0 against 194.9; 4095 + 1: 388.9 against
-387.6. The cost model charges no launch gap, so one launch for two joins is the same time here
-(0.99x-1.00x): what it saves is the launch. Either way a decode step's join is 4.1x its HBM floor
-(64 MiB at 1.42 TB/s: 47.3 µs at 2047 cached), a copy of the whole cache that an in-place cache
-write would not make.
+51.5 (1 launch) against 49.9 (2 x 24.9); 2047 + 1: 61.0 against 59.8; 4095 + 1: 115.5 against
+114.3. The cost model charges no launch gap, so one launch for two joins is the same time here
+(0.97x-0.99x): what it saves is the launch. A decode step's join is 1.29x its HBM floor (64 MiB at
+1.42 TB/s: 47.3 µs at 2047 cached), 197.0 µs (4.2x) when join kernels took tiles of 64 rows at
+most (runtime _join_rows: as many rows as the blocks have, up to 1024).
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ def test_joined_leaves_mixed_or_mismatched_tensors_to_torch(launcher):
 
 def joins(args, *tensors):
     """What a join kernel of one output per join writes (walks.join_kernel of outputs > 1), in torch."""
-    _, widths, width, maps = args
+    _, widths, width, maps, _ = args
     outs, windows = tensors[len(tensors) - len(width):], tensors[: len(tensors) - len(width)]
     per = len(windows) // len(outs)
     for k, out in enumerate(outs):
@@ -233,9 +233,15 @@ def test_launch_joins_makes_each_join_in_one_launch(running):
     key, value = torch.randn(2, 5, 3, 8).transpose(1, 2), torch.randn(2, 3, 5, 8)  # the key a transposed view
     joined = [layout._joined(pair, -2, False) for pair in ([keys, key], [values, value])]
     got = layout._launch_joins(factory(joins), joined)
-    assert len(running) == 1 and running[0][2] == (8, 8)  # one launch, each output 8 wide
+    assert len(running) == 1 and running[0][2] == (8, 8) and running[0][4] == 8  # one launch, each output 8 wide, 5-row blocks
     for g, pair in zip(got, ([keys, key], [values, value]), strict=True):
         assert g.is_contiguous() and torch.equal(g, torch.cat(pair, -2))
+
+
+@pytest.mark.parametrize("rows, expected", [(1, 1), (7, 8), (33, 64), (2047, 1024), (10**6, 1024)])
+def test_join_rows_cover_the_largest_block_up_to_the_cap(launcher, rows, expected):
+    joined = layout._joined([torch.randn(2, rows, 3), torch.randn(2, 1, 3)], 1, False)  # blocks of rows and of 1 row
+    assert layout._join_rows(joined[0], joined[1]) == expected
 
 
 def test_scan_rows_move_the_scanned_dim_last():

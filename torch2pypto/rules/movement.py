@@ -47,7 +47,7 @@ ARITIES = (8, 4, 2, 1)  # the kernels a cat or stack of a run-time count launche
 
 ALONG = copied("layout", "_moved_along")
 
-JOINED = copied("layout", "_joined", last="_joined_window")
+JOINED = copied("layout", "_joined", last="_join_rows")
 COPIED = copied("layout", "_copied")
 
 LAYOUTS = {
@@ -141,7 +141,7 @@ def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
         arities = (count,)
         body += (
             "widths = tuple(w.shape[1] for w in windows)\n"
-            f"_launch(join{count}_kernel(_PYPTO_DTYPES[out.dtype], widths, width, maps), *windows, out)\n"
+            f"_launch(join{count}_kernel(_PYPTO_DTYPES[out.dtype], widths, width, maps, _join_rows(windows, maps)), *windows, out)\n"
         )
         prologue = f"joined = _joined(tensors, dim, {stacked}) if len(tensors) == {count} else None\n"
         how = "each tensor, read in place as blocks of rows of its storage, is assembled into its rows or columns of the output"
@@ -154,7 +154,8 @@ def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
             "while start < len(windows):  # a launch per group of tensors, the largest kernel they fill\n"
             "    group = slice(start, start + max(n for n in kernels if n <= len(windows) - start))\n"
             "    widths = tuple(w.shape[1] for w in windows[group])\n"
-            "    _launch(kernels[len(widths)](_PYPTO_DTYPES[out.dtype], widths, width, maps[group]), *windows[group], out)\n"
+            "    factory = _PYPTO_DTYPES[out.dtype], widths, width, maps[group], _join_rows(windows[group], maps[group])\n"
+            "    _launch(kernels[len(widths)](*factory), *windows[group], out)\n"
             "    start = group.stop\n"
         )
         prologue = f"joined = _joined(tensors, dim, {stacked}) if isinstance(tensors, (list, tuple)) and tensors else None\n"
@@ -186,7 +187,7 @@ def _copy(entry: Entry, name: str) -> tuple[Definition, ...]:
     body = (
         "windows, maps, rows, width, shape = copied\n"
         "out = torch.empty(rows, width, dtype=input.dtype, device=input.device)\n"
-        "_launch(join1_kernel(_PYPTO_ALL_DTYPES[out.dtype], (width,), width, maps), *windows, out)\n"
+        "_launch(join1_kernel(_PYPTO_ALL_DTYPES[out.dtype], (width,), width, maps, _join_rows(windows, maps)), *windows, out)\n"
         "return out.view(shape)\n"
     )
     how = (f"{LAYOUTS['contiguous']}: a tensor that is not contiguous, read in place as blocks of rows of its "

@@ -76,9 +76,10 @@ def assemble_kernel(name: str, inputs: int) -> Definition:
 
 
 def join_kernel(name: str, inputs: int, outputs: int = 1) -> Definition:
-    """A kernel factory ``name(dtype, widths, width, maps)`` joining ``inputs`` tensors (torch.cat,
-    torch.stack) into a contiguous [rows, width] output, each read in place from a window of its
-    storage, [X * n, widths[i]] (runtime ``_joined``: a transposed key, a column slice).
+    """A kernel factory ``name(dtype, widths, width, maps, max_rows)`` joining ``inputs`` tensors
+    (torch.cat, torch.stack) into a contiguous [rows, width] output, each read in place from a
+    window of its storage, [X * n, widths[i]] (runtime ``_joined``: a transposed key, a column
+    slice), in tiles of up to ``max_rows`` rows (runtime ``_join_rows``: a copy's tile grows with n).
 
     ``maps[i]`` is (span, X, blocks, heads, xo, xh, co, ch, c0, row, col): block o (outer, inner
     = divmod(o, heads)) of input i is its n = rows // X rows of span columns at row
@@ -110,14 +111,14 @@ def join_kernel(name: str, inputs: int, outputs: int = 1) -> Definition:
                  Do(pypto("assemble", "piece", items(f"o * ({out}.shape[0] // {x}_blocks) + {x}_row + r", f"{x}_col"), out))),
             comment="an empty tensor joins nothing"))
     prelude = [
-        Assign("rows, tile_cols", call("_tile_shape", "-(-max(m[0] for m in maps) // 16) * 16", "64", "2", "(dtype, pypto.DT_FP32)"),
+        Assign("rows, tile_cols", call("_tile_shape", "-(-max(m[0] for m in maps) // 16) * 16", "max_rows", "2", "(dtype, pypto.DT_FP32)"),
                "tiles 32-byte aligned: spans need not be"),
         *(Assign(f"x{i}_span, x{i}_stack, x{i}_blocks, x{i}_heads, x{i}_xo, x{i}_xh, x{i}_co, x{i}_ch, x{i}_c0, x{i}_row, x{i}_col",
                  f"maps[{i}]") for i in range(inputs * outputs)),
     ]
     doc = (f"{inputs} input{'s' if inputs > 1 else ''}, each a window of blocks of rows (maps), joined into [rows, width]."
            if outputs == 1 else f"{outputs} joins of {inputs} inputs each, windows of blocks of rows (maps), into [rows, width[k]] each.")
-    return Definition(name, factory(name, ["dtype, widths, width, maps"], doc, prelude, params, body), TILE_SHAPE)
+    return Definition(name, factory(name, ["dtype, widths, width, maps, max_rows"], doc, prelude, params, body), TILE_SHAPE)
 
 
 def triangle_kernel(name: str, doc: str, keep: Step) -> Definition:
