@@ -171,14 +171,9 @@ def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str]
     return any(p.kind == ROWS and p.source not in rows for p in extended.program.params)
 
 
-def _linear(attempt) -> bool:
-    """Whether a pending site is a linear's (None: no site)."""
-    return attempt is not None and attempt.resolved.entry is not None and attempt.resolved.entry.op == "linear"
-
-
-def _cat(attempt) -> bool:
-    """Whether a pending site is a torch.cat's (None: no site)."""
-    return attempt is not None and attempt.resolved.entry is not None and attempt.resolved.entry.op == "cat"
+def _of(attempt, op: str) -> bool:
+    """Whether a pending site (None: no site) is a call of table entry ``op``."""
+    return attempt is not None and attempt.resolved.entry is not None and attempt.resolved.entry.op == op
 
 
 def _rows(built: Built) -> set[str]:
@@ -319,12 +314,12 @@ class Finder(Bounds):
     def linears(self) -> bool:
         """Whether a pending linear site is on the function's lines: sibling projections, a sliced
         RoPE and a chunked gated pair each start at one, and are not looked for in a function of none."""
-        return any(_linear(self.pending.get(s)) for s in self.on_lines)
+        return any(_of(self.pending.get(s), "linear") for s in self.on_lines)
 
     @functools.cached_property
     def cats(self) -> bool:
         """Whether a pending torch.cat site is on the function's lines: paired joins start at one."""
-        return any(_cat(self.pending.get(s)) for s in self.on_lines)
+        return any(_of(self.pending.get(s), "cat") for s in self.on_lines)
 
     @property
     def loop(self) -> set[int]:
