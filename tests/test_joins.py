@@ -123,11 +123,15 @@ def test_joins_keep_torch_gradients():
 
 
 @pytest.mark.interpreter
-def test_joins_of_two_dtypes_run_torch():
+@pytest.mark.parametrize("other, launches", [(torch.float16, {"join2_kernel.kernel": 2}), (torch.int64, {"join2_kernel.kernel": 1})])
+def test_joins_of_two_dtypes_run_a_join_each(other, launches):
+    """Floats and int ids (SAM's points and labels): the float join keeps its own kernel."""
     mod = module(translated(function("x = torch.cat([a, b], dim=1)\n    y = torch.cat([c, d], dim=1)")).code)
-    inputs = [torch.randn(2, 3, 4), torch.randn(2, 1, 4), torch.randn(2, 3, 4).half(), torch.randn(2, 2, 4).half()]
+    inputs = [torch.randn(2, 3, 4), torch.randn(2, 1, 4), *(torch.randint(0, 9, (2, n, 4)).to(other) for n in (3, 2))]
     ran = counting()
     with torch2pypto.interpreted(mod):
         x, y = mod.f(*inputs)
-    assert ran() == {}
-    torch.testing.assert_close((x, y), (torch.cat(inputs[:2], dim=1), torch.cat(inputs[2:], dim=1)))
+    assert ran() == launches
+    for got, want in zip((x, y), (torch.cat(inputs[:2], dim=1), torch.cat(inputs[2:], dim=1)), strict=True):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, atol=0, rtol=0)

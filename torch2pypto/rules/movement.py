@@ -126,6 +126,13 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
     return Converted(replacement(site, name), _moved(entry, name), "pypto.assemble", wrapper_params(entry))
 
 
+def literal_join(entry: Entry, count: int) -> tuple[str, tuple[Definition, ...]]:
+    """The wrapper joining a literal list of ``count`` tensors (at most MAX_INPUTS) in one launch,
+    and its definitions."""
+    name = f"pypto_{entry.op}{count}"
+    return name, _join(entry, name, count)
+
+
 @per_entry
 def _join(entry: Entry, name: str, count: int | None) -> tuple[Definition, ...]:
     """The wrapper joining ``count`` tensors in one launch, or (count None or above MAX_INPUTS)

@@ -20,6 +20,7 @@ import bisect
 
 from torch2pypto.rules import joins
 from torch2pypto.rules.fusion import name_of
+from torch2pypto.rules.movement import MAX_INPUTS
 from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.linears import dotted, pending_call, source_text, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
@@ -48,7 +49,7 @@ def paired_joins(finder, statements: list[ast.stmt], i: int, found) -> int:
     torch_source = "return " + ", ".join(f"torch.cat([{', '.join(n)}], dim={dim})" for n in names) + "\n"
     wrapper = name_of(finder.function.name, torch_source, 2)
     where = f"{finder.function.name}'s paired joins"
-    definitions = joins.definitions(wrapper, where, names, dim, [p.name for p in params.values()], torch_source)
+    definitions = joins.definitions(wrapper, where, pair[0][0].resolved.entry, names, dim, [p.name for p in params.values()], torch_source)
     for attempt, *_ in pair:
         attempt.status, attempt.reason, attempt.pypto_api = CONVERTED, "", f"{wrapper} (fused)"
         finder.pending.pop(attempt.span, None)
@@ -67,7 +68,8 @@ def paired_joins(finder, statements: list[ast.stmt], i: int, found) -> int:
 
 def _join(finder, statement: ast.stmt):
     """(attempt, target, tensors, dim) of ``target = torch.cat([...], dim)``, a pending site of a
-    literal list or tuple of two tensors or more, of a literal dim; else None."""
+    literal list or tuple of two tensors or more (half a join kernel's most inputs at most), of a
+    literal dim; else None."""
     if type(statement) is not ast.Assign or len(statement.targets) != 1 or not dotted(statement.targets[0]):
         return None
     found = pending_call(finder, statement.value, "cat")
@@ -75,7 +77,7 @@ def _join(finder, statement: ast.stmt):
         return None
     attempt, bound = found
     tensors, dim = bound.get("tensors"), bound.get("dim")
-    if set(bound) - {"tensors", "dim"} or type(tensors) not in (ast.List, ast.Tuple) or len(tensors.elts) < 2:
+    if set(bound) - {"tensors", "dim"} or type(tensors) not in (ast.List, ast.Tuple) or not 2 <= len(tensors.elts) <= MAX_INPUTS // 2:
         return None
     try:
         dim = 0 if dim is None else ast.literal_eval(dim)
