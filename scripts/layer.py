@@ -28,13 +28,14 @@ attention; causal attention counted in full, as torch counts it). Launch gaps ar
 only widen a per-op chain's time). Figures only, not a test.
 
 Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), µs:
-  64 tokens:   fused 406.2 (6 launches) against per-op 464.4 (38): 1.14x; layer floor 285.8 (HBM:
+  64 tokens:   fused 406.2 (6 launches) against per-op 457.7 (38): 1.13x; layer floor 285.8 (HBM:
                387 MiB of weights), fused 1.42x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
                q/k/v with RoPE in its epilogue 73.1 (1 launch; the projections 3 x 33.3 and RoPE
                54.2 apart), o_proj 33.3 (1.37x; 42.9 while the vector cores cast its FP32 product);
                residual add + RMSNorm as the gated kernel's prologue 185.4 (gate and up 61.2 each
                apart), down + add 82.9; sdpa 28.4 (18.9x its floor).
-  2048 tokens: fused 4676.7 (6 launches) against per-op 7591.6: 1.62x; floor 2536.5 (898 GFLOP at
+  2048 tokens: fused 4676.7 (6 launches) against per-op 7264.0: 1.55x (7591.6 before join kernels
+               took tiles as large as their rows: rotate_half's cats); floor 2536.5 (898 GFLOP at
                the cube peak), fused 1.84x (4773.5, 1.88x, before the two changes below). RMSNorm
                24.6 against 186.1 (7.55x, 1.04x floor); q/k/v with RoPE 990.1 (1.70x its floor; 3 x
                370.7 apart), o_proj 370.7 (1.91x; 387.4 with the FP32 product cast on the vector
