@@ -114,8 +114,11 @@ def rewrite(site: CallSite) -> Converted | Unsupported:
         count = len(tensors.elements) if literal_count else None
         if count == 0:
             return Unsupported(f"no tensors: torch.{kind} raises")
-        name = f"pypto_{entry.op}" if count is None or count > MAX_INPUTS else f"pypto_{entry.op}{count}"
-        return Converted(replacement(site, name), _join(entry, name, count), "pypto.assemble", wrapper_params(entry))
+        if count is None or count > MAX_INPUTS:
+            name, definitions = f"pypto_{entry.op}", _join(entry, f"pypto_{entry.op}", count)
+        else:
+            name, definitions = literal_join(entry, count)
+        return Converted(replacement(site, name), definitions, "pypto.assemble", wrapper_params(entry))
     if kind == "repeat_interleave" and site.is_tensor("repeats"):
         return Unsupported("tensor repeats: the output's size depends on the values, which a kernel's static layout cannot follow")
     if kind == "pad":

@@ -113,14 +113,20 @@ def _path(node: ast.expr) -> str | None:
 def _edit(finder, first: ast.stmt, second: ast.stmt) -> tuple[int, int] | None:
     """Where the statement replacing ``first`` and ``second`` goes (their text), if each stands on
     lines of its own, the second right below the first, at its indent, and no comment is in them."""
-    start, end = (finder.lines.offset(*finder.lines.span(first)[:2]), finder.lines.offset(*finder.lines.span(second)[2:]))
+    (start, first_end), (second_start, end) = (_offsets(finder, s) for s in (first, second))
     text = finder.text
     line = text.rfind("\n", 0, start) + 1
     indent = text[line:start]
     if indent.strip() or second.lineno != first.end_lineno + 1 or second.col_offset != first.col_offset:
         return None
-    between = text[finder.lines.offset(*finder.lines.span(first)[2:]) : finder.lines.offset(*finder.lines.span(second)[:2])]
+    between = text[first_end:second_start]
     after = text[end : text.find("\n", end) % (len(text) + 1)]
     if between.strip() or after.strip() or comments(text[start:end]):
         return None
     return start, end
+
+
+def _offsets(finder, statement: ast.stmt) -> tuple[int, int]:
+    """The offsets in the text where ``statement`` starts and ends."""
+    line, column, end_line, end_column = finder.lines.span(statement)
+    return finder.lines.offset(line, column), finder.lines.offset(end_line, end_column)
