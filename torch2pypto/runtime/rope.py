@@ -61,3 +61,21 @@ def _qkv_slices(weight, bias, start, stop):
         return []
     spans = (slice(0, start), slice(start, stop), slice(stop, weight.shape[0]))
     return [(weight[s], None if bias is None else bias[s]) for s in spans]
+
+
+def _deferred(shape, dtype, device, prologue):
+    """A tensor of `shape` and `dtype` on `device` that holds no values: the result of a region
+    deferred into the projections kernel of its one reader, which computes it in its prologue.
+    It carries that kernel's call (`prologue`: the region's operands bound) for the projections'
+    wrapper to take (:func:`_deferred_prologue`). One element, expanded: no memory."""
+    t = torch.empty((), dtype=dtype, device=device).expand(shape)
+    t._pypto_prologue = prologue
+    return t
+
+
+def _deferred_prologue(x):
+    """The call that a deferred region's result `x` carries (:func:`_deferred`), taken off it; None for any other value."""
+    prologue = getattr(x, "_pypto_prologue", None)
+    if prologue is not None:
+        del x._pypto_prologue
+    return prologue
