@@ -24,6 +24,7 @@ stands where the rotary embedding stood, passing the slices' bounds as written. 
 from __future__ import annotations
 
 import ast
+import functools
 
 from torch2pypto.rules import cube, rope
 from torch2pypto.rules.fusion import name_of
@@ -121,7 +122,7 @@ def _viewed(statement: ast.stmt, name: str) -> str | None:
 
 
 def _emit(finder, removed: list[ast.stmt], rotary: ast.stmt, linear, bounds, view: str, names: list[str], call, groups, found) -> bool:
-    from torch2pypto.translator.engine.regions import Region  # regions calls this module
+    from torch2pypto.translator.engine.regions import Region, Rotation  # regions calls this module
 
     lines = [_alone(finder, s) for s in removed]
     if None in lines or _alone(finder, rotary) is None:
@@ -161,6 +162,11 @@ def _emit(finder, removed: list[ast.stmt], rotary: ast.stmt, linear, bounds, vie
     span = (*finder.lines.span(removed[0])[:2], *finder.lines.span(rotary)[2:])
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]
     found.regions.append(Region(finder.path, span, finder.function.name, ("linear",), wrapper, f"{base}_kernel", tuple(params.values()), ("linear",)))
+    found.rotations[finder.function] = Rotation(
+        functools.partial(rope.definitions, wrapper, where, [p.name for p in params.values()], (torch_source, unfused),
+                          (x, projections, view_name, cos_name, sin_name), groups, dtype_of, cube.definitions(entry),
+                          sliced=f"_qkv_slices({weight}, {bias or 'None'}, {start}, {stop})"),
+        tuple(groups), source_text(finder, bound["input"]), (span[0], span[2]), wrapper)
     for begin, end in _merged(finder.text, lines):
         found.edits.append((begin, end, ""))
     s = finder.lines.span(rotary)

@@ -48,7 +48,7 @@ import functools
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
-from torch2pypto.translator.engine import epilogues, groups, halves, joins, prologues, qkv, siblings
+from torch2pypto.translator.engine import deferrals, epilogues, groups, halves, joins, prologues, qkv, siblings
 from torch2pypto.translator.engine.bounds import Bounds, no_op
 from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
@@ -108,8 +108,28 @@ class Fused:
     # a method's region that returns its result (the method -> its statements and Built), for
     # a caller that composes its program into a projection's epilogue (siblings' per-head norm)
     returned: dict = dataclasses.field(default_factory=dict)
+    # a forward's projections-and-RoPE kernel (the forward -> its :class:`Rotation`), for a caller
+    # that defers the region before the forward's call into it (deferrals.deferred_region)
+    rotations: dict = dataclasses.field(default_factory=dict)
+    # wrappers the edits call that no region names: a deferred region's (its region names its own
+    # wrapper, which --verify runs), for a file that imports its wrappers
+    called: list = dataclasses.field(default_factory=list)
     # finds a function's regions before its turn, once (siblings: a norm's forward defined after its caller)
     ahead: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Rotation:
+    """A forward's projections-and-RoPE kernel: the definitions of its kernel with a region in its
+    prologue (``definitions(deferred=...)``: :func:`rope.definitions`, all else bound), its RoPE
+    groups, the source of the x it projects, the lines of the statements its call replaced, and
+    its wrapper."""
+
+    definitions: object
+    groups: tuple
+    x: str
+    lines: tuple[int, int]
+    wrapper: str
 
 
 def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhere=None) -> Fused:
@@ -354,6 +374,9 @@ class Finder(Bounds):
             if best is None or len(best[1].program.ops) < 2:
                 if not grouped and self.cats and joins.paired_joins(self, statements, i, found):
                     i += 2  # two joins: one launch
+                    continue
+                if not grouped and deferrals.deferred_region(self, statements, i, found):
+                    i += 1  # a norm before an attention's call: in its projections' kernel
                     continue
                 for statement in statements[i : i + max(grouped, 1)]:
                     spans = self.starts  # found at the first statement searched, as later pops would change it

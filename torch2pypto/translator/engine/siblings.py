@@ -20,6 +20,7 @@ their statements, as they did: nothing is evaluated before them there.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 from torch2pypto.rules import rope, siblings
@@ -375,7 +376,7 @@ def _opens(text: str, line: int) -> bool:
 
 def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call,
                   groups, modules, found) -> bool:
-    from torch2pypto.translator.engine.regions import Region  # regions calls this module
+    from torch2pypto.translator.engine.regions import Region, Rotation  # regions calls this module
 
     lines = [_alone(finder, s) for s in (*projected, *after, rotary)]
     if None in lines:
@@ -440,6 +441,10 @@ def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rota
     base = wrapper.removeprefix("pypto_").rpartition("_")[0]
     found.regions.append(Region(finder.path, span, finder.function.name, ("linear",) * 3, wrapper, f"{base}_kernel",
                                 tuple(params.values()), ("linear",), modules=tuple(held)))
+    found.rotations[finder.function] = Rotation(
+        functools.partial(rope.definitions, wrapper, where, [p.name for p in params.values()], (torch_source, unfused),
+                          (x, projections, view_name, cos_name, sin_name), groups, dtype_of, separate, held),
+        tuple(groups), source_text(finder, group[0][1]["input"]), (span[0], span[2]), wrapper)
     (first, _), (_, last) = lines[0], lines[-2]
     if _opens(finder.text, first) and finder.text[last : finder.text.find("\n", last) + 1].strip() == "":
         lines[-2] = (lines[-2][0], finder.text.find("\n", last) + 1)  # a blank line after them goes too

@@ -110,7 +110,7 @@ def translate_source(
     lines = _Lines(text)
     generated = emit.defined_names(text, section)
     hierarchy = Hierarchy(path, options.module_bases)
-    records, edits, conversions, definitions, regions = [], [], [], {}, []
+    records, edits, conversions, definitions, regions, called = [], [], [], {}, [], []
     spelt_free_torch = deferring = masking = False
     mask_names = masks.imported(module.outline)
     for chunk in cut:
@@ -131,6 +131,7 @@ def translate_source(
         masking |= bool(masked)
         chunk_definitions = [d for _, d in sorted([*fused.definitions, *chunk_definitions], key=lambda p: p[0])]  # source order
         regions += fused.regions
+        called += fused.called
         by_attempt = {id(a): _record(path, a) for a in attempts}
         records += by_attempt.values()
         edits += chunk_edits
@@ -149,7 +150,7 @@ def translate_source(
     if kernels_module is None:
         edits += emit.section_edits(text, module.outline, ordered) if ordered else []
     elif conversions or regions or masking:
-        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions} | set(repeats.NAMES if deferring else ())
+        wrappers = sorted({c.call.func.value for c in conversions} | {r.wrapper for r in regions} | set(called) | set(repeats.NAMES if deferring else ())
                           | set(masks.NAMES if masking else ()))
         edits += emit.import_kernels(text, module.outline, kernels_module, wrappers, spelt_free_torch)
     code = emit.splice(text, edits)  # every edit is in the input's coordinates
