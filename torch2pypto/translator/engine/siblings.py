@@ -28,7 +28,7 @@ from torch2pypto.rules.fusion import name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Param
 from torch2pypto.translator.engine.linears import BIAS, WEIGHT, dotted, find_activation, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
-from torch2pypto.translator.engine.syntax import is_docstring, locals_of
+from torch2pypto.translator.engine.syntax import comments, is_docstring, locals_of
 
 
 def sibling_linears(finder, statements: list[ast.stmt], i: int, found) -> int:
@@ -368,10 +368,14 @@ def _alone(finder, statement: ast.stmt) -> tuple[int, int] | None:
 
 
 def _opens(text: str, line: int) -> bool:
-    """Whether the line before the one at offset ``line`` is blank or a comment: statements removed
-    from there on take a blank line after them too (one stays above, or the comment heads what follows)."""
+    """Whether the line before the one at offset ``line`` is blank, a comment or a block's header:
+    statements removed from there on take a blank line after them too (one stays above, the comment
+    heads what follows, or the block starts with what follows, as it started with them)."""
     before = text[text.rfind("\n", 0, max(line - 1, 0)) + 1 : line].strip()
-    return before == "" or before.startswith("#")
+    if before.startswith("#"):
+        return True
+    said = comments(before)  # a header's own comment: ``for _ in range(n):  # ...``
+    return (before[: -len(said[-1])] if said else before).rstrip().endswith(":") or before == ""
 
 
 def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rotary: ast.stmt, group: list, names: list[str], view: str, call,
