@@ -13,7 +13,10 @@ forward's region program before (:class:`Norm`: its gamma, [1, D], read once a r
 the [B, heads, S, D] views of [B, S, heads * D] rows that torch's statements give. The engine
 (:mod:`torch2pypto.translator.engine.siblings`) finds the pattern and hands over the programs;
 the wrapper runs the statements as written where the operands do not fit, and gives torch's
-gradients of them when autograd records.
+gradients of them when autograd records. Where x is a region's result deferred into the kernel
+(llama's input RMSNorm: :mod:`torch2pypto.translator.engine.deferrals`), the wrapper hands its
+call over: another kernel computes that region's program on each row tile of its operands first
+(:class:`Prologue`), its result the cube's a tile.
 """
 
 from __future__ import annotations

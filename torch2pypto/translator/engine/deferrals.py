@@ -93,7 +93,7 @@ def _attention(finder, statement: ast.stmt, name: str, found):
     """(the call, its class, the forward's :class:`Rotation`) if ``statement``'s value calls a held
     module, ``name`` its one argument that reads it and bound to its forward's first parameter,
     which the forward projects in a projections-and-RoPE kernel and reads nowhere else but for
-    its metadata; else None."""
+    its metadata, in no loop; else None."""
     call = getattr(statement, "value", None)
     if type(statement) not in (ast.Assign, ast.Expr) or type(call) is not ast.Call:
         return None
@@ -112,6 +112,8 @@ def _attention(finder, statement: ast.stmt, name: str, found):
     rotation = found.rotations.get(forward)
     if rotation is None or rotation.x != parameter or not _metadata_only(forward, parameter, rotation.lines):
         return None
+    if any(type(n) in (ast.For, ast.AsyncFor, ast.While) and n.lineno <= rotation.lines[0] <= n.end_lineno for n in ast.walk(forward)):
+        return None  # a second call would find the result taken
     return call, cls, rotation
 
 
