@@ -28,20 +28,28 @@ attention; causal attention counted in full, as torch counts it). Launch gaps ar
 only widen a per-op chain's time). Figures only, not a test.
 
 Last run (pypto 0.2.0, transformers 5.23.0, sdpa; on a shared 2-core machine), µs:
-  64 tokens:   fused 406.2 (6 launches) against per-op 457.7 (38): 1.13x; layer floor 285.8 (HBM:
-               387 MiB of weights), fused 1.42x of it. RMSNorm 3.1 against 16.7 (8 launches, 5.42x);
-               q/k/v with RoPE in its epilogue 73.1 (1 launch; the projections 3 x 33.3 and RoPE
-               54.2 apart), o_proj 33.3 (1.37x; 42.9 while the vector cores cast its FP32 product);
+  64 tokens:   fused 414.7 (5 launches) against per-op 457.7 (38): 1.10x; layer floor 285.8 (HBM:
+               387 MiB of weights), fused 1.45x of it. The input RMSNorm in the q/k/v kernel's
+               prologue with RoPE in its epilogue 84.7 (1 launch) against 3.1 + 73.1 = 76.2 as two
+               (RMSNorm 16.7 in 8 launches per op; the projections 3 x 33.3 and RoPE 54.2 apart):
+               the cost model charges no launch gap, and the cube's projections of a row tile wait
+               for its norm, which reaches them through GM (1 token: 74.7 against 2.1 + 63.2);
+               o_proj 33.3 (1.37x; 42.9 while the vector cores cast its FP32 product);
                residual add + RMSNorm as the gated kernel's prologue 185.4 (gate and up 61.2 each
                apart), down + add 82.9; sdpa 28.4 (18.9x its floor).
-  2048 tokens: fused 4676.7 (6 launches) against per-op 7264.0: 1.55x (7591.6 before join kernels
+  2048 tokens: fused 4693.4 (5 launches) against per-op 7264.0: 1.55x (7591.6 before join kernels
                took tiles as large as their rows: rotate_half's cats); floor 2536.5 (898 GFLOP at
-               the cube peak), fused 1.84x (4773.5, 1.88x, before the two changes below). RMSNorm
-               24.6 against 186.1 (7.55x, 1.04x floor); q/k/v with RoPE 990.1 (1.70x its floor; 3 x
-               370.7 apart), o_proj 370.7 (1.91x; 387.4 with the FP32 product cast on the vector
-               cores), add + RMSNorm + gated 1789.2 (1.71x the two projections' floor; 971.1 each
-               apart), down + add 897.2 (1.72x); causal sdpa 604.9 (3.12x its floor, FLOPs counted in
-               full; 685.0 with its kv loop unrolled [4, 2, 1], 873.3 not unrolled). Its cube tasks wait on their copies too: Q.K^T
+               the cube peak), fused 1.85x (4676.7, 1.84x, with the input norm its own launch;
+               4773.5, 1.88x, before the two changes below). RMSNorm + q/k/v with RoPE 1031.5
+               (1.77x the projections' floor: 206 GFLOP; the table's "?" is FLOPs the prologue
+               kernel's wrapper has no torch path to count) against 24.6 + 990.1 = 1014.7 as two
+               launches, which write and read the normed rows through HBM (32 MiB: 23.6 at 1.42
+               TB/s, which the cost model does not charge); RMSNorm alone 24.6 against 186.1 per
+               op (7.55x, 1.04x floor); the projections 3 x 370.7 apart, o_proj 370.7 (1.91x; 387.4
+               with the FP32 product cast on the vector cores), add + RMSNorm + gated 1789.2 (1.71x
+               the two projections' floor; 971.1 each apart), down + add 897.2 (1.72x); causal
+               sdpa 604.9 (3.12x its floor, FLOPs counted in full; 685.0 with its kv loop unrolled
+               [4, 2, 1], 873.3 not unrolled). Its cube tasks wait on their copies too: Q.K^T
                writes its [512, 512] FP32 scores in 8 L0C tiles of 2028 cycles each on MTE_OUT,
                P.V copies P again for each of its 2 n tiles; cube and vector cores are ~55% busy.
   The cube kernels are bound by their GM-to-L1 copies (each cube core's MTE_IN pipe runs them one
