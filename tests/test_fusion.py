@@ -542,3 +542,27 @@ def test_a_tuple_assignment_binds_after_evaluating_all_its_values():
           (tensor(3, 5, 32), tensor(3, 5, 32, seed=1)), kernels=1)
 
 
+
+
+
+def agreeing(*codes) -> list[set[str]]:
+    """The names each translation of ``codes`` into one shared kernels module gives its regions,
+    after checking that each name it defines is one text in all of them (the module keeps the first)."""
+    texts, regions = {}, []
+    for code in codes:
+        translation = translate_source(code, "m.py", kernels_module="._pypto_kernels")
+        for d in translation.definitions:
+            assert texts.setdefault(d.name, d.source) == d.source, d.name
+        regions.append({r.wrapper for r in translation.regions})
+    return regions
+
+
+def test_regions_that_inline_other_helper_bodies_get_other_names():
+    """A region's name digests its statements and the helpers it inlines: two files whose
+    statements read alike but whose helpers differ (nanochat's rotate_half negates the other
+    half) share no kernel in a kernels module; the same file twice shares all."""
+    other = ROPE.replace("torch.cat((-x2, x1), dim=-1)", "torch.cat((x2, -x1), dim=-1)")
+    assert other != ROPE
+    first, second = agreeing(HEAD + ROPE, HEAD + other)
+    assert first and second and not first & second, (first, second)
+    assert agreeing(HEAD + ROPE, HEAD + ROPE)[0] == first

@@ -162,3 +162,14 @@ def test_operands_it_does_not_take_run_as_today():
     assert ran() == {"linears_3_bias_kernel.kernel": 1, "neg_kernel.kernel": 2, "join2_kernel.kernel": 2}, ran()  # rotate_half's ops
     with torch.no_grad():
         torch.testing.assert_close(got, expected(x, rotary), atol=1e-5, rtol=1e-5)
+
+
+def test_projections_whose_rope_helpers_differ_get_other_names():
+    """nanochat's rotate_half negates the other half: its projections' kernel is another, and a
+    kernels module shared with llama's holds both."""
+    from test_fusion import agreeing
+
+    other = ATTENTION.replace("return torch.cat((-x2, x1), dim=-1)", "return torch.cat((x2, -x1), dim=-1)")
+    assert other != ATTENTION
+    first, second = agreeing(ATTENTION, other)
+    assert first and second and not first & second, (first, second)

@@ -27,11 +27,13 @@ from torch2pypto.rules.tile_program import FP32, INDEX, ROWS, VECTOR, Output, Pr
 from torch2pypto.rules.widths import needed
 
 
-def name_of(function: str, torch_source: str, sites: int) -> str:
+def name_of(function: str, torch_source: str, sites: int, made_of: Sequence[str] = ()) -> str:
     """The region's wrapper name: the function's, a digest of its statements (so a shared
     kernels module holds one kernel per distinct region) and how many torch call sites it
-    fused (a later run counts its call as that many converted sites)."""
-    digest = hashlib.sha1(torch_source.encode()).hexdigest()[:6]
+    fused (a later run counts its call as that many converted sites). ``made_of``: what else
+    the kernel computes that the statements do not spell (the helpers and forwards they call,
+    inlined): in the digest too, so that one name is one kernel across a tree's files."""
+    digest = hashlib.sha1((torch_source + "".join(made_of)).encode()).hexdigest()[:6]
     return f"pypto_fused_{function.strip('_') or 'region'}_{digest}_{sites}sites"  # engine.transform.FUSED_PREFIX
 
 

@@ -18,7 +18,6 @@ else the norm runs its own kernel, as before.
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 from torch2pypto.rules import rope, wrappers
 from torch2pypto.rules.codegen import Definition
@@ -67,11 +66,11 @@ def deferred_region(finder, statements: list[ast.stmt], i: int, found) -> int:
     taken = {p.name for p in program.params}
     module = Param(unique_name(source_text(finder, call.func).rpartition(".")[2], taken), MODULE, source_text(finder, call.func))
     kind = Param(unique_name(cls.name, taken | {module.name}), "class", cls.name)
-    name = name_of(finder.function.name, f"deferred\n{rotation.wrapper}\n{ast.dump(first)}\n", len(built.attempts))
-    where = f"{finder.function.name}'s region and {cls.name}.forward's projections"
-    handed = f"{name.rpartition('_')[0]}_prologue"
     finder.emit(statements[i : i + 1], built, found)
     region = found.regions[-1]
+    name = name_of(finder.function.name, f"deferred\n{region.wrapper}\n{rotation.wrapper}\n{ast.dump(first)}\n", len(built.attempts))
+    where = f"{finder.function.name}'s region and {cls.name}.forward's projections"
+    handed = f"{name.rpartition('_')[0]}_prologue"
     handing = rotation.definitions(deferred=rope.Deferred(handed, where, prologue, region.wrapper, tuple(p.name for p in called)))
     start, end, _ = found.edits.pop()
     found.called.append(name)

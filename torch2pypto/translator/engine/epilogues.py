@@ -337,7 +337,7 @@ def _emit_submodule(finder, statements, call, cls, other, value, add, bound, par
     called = f"{drop}({module}({x}))" if drop else f"{module}({x})"
     torch_source = f"return {called} + {residual}\n" if linear_first else f"return {residual} + {called}\n"
     attempts = [add]  # a dropout stays the host's (seen through in eval), as the table says
-    name = name_of(finder.function.name, f"{cls.name}\n{torch_source}", len(attempts))
+    name = name_of(finder.function.name, f"{cls.name}\n{torch_source}", len(attempts), needs)  # the gated pair's wrapper: its own kernel
     definitions = (*definitions, *epilogue.submodule_definitions(
         name, where, [p.name for p in params.values()], torch_source, (x, residual, module, kind), inner, linear, linear_first, needs, drop))
     first, last = statements

@@ -63,6 +63,10 @@ class Grouped:
         self.outputs = [o for b in builds for o in b.outputs]
         self.returned = None
 
+    def made_of(self) -> tuple[str, ...]:
+        """The helpers and forwards its groups inlined (:meth:`Built.made_of`)."""
+        return tuple(dict.fromkeys(h for b in self.groups for h in b.made_of()))
+
     def fallback_source(self, start: int, end: int, indent: int) -> str:
         """All groups' statements as written, leaves spelt as the wrapper's parameters."""
         merged = copy.copy(self.groups[0])

@@ -36,6 +36,7 @@ class Inlining:
         context = None if method else self.finder.contexts.get(helper)
         self.depth += 1
         self.inlined.append(helper)
+        self.helpers.append(helper)
         self.contexts += [context] if context is not None else []
         try:
             for statement in body:

@@ -62,6 +62,7 @@ class Built(Leaves, Inlining):
         self.depth = 0
         self.first = True  # building the region's first statement
         self.inlined: list[ast.FunctionDef] = []  # the helpers being inlined, innermost last
+        self.helpers: list[ast.FunctionDef] = []  # every helper and forward inlined, in order: what the kernel is made of besides the statements
         self.module: Param | None = None  # the submodule whose forward is being inlined (its ``self``)
         self.contexts: list[Context] = []  # the pending sites and inference of each helper's chunk
         self.earlier: dict = {}  # a later group of a grouped region (groups.py): the earlier groups' wrapper parameters by source
@@ -86,10 +87,15 @@ class Built(Leaves, Inlining):
                 setattr(kept, name, value.copy())
         return kept
 
+    def made_of(self) -> tuple[str, ...]:
+        """The helpers and forwards inlined, each once (their ast, no positions): the kernel's
+        steps that the statements' text does not spell (:func:`name_of`)."""
+        return tuple(ast.dump(h) for h in dict.fromkeys(self.helpers))
+
     def _state(self):
         """What a failed inlining restores: the program and the containers of frozen values, copied."""
         return {"program": self.program.snapshot(), "by_source": dict(self.by_source), "replacements": dict(self.replacements),
-                "attempts": list(self.attempts), "entries": list(self.entries)}
+                "attempts": list(self.attempts), "entries": list(self.entries), "helpers": list(self.helpers)}
 
     def _restore(self, state) -> None:
         for name, value in state.items():

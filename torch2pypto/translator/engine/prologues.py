@@ -141,7 +141,7 @@ def _mlp_after(finder, statements: list[ast.stmt], end: int, built, found) -> in
     where = f"{finder.function.name}'s region and {cls.name}.forward"
     called_site = finder.pending.get(finder.lines.span(call))  # the submodule's call, if a site
     attempts = [*built.attempts, *([called_site] if called_site is not None else [])]
-    name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{cls.name}\n", len(attempts))
+    name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{cls.name}\n", len(attempts), (wrapper,))
     inner = f"{name.rpartition('_')[0]}_prologue_1sites"
     try:
         definitions = prologue_rules.definitions(inner, where, prologue_rules.Region(region_wrapper, program, tuple(built.outputs), x), pair)
@@ -178,7 +178,8 @@ def _mlp_after(finder, statements: list[ast.stmt], end: int, built, found) -> in
         except Unfusible:
             epilogue_definitions = None
         if epilogue_definitions is not None:
-            name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{cls.name}\n{region_call.wrapper}\n", len(attempts) + len(later.attempts))
+            name = name_of(finder.function.name, f"prologue\n{region_wrapper}\n{cls.name}\n{region_call.wrapper}\n", len(attempts) + len(later.attempts),
+                           (wrapper,))
             separate = (f"{', '.join(outputs)} = {region_wrapper}({', '.join(p.name for p in called)})\n"
                         f"{region_call.x} = {module}({x})\nreturn {region_call.wrapper}({', '.join(region_call.called)})\n")
             fused = (f"{x}, {others[0]} = {inner}({', '.join([*(p.name for p in called), *own])})\n"

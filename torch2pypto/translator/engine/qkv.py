@@ -31,7 +31,7 @@ from torch2pypto.rules.fusion import name_of
 from torch2pypto.rules.tile_program import ROWS, Param
 from torch2pypto.translator.engine.linears import BIAS, find_linear, source_text, unique_name, wrapper_param
 from torch2pypto.translator.engine.report import CONVERTED
-from torch2pypto.translator.engine.siblings import _BETWEEN, _alone, _opens, _root, _rope_call, _rope_groups
+from torch2pypto.translator.engine.siblings import _BETWEEN, _alone, _made_of, _opens, _root, _rope_call, _rope_groups
 
 _HOST = 2  # host statements that may stand between the linear and the slices
 
@@ -148,7 +148,7 @@ def _emit(finder, removed: list[ast.stmt], rotary: ast.stmt, linear, bounds, vie
     torch_source = f"qkv = torch.nn.functional.linear({x}, {weight}, {bias or 'None'})\n" + slices + tail
     entry = attempt.resolved.entry
     unfused = f"qkv = pypto_{entry.op}({x}, {weight}, bias={bias or 'None'})\n" + slices + tail
-    wrapper = name_of(finder.function.name, torch_source, 1)
+    wrapper = name_of(finder.function.name, torch_source, 1, (*_made_of(groups), *params))
     where = f"{finder.function.name}'s sliced projection and {helper.name}"
     dtype_of = {p.name: f"{x}.dtype" for g in groups for p in g.program.params if g.roles.get(p.name) == "x"}
     dtype_of |= {p.name: f"{ {'cos': cos_name, 'sin': sin_name}[g.roles[p.name]]}.dtype" for g in groups for p in g.rows if g.roles[p.name] != "x"}

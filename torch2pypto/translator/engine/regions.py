@@ -575,7 +575,7 @@ class Finder(Bounds):
         start, end = self.lines.offset(*span[:2]), self.lines.offset(*span[2:])
         torch_source = built.expression_source(start, end) if inline else built.fallback_source(start, end, first.col_offset)
         kinds = "".join(f"{p.name}:{p.kind}," for p in built.program.params)
-        wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts))
+        wrapper = name_of(self.function.name, kinds + torch_source, len(built.attempts), built.made_of())
         outputs = built.outputs
         where = f"{self.function.name}'s region"
         if isinstance(built, groups.Grouped):

@@ -430,7 +430,7 @@ def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rota
     torch_source = "".join(f"{n} = {m}torch.nn.functional.linear({x}, {w}, {b or 'None'}).view({view_name}){')' if m else ''}.transpose(1, 2)\n"
                            for n, (w, b), m in zip(names, projections, normed)) + rotated
     attempts = [a for a, _, _ in group]
-    wrapper = name_of(finder.function.name, torch_source, len(attempts))
+    wrapper = name_of(finder.function.name, torch_source, len(attempts), (*_made_of(groups), *params))
     where = f"{finder.function.name}'s projections and {helper.name}"
     heads = [g.norm.dtype(m, x) if g.norm else f"{x}.dtype" for g, (m, _) in zip(groups, held + [("", "")] * (2 - len(held)))]
     dtype_of = {p.name: dtype for g, dtype in zip(groups, heads) for p in g.program.params if g.roles.get(p.name) == "x"}
@@ -459,3 +459,9 @@ def _emit_rotated(finder, projected: list[ast.stmt], after: list[ast.stmt], rota
     found.edits.append((finder.lines.offset(*s[:2]), finder.lines.offset(*s[2:]), f"{q}, {k}, {v} = {call_text}"))
     found.definitions.extend((lines[0][0], d) for d in definitions)
     return True
+
+
+def _made_of(groups) -> tuple[str, ...]:
+    """The RoPE groups' and their norms' tile programs: what the kernel computes that the
+    statements, which call the helper, do not spell (:func:`name_of`)."""
+    return tuple("".join(p.body) for g in groups for p in ((g.norm.program,) if g.norm else ()) + (g.program,))
