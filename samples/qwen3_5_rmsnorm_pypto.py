@@ -271,7 +271,7 @@ def pypto_fused_norm_5d7727_5sites(x, eps):
 
 
 @functools.cache
-def fused_forward_22a741_kernel(x_dtype, weight_dtype, cols, width, eps, max_rows):
+def fused_forward_0c5699_kernel(x_dtype, weight_dtype, cols, width, eps, max_rows):
     """forward's region: pypto.cast + pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt on [rows, cols] tiles, one launch."""
     rows, tile_cols = _tile_shape(width, max_rows, 3, (x_dtype, weight_dtype, pypto.DT_FP32), whole_rows=True)
     count = cols  # the real cols a row reduction counts
@@ -312,33 +312,33 @@ def fused_forward_22a741_kernel(x_dtype, weight_dtype, cols, width, eps, max_row
     return kernel
 
 
-def _torch_fused_forward_22a741(x, eps, self, weight):
+def _torch_fused_forward_0c5699(x, eps, self, weight):
     """forward's region: the original torch statements."""
     output = self._norm(x.float())
     output = output * (1.0 + weight.float())
     return output.type_as(x)
 
 
-def pypto_fused_forward_22a741_5sites(x, eps, self, weight):
+def pypto_fused_forward_0c5699_5sites(x, eps, self, weight):
     """forward's region as one PyPTO kernel: Tensor.float, Tensor.pow, Tensor.mean, x + y, rsqrt, x
     * y, Tensor.float, x + y, x * y, Tensor.type_as.
 
     pypto.cast + pypto.pow + pypto.sum + pypto.mul + pypto.add + pypto.rsqrt in torch's
     dtypes, rounded where torch rounds. Operands the kernel does not take (other shapes or
-    dtypes, off the NPU) run _torch_fused_forward_22a741.
+    dtypes, off the NPU) run _torch_fused_forward_0c5699.
     """
     shape = _fused_shape((x,), (weight,), numbers=(eps,), dtypes=(), like=(), results=((x,),))
     if not (shape is not None):
-        return _torch_fused_forward_22a741(x, eps, self, weight)
+        return _torch_fused_forward_0c5699(x, eps, self, weight)
 
     def kernel_path(x, eps, self, weight):
         cols = shape[-1]
         (x_rows, weight_rows), order = _reduction_operands(shape, (x,), (weight,))
         result_out = torch.empty(x_rows.shape[0], x_rows.shape[1], dtype=x.dtype, device=x.device)
-        _launch(fused_forward_22a741_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[weight.dtype], cols, x_rows.shape[1], float(eps), _spread_rows(*x_rows.shape)), x_rows, weight_rows, result_out)
+        _launch(fused_forward_0c5699_kernel(_PYPTO_ALL_DTYPES[x.dtype], _PYPTO_ALL_DTYPES[weight.dtype], cols, x_rows.shape[1], float(eps), _spread_rows(*x_rows.shape)), x_rows, weight_rows, result_out)
         return _ordered(result_out[:, :cols], shape, order)
 
-    return _with_torch_grad(kernel_path, _torch_fused_forward_22a741, x, eps, self, weight)
+    return _with_torch_grad(kernel_path, _torch_fused_forward_0c5699, x, eps, self, weight)
 
 
 # ---- end of torch2pypto kernels ----
@@ -356,7 +356,7 @@ class Qwen3_5RMSNorm(nn.Module):
     def forward(self, x):
         # Llama does x.to(float16) * w whilst Qwen3.5 is (x * w).to(float16)
         # See https://github.com/huggingface/transformers/pull/29402
-        return pypto_fused_forward_22a741_5sites(x, self.eps, self, self.weight)
+        return pypto_fused_forward_0c5699_5sites(x, self.eps, self, self.weight)
 
     def extra_repr(self):
         return f"{tuple(self.weight.shape)}, eps={self.eps}"
