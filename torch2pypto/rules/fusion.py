@@ -95,17 +95,12 @@ def _definitions(
     # of several results; through a submodule, whose fallback reads its parameters from it,
     # _with_held_grads, which gives them theirs)
     narrow = program.narrow()
-    names = {p.name for p in rows} - set(narrow)
-    results = ", ".join(f"({tuple_text(sorted(o.value.deps & names))})" for o in outputs)
-    guard = (f"_fused_shape(({tuple_text(p.name for p in rows if p.name not in narrow)}), ({tuple_text(p.name for p in vectors)}), "
-             f"numbers=({tuple_text(p.name for p in numbers)}), dtypes=({tuple_text(p.name for p in params if p.kind == 'dtype')}), "
-             f"like=({tuple_text(p.name for p in params if p.kind == 'like')}), results=({results},){narrow_shape(narrow)})")
-    prologue = f"shape = {guard}\n"
+    shape, guard = shape_guard(program, outputs)
+    prologue = f"shape = {shape}\n"
     if program.modules:
         pairs = ", ".join(f"({m}, {c})" for m, c in program.modules)
         prologue = (f"if not _inlined({pairs}):\n    return {fallback}({torch_args})\n"
                     + "".join(f"{p} = {read}\n" for p, read in program.derived.items()) + prologue)
-    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
     first = rows[0].name
     body = "cols = shape[-1]\n"
     if program.reduces:
@@ -163,6 +158,21 @@ def _definitions(
     extra = (templates.ALIGNED_ROWS, templates.REDUCTION_OPERANDS) if program.reduces else (templates.ROW_BLOCKS,)
     extra += (INLINED,) if program.modules else ()
     return (*extra, kernel_def, fallback_def, FUSED_SHAPE, wrapper_def)
+
+
+def shape_guard(program: Program, outputs: Sequence[Output]) -> tuple[str, str]:
+    """The wrapper's expressions of a region's ``shape`` (_fused_shape of its operands: None
+    where its kernel does not take them) and of the condition its kernel runs on, given it."""
+    params = program.params
+    rows = [p for p in params if p.kind == ROWS]
+    narrow = program.narrow()
+    names = {p.name for p in rows} - set(narrow)
+    results = ", ".join(f"({tuple_text(sorted(o.value.deps & names))})" for o in outputs)
+    shape = (f"_fused_shape(({tuple_text(p.name for p in rows if p.name not in narrow)}), ({tuple_text(p.name for p in params if p.kind == VECTOR)}), "
+             f"numbers=({tuple_text(p.name for p in params if p.kind == 'number')}), dtypes=({tuple_text(p.name for p in params if p.kind == 'dtype')}), "
+             f"like=({tuple_text(p.name for p in params if p.kind == 'like')}), results=({results},){narrow_shape(narrow)})")
+    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
+    return shape, guard
 
 
 def narrow_shape(narrow: Mapping[str, str], named=lambda name: name) -> str:

@@ -21,9 +21,8 @@ import ast
 
 from torch2pypto.rules import rope, wrappers
 from torch2pypto.rules.codegen import Definition
-from torch2pypto.rules.fusion import FUSED_SHAPE, INLINED, name_of, tuple_text
-from torch2pypto.rules.tile_program import ROWS, VECTOR, Param, Unfusible, torch_dtype
-from torch2pypto.rules.widths import needed
+from torch2pypto.rules.fusion import FUSED_SHAPE, INLINED, name_of, shape_guard
+from torch2pypto.rules.tile_program import Param, Unfusible, torch_dtype
 from torch2pypto.translator.engine.epilogues import _read_after
 from torch2pypto.translator.engine.linears import MODULE, source_text, unique_name
 
@@ -132,18 +131,11 @@ def _metadata_only(forward: ast.FunctionDef, parameter: str, lines: tuple[int, i
 def _wrapper(name: str, where: str, program, prologue: rope.Prologue, region: str, called: list[Param], held: tuple[Param, Param],
              handed: str) -> tuple[Definition, ...]:
     """The wrapper of the norm's statement: the deferred result, or the region's own kernel's."""
-    rows = [p for p in program.params if p.kind == ROWS]
-    vectors = [p for p in program.params if p.kind == VECTOR]
-    numbers = [p for p in program.params if p.kind == "number"]
-    dtypes = [p for p in program.params if p.kind == "dtype"]
     modules = [*program.modules, tuple(p.name for p in held)]
     read = "".join(f"    {p} = {value}\n" for p, value in program.derived.items())
     symbol = prologue.output.value.dtype
     dtype = program.symbols.get(symbol) or torch_dtype(program, symbol)
-    fits = (f"_fused_shape(({tuple_text(p.name for p in rows)}), ({tuple_text(p.name for p in vectors)}), "
-            f"numbers=({tuple_text(p.name for p in numbers)}), dtypes=({tuple_text(p.name for p in dtypes)}), "
-            f"results=(({tuple_text(p.name for p in rows)}),))")
-    guard = " and ".join(["shape is not None", *(c.replace("cols", "shape[-1]") for c in needed(program.checks)), *dict.fromkeys(program.dtype_checks)])
+    shape, guard = shape_guard(program, (prologue.output,))
     bound = ", ".join(f"{prologue.names[p.name]}={p.name}" for p in program.params)
     params = [*(p.name for p in called), *(p.name for p in held)]
     doc = wrappers.docstring(
@@ -153,7 +145,7 @@ def _wrapper(name: str, where: str, program, prologue: rope.Prologue, region: st
     separate = f"return {region}({', '.join(p.name for p in called)})\n"
     text = (f"def {name}({', '.join(params)}):\n" + doc
             + f"    if torch.is_grad_enabled() or not _inlined({', '.join(f'({m}, {c})' for m, c in modules)}):\n        {separate}"
-            + read + f"    shape = {fits}\n"
+            + read + f"    shape = {shape}\n"
             + f"    if not ({guard}):\n        {separate}"
-            + f"    return _deferred(shape, {dtype}, {rows[0].name}.device, functools.partial({handed}, {bound}))\n")
+            + f"    return _deferred(shape, {dtype}, {prologue.rows[0].name}.device, functools.partial({handed}, {bound}))\n")
     return INLINED, FUSED_SHAPE, rope.DEFERRED, Definition(name, text, ("_inlined", "_fused_shape", "_deferred", region, handed))
