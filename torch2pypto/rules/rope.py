@@ -49,6 +49,23 @@ _OWN = {"a", "a_tile", "n", "o", "t", "tiles", "blocks", "r", "i", "h", "valid",
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 
 
+def _assigned(statements: Sequence[str]) -> set[str]:
+    """The names a program's statements (its body, its setup) assign."""
+    return {m.group(1) for s in statements for m in re.finditer(r"^\s*(\w+) = ", s, re.M)}
+
+
+def _held(program: Program) -> set[str]:
+    """The names a kernel holds once for a program composed into it: its parameters, their
+    tiles, what its setup assigns and its dtypes."""
+    return {*(p.name for p in program.params), *(f"{p.name}_tile" for p in program.params), *_assigned(program.setup),
+            *(s for s in program.symbols if s != FP32)}
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """``text`` with each of ``names`` as the kernel holds it."""
+    return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+
+
 class Norm:
     """A norm of each head before its rotary embedding (qwen3's ``self.q_norm``): the program and
     output of its class's forward's region, and each parameter's source there (the head: ``x``;
@@ -63,14 +80,11 @@ class Norm:
     def kernel(self, j: int) -> dict[str, str]:
         """The program's names the kernel holds once per norm (its parameters, their tiles, its
         dtypes and setup), each prefixed as the ``j``-th group's."""
-        setup = {m.group(1) for s in self.program.setup for m in re.finditer(r"^(\w+) = ", s, re.M)}
-        names = {*(p.name for p in self.program.params), *(f"{p.name}_tile" for p in self.program.params), *setup}
-        return {n: f"norm{j}_{n}" for n in (*names, *(s for s in self.program.symbols if s != FP32))}
+        return {n: f"norm{j}_{n}" for n in _held(self.program)}
 
     def text(self, j: int, text: str) -> str:
         """``text`` of the program with its names as the ``j``-th group's kernel holds them."""
-        names = self.kernel(j)
-        return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+        return _renamed(text, self.kernel(j))
 
     def host(self, module: str, x: str, expression: str) -> str:
         """A host expression of the program's parameters as the wrapper reads them: from
@@ -101,21 +115,18 @@ class Prologue:
         self.rows = [p for p in program.params if p.kind == ROWS]
         self.vectors = [p for p in program.params if p.kind == VECTOR]
         self.numbers = [p for p in program.params if p.kind == "number"]
-        setup = {m.group(1) for s in program.setup for m in re.finditer(r"^(\w+) = ", s, re.M)}
-        names = {*(p.name for p in program.params), *(f"{p.name}_tile" for p in program.params), *setup, "count",
-                 *(s for s in program.symbols if s != FP32)}
-        self.names = {n: f"prologue_{n}" for n in names}
+        self.names = {n: f"prologue_{n}" for n in (*_held(program), "count")}
         if not program.reduces or program.narrow() or len(self.rows) != 1 or output.value.role != ROWS \
                 or any(p.kind not in (ROWS, VECTOR, "number", "dtype", "class", "module") for p in program.params):
             raise Unfusible("a projections' prologue is a row reduction's region of one rows operand, vectors and numbers")
 
     def text(self, text: str) -> str:
         """``text`` of the program with its names as the kernel holds them."""
-        return _NAME.sub(lambda m: self.names.get(m.group(0), m.group(0)), text)
+        return _renamed(text, self.names)
 
     def assigned(self) -> set[str]:
         """What the program's statements assign (in the kernel, before the projections)."""
-        return {m.group(1) for s in self.program.body for m in re.finditer(r"^\s*(\w+) = ", s, re.M)}
+        return _assigned(self.program.body)
 
     def symbols(self) -> list[str]:
         """The kernel's dtype symbols of the region, as the factory takes them."""
@@ -134,19 +145,19 @@ class Group:
 
     def names(self) -> set[str]:
         """What the group's statements assign, its operands' tiles, cos and sin (kernel parameters), and its dtypes."""
-        assigned = {m.group(1) for s in self.program.body for m in re.finditer(r"^\s*(\w+) = ", s, re.M)}
+        assigned = _assigned(self.program.body)
         return assigned | self.held()
 
     def held(self) -> set[str]:
         """The names the kernel holds across a head's steps: the operands' tiles, cos and sin, the
         dtypes and the setup's, the norm's."""
         angles = {p.name for p in self.rows if self.roles[p.name] != "x"}
-        setup = {m.group(1) for s in self.program.setup for m in re.finditer(r"^(\w+) = ", s, re.M)}
+        setup = _assigned(self.program.setup)
         return {f"{p.name}_tile" for p in self.rows} | angles | set(self.program.symbols) | setup
 
     def normed(self) -> set[str]:
         """What the norm's statements assign: they run before the RoPE group's, which may reuse them."""
-        return {m.group(1) for s in self.norm.program.body for m in re.finditer(r"^\s*(\w+) = ", s, re.M)} if self.norm else set()
+        return _assigned(self.norm.program.body) if self.norm else set()
 
 
 def fits(groups: Sequence[Group], count: int, prologue: Prologue | None = None) -> bool:
