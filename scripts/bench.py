@@ -7,7 +7,7 @@
 Times, in one run on the transformers modeling files (fetched as by corpus.py):
 (a) ``libcst.parse_module(src).code`` of every file, in this process and in a 2-process pool;
 (b) the ``translate`` CLI over the files as one tree at -j1 and -j2 (wall time of the subprocess,
-output to a temporary folder), and ``translate_source`` per file in this process (per core).
+output to a temporary folder, its bytecode compiled once as an install does), and ``translate_source`` per file in this process (per core).
 Prints lines/s, the time ratios b/a with the targets, and the peak RSS of ``translate -j2`` over
 1/4, 1/2 and all of the files. Each time is the best of ``--repeat`` rounds, a round running every
 step once, so that a drift of the machine's speed touches (a) and (b) alike rather than one of them.
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import multiprocessing
+import os
 import re
 import shutil
 import subprocess
@@ -77,13 +78,24 @@ print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(st
 """
 
 
-def run_cli(tree: Path, jobs: int) -> tuple[float, int, int, float]:
+def installed(bytecode: Path) -> dict[str, str]:
+    """The environment of a ``translate`` run as installed: its modules' bytecode compiled once and
+    kept (pip compiles a wheel's modules when it installs them), in ``bytecode`` rather than in the
+    checkout, whatever PYTHONDONTWRITEBYTECODE says. Without it each run compiles the package anew
+    (about 0.15 s, serial, before any worker starts). The first run of the CLI fills it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(bytecode)
+    subprocess.run([sys.executable, "-c", "import torch2pypto.translator.run.cli"], env=env, check=True)
+    return env
+
+
+def run_cli(tree: Path, jobs: int, env: dict[str, str]) -> tuple[float, int, int, float]:
     """Wall seconds, exit code, peak RSS in bytes (the CLI or its largest worker) and CPU seconds
-    (the CLI and its workers) of one run of ``translate``."""
+    (the CLI and its workers) of one run of ``translate`` in ``env``."""
     with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-out-") as out:
         command = [*corpus.translate_command(), str(tree), "-o", out, "-j", str(jobs)]
         launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
-        seconds, kib, code, cpu = subprocess.run([*launcher, *command], capture_output=True, text=True).stdout.split()
+        seconds, kib, code, cpu = subprocess.run([*launcher, *command], capture_output=True, text=True, env=env).stdout.split()
     return float(seconds), int(code), int(kib) * 1024, float(cpu)
 
 
@@ -237,12 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="torch2pypto-bench-") as tmp, multiprocessing.Pool(2) as pool:
         tree = make_tree(root, files, Path(tmp) / "tree")
         pool.map(roundtrip, [b"x = 1\n"] * 2)  # workers up before the clock starts
+        env = installed(Path(tmp) / "bytecode")
         steps = {
             "(a) libcst parse + code, 1 process": lambda: clocked(lambda: [roundtrip(s) for s in sources]),
             "(a) libcst parse + code, 2 processes": lambda: clocked(lambda: pool.map(roundtrip, sources, chunksize=4)),
             "(b) translate_source in-process, 1 core": lambda: clocked(lambda: translate_each(sources, rels, tree)),
-            "(b) translate CLI -j1": lambda: run_cli(tree, 1),
-            "(b) translate CLI -j2": lambda: run_cli(tree, 2),
+            "(b) translate CLI -j1": lambda: run_cli(tree, 1, env),
+            "(b) translate CLI -j2": lambda: run_cli(tree, 2, env),
         }
         runs: dict[str, list[tuple]] = {label: [] for label in steps}
         for _ in range(args.repeat):
@@ -259,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         peak = max(r[2] for r in runs["(b) translate CLI -j2"])
         for share, count in (("1/4", len(files) // 4), ("1/2", len(files) // 2)):
             part = make_tree(root, files[:count], Path(tmp) / f"tree-{count}")
-            rss.append((share, count, sum(lines[:count]), run_cli(part, 2)[2]))
+            rss.append((share, count, sum(lines[:count]), run_cli(part, 2, env)[2]))
         rss.append(("all", len(files), total, peak))  # the -j2 run over all of them
 
     print(f"\n{'':42} {'seconds':>9} {'lines/s':>9}")

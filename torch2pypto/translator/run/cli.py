@@ -584,4 +584,6 @@ def print_summary(console: Console, translation: Translation | Result, s: RunSum
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from torch2pypto.translator.run.entry import finished
+
+    sys.exit(finished(main()))

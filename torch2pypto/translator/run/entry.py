@@ -1,6 +1,7 @@
 """The ``translate`` console script: the command is imported where Ctrl-C is handled, so that an
 interrupt while it starts up ends as one at any later point does (one line, exit 130)."""
 
+import gc
 import sys
 
 
@@ -10,4 +11,13 @@ def main() -> int:
     except KeyboardInterrupt:
         print("translate: interrupted; nothing written", file=sys.stderr)
         return 130
-    return cli.main()
+    return finished(cli.main())
+
+
+def finished(code: int) -> int:
+    """``code``, the objects of the run left to the interpreter's exit as they are: frozen, so that
+    its collections at exit do not walk them again (a run's caches hold about 700k objects after
+    the transformers zoo at -j1: 1.4 s of collections, 0.1 s frozen). Their memory is freed all
+    the same."""
+    gc.freeze()
+    return code
