@@ -10,16 +10,20 @@ the norm runs its own kernel first (two launches), still torch's values. Where t
 could be read by anything but the projections, the translation keeps the norm's statement.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
 import torch2pypto
 from torch2pypto import Options
+from torch2pypto.translator.verification import verify
 from torch2pypto.translator.verification.interpreter import counting
 
 from helpers import GEMMA_RMSNORM, LLAMA_RMSNORM, assert_heads_match, module
 from test_epilogues import original, translated
 from test_rope_epilogue import ATTENTION, angles
+from test_verify import verified_translation
 
 LAYER = ATTENTION + "\n\n" + LLAMA_RMSNORM + """
 
@@ -132,3 +136,31 @@ def test_otherwise_the_norm_runs_its_own_kernel_first(change):
             handle.remove()
     assert sum(launched.values()) == (1 if change == "norm of another class" else 2), launched  # nn.RMSNorm: torch's own
     assert not any(n.endswith("_prologue") for n in launched), launched
+
+
+@pytest.mark.interpreter
+def test_verify_runs_the_projections_kernel_with_the_norm_in_its_prologue():
+    """--verify calls the function the projections' wrapper hands a deferred norm to, x a tensor
+    of NaNs (a value read would show), the norm's operands its keywords: that kernel itself must
+    launch, in FP32, FP16 and BF16, decode and an odd S."""
+    translation = translated(LAYER)
+    ((region, rotation),) = verify._deferred(translation.regions).values()
+    cases = verify.deferred_cases(region, rotation, "d")
+    assert {c.wrapper for c in cases} == {region.deferred[0]} and rotation.wrapper == region.deferred[1]
+    assert [c.label.split(" ", 1)[1] for c in cases][:2] == ["float32 [1, 1, 37]", "float32 [2, 7, 37]"] and len(cases) == 6
+    assert all(c.args[0].isnan().all() for c in cases)
+    ok, out = verified_translation(translation)
+    row = next(line for line in out.splitlines() if "in its projections' prologue" in line)
+    assert ok and row.split("│")[-2].strip() == "ok" and row.split("│")[3].strip() == "6", out
+
+
+@pytest.mark.interpreter
+def test_a_prologue_case_whose_kernel_did_not_launch_is_not_exercised(monkeypatch):
+    """Only the named kernel counts: a case whose launches are all others' (here: a name no kernel
+    has; a fallback's, in use) is not exercised, and --verify fails."""
+    made = verify.deferred_cases
+    monkeypatch.setattr(verify, "deferred_cases", lambda *args: [dataclasses.replace(c, kernels=("another_kernel",)) for c in made(*args)[:1]])
+    ok, out = verified_translation(translated(LAYER))
+    assert not ok
+    assert "63:9 fused region, in its projections' prologue float32 [1, 1, 37]: not exercised: the case's kernel did not " \
+           "launch (a fallback ran), these did: fused_forward_" in out, out

@@ -18,6 +18,7 @@ else the norm runs its own kernel, as before.
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from torch2pypto.rules import rope, wrappers
 from torch2pypto.rules.codegen import Definition
@@ -71,6 +72,7 @@ def deferred_region(finder, statements: list[ast.stmt], i: int, found) -> int:
     where = f"{finder.function.name}'s region and {cls.name}.forward's projections"
     handed = f"{name.rpartition('_')[0]}_prologue"
     handing = rotation.definitions(deferred=rope.Deferred(handed, where, prologue, region.wrapper, tuple(p.name for p in called)))
+    found.regions[-1] = dataclasses.replace(region, deferred=(handed, rotation.wrapper))  # --verify runs its prologue kernel too
     start, end, _ = found.edits.pop()
     found.called.append(name)
     found.edits.append((start, end, f"{target} = {name}({', '.join([*(p.source for p in called), module.source, kind.source])})"))

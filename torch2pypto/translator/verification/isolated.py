@@ -25,13 +25,15 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
 NOT_EXERCISED = "not exercised: no kernel launched (the wrapper took its torch path)"
+NOT_EXERCISED_AS_NAMED = "not exercised: the case's kernel did not launch (a fallback ran), these did"
 
 
 @dataclass(frozen=True)
 class Case:
     """Call `wrapper` (a name in the module) with `args` and `kwargs`; `label` names it in reports;
     `tolerance`: (atol, rtol) of the comparison, None for torch.testing.assert_close's defaults;
-    `equal_nan`: NaN compares equal (non-finite samples)."""
+    `equal_nan`: NaN compares equal (non-finite samples); `kernels`: one of these must launch (none
+    named: any kernel), where a fallback would launch others."""
 
     label: str
     wrapper: str
@@ -39,6 +41,7 @@ class Case:
     kwargs: dict
     tolerance: tuple[float, float] | None = None
     equal_nan: bool = False
+    kernels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

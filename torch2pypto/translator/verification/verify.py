@@ -145,9 +145,7 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     fallback reads ``self`` of no class the module names.
     Compared within :func:`region_tolerance`, as tests/test_fusion.py compares them.
     """
-    table = load_table()
-    entries = [table.entries[op] for op in region.entries]
-    entry = next((e for d in _DOMAINS for e in entries if e.sample.domain == d), entries[0])
+    entry = _sampled(region)
     if any(p.kind == "self" for p in region.params) and region.owner is None:
         return []
     if any(p.kind == rope.ANGLES for p in region.params):
@@ -174,11 +172,23 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     return result
 
 
+def _sampled(region: Region):
+    """The entry whose sample hints a region's cases follow: the first of its entries in the
+    narrowest value domain of :data:`_DOMAINS`, else its first."""
+    entries = [load_table().entries[op] for op in region.entries]
+    return next((e for d in _DOMAINS for e in entries if e.sample.domain == d), entries[0])
+
+
 def _rope_cases(region: Region, key: str, entry, seed: int) -> list[Case]:
     """Cases of the projections with RoPE in their epilogue (rules.rope): x [B, S, 37] (decode and
     an odd S), q 4 heads and k, v 2 of a head_dim of 32 (or one weight of all, phi3's qkv_proj,
     sliced there), angles [B, S, 32]; a head's norm (qwen3's q_norm) its class built over the head_dim."""
-    result = []
+    return [Case(f"{key} {dtype_name(dtype)} {[batch, seq, 37]}", region.wrapper, args, {}, region_tolerance(dtype), equal_nan(entry))
+            for dtype, batch, seq, args in _rope_arguments(region, entry, seed)]
+
+
+def _rope_arguments(region: Region, entry, seed: int):
+    """(dtype, batch, seq, the arguments) of each of :func:`_rope_cases`'s cases."""
     for dtype in FUSED_DTYPES:
         for batch, seq in ((1, 1), (2, 7)):
             generator = torch.Generator().manual_seed(seed)
@@ -201,8 +211,36 @@ def _rope_cases(region: Region, key: str, entry, seed: int) -> list[Case]:
                     args.append(Built(dict(region.modules)[param.name], (32,), str(dtype).removeprefix("torch."), seed))
                 else:
                     args.append(Function(param.source))
-            label = f"{key} {dtype_name(dtype)} {[batch, seq, 37]}"
-            result.append(Case(label, region.wrapper, tuple(args), {}, region_tolerance(dtype), equal_nan(entry)))
+            yield dtype, batch, seq, args
+
+
+def deferred_cases(region: Region, rotation: Region, key: str, seed: int = 0) -> list[Case]:
+    """Cases of a region deferred into a projections kernel's prologue (engine.deferrals): the
+    function the projections' wrapper hands the deferred call to, called as the wrapper calls it.
+    Its arguments are :func:`_rope_cases`'s, x a tensor of NaNs (the kernel reads its shape and
+    dtype, no value of it: one read would show); its keywords the region's operands, sampled as
+    :func:`region_cases` samples them over x's shape. Its own kernel must launch: its fallback (the
+    region's kernel, then the projections') proves nothing of it."""
+    entry = _sampled(region)
+    handed, _ = region.deferred
+    base = handed.removeprefix("pypto_").removesuffix("_prologue")
+    result = []
+    for dtype, batch, seq, args in _rope_arguments(rotation, _sampled(rotation), seed):
+        generator = torch.Generator().manual_seed(seed + 1)
+        x = next(i for i, p in enumerate(rotation.params) if p.kind == ROWS)
+        args[x] = torch.full((batch, seq, 37), math.nan, dtype=dtype)
+        operands = []
+        for param in region.params:
+            if param.kind in (ROWS, VECTOR, "like"):
+                operands.append(samples.tensor(entry, (batch, seq, 37) if param.kind != VECTOR else (37,), dtype, generator))
+            else:
+                operands.append(Function(param.source) if param.kind in ("callee", "class") else {"number": 0.5, "dtype": dtype}.get(param.kind))
+        value = dict(zip((p.name for p in region.params), operands))
+        value |= {p.name: a for p, a in zip(*_submodules(region, operands)) if p.kind == MODULE}
+        kwargs = {f"prologue_{name}": a for name, a in value.items()}
+        label = f"{key} {dtype_name(dtype)} {[batch, seq, 37]}"
+        result.append(Case(label, handed, tuple(args), kwargs, region_tolerance(dtype), equal_nan(entry),
+                           kernels=(f"{base}_kernel", f"{base}_bias_kernel")))
     return result
 
 
@@ -309,6 +347,8 @@ def verify_translation(translation: Translation, console: Console, section: str)
     True if all match (a region whose kernel never ran is not ok)."""
     by_site = {str(i): cases(c, str(i)) for i, c in enumerate(translation.conversions)}
     by_site |= {f"r{i}": region_cases(r, f"r{i}") for i, r in enumerate(translation.regions)}
+    deferred = _deferred(translation.regions)
+    by_site |= {f"d{i}": deferred_cases(r, rotation, f"d{i}") for i, (r, rotation) in deferred.items()}
     if not by_site:
         console.print("nothing to verify: no call site was converted")
         return True
@@ -325,6 +365,7 @@ def verify_translation(translation: Translation, console: Console, section: str)
                          overflow="fold", no_wrap=column == "torch API")
     rows = [(str(i), f"{c.record.line}:{c.record.column}", c.record.api) for i, c in enumerate(translation.conversions)]
     rows += [(f"r{i}", f"{r.span[0]}:{r.span[1] + 1}", f"fused region, {len(r.ops)} ops") for i, r in enumerate(translation.regions)]
+    rows += [(f"d{i}", f"{r.span[0]}:{r.span[1] + 1}", "fused region, in its projections' prologue") for i, (r, _) in deferred.items()]
     ok, failures = True, collections.defaultdict(list)
     for site, where, api in rows:
         site_ok = bool(results[site]) and all(o.ok for o in results[site])
@@ -340,8 +381,16 @@ def verify_translation(translation: Translation, console: Console, section: str)
     console.print(table)
     for (where, api, kind, error), which in failures.items():  # whole numbers and reasons, never cut
         more = f" (and {len(which) - 1} more cases)" if len(which) > 1 else ""
-        console.print(f"{where} {api} {which[0]}".rstrip() + f"{more}: {kind}: {error}", markup=False, soft_wrap=True, highlight=False)
+        said = error if str(error).startswith(f"{kind}:") else f"{kind}: {error}"  # a not-exercised reason says so itself
+        console.print(f"{where} {api} {which[0]}".rstrip() + f"{more}: {said}", markup=False, soft_wrap=True, highlight=False)
     return ok and not wrong
+
+
+def _deferred(regions: list[Region]) -> dict[int, tuple[Region, Region]]:
+    """The regions deferred into a projections kernel's prologue, by index, each with the region of
+    those projections (a region of the same module: its wrapper's)."""
+    by_wrapper = {r.wrapper: r for r in regions}
+    return {i: (r, by_wrapper[r.deferred[1]]) for i, r in enumerate(regions) if r.deferred is not None and r.deferred[1] in by_wrapper}
 
 
 def _wrong_entries(translation: Translation) -> list[str]:
@@ -363,7 +412,7 @@ def _worst(outcomes: list[Outcome]) -> list[str]:
 def _kind(outcome: Outcome) -> str:
     """What went wrong in a failed case: a result outside its tolerance, a case whose wrapper took
     its torch path, or an error (a kernel that failed to compile or run, a crash)."""
-    if outcome.error == NOT_EXERCISED:
+    if outcome.error is not None and outcome.error.startswith(NOT_EXERCISED.partition(":")[0]):
         return "not exercised"
     return "MISMATCH" if outcome.max_abs is not None else "error"
 

@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from torch2pypto.mapping.tolerance import BASE
 from torch2pypto.translator.verification import interpreter
-from torch2pypto.translator.verification.isolated import NOT_EXERCISED, Built, Case, Function, Instance, Outcome
+from torch2pypto.translator.verification.isolated import NOT_EXERCISED, NOT_EXERCISED_AS_NAMED, Built, Case, Function, Instance, Outcome
 
 
 def main(module_path: str, cases_path: str, start: int, whole_path: str, package: str = "", root: str = "") -> None:
@@ -87,18 +87,19 @@ def run_case(module, case: Case) -> Outcome:
     try:
         wrapper = functools.reduce(getattr, case.wrapper.split("."), module)
         module.PYPTO_LAUNCHER = None
-        ref = wrapper(*_instances(module, _fresh(case.args)), **_fresh(case.kwargs))
+        ref = wrapper(*_instances(module, _fresh(case.args)), **_keywords(module, _fresh(case.kwargs)))
     except Exception as exc:
         return Outcome(case.label, False, None, None, elapsed(), f"torch reference failed: {_one_line(exc)}")
     launched = interpreter.counting()
-    args, kwargs = _instances(module, _fresh(case.args)), _fresh(case.kwargs)
+    args, kwargs = _instances(module, _fresh(case.args)), _keywords(module, _fresh(case.kwargs))
     try:
         with interpreter.interpreted(module):
             got = wrapper(*args, **kwargs)
     except Exception as exc:
         error = str(exc) if isinstance(exc, interpreter.KernelError) else _one_line(exc)
         return Outcome(case.label, False, None, None, elapsed(), error)
-    count = sum(launched().values())
+    counts = launched()
+    count = sum(counts.values())
     max_abs, max_rel = _max_errors(got, ref)
     used, worst = _worst(got, ref, case.tolerance, case.equal_nan)
     try:
@@ -108,6 +109,9 @@ def run_case(module, case: Case) -> Outcome:
         return Outcome(case.label, False, max_abs, max_rel, elapsed(), worst or _one_line(exc), count, used)
     if not count and not any(got is a for a in args):  # a no-op (a cast to its own dtype) returns its input
         return Outcome(case.label, False, max_abs, max_rel, elapsed(), NOT_EXERCISED, count, used)
+    if case.kernels and not any(name.removesuffix(".kernel") in case.kernels for name in counts):
+        ran = ", ".join(sorted(name.removesuffix(".kernel") for name in counts))
+        return Outcome(case.label, False, max_abs, max_rel, elapsed(), f"{NOT_EXERCISED_AS_NAMED}: {ran}", count, used)
     return Outcome(case.label, True, max_abs, max_rel, elapsed(), None, count, used)
 
 
@@ -121,6 +125,11 @@ def _instances(module, args: tuple) -> tuple:
     and each :class:`Function` the module's function."""
     return tuple(_instance(module, a, args) if isinstance(a, Instance) else getattr(module, a.name) if isinstance(a, Function)
                  else _built(module, a) if isinstance(a, Built) else a for a in args)
+
+
+def _keywords(module, kwargs: dict) -> dict:
+    """``kwargs`` with their values made as :func:`_instances` makes arguments."""
+    return dict(zip(kwargs, _instances(module, tuple(kwargs.values()))))
 
 
 def _built(module, spec: Built) -> torch.nn.Module:
