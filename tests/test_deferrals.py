@@ -156,8 +156,9 @@ def test_verify_runs_the_projections_kernel_with_the_norm_in_its_prologue():
 
 @pytest.mark.interpreter
 def test_a_prologue_case_whose_kernel_did_not_launch_is_not_exercised(monkeypatch):
-    """Only the named kernel counts: a case whose launches are all others' (here: a name no kernel
-    has; a fallback's, in use) is not exercised, and --verify fails."""
+    """Only the named kernel counts: a case that launched other kernels only (here the case names
+    one no kernel has; in use, a fallback launches the norm's and the projections') is not
+    exercised, and --verify fails."""
     made = verify.deferred_cases
     monkeypatch.setattr(verify, "deferred_cases", lambda *args: [dataclasses.replace(c, kernels=("another_kernel",)) for c in made(*args)[:1]])
     ok, out = verified_translation(translated(LAYER))

@@ -36,14 +36,15 @@ def main(module_path: str, cases_path: str, start: int, whole_path: str, package
         return
     whole = None
     for case in cases:
-        if any(isinstance(a, (Instance, Function)) for a in case.args):
+        in_whole = any(isinstance(a, (Instance, Function)) for a in (*case.args, *case.kwargs.values()))
+        if in_whole:
             try:
                 whole = whole or _import(whole_path, "torch2pypto_verified_whole", package, root)
             except Exception as exc:
                 report(Outcome(case.label, False, None, None, 0.0, f"the translated module, which holds self's class, "
                                                                    f"does not import here: {_one_line(exc)}"))
                 continue
-        report(run_case(whole if any(isinstance(a, (Instance, Function)) for a in case.args) else module, case))
+        report(run_case(whole if in_whole else module, case))
         if interpreter._poisoned:
             return
 
