@@ -26,6 +26,7 @@ from torch2pypto.rules.fusion import FUSED_SHAPE, INLINED, name_of, shape_guard
 from torch2pypto.rules.tile_program import Param, Unfusible, torch_dtype
 from torch2pypto.translator.engine.epilogues import _read_after
 from torch2pypto.translator.engine.linears import MODULE, source_text, unique_name
+from torch2pypto.translator.engine.scopes import walk
 
 _METADATA = {"shape", "dtype", "device", "ndim", "size", "dim"}  # what reads a tensor's metadata, not its values
 
@@ -110,24 +111,29 @@ def _attention(finder, statement: ast.stmt, name: str, found):
     if found.ahead is not None:
         found.ahead(forward)  # its regions found, if not yet
     rotation = found.rotations.get(forward)
-    if rotation is None or rotation.x != parameter or not _metadata_only(forward, parameter, rotation.lines):
+    if rotation is None or rotation.x != parameter:
         return None
-    if any(type(n) in (ast.For, ast.AsyncFor, ast.While) and n.lineno <= rotation.lines[0] <= n.end_lineno for n in ast.walk(forward)):
+    nodes = walk(forward)
+    if not _metadata_only(forward, nodes, parameter, rotation.lines):
+        return None
+    if any(type(n) in (ast.For, ast.AsyncFor, ast.While) and n.lineno <= rotation.lines[0] <= n.end_lineno for n in nodes):
         return None  # a second call would find the result taken
     return call, cls, rotation
 
 
-def _metadata_only(forward: ast.FunctionDef, parameter: str, lines: tuple[int, int]) -> bool:
-    """Whether ``forward`` reads ``parameter`` only in ``lines`` (the projections' statements) and
-    for its metadata, and never assigns it."""
-    meta = {id(n.value) for n in ast.walk(forward) if type(n) is ast.Attribute and n.attr in _METADATA and type(n.value) is ast.Name}
-    for n in ast.walk(forward):
+def _metadata_only(forward: ast.FunctionDef, nodes: list[ast.AST], parameter: str, lines: tuple[int, int]) -> bool:
+    """Whether ``forward`` (its ``nodes``) reads ``parameter`` only in ``lines`` (the projections'
+    statements) and for its metadata, and never assigns it."""
+    meta = {id(n.value) for n in nodes if type(n) is ast.Attribute and n.attr in _METADATA and type(n.value) is ast.Name}
+    for n in nodes:
         if type(n) is ast.Name and n.id == parameter:
             if type(n.ctx) is not ast.Load:
                 return False
             if id(n) not in meta and not lines[0] <= n.lineno <= lines[1]:
                 return False
-    return not any(type(n) is ast.arg and n.arg == parameter for n in ast.walk(forward) if n is not forward.args.args[1])
+        elif type(n) is ast.arg and n.arg == parameter and n is not forward.args.args[1]:
+            return False
+    return True
 
 
 def _wrapper(name: str, where: str, program, prologue: rope.Prologue, region: str, called: list[Param], held: tuple[Param, Param],
