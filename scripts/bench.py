@@ -116,6 +116,7 @@ def in_child(action) -> tuple[float, float, object]:
     receive, send = multiprocessing.Pipe(duplex=False)
     child = multiprocessing.get_context("fork").Process(target=lambda: send.send(clocked(action)))
     child.start()
+    send.close()  # the child's end only: recv raises if it dies without sending
     result = receive.recv()
     child.join()
     return result
