@@ -146,7 +146,8 @@ def test_verify_runs_the_projections_kernel_with_the_norm_in_its_prologue():
     translation = translated(LAYER)
     ((region, rotation),) = verify._deferred(translation.regions).values()
     cases = verify.deferred_cases(region, rotation, "d")
-    assert {c.wrapper for c in cases} == {region.deferred[0]} and rotation.wrapper == region.deferred[1]
+    assert {c.wrapper for c in cases} == {region.deferred.function} and rotation.wrapper == region.deferred.projections
+    assert {c.kernels for c in cases} == {region.deferred.kernels} and all(k.endswith("_kernel") for k in region.deferred.kernels)
     assert [c.label.split(" ", 1)[1] for c in cases][:2] == ["float32 [1, 1, 37]", "float32 [2, 7, 37]"] and len(cases) == 6
     assert all(c.args[0].isnan().all() for c in cases)
     ok, out = verified_translation(translation)

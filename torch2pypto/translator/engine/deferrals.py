@@ -31,6 +31,18 @@ from torch2pypto.translator.engine.scopes import walk
 _METADATA = {"shape", "dtype", "device", "ndim", "size", "dim"}  # what reads a tensor's metadata, not its values
 
 
+@dataclasses.dataclass(frozen=True)
+class Deferral:
+    """What ``--verify`` needs of a region deferred into a projections kernel's prologue: the
+    function the projections' wrapper hands the deferred call to, that wrapper, the kernels the
+    function launches and the keyword it takes each of the region's parameters by."""
+
+    function: str
+    projections: str
+    kernels: tuple[str, ...]
+    keywords: tuple[tuple[str, str], ...]
+
+
 def deferred_region(finder, statements: list[ast.stmt], i: int, found) -> int:
     """1 if ``statements[i]`` is ``h = self.norm(x)``, a region, and the next statement calls a
     held module whose forward projects its first parameter ``h`` in a projections-and-RoPE kernel
@@ -73,7 +85,9 @@ def deferred_region(finder, statements: list[ast.stmt], i: int, found) -> int:
     where = f"{finder.function.name}'s region and {cls.name}.forward's projections"
     handed = f"{name.rpartition('_')[0]}_prologue"
     handing = rotation.definitions(deferred=rope.Deferred(handed, where, prologue, region.wrapper, tuple(p.name for p in called)))
-    found.regions[-1] = dataclasses.replace(region, deferred=(handed, rotation.wrapper))  # --verify runs its prologue kernel too
+    kernels = tuple(d.name for d in handing if d.name.endswith("_kernel"))
+    keywords = tuple((p.name, prologue.names[p.name]) for p in program.params)
+    found.regions[-1] = dataclasses.replace(region, deferred=Deferral(handed, rotation.wrapper, kernels, keywords))
     start, end, _ = found.edits.pop()
     found.called.append(name)
     found.edits.append((start, end, f"{target} = {name}({', '.join([*(p.source for p in called), module.source, kind.source])})"))

@@ -82,9 +82,7 @@ class Region:
     modules: tuple[tuple[str, str], ...] = ()  # (submodule, its class) parameters of an inlined forward
     derived: tuple[tuple[str, str], ...] = ()  # parameters the wrapper reads from a submodule (weight: norm.weight)
     rank: int = 1  # the least rank of its operands (a paired join along dim -2: 2)
-    # a region deferred into a projections kernel's prologue (deferrals): the function the
-    # projections' wrapper hands the deferred call to, and that wrapper
-    deferred: tuple[str, str] | None = None
+    deferred: deferrals.Deferral | None = None  # a region deferred into a projections kernel's prologue
 
 
 @dataclasses.dataclass(frozen=True)

@@ -154,15 +154,7 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
     sliced = any(op in ("x[..., a:b]", "cat") for op in region.ops)  # rows of 64: halves on 32-byte blocks (RoPE)
     for dtype in FUSED_DTYPES:
         for shape in (tuple(s[:-1] + (64,)) if sliced else s for s in samples.SHAPES if len(s) >= region.rank):
-            generator = torch.Generator().manual_seed(seed)
-            args = []
-            for param in region.params:
-                if param.kind in (ROWS, VECTOR, "like"):
-                    args.append(samples.tensor(entry, shape if param.kind != VECTOR else shape[-1:], dtype, generator))
-                elif param.kind in _GATED:  # a gated pair's or epilogue's linear weights [n, k], biases [n], activation, other operand
-                    args.append(_GATED[param.kind](entry, shape, dtype, generator))
-                else:
-                    args.append(Function(param.source) if param.kind in ("callee", "class") else {"number": 0.5, "dtype": dtype}.get(param.kind))
+            args = _operands(region, entry, shape, dtype, torch.Generator().manual_seed(seed))
             params, args = _submodules(region, args) if region.derived else (region.params, args)
             if region.owner is not None:
                 attrs = tuple((p.source.removeprefix("self."), i) for i, p in enumerate(params) if p.source.startswith("self."))
@@ -170,6 +162,20 @@ def region_cases(region: Region, key: str, seed: int = 0) -> list[Case]:
             label = f"{key} {dtype_name(dtype)} {list(shape)}"
             result.append(Case(label, region.wrapper, tuple(args), {}, region_tolerance(dtype), equal_nan(entry)))
     return result
+
+
+def _operands(region: Region, entry, shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> list:
+    """A sample of each of the region's parameters over rows of ``shape`` (a module's: None,
+    :func:`_submodules` makes it)."""
+    args = []
+    for param in region.params:
+        if param.kind in (ROWS, VECTOR, "like"):
+            args.append(samples.tensor(entry, shape if param.kind != VECTOR else shape[-1:], dtype, generator))
+        elif param.kind in _GATED:  # a gated pair's or epilogue's linear weights [n, k], biases [n], activation, other operand
+            args.append(_GATED[param.kind](entry, shape, dtype, generator))
+        else:
+            args.append(Function(param.source) if param.kind in ("callee", "class") else {"number": 0.5, "dtype": dtype}.get(param.kind))
+    return args
 
 
 def _sampled(region: Region):
@@ -221,26 +227,18 @@ def deferred_cases(region: Region, rotation: Region, key: str, seed: int = 0) ->
     dtype, no value of it: one read would show); its keywords the region's operands, sampled as
     :func:`region_cases` samples them over x's shape. Its own kernel must launch: its fallback (the
     region's kernel, then the projections') proves nothing of it."""
-    entry = _sampled(region)
-    handed, _ = region.deferred
-    base = handed.removeprefix("pypto_").removesuffix("_prologue")
+    entry, deferral = _sampled(region), region.deferred
+    keywords = dict(deferral.keywords)
     result = []
     for dtype, batch, seq, args in _rope_arguments(rotation, _sampled(rotation), seed):
-        generator = torch.Generator().manual_seed(seed + 1)
         x = next(i for i, p in enumerate(rotation.params) if p.kind == ROWS)
         args[x] = torch.full((batch, seq, 37), math.nan, dtype=dtype)
-        operands = []
-        for param in region.params:
-            if param.kind in (ROWS, VECTOR, "like"):
-                operands.append(samples.tensor(entry, (batch, seq, 37) if param.kind != VECTOR else (37,), dtype, generator))
-            else:
-                operands.append(Function(param.source) if param.kind in ("callee", "class") else {"number": 0.5, "dtype": dtype}.get(param.kind))
+        operands = _operands(region, entry, (batch, seq, 37), dtype, torch.Generator().manual_seed(seed + 1))
         value = dict(zip((p.name for p in region.params), operands))
         value |= {p.name: a for p, a in zip(*_submodules(region, operands)) if p.kind == MODULE}
-        kwargs = {f"prologue_{name}": a for name, a in value.items()}
+        kwargs = {keywords[name]: a for name, a in value.items()}
         label = f"{key} {dtype_name(dtype)} {[batch, seq, 37]}"
-        result.append(Case(label, handed, tuple(args), kwargs, region_tolerance(dtype), equal_nan(entry),
-                           kernels=(f"{base}_kernel", f"{base}_bias_kernel")))
+        result.append(Case(label, deferral.function, tuple(args), kwargs, region_tolerance(dtype), equal_nan(entry), kernels=deferral.kernels))
     return result
 
 
@@ -390,7 +388,8 @@ def _deferred(regions: list[Region]) -> dict[int, tuple[Region, Region]]:
     """The regions deferred into a projections kernel's prologue, by index, each with the region of
     those projections (a region of the same module: its wrapper's)."""
     by_wrapper = {r.wrapper: r for r in regions}
-    return {i: (r, by_wrapper[r.deferred[1]]) for i, r in enumerate(regions) if r.deferred is not None and r.deferred[1] in by_wrapper}
+    return {i: (r, by_wrapper[r.deferred.projections]) for i, r in enumerate(regions)
+            if r.deferred is not None and r.deferred.projections in by_wrapper}
 
 
 def _wrong_entries(translation: Translation) -> list[str]:
