@@ -48,17 +48,15 @@ import functools
 from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import definitions, name_of
 from torch2pypto.rules.tile_program import ROWS, VECTOR, Output, Param, Unfusible
-from torch2pypto.translator.engine import deferrals, epilogues, groups, halves, joins, prologues, qkv, siblings
+from torch2pypto.translator.engine import bodies, deferrals, epilogues, groups, halves, joins, prologues, qkv, siblings
 from torch2pypto.translator.engine.bounds import Bounds, no_op
 from torch2pypto.translator.engine.leaves import COMPUTED
 from torch2pypto.translator.engine.lowering import Built
 from torch2pypto.translator.engine.report import CONVERTED, HOST_SIDE
 from torch2pypto.translator.engine.scopes import children, walk
-from torch2pypto.translator.engine.syntax import FUNCTIONS, HOLDERS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, held, own_nodes
+from torch2pypto.translator.engine.syntax import FUNCTIONS, OPERATORS, assigned_names, bindings, candidate, comments, comments_above, own_nodes
 
-_BLOCKS = ("body", "orelse", "finalbody")
 _NESTED = frozenset({*FUNCTIONS, ast.ClassDef, ast.Lambda})  # what own_nodes does not walk into
-_COMPOUND = HOLDERS - {*FUNCTIONS, ast.ClassDef, ast.Module, ast.ExceptHandler, ast.match_case}  # the holders that are a function's own blocks (not definitions)
 _VALUED = frozenset({ast.Assign, ast.AugAssign, ast.Expr, ast.Return})  # statements whose one expression evaluated is their value
 
 
@@ -142,13 +140,13 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
     at = {a.span: a for a in attempts}
     host = {a.span for a in attempts if a.status == HOST_SIDE}
     found = Fused([], [], [])
-    owners = dict(_methods(tree.body, ""))
-    helpers: dict = _module_functions(tree) if elsewhere is None else {}
+    owners = dict(bodies.methods(tree.body, ""))
+    helpers: dict = bodies.unique_module_functions(tree) if elsewhere is None else {}
     contexts: dict[ast.AST, Context] = {}
     for name, load in (elsewhere or {}).items():
         helpers[name] = functools.partial(_loaded, load, contexts) if callable(load) else load
     spans = sorted(pending)  # the pending spans in source order, a site no longer pending left out where read
-    functions = list(_functions(tree))
+    functions = list(bodies.functions(tree))
     left = set(functions)
 
     def run(function) -> None:
@@ -158,7 +156,7 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
         finder = Finder(sites, pending, lines, text, function)
         finder.path, finder.owner, finder.helpers, finder.host = path, owners.get(function), helpers, host
         finder.contexts, finder.at, finder.spans = contexts, at, spans
-        for block, loop in _blocks(function):
+        for block, loop in bodies.blocks(function):
             finder.block(block, loop, found)
 
     found.ahead = run
@@ -166,15 +164,6 @@ def fuse(sites, attempts, lines, text: str, tree: ast.Module, path: str, elsewhe
         run(function)
     found.ahead = None  # every function done; kept, it and ``found`` would hold each other, a cycle left to the collector
     return found
-
-
-def _functions(tree: ast.Module):
-    """The functions of a module, nested ones too, in ``ast.walk``'s order: found through the
-    statement lists (handlers and cases too), their expressions left unvisited."""
-    found = [tree]
-    for current in found:
-        found.extend(held(current))
-    return (node for node in found if isinstance(node, FUNCTIONS))
 
 
 def _apart(before: list[ast.stmt], statement: ast.stmt, ops: int, rows: set[str], extended: Built) -> bool:
@@ -209,57 +198,6 @@ def _loaded(load, contexts: dict):
     function, context = found
     contexts[function] = context
     return function
-
-
-def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-    """The module's functions by name, those it binds nowhere else at module level."""
-    bound, functions = module_functions(tree.body)
-    return {name: n for name, n in functions.items() if bound[name] == 1}
-
-
-def module_functions(body: list[ast.stmt]) -> tuple[collections.Counter, dict[str, ast.FunctionDef]]:
-    """How often top-level statements ``body`` bind each name at module level, and their
-    functions by name (a module read in chunks adds up its chunks')."""
-    bound = collections.Counter()
-    for node in body:
-        for n in walk(node) if not isinstance(node, (*FUNCTIONS, ast.ClassDef)) else [node]:
-            if isinstance(n, (*FUNCTIONS, ast.ClassDef)):
-                bound[n.name] += 1
-            elif type(n) is ast.Name and type(n.ctx) is not ast.Load:
-                bound[n.id] += 1
-            elif isinstance(n, ast.alias):
-                bound[(n.asname or n.name).split(".")[0]] += 1
-    return bound, {n.name: n for n in body if type(n) is ast.FunctionDef}
-
-
-def _methods(body: list[ast.stmt], prefix: str):
-    """(a method, qualified name of its class) of the classes at module level, nested ones too."""
-    for node in body:
-        if isinstance(node, ast.ClassDef):
-            name = prefix + node.name
-            yield from ((n, name) for n in node.body if isinstance(n, FUNCTIONS))
-            yield from _methods(node.body, name + ".")
-
-
-def _blocks(function: ast.AST):
-    """The statement lists of a function body, nested blocks included, not nested functions';
-    each with the outermost loop of the function around it (None: no loop)."""
-    stack = [(function.body, None)]
-    while stack:
-        block, loop = stack.pop()
-        yield block, loop
-        for statement in block:
-            if type(statement) not in _COMPOUND:
-                continue  # a simple statement or a definition: no block of the function's
-            inner_loop = loop or (statement if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) else None)
-            for field in _BLOCKS:
-                inner = getattr(statement, field, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    stack.append((inner, inner_loop))
-            for handler in getattr(statement, "handlers", ()):
-                stack.append((handler.body, inner_loop))
-            for case in getattr(statement, "cases", ()):
-                stack.append((case.body, inner_loop))
 
 
 class Finder(Bounds):
