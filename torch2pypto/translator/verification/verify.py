@@ -229,9 +229,9 @@ def deferred_cases(region: Region, rotation: Region, key: str, seed: int = 0) ->
     region's kernel, then the projections') proves nothing of it."""
     entry, deferral = _sampled(region), region.deferred
     keywords = dict(deferral.keywords)
+    x = next(i for i, p in enumerate(rotation.params) if p.kind == ROWS)
     result = []
     for dtype, batch, seq, args in _rope_arguments(rotation, _sampled(rotation), seed):
-        x = next(i for i, p in enumerate(rotation.params) if p.kind == ROWS)
         args[x] = torch.full((batch, seq, 37), math.nan, dtype=dtype)
         operands = _operands(region, entry, (batch, seq, 37), dtype, torch.Generator().manual_seed(seed + 1))
         value = dict(zip((p.name for p in region.params), operands))
