@@ -19,8 +19,8 @@ from torch2pypto.rules.codegen import Definition
 from torch2pypto.rules.fusion import fused_sites
 from torch2pypto.schema import operators
 from torch2pypto.translator.engine import chunks, emit, masks, repeats
-from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.bodies import module_functions
+from torch2pypto.translator.engine.hierarchy import Hierarchy
 from torch2pypto.translator.engine.regions import Context, Fused, Region, fuse
 from torch2pypto.translator.engine.report import CONVERTED, UNSUPPORTED, Record
 from torch2pypto.translator.engine.scopes import ModuleIndex, Scope, walk
